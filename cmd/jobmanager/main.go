@@ -1,0 +1,50 @@
+// Command jobmanager runs a Weir JobManager.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/weirproject/weir/internal/daemon"
+	"github.com/weirproject/weir/internal/jobmanager"
+)
+
+func main() { daemon.Exit("jobmanager", run(os.Args[1:])) }
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("jobmanager", flag.ContinueOnError)
+	var cfg jobmanager.Config
+	var logging daemon.Logging
+	var haMode string
+	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6123", "gRPC address for clients and TaskManagers")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8081", "HTTP address serving /metrics and /healthz")
+	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/tmp/weir/checkpoints", "checkpoint storage directory, shared with every TaskManager")
+	fs.StringVar(&haMode, "ha", "none", "high availability: none (standalone) or etcd")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often TaskManagers heartbeat")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "silence after which a TaskManager is lost")
+	logging.Register(fs)
+	if err := daemon.Parse(fs, args); err != nil {
+		return err
+	}
+	switch haMode {
+	case "none":
+	case "etcd":
+		return fmt.Errorf("--ha etcd is not available yet; use --ha none")
+	default:
+		return fmt.Errorf("--ha: want none or etcd, got %q", haMode)
+	}
+	log, err := logging.Logger("jobmanager")
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	srv, err := jobmanager.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := daemon.SignalContext()
+	defer stop()
+	return srv.Run(ctx)
+}

@@ -1,0 +1,539 @@
+// Package coordinator is the JobManager's checkpoint coordinator, one per
+// job. Coordinator is a pure state machine in the style of etcd's raft: the
+// Driver feeds it events (trigger requests, acks, declines, ticks of an
+// injected clock, results of I/O it asked for) and carries out the effects
+// it returns (allocate an ID, send trigger RPCs, write metadata, notify
+// tasks, discard state). It never does I/O, starts goroutines or reads the
+// wall clock itself, so every rule is testable step by step.
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// Clock is the coordinator's only source of time.
+type Clock interface {
+	Now() time.Time
+}
+
+// ErrCheckpointFailed wraps every reason a checkpoint request failed.
+var ErrCheckpointFailed = errors.New("coordinator: checkpoint failed")
+
+// Failure is why a request or a pending checkpoint failed.
+type Failure struct {
+	Reason  weirv1.CheckpointFailureReason
+	Message string
+}
+
+func (f *Failure) Error() string {
+	if f.Message == "" {
+		return fmt.Sprintf("%v: %s", ErrCheckpointFailed, f.Reason)
+	}
+	return fmt.Sprintf("%v: %s: %s", ErrCheckpointFailed, f.Reason, f.Message)
+}
+
+func (f *Failure) Unwrap() error { return ErrCheckpointFailed }
+
+// counted reports whether a reason counts towards tolerable failures
+// (Flink's CheckpointFailureManager: I/O, async, decline, expiry, finalize).
+func counted(r weirv1.CheckpointFailureReason) bool {
+	switch r {
+	case weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION,
+		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION,
+		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED,
+		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TASK_CHECKPOINT_FAILURE,
+		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED,
+		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE,
+		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE:
+		return true
+	}
+	return false
+}
+
+// Config is a job's checkpointing configuration.
+type Config struct {
+	JobID          string
+	Interval       time.Duration // 0: no periodic checkpoints
+	Timeout        time.Duration
+	MinPause       time.Duration
+	MaxConcurrent  int
+	Tolerable      int
+	MaxParallelism int
+	Options        *weirv1.CheckpointOptions
+	// HistorySize bounds the checkpoint history kept for the API.
+	HistorySize int
+}
+
+// Task is one subtask attempt of the current execution.
+type Task struct {
+	Attempt *weirv1.ExecutionAttemptID
+	Source  bool
+}
+
+func attemptKey(a *weirv1.ExecutionAttemptID) string {
+	return fmt.Sprintf("%s/%d/%d", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
+}
+
+// RequestKind orders requests in the queue.
+type RequestKind int
+
+const (
+	Periodic RequestKind = iota
+	Manual
+	Savepoint
+)
+
+type request struct {
+	seq    int64
+	kind   RequestKind
+	forced bool
+	target string
+}
+
+func (r *request) savepoint() bool { return r.kind == Savepoint }
+
+// before orders the queue: savepoint > forced > manual > periodic > oldest.
+func (r *request) before(o *request) bool {
+	if r.savepoint() != o.savepoint() {
+		return r.savepoint()
+	}
+	if r.forced != o.forced {
+		return r.forced
+	}
+	if (r.kind == Periodic) != (o.kind == Periodic) {
+		return r.kind != Periodic
+	}
+	return r.seq < o.seq
+}
+
+// queueCapacity is Flink's CheckpointRequestDecider queue size.
+const queueCapacity = 1000
+
+type pending struct {
+	id          int64
+	req         *request
+	triggered   time.Time
+	deadline    time.Time
+	location    string
+	notYetAcked map[string]*weirv1.ExecutionAttemptID
+	acked       map[string]*weirv1.AcknowledgeCheckpointRequest
+	ackedTimes  map[string]time.Time
+	lastAck     time.Time
+	finalizing  bool
+}
+
+// Coordinator is the checkpoint coordinator state machine.
+type Coordinator struct {
+	cfg   Config
+	clock Clock
+	rng   *rand.Rand
+
+	running      bool
+	tasks        []Task
+	finished     map[string]bool
+	nextPeriodic time.Time // zero: no periodic trigger scheduled
+	queue        []*request
+	preparing    *request
+	pending      map[int64]*pending
+	// latestID is the newest checkpoint ID this coordinator saw, to tell late
+	// acks from foreign ones.
+	latestID       int64
+	lastCompletion time.Time
+	consecutive    int
+	seq            int64
+	effects        []Effect
+	stats          *Stats
+}
+
+// New returns a stopped coordinator. rng seeds the first trigger's delay.
+func New(cfg Config, clock Clock, rng *rand.Rand) *Coordinator {
+	if cfg.MaxConcurrent < 1 {
+		cfg.MaxConcurrent = 1
+	}
+	if cfg.HistorySize <= 0 {
+		cfg.HistorySize = 100
+	}
+	return &Coordinator{cfg: cfg, clock: clock, rng: rng, pending: map[int64]*pending{}, stats: newStats(cfg.HistorySize)}
+}
+
+// Ready returns and clears the effects decided since the last call.
+func (c *Coordinator) Ready() []Effect {
+	e := c.effects
+	c.effects = nil
+	return e
+}
+
+func (c *Coordinator) emit(e Effect) { c.effects = append(c.effects, e) }
+
+// NextDeadline is when Tick must next be called; zero if never.
+func (c *Coordinator) NextDeadline() time.Time {
+	d := c.nextPeriodic
+	for _, p := range c.pending {
+		if d.IsZero() || p.deadline.Before(d) {
+			d = p.deadline
+		}
+	}
+	return d
+}
+
+// Start activates the coordinator when the job turns RUNNING with tasks.
+// The first periodic trigger comes after a random delay in
+// [min_pause, interval] so that jobs started together spread their load.
+func (c *Coordinator) Start(tasks []Task) {
+	c.running = true
+	c.tasks = tasks
+	c.finished = map[string]bool{}
+	if c.cfg.Interval > 0 {
+		lo, hi := c.cfg.MinPause, c.cfg.Interval
+		delay := lo
+		if hi > lo {
+			delay += time.Duration(c.rng.Int64N(int64(hi - lo + 1)))
+		}
+		c.nextPeriodic = c.clock.Now().Add(delay)
+	}
+}
+
+// Stop deactivates the coordinator when the job leaves RUNNING: every
+// pending and queued checkpoint is aborted.
+func (c *Coordinator) Stop(reason weirv1.CheckpointFailureReason) {
+	c.running = false
+	c.nextPeriodic = time.Time{}
+	f := &Failure{Reason: reason}
+	for _, r := range c.queue {
+		c.failRequest(r, 0, f)
+	}
+	c.queue = nil
+	for _, id := range c.pendingIDs() {
+		c.abort(c.pending[id], f)
+	}
+}
+
+// TaskFinished records that a subtask finished; checkpoints that still wait
+// for it can no longer complete.
+func (c *Coordinator) TaskFinished(a *weirv1.ExecutionAttemptID) {
+	if c.finished != nil {
+		c.finished[attemptKey(a)] = true
+	}
+}
+
+// Trigger enqueues a checkpoint request and returns its number; the
+// outcome arrives as a RequestDone effect with that number.
+func (c *Coordinator) Trigger(kind RequestKind, forced bool, target string) int64 {
+	c.seq++
+	r := &request{seq: c.seq, kind: kind, forced: forced, target: target}
+	c.enqueue(r)
+	c.decide()
+	return r.seq
+}
+
+func (c *Coordinator) enqueue(r *request) {
+	i := sort.Search(len(c.queue), func(i int) bool { return r.before(c.queue[i]) })
+	c.queue = append(c.queue, nil)
+	copy(c.queue[i+1:], c.queue[i:])
+	c.queue[i] = r
+	if len(c.queue) > queueCapacity {
+		last := c.queue[len(c.queue)-1]
+		c.queue = c.queue[:len(c.queue)-1]
+		c.failRequest(last, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TOO_MANY_CHECKPOINT_REQUESTS})
+	}
+}
+
+// Tick fires the periodic trigger and expires pending checkpoints.
+func (c *Coordinator) Tick() {
+	now := c.clock.Now()
+	for _, id := range c.pendingIDs() {
+		if p := c.pending[id]; !p.finalizing && !now.Before(p.deadline) {
+			c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED})
+		}
+	}
+	if c.running && !c.nextPeriodic.IsZero() && !now.Before(c.nextPeriodic) {
+		// Fixed rate: missed periods are skipped, not caught up.
+		for !now.Before(c.nextPeriodic) {
+			c.nextPeriodic = c.nextPeriodic.Add(c.cfg.Interval)
+		}
+		c.seq++
+		c.enqueue(&request{seq: c.seq, kind: Periodic})
+	}
+	c.decide()
+}
+
+// decide runs the head of the queue if the rules allow it.
+func (c *Coordinator) decide() {
+	for c.preparing == nil && len(c.queue) > 0 {
+		head := c.queue[0]
+		if !c.running {
+			c.queue = c.queue[1:]
+			c.failRequest(head, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING})
+			continue
+		}
+		if len(c.pending) >= c.cfg.MaxConcurrent && !head.forced {
+			return // the next completion or abort runs decide again
+		}
+		now := c.clock.Now()
+		if head.kind == Periodic && !head.forced && !c.lastCompletion.IsZero() && now.Sub(c.lastCompletion) < c.cfg.MinPause {
+			c.queue = c.queue[1:]
+			c.failRequest(head, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_MINIMUM_TIME_BETWEEN_CHECKPOINTS})
+			// Fire again exactly when the pause is over.
+			c.nextPeriodic = c.lastCompletion.Add(c.cfg.MinPause)
+			continue
+		}
+		c.queue = c.queue[1:]
+		for _, t := range c.tasks {
+			if c.finished[attemptKey(t.Attempt)] {
+				c.failRequest(head, 0, &Failure{
+					Reason:  weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING,
+					Message: fmt.Sprintf("subtask %s is not running", attemptKey(t.Attempt)),
+				})
+				head = nil
+				break
+			}
+		}
+		if head == nil {
+			continue
+		}
+		c.preparing = head
+		c.emit(PrepareCheckpoint{Request: head.seq, Savepoint: head.savepoint(), Target: head.target})
+	}
+}
+
+// Prepared delivers the checkpoint ID and storage location the driver
+// obtained for request req, or why it could not.
+func (c *Coordinator) Prepared(req, id int64, location string, err error) {
+	r := c.preparing
+	if r == nil || r.seq != req {
+		// Not ours (should not happen): do not leak the location.
+		if location != "" {
+			c.emit(DiscardState{Location: location})
+		}
+		return
+	}
+	c.preparing = nil
+	if id > c.latestID {
+		c.latestID = id
+	}
+	switch {
+	case err != nil:
+		c.failRequest(r, id, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, Message: err.Error()})
+	case !c.running:
+		// The job stopped while I/O was in flight.
+		c.emit(DiscardState{Location: location})
+		c.failRequest(r, id, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING})
+	default:
+		now := c.clock.Now()
+		p := &pending{
+			id: id, req: r, triggered: now, deadline: now.Add(c.cfg.Timeout), location: location,
+			notYetAcked: map[string]*weirv1.ExecutionAttemptID{},
+			acked:       map[string]*weirv1.AcknowledgeCheckpointRequest{},
+			ackedTimes:  map[string]time.Time{},
+		}
+		var trigger, all []*weirv1.ExecutionAttemptID
+		for _, t := range c.tasks {
+			p.notYetAcked[attemptKey(t.Attempt)] = t.Attempt
+			all = append(all, t.Attempt)
+			if t.Source {
+				trigger = append(trigger, t.Attempt)
+			}
+		}
+		c.pending[id] = p
+		c.stats.started(id, r.savepoint(), now, len(all))
+		opts := &weirv1.CheckpointOptions{
+			Type:                       weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT,
+			ExactlyOnce:                c.cfg.Options.GetExactlyOnce(),
+			Unaligned:                  c.cfg.Options.GetUnaligned(),
+			AlignedCheckpointTimeoutMs: c.cfg.Options.GetAlignedCheckpointTimeoutMs(),
+			Incremental:                c.cfg.Options.GetIncremental(),
+		}
+		if r.savepoint() {
+			opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT
+			opts.TargetLocation = location
+		}
+		c.emit(SendTrigger{ID: id, Timestamp: now, Options: opts, Tasks: trigger})
+	}
+	c.decide()
+}
+
+// AckResult is the outcome of an acknowledgement, as in Flink.
+type AckResult int
+
+const (
+	AckSuccess AckResult = iota
+	AckDuplicate
+	AckUnknown
+	AckDiscarded
+)
+
+func (r AckResult) String() string {
+	return [...]string{"SUCCESS", "DUPLICATE", "UNKNOWN", "DISCARDED"}[r]
+}
+
+// Acknowledge records a subtask's ack. State of an ack that cannot be used
+// (unknown attempt, checkpoint gone) is discarded, never leaked.
+func (c *Coordinator) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) AckResult {
+	p := c.pending[ack.GetCheckpointId()]
+	if p == nil {
+		if ack.GetState() != nil {
+			c.emit(DiscardState{States: []*weirv1.SubtaskState{ack.GetState()}})
+		}
+		if ack.GetCheckpointId() <= c.latestID {
+			return AckDiscarded
+		}
+		return AckUnknown
+	}
+	key := attemptKey(ack.GetAttempt())
+	if _, ok := p.acked[key]; ok {
+		return AckDuplicate
+	}
+	if _, ok := p.notYetAcked[key]; !ok || p.finalizing {
+		if ack.GetState() != nil {
+			c.emit(DiscardState{States: []*weirv1.SubtaskState{ack.GetState()}})
+		}
+		return AckUnknown
+	}
+	now := c.clock.Now()
+	delete(p.notYetAcked, key)
+	p.acked[key] = ack
+	p.ackedTimes[key] = now
+	p.lastAck = now
+	c.stats.acked(p.id, now, ack)
+	if len(p.notYetAcked) == 0 {
+		p.finalizing = true
+		c.emit(Finalize{ID: p.id, Location: p.location, Savepoint: p.req.savepoint(), Metadata: c.metadata(p)})
+	}
+	return AckSuccess
+}
+
+func (c *Coordinator) metadata(p *pending) *weirv1.CheckpointMetadata {
+	md := &weirv1.CheckpointMetadata{
+		JobId: c.cfg.JobID, CheckpointId: p.id, TriggerTimestampMs: p.triggered.UnixMilli(),
+		CompletionTimestampMs: c.clock.Now().UnixMilli(), MaxParallelism: int32(c.cfg.MaxParallelism),
+		Type: weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT,
+	}
+	if p.req.savepoint() {
+		md.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT
+	}
+	keys := make([]string, 0, len(p.acked))
+	for k := range p.acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if st := p.acked[k].GetState(); st != nil {
+			md.Subtasks = append(md.Subtasks, st)
+		}
+	}
+	return md
+}
+
+// Decline aborts the checkpoint a subtask could not take.
+func (c *Coordinator) Decline(d *weirv1.DeclineCheckpointRequest) {
+	p := c.pending[d.GetCheckpointId()]
+	if p == nil || p.finalizing {
+		return
+	}
+	if _, ok := p.notYetAcked[attemptKey(d.GetAttempt())]; !ok {
+		return // a foreign or already-acked attempt cannot veto the checkpoint
+	}
+	reason := d.GetReason()
+	if reason == weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED {
+		reason = weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED
+	}
+	c.abort(p, &Failure{Reason: reason, Message: fmt.Sprintf("declined by %s: %s", attemptKey(d.GetAttempt()), d.GetMessage())})
+	c.decide()
+}
+
+// TriggerFailed aborts a checkpoint whose trigger RPC could not be sent.
+func (c *Coordinator) TriggerFailed(id int64, err error) {
+	if p := c.pending[id]; p != nil && !p.finalizing {
+		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE, Message: err.Error()})
+		c.decide()
+	}
+}
+
+// Finalized reports the outcome of a Finalize effect: the metadata was
+// written and the checkpoint added to the completed store (subsumed is the
+// newest checkpoint the store dropped, 0 if none).
+func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error) {
+	p := c.pending[id]
+	if p == nil {
+		return
+	}
+	if err != nil {
+		p.finalizing = false
+		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE, Message: err.Error()})
+		c.decide()
+		return
+	}
+	now := c.clock.Now()
+	delete(c.pending, id)
+	if !p.req.savepoint() {
+		c.lastCompletion = now
+	}
+	c.consecutive = 0
+	c.stats.completed(id, now, path)
+	c.emit(RequestDone{Request: p.req.seq, ID: id, Path: path})
+	// Older pending checkpoints can no longer be useful.
+	for _, older := range c.pendingIDs() {
+		if q := c.pending[older]; older < id && !q.finalizing && !q.req.savepoint() {
+			c.abort(q, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_SUBSUMED})
+		}
+	}
+	var tasks []*weirv1.ExecutionAttemptID
+	for _, t := range c.tasks {
+		tasks = append(tasks, t.Attempt)
+	}
+	c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Tasks: tasks})
+	c.decide()
+}
+
+// abort ends a pending checkpoint: its files go, tasks roll back.
+func (c *Coordinator) abort(p *pending, f *Failure) {
+	delete(c.pending, p.id)
+	var tasks []*weirv1.ExecutionAttemptID
+	for _, t := range c.tasks {
+		tasks = append(tasks, t.Attempt)
+	}
+	c.emit(DiscardState{Location: p.location})
+	c.emit(NotifyAborted{ID: p.id, Tasks: tasks})
+	c.failRequest(p.req, p.id, f)
+}
+
+func (c *Coordinator) failRequest(r *request, id int64, f *Failure) {
+	if id != 0 {
+		c.stats.failed(id, r.savepoint(), c.clock.Now(), f)
+	}
+	c.emit(RequestDone{Request: r.seq, ID: id, Err: f})
+	if !counted(f.Reason) {
+		return
+	}
+	c.consecutive++
+	if c.cfg.Tolerable >= 0 && c.consecutive > c.cfg.Tolerable && c.running {
+		c.emit(FailJob{Cause: fmt.Errorf("coordinator: %d consecutive checkpoint failures exceed the tolerable %d: %w", c.consecutive, c.cfg.Tolerable, f)})
+		c.consecutive = 0
+	}
+}
+
+func (c *Coordinator) pendingIDs() []int64 {
+	ids := make([]int64, 0, len(c.pending))
+	for id := range c.pending {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// NumPending is the number of checkpoints in progress.
+func (c *Coordinator) NumPending() int { return len(c.pending) }
+
+// Stats returns the checkpoint statistics for the API.
+func (c *Coordinator) Stats() *weirv1.ListCheckpointsResponse { return c.stats.snapshot() }
+
+// CheckpointDetail returns one checkpoint's statistics with per-subtask acks.
+func (c *Coordinator) CheckpointDetail(id int64) (*weirv1.GetCheckpointResponse, bool) {
+	return c.stats.detail(id)
+}

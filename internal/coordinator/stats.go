@@ -1,0 +1,134 @@
+package coordinator
+
+import (
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// Stats is the checkpoint history shown by the API, shaped like Flink's
+// /jobs/{id}/checkpoints.
+type Stats struct {
+	size    int
+	counts  *weirv1.CheckpointCounts
+	byID    map[int64]*entry
+	order   []int64 // oldest first, at most size
+	latestC *weirv1.CheckpointStats
+	latestS *weirv1.CheckpointStats
+	latestF *weirv1.CheckpointStats
+}
+
+type entry struct {
+	stats    *weirv1.CheckpointStats
+	subtasks map[string]*weirv1.SubtaskCheckpointStats
+}
+
+func newStats(size int) *Stats {
+	return &Stats{size: size, byID: map[int64]*entry{}, counts: &weirv1.CheckpointCounts{}}
+}
+
+func (s *Stats) started(id int64, savepoint bool, now time.Time, subtasks int) {
+	s.counts.Total++
+	s.counts.InProgress++
+	s.byID[id] = &entry{
+		stats: &weirv1.CheckpointStats{
+			Id: id, Status: weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS, IsSavepoint: savepoint,
+			TriggerTimestampMs: now.UnixMilli(), NumSubtasks: int32(subtasks),
+		},
+		subtasks: map[string]*weirv1.SubtaskCheckpointStats{},
+	}
+	s.order = append(s.order, id)
+	if len(s.order) > s.size {
+		delete(s.byID, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+func (s *Stats) acked(id int64, now time.Time, ack *weirv1.AcknowledgeCheckpointRequest) {
+	e := s.byID[id]
+	if e == nil {
+		return
+	}
+	st := e.stats
+	st.NumAcknowledgedSubtasks++
+	st.LatestAckTimestampMs = now.UnixMilli()
+	st.EndToEndDurationMs = now.UnixMilli() - st.TriggerTimestampMs
+	st.StateSize += ack.GetState().GetStateSize()
+	st.CheckpointedSize += ack.GetState().GetCheckpointedSize()
+	a := ack.GetAttempt()
+	e.subtasks[attemptKey(a)] = &weirv1.SubtaskCheckpointStats{
+		Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex(), Acknowledged: true,
+		AckTimestampMs: now.UnixMilli(), EndToEndDurationMs: now.UnixMilli() - st.TriggerTimestampMs,
+		StateSize: ack.GetState().GetStateSize(), Metrics: ack.GetMetrics(),
+	}
+}
+
+func (s *Stats) completed(id int64, now time.Time, path string) {
+	e := s.byID[id]
+	if e == nil {
+		return
+	}
+	s.counts.InProgress--
+	s.counts.Completed++
+	e.stats.Status = weirv1.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
+	e.stats.ExternalPath = path
+	e.stats.EndToEndDurationMs = now.UnixMilli() - e.stats.TriggerTimestampMs
+	if e.stats.IsSavepoint {
+		s.latestS = e.stats
+	} else {
+		s.latestC = e.stats
+	}
+}
+
+func (s *Stats) failed(id int64, savepoint bool, now time.Time, f *Failure) {
+	e := s.byID[id]
+	if e == nil || e.stats.Status != weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
+		return
+	}
+	s.counts.InProgress--
+	s.counts.Failed++
+	e.stats.Status = weirv1.CheckpointStatus_CHECKPOINT_STATUS_FAILED
+	e.stats.FailureReason = f.Reason
+	e.stats.FailureMessage = f.Error()
+	e.stats.FailureTimestampMs = now.UnixMilli()
+	e.stats.EndToEndDurationMs = now.UnixMilli() - e.stats.TriggerTimestampMs
+	s.latestF = e.stats
+}
+
+// snapshot copies the stats so callers on other goroutines can keep them.
+func (s *Stats) snapshot() *weirv1.ListCheckpointsResponse {
+	out := &weirv1.ListCheckpointsResponse{Counts: proto.Clone(s.counts).(*weirv1.CheckpointCounts)}
+	for i := len(s.order) - 1; i >= 0; i-- {
+		out.History = append(out.History, proto.Clone(s.byID[s.order[i]].stats).(*weirv1.CheckpointStats))
+	}
+	clone := func(c *weirv1.CheckpointStats) *weirv1.CheckpointStats {
+		if c == nil {
+			return nil
+		}
+		return proto.Clone(c).(*weirv1.CheckpointStats)
+	}
+	out.LatestCompleted, out.LatestSavepoint, out.LatestFailed = clone(s.latestC), clone(s.latestS), clone(s.latestF)
+	return out
+}
+
+func (s *Stats) detail(id int64) (*weirv1.GetCheckpointResponse, bool) {
+	e := s.byID[id]
+	if e == nil {
+		return nil, false
+	}
+	out := &weirv1.GetCheckpointResponse{Checkpoint: proto.Clone(e.stats).(*weirv1.CheckpointStats)}
+	for _, st := range e.subtasks {
+		out.Subtasks = append(out.Subtasks, proto.Clone(st).(*weirv1.SubtaskCheckpointStats))
+	}
+	sort.Slice(out.Subtasks, func(i, j int) bool {
+		a, b := out.Subtasks[i], out.Subtasks[j]
+		if a.Vertex != b.Vertex {
+			return a.Vertex < b.Vertex
+		}
+		return a.SubtaskIndex < b.SubtaskIndex
+	})
+	return out, true
+}

@@ -1,0 +1,97 @@
+// Package daemon holds what the jobmanager and taskmanager commands share:
+// flags with environment overrides, logging setup and signal handling.
+package daemon
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// EnvName maps a flag name to its environment variable: checkpoint-dir →
+// WEIR_CHECKPOINT_DIR.
+func EnvName(flagName string) string {
+	return "WEIR_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// ApplyEnv sets every flag not given on the command line from its
+// environment variable, so flags win over the environment.
+func ApplyEnv(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, e)
+			}
+		}
+	})
+	return err
+}
+
+// Logging are the shared log flags.
+type Logging struct {
+	Level  string
+	Format string
+}
+
+// Register adds --log-level and --log-format to fs.
+func (l *Logging) Register(fs *flag.FlagSet) {
+	fs.StringVar(&l.Level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&l.Format, "log-format", "text", "log format: text or json")
+}
+
+// Logger builds the structured logger the flags describe.
+func (l *Logging) Logger(component string) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch l.Format {
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, opts)
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	default:
+		return nil, fmt.Errorf("--log-format: want text or json, got %q", l.Format)
+	}
+	return slog.New(h).With("component", component), nil
+}
+
+// Parse parses args, applies the environment and describes the flags in
+// usage output.
+func Parse(fs *flag.FlagSet, args []string) error {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s (every flag can also be set as WEIR_<FLAG>, e.g. %s):\n", fs.Name(), EnvName("rpc-addr"))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return ApplyEnv(fs)
+}
+
+// SignalContext is cancelled on SIGINT or SIGTERM, for graceful shutdown.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// Exit prints err and exits non-zero; flag.ErrHelp exits zero.
+func Exit(name string, err error) {
+	if err == nil || err == flag.ErrHelp {
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	os.Exit(1)
+}

@@ -1,0 +1,94 @@
+// Package exchange moves records and events between subtasks: bounded
+// subpartition queues on the producer side, input channels on the consumer
+// side, in memory within a TaskManager and over a gRPC stream with
+// credit-based flow control between TaskManagers. Nothing here grows without
+// bound: a producer blocks when its subpartition is full, and a remote
+// producer sends only as many buffers as the consumer granted credits for.
+package exchange
+
+import (
+	"fmt"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Kind says what a Buffer carries.
+type Kind uint8
+
+const (
+	KindRecords Kind = iota
+	KindBarrier
+	KindCancelMarker
+	KindEndOfData
+	KindEndOfPartition
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRecords:
+		return "records"
+	case KindBarrier:
+		return "barrier"
+	case KindCancelMarker:
+		return "cancel-marker"
+	case KindEndOfData:
+		return "end-of-data"
+	case KindEndOfPartition:
+		return "end-of-partition"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Buffer is the unit a channel carries: a batch of records or one event.
+type Buffer struct {
+	Kind    Kind
+	Records []sdk.Record
+	// Barrier is set for KindBarrier.
+	Barrier *weirv1.CheckpointBarrier
+	// CheckpointID is set for KindCancelMarker.
+	CheckpointID int64
+}
+
+// ToProto converts b for the wire.
+func (b Buffer) ToProto() *weirv1.ExchangeMessage {
+	m := &weirv1.ExchangeMessage{}
+	switch b.Kind {
+	case KindRecords:
+		recs := make([]*weirv1.Record, len(b.Records))
+		for i, r := range b.Records {
+			recs[i] = &weirv1.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		}
+		m.Kind = &weirv1.ExchangeMessage_Batch{Batch: &weirv1.RecordBatch{Records: recs}}
+	case KindBarrier:
+		m.Kind = &weirv1.ExchangeMessage_Barrier{Barrier: b.Barrier}
+	case KindCancelMarker:
+		m.Kind = &weirv1.ExchangeMessage_Cancel{Cancel: &weirv1.CancelCheckpointMarker{CheckpointId: b.CheckpointID}}
+	case KindEndOfData:
+		m.Kind = &weirv1.ExchangeMessage_EndOfData{EndOfData: &weirv1.EndOfData{}}
+	case KindEndOfPartition:
+		m.Kind = &weirv1.ExchangeMessage_EndOfPartition{EndOfPartition: &weirv1.EndOfPartition{}}
+	}
+	return m
+}
+
+// FromProto converts a message received from the wire.
+func FromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
+	switch k := m.GetKind().(type) {
+	case *weirv1.ExchangeMessage_Batch:
+		recs := make([]sdk.Record, len(k.Batch.GetRecords()))
+		for i, r := range k.Batch.GetRecords() {
+			recs[i] = sdk.Record{Key: r.GetKey(), Value: r.GetValue(), Timestamp: r.GetTimestamp()}
+		}
+		return Buffer{Kind: KindRecords, Records: recs}, nil
+	case *weirv1.ExchangeMessage_Barrier:
+		return Buffer{Kind: KindBarrier, Barrier: k.Barrier}, nil
+	case *weirv1.ExchangeMessage_Cancel:
+		return Buffer{Kind: KindCancelMarker, CheckpointID: k.Cancel.GetCheckpointId()}, nil
+	case *weirv1.ExchangeMessage_EndOfData:
+		return Buffer{Kind: KindEndOfData}, nil
+	case *weirv1.ExchangeMessage_EndOfPartition:
+		return Buffer{Kind: KindEndOfPartition}, nil
+	}
+	return Buffer{}, fmt.Errorf("exchange: message without a kind")
+}

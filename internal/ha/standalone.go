@@ -1,0 +1,83 @@
+// Package ha keeps the metadata a JobManager must not lose: the checkpoint
+// ID counter and the completed-checkpoint store. The standalone
+// implementations here serve a single JobManager with no etcd (--ha none);
+// the etcd ones serve a cluster of JobManagers.
+package ha
+
+import (
+	"context"
+	"sync"
+)
+
+// CompletedCheckpoint is an entry of the completed-checkpoint store: the
+// store keeps the pointer, the metadata stays in checkpoint storage.
+type CompletedCheckpoint struct {
+	ID           int64
+	MetadataPath string
+	// Dir is the checkpoint's exclusive directory, discarded when subsumed.
+	Dir string
+}
+
+// StandaloneCounter hands out checkpoint IDs from memory, starting after
+// the highest ID already present in checkpoint storage.
+type StandaloneCounter struct {
+	mu   sync.Mutex
+	next int64
+}
+
+// NewStandaloneCounter returns a counter whose first ID is after.
+func NewStandaloneCounter(after int64) *StandaloneCounter {
+	return &StandaloneCounter{next: after + 1}
+}
+
+// Next returns a fresh checkpoint ID.
+func (c *StandaloneCounter) Next(context.Context) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.next
+	c.next++
+	return id, nil
+}
+
+// StandaloneStore keeps the newest retained completed checkpoints in memory.
+type StandaloneStore struct {
+	retained int
+	mu       sync.Mutex
+	list     []CompletedCheckpoint // oldest first
+}
+
+// NewStandaloneStore keeps at most retained (≥ 1) checkpoints.
+func NewStandaloneStore(retained int) *StandaloneStore {
+	return &StandaloneStore{retained: max(retained, 1)}
+}
+
+// Add stores cp and returns the checkpoints it subsumed, oldest first; the
+// caller discards their state.
+func (s *StandaloneStore) Add(_ context.Context, cp CompletedCheckpoint) ([]CompletedCheckpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = append(s.list, cp)
+	var subsumed []CompletedCheckpoint
+	if n := len(s.list) - s.retained; n > 0 {
+		subsumed = append(subsumed, s.list[:n]...)
+		s.list = append([]CompletedCheckpoint(nil), s.list[n:]...)
+	}
+	return subsumed, nil
+}
+
+// Latest returns the newest completed checkpoint.
+func (s *StandaloneStore) Latest(context.Context) (CompletedCheckpoint, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.list) == 0 {
+		return CompletedCheckpoint{}, false, nil
+	}
+	return s.list[len(s.list)-1], true, nil
+}
+
+// All returns the retained checkpoints, oldest first.
+func (s *StandaloneStore) All(context.Context) ([]CompletedCheckpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]CompletedCheckpoint(nil), s.list...), nil
+}

@@ -1,0 +1,202 @@
+package jobmanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/jobgraph"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// SubmitJob validates a job graph, registers the job and schedules it as
+// soon as enough slots are free.
+func (s *Server) SubmitJob(_ context.Context, req *weirv1.SubmitJobRequest) (*weirv1.SubmitJobResponse, error) {
+	g := proto.Clone(req.GetJob()).(*weirv1.JobGraph)
+	if g == nil {
+		return nil, status.Error(codes.InvalidArgument, "jobmanager: no job graph")
+	}
+	if err := jobgraph.Validate(g); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if g.GetRestoreFrom() != "" {
+		return nil, status.Error(codes.Unimplemented, "jobmanager: restoring a job from a savepoint is not supported yet")
+	}
+	id := newID()
+	j, err := s.newJob(id, g)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	s.mu.Lock()
+	s.mu.jobs[id] = j
+	s.mu.Unlock()
+	j.log.Info("job submitted", "vertices", len(g.GetVertices()), "slots_needed", slotsNeeded(g))
+	j.trySchedule()
+	return &weirv1.SubmitJobResponse{JobId: id}, nil
+}
+
+func (s *Server) lookup(id string) (*jobMaster, error) {
+	j, ok := s.job(id)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "jobmanager: job %s not found", id)
+	}
+	return j, nil
+}
+
+// CancelJob cancels a job.
+func (s *Server) CancelJob(_ context.Context, req *weirv1.CancelJobRequest) (*weirv1.CancelJobResponse, error) {
+	j, err := s.lookup(req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if err := j.cancel(); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return &weirv1.CancelJobResponse{}, nil
+}
+
+// GetJob describes one job.
+func (s *Server) GetJob(_ context.Context, req *weirv1.GetJobRequest) (*weirv1.GetJobResponse, error) {
+	j, err := s.lookup(req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	return &weirv1.GetJobResponse{Job: j.info()}, nil
+}
+
+// ListJobs lists every job, oldest first.
+func (s *Server) ListJobs(context.Context, *weirv1.ListJobsRequest) (*weirv1.ListJobsResponse, error) {
+	out := &weirv1.ListJobsResponse{}
+	for _, j := range s.jobsSorted() {
+		info := j.info()
+		info.Graph = nil
+		out.Jobs = append(out.Jobs, info)
+	}
+	return out, nil
+}
+
+func (s *Server) trigger(ctx context.Context, jobID string, kind coordinator.RequestKind, target string) (coordinator.Result, error) {
+	j, err := s.lookup(jobID)
+	if err != nil {
+		return coordinator.Result{}, err
+	}
+	j.mu.Lock()
+	st := j.mu.state
+	j.mu.Unlock()
+	if st != weirv1.JobState_JOB_STATE_RUNNING {
+		return coordinator.Result{}, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is %s, not RUNNING", jobID, stateName(st))
+	}
+	r := j.coord.Trigger(ctx, kind, target)
+	if r.Err != nil {
+		var f *coordinator.Failure
+		if errors.As(r.Err, &f) {
+			return r, status.Errorf(codes.Aborted, "jobmanager: checkpoint %d of job %s failed: %v", r.ID, jobID, r.Err)
+		}
+		return r, status.Error(codes.Unavailable, r.Err.Error())
+	}
+	return r, nil
+}
+
+// TriggerCheckpoint takes a checkpoint now and waits for it to complete.
+func (s *Server) TriggerCheckpoint(ctx context.Context, req *weirv1.TriggerCheckpointRequest) (*weirv1.TriggerCheckpointResponse, error) {
+	r, err := s.trigger(ctx, req.GetJobId(), coordinator.Manual, "")
+	if err != nil {
+		return nil, err
+	}
+	return &weirv1.TriggerCheckpointResponse{CheckpointId: r.ID, ExternalPath: r.Path}, nil
+}
+
+// TriggerSavepoint takes a savepoint and waits for it to complete.
+func (s *Server) TriggerSavepoint(ctx context.Context, req *weirv1.TriggerSavepointRequest) (*weirv1.TriggerSavepointResponse, error) {
+	r, err := s.trigger(ctx, req.GetJobId(), coordinator.Savepoint, req.GetTargetDirectory())
+	if err != nil {
+		return nil, err
+	}
+	return &weirv1.TriggerSavepointResponse{CheckpointId: r.ID, ExternalPath: r.Path}, nil
+}
+
+// StopWithSavepoint takes a savepoint, then cancels the job.
+func (s *Server) StopWithSavepoint(ctx context.Context, req *weirv1.StopWithSavepointRequest) (*weirv1.StopWithSavepointResponse, error) {
+	r, err := s.trigger(ctx, req.GetJobId(), coordinator.Savepoint, req.GetTargetDirectory())
+	if err != nil {
+		return nil, err
+	}
+	j, err := s.lookup(req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if err := j.cancel(); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, fmt.Sprintf("savepoint %s taken, but stopping failed: %v", r.Path, err))
+	}
+	return &weirv1.StopWithSavepointResponse{CheckpointId: r.ID, ExternalPath: r.Path}, nil
+}
+
+// ListCheckpoints returns a job's checkpoint statistics.
+func (s *Server) ListCheckpoints(_ context.Context, req *weirv1.ListCheckpointsRequest) (*weirv1.ListCheckpointsResponse, error) {
+	j, err := s.lookup(req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	return j.checkpointStats(), nil
+}
+
+// GetCheckpoint returns one checkpoint's statistics.
+func (s *Server) GetCheckpoint(_ context.Context, req *weirv1.GetCheckpointRequest) (*weirv1.GetCheckpointResponse, error) {
+	j, err := s.lookup(req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	closed := j.mu.closed
+	j.mu.Unlock()
+	if !closed {
+		if d, ok := j.coord.Detail(req.GetCheckpointId()); ok {
+			return d, nil
+		}
+	} else {
+		for _, c := range j.checkpointStats().GetHistory() {
+			if c.GetId() == req.GetCheckpointId() {
+				return &weirv1.GetCheckpointResponse{Checkpoint: c}, nil
+			}
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "jobmanager: job %s has no checkpoint %d in its history", req.GetJobId(), req.GetCheckpointId())
+}
+
+// UpdateTaskExecutionState applies a subtask state change.
+func (s *Server) UpdateTaskExecutionState(_ context.Context, req *weirv1.UpdateTaskExecutionStateRequest) (*weirv1.UpdateTaskExecutionStateResponse, error) {
+	j, err := s.lookup(req.GetAttempt().GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if !j.updateTask(req.GetAttempt(), req.GetState(), req.GetFailureCause()) {
+		return nil, status.Errorf(codes.NotFound, "jobmanager: job %s has no subtask attempt %s/%d/%d", j.id,
+			req.GetAttempt().GetVertex(), req.GetAttempt().GetSubtaskIndex(), req.GetAttempt().GetAttempt())
+	}
+	return &weirv1.UpdateTaskExecutionStateResponse{}, nil
+}
+
+// AcknowledgeCheckpoint hands a subtask's ack to the job's coordinator.
+func (s *Server) AcknowledgeCheckpoint(_ context.Context, req *weirv1.AcknowledgeCheckpointRequest) (*weirv1.AcknowledgeCheckpointResponse, error) {
+	j, err := s.lookup(req.GetAttempt().GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	j.coord.Acknowledge(req)
+	return &weirv1.AcknowledgeCheckpointResponse{}, nil
+}
+
+// DeclineCheckpoint hands a subtask's decline to the job's coordinator.
+func (s *Server) DeclineCheckpoint(_ context.Context, req *weirv1.DeclineCheckpointRequest) (*weirv1.DeclineCheckpointResponse, error) {
+	j, err := s.lookup(req.GetAttempt().GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	j.coord.Decline(req)
+	return &weirv1.DeclineCheckpointResponse{}, nil
+}

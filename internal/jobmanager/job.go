@@ -1,0 +1,418 @@
+package jobmanager
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/ha"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// jobTransitions is the job lifecycle: every edge not listed is refused.
+var jobTransitions = map[weirv1.JobState][]weirv1.JobState{
+	weirv1.JobState_JOB_STATE_CREATED:    {weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELLING, weirv1.JobState_JOB_STATE_CANCELED},
+	weirv1.JobState_JOB_STATE_RUNNING:    {weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING},
+	weirv1.JobState_JOB_STATE_FAILING:    {weirv1.JobState_JOB_STATE_FAILED},
+	weirv1.JobState_JOB_STATE_CANCELLING: {weirv1.JobState_JOB_STATE_CANCELED},
+}
+
+func canTransition(from, to weirv1.JobState) bool {
+	for _, s := range jobTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+func terminal(s weirv1.JobState) bool {
+	return s == weirv1.JobState_JOB_STATE_FINISHED || s == weirv1.JobState_JOB_STATE_FAILED || s == weirv1.JobState_JOB_STATE_CANCELED
+}
+
+// jobMaster runs one job: its executions, its lifecycle and its checkpoint
+// coordinator. Lock order: Server.mu before jobMaster.mu; RPCs are never
+// made while holding mu.
+type jobMaster struct {
+	s         *Server
+	id, name  string
+	graph     *weirv1.JobGraph
+	submitted time.Time
+	log       *slog.Logger
+	coord     *coordinator.Driver
+	store     *ha.StandaloneStore
+	counter   *ha.StandaloneCounter
+
+	mu struct {
+		sync.Mutex
+		state        weirv1.JobState
+		start, end   time.Time
+		cause        string
+		execs        []*execution
+		coordStarted bool
+		finalStats   *weirv1.ListCheckpointsResponse
+		closed       bool
+	}
+}
+
+func (s *Server) newJob(id string, g *weirv1.JobGraph) (*jobMaster, error) {
+	highest, err := s.storage.HighestCheckpointID(id)
+	if err != nil {
+		return nil, err
+	}
+	j := &jobMaster{
+		s: s, id: id, name: g.GetName(), graph: g, submitted: time.Now(),
+		log:     s.log.With("job_id", id, "job_name", g.GetName()),
+		store:   ha.NewStandaloneStore(int(g.GetCheckpointing().GetRetained())),
+		counter: ha.NewStandaloneCounter(highest),
+	}
+	j.mu.state = weirv1.JobState_JOB_STATE_CREATED
+	cp := g.GetCheckpointing()
+	j.coord = coordinator.NewDriver(coordinator.Config{
+		JobID:          id,
+		Interval:       cp.GetInterval().AsDuration(),
+		Timeout:        cp.GetTimeout().AsDuration(),
+		MinPause:       cp.GetMinPause().AsDuration(),
+		MaxConcurrent:  int(cp.GetMaxConcurrent()),
+		Tolerable:      int(cp.GetTolerableFailedCheckpoints()),
+		MaxParallelism: int(g.GetMaxParallelism()),
+		Options: &weirv1.CheckpointOptions{
+			ExactlyOnce:                cp.GetMode() != weirv1.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE,
+			Unaligned:                  cp.GetUnaligned(),
+			AlignedCheckpointTimeoutMs: cp.GetAlignedCheckpointTimeout().AsDuration().Milliseconds(),
+			Incremental:                g.GetState().GetIncremental(),
+		},
+	}, g.GetName(), &jobIO{j: j}, s.ckptMet, s.log)
+	go j.coord.Run()
+	j.setStateMetric(weirv1.JobState_JOB_STATE_CREATED)
+	return j, nil
+}
+
+func (j *jobMaster) setStateMetric(st weirv1.JobState) {
+	for s := range weirv1.JobState_name {
+		if s == 0 {
+			continue
+		}
+		v := 0.0
+		if weirv1.JobState(s) == st {
+			v = 1
+		}
+		j.s.jobState.WithLabelValues(j.id, j.name, stateName(weirv1.JobState(s))).Set(v)
+	}
+}
+
+// transitionLocked moves the job to st; illegal edges are refused.
+func (j *jobMaster) transitionLocked(st weirv1.JobState) error {
+	if !canTransition(j.mu.state, st) {
+		return fmt.Errorf("jobmanager: job %s cannot go from %s to %s", j.id, stateName(j.mu.state), stateName(st))
+	}
+	j.log.Info("job state changed", "from", stateName(j.mu.state), "to", stateName(st))
+	j.mu.state = st
+	if terminal(st) {
+		j.mu.end = time.Now()
+	}
+	j.setStateMetric(st)
+	return nil
+}
+
+// slotsHeld counts the slots the job holds per TaskManager.
+func (j *jobMaster) slotsHeld() map[string]int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	held := map[string]int{}
+	if terminal(j.mu.state) {
+		return held
+	}
+	perTM := map[string]map[int32]bool{}
+	for _, e := range j.mu.execs {
+		if perTM[e.tm.id] == nil {
+			perTM[e.tm.id] = map[int32]bool{}
+		}
+		perTM[e.tm.id][e.attempt.GetSubtaskIndex()] = true
+	}
+	for tm, subs := range perTM {
+		held[tm] = len(subs)
+	}
+	return held
+}
+
+// trySchedule deploys a job that is still waiting for slots.
+func (j *jobMaster) trySchedule() {
+	j.s.schedMu.Lock()
+	defer j.s.schedMu.Unlock()
+	j.mu.Lock()
+	waiting := j.mu.state == weirv1.JobState_JOB_STATE_CREATED && j.mu.execs == nil
+	j.mu.Unlock()
+	if !waiting {
+		return
+	}
+	need := slotsNeeded(j.graph)
+	slots := j.s.freeSlots()
+	if len(slots) < need {
+		j.log.Info("waiting for slots", "needed", need, "free", len(slots))
+		return
+	}
+	execs, err := expand(j.id, j.graph, slots[:need], 0)
+	if err == nil {
+		var tdds []*weirv1.TaskDeploymentDescriptor
+		tdds, err = descriptors(j.graph, execs, j.s.cfg.CheckpointDir)
+		if err == nil {
+			j.mu.Lock()
+			j.mu.execs = execs
+			if err = j.transitionLocked(weirv1.JobState_JOB_STATE_RUNNING); err == nil {
+				j.mu.start = time.Now()
+			}
+			j.mu.Unlock()
+			if err == nil {
+				go j.deploy(execs, tdds)
+				return
+			}
+		}
+	}
+	j.fail(fmt.Sprintf("scheduling failed: %v", err))
+}
+
+func (j *jobMaster) deploy(execs []*execution, tdds []*weirv1.TaskDeploymentDescriptor) {
+	var wg sync.WaitGroup
+	for i, e := range execs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), j.s.cfg.RPCTimeout)
+			defer cancel()
+			j.log.Info("deploying subtask", "task", e.name(), "taskmanager_id", e.tm.id)
+			if _, err := e.tm.client.DeployTask(ctx, &weirv1.DeployTaskRequest{Task: tdds[i]}); err != nil {
+				j.updateTask(e.attempt, weirv1.ExecutionState_EXECUTION_STATE_FAILED, fmt.Sprintf("deploy on %s: %v", e.tm.id, err))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (j *jobMaster) findLocked(a *weirv1.ExecutionAttemptID) *execution {
+	for _, e := range j.mu.execs {
+		if e.attempt.GetVertex() == a.GetVertex() && e.attempt.GetSubtaskIndex() == a.GetSubtaskIndex() && e.attempt.GetAttempt() == a.GetAttempt() {
+			return e
+		}
+	}
+	return nil
+}
+
+// updateTask applies a subtask's state change reported by its TaskManager.
+func (j *jobMaster) updateTask(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string) bool {
+	j.mu.Lock()
+	e := j.findLocked(a)
+	if e == nil || e.terminal() {
+		j.mu.Unlock()
+		return e != nil
+	}
+	e.state = st
+	if cause != "" {
+		e.failure = cause
+	}
+	var startCoord []coordinator.Task
+	allFinished := true
+	allRunning := true
+	for _, x := range j.mu.execs {
+		allFinished = allFinished && x.state == weirv1.ExecutionState_EXECUTION_STATE_FINISHED
+		allRunning = allRunning && x.state == weirv1.ExecutionState_EXECUTION_STATE_RUNNING
+	}
+	if allRunning && !j.mu.coordStarted && j.mu.state == weirv1.JobState_JOB_STATE_RUNNING {
+		j.mu.coordStarted = true
+		for _, x := range j.mu.execs {
+			startCoord = append(startCoord, coordinator.Task{Attempt: x.attempt, Source: x.source})
+		}
+	}
+	state := j.mu.state
+	j.mu.Unlock()
+
+	switch st {
+	case weirv1.ExecutionState_EXECUTION_STATE_RUNNING:
+		if startCoord != nil {
+			j.log.Info("all subtasks running; checkpoint coordinator started")
+			j.coord.Start(startCoord)
+		}
+	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED:
+		j.coord.TaskFinished(a)
+		if allFinished && state == weirv1.JobState_JOB_STATE_RUNNING {
+			j.end(weirv1.JobState_JOB_STATE_FINISHED, "")
+		}
+	case weirv1.ExecutionState_EXECUTION_STATE_FAILED:
+		j.log.Warn("subtask failed", "task", e.name(), "cause", cause)
+		j.fail(fmt.Sprintf("subtask %s failed: %s", e.name(), cause))
+	}
+	j.maybeSettle()
+	return true
+}
+
+// fail fails the job over. Restart strategies are not implemented yet, so
+// the job ends FAILED once every subtask stopped.
+func (j *jobMaster) fail(cause string) {
+	j.mu.Lock()
+	if terminal(j.mu.state) || j.mu.state == weirv1.JobState_JOB_STATE_FAILING || j.mu.state == weirv1.JobState_JOB_STATE_CANCELLING {
+		j.mu.Unlock()
+		return
+	}
+	j.mu.cause = cause
+	_ = j.transitionLocked(weirv1.JobState_JOB_STATE_FAILING)
+	j.mu.Unlock()
+	j.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER_REGION)
+	j.cancelExecutions()
+	j.maybeSettle()
+}
+
+// cancel cancels the job on a user's request.
+func (j *jobMaster) cancel() error {
+	j.mu.Lock()
+	if j.mu.execs == nil && j.mu.state == weirv1.JobState_JOB_STATE_CREATED {
+		err := j.transitionLocked(weirv1.JobState_JOB_STATE_CANCELED)
+		j.mu.Unlock()
+		j.close()
+		return err
+	}
+	if err := j.transitionLocked(weirv1.JobState_JOB_STATE_CANCELLING); err != nil {
+		j.mu.Unlock()
+		return err
+	}
+	j.mu.Unlock()
+	j.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING)
+	j.cancelExecutions()
+	j.maybeSettle()
+	return nil
+}
+
+func (j *jobMaster) cancelExecutions() {
+	j.mu.Lock()
+	var live []*execution
+	for _, e := range j.mu.execs {
+		if !e.terminal() {
+			live = append(live, e)
+		}
+	}
+	j.mu.Unlock()
+	for _, e := range live {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), j.s.cfg.RPCTimeout)
+			defer cancel()
+			if _, err := e.tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: e.attempt}); err != nil {
+				// The TaskManager is gone or does not know the task: either
+				// way the subtask no longer runs.
+				j.updateTask(e.attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+			}
+		}()
+	}
+}
+
+// maybeSettle ends a failing or cancelling job once every subtask stopped.
+func (j *jobMaster) maybeSettle() {
+	j.mu.Lock()
+	st := j.mu.state
+	for _, e := range j.mu.execs {
+		if !e.terminal() {
+			j.mu.Unlock()
+			return
+		}
+	}
+	j.mu.Unlock()
+	switch st {
+	case weirv1.JobState_JOB_STATE_FAILING:
+		j.end(weirv1.JobState_JOB_STATE_FAILED, "")
+	case weirv1.JobState_JOB_STATE_CANCELLING:
+		j.end(weirv1.JobState_JOB_STATE_CANCELED, "")
+	}
+}
+
+func (j *jobMaster) end(st weirv1.JobState, cause string) {
+	j.mu.Lock()
+	err := j.transitionLocked(st)
+	if cause != "" {
+		j.mu.cause = cause
+	}
+	j.mu.Unlock()
+	if err != nil {
+		return
+	}
+	j.close()
+	// Its slots are free again.
+	go j.s.scheduleWaiting()
+}
+
+// close stops the coordinator, keeping its final statistics for the API.
+func (j *jobMaster) close() {
+	j.mu.Lock()
+	if j.mu.closed {
+		j.mu.Unlock()
+		return
+	}
+	j.mu.closed = true
+	j.mu.Unlock()
+	j.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)
+	stats := j.coord.Stats()
+	j.coord.Close()
+	j.mu.Lock()
+	j.mu.finalStats = stats
+	j.mu.Unlock()
+}
+
+func (j *jobMaster) taskManagerLost(tmID, cause string) {
+	j.mu.Lock()
+	var lost []*execution
+	for _, e := range j.mu.execs {
+		if e.tm.id == tmID && !e.terminal() {
+			lost = append(lost, e)
+		}
+	}
+	j.mu.Unlock()
+	for _, e := range lost {
+		j.updateTask(e.attempt, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
+	}
+}
+
+func (j *jobMaster) checkpointStats() *weirv1.ListCheckpointsResponse {
+	j.mu.Lock()
+	final := j.mu.finalStats
+	j.mu.Unlock()
+	if final != nil {
+		return final
+	}
+	return j.coord.Stats()
+}
+
+func (j *jobMaster) info() *weirv1.JobInfo {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	info := &weirv1.JobInfo{
+		Id: j.id, Name: j.name, State: j.mu.state, FailureCause: j.mu.cause, Graph: j.graph,
+	}
+	if !j.mu.start.IsZero() {
+		info.StartTimeMs = j.mu.start.UnixMilli()
+	}
+	if !j.mu.end.IsZero() {
+		info.EndTimeMs = j.mu.end.UnixMilli()
+	}
+	for _, v := range j.graph.GetVertices() {
+		vi := &weirv1.VertexInfo{Name: v.GetName(), Operator: v.GetOperator(), Parallelism: v.GetParallelism()}
+		for _, e := range j.mu.execs {
+			if e.vertex == v {
+				vi.Subtasks = append(vi.Subtasks, &weirv1.SubtaskInfo{
+					Index: e.attempt.GetSubtaskIndex(), Attempt: e.attempt.GetAttempt(), State: e.state,
+					TaskmanagerId: e.tm.id, FailureCause: e.failure,
+				})
+			}
+		}
+		info.Vertices = append(info.Vertices, vi)
+	}
+	return info
+}
+
+func stateName(s weirv1.JobState) string {
+	n := s.String()
+	const prefix = "JOB_STATE_"
+	if len(n) > len(prefix) {
+		return n[len(prefix):]
+	}
+	return n
+}

@@ -1,0 +1,187 @@
+// Package jobmanager is the JobManager daemon: it registers TaskManagers,
+// accepts jobs, places their subtasks on slots, runs one checkpoint
+// coordinator per job and serves the client API.
+package jobmanager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// Config configures a JobManager.
+type Config struct {
+	RPCAddr           string
+	HTTPAddr          string
+	CheckpointDir     string
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a silent TaskManager stays registered.
+	HeartbeatTimeout time.Duration
+	// RPCTimeout bounds each call to a TaskManager.
+	RPCTimeout time.Duration
+	Logger     *slog.Logger
+}
+
+// Validate checks the configuration and fills defaults.
+func (c *Config) Validate() error {
+	if c.CheckpointDir == "" {
+		return errors.New("jobmanager: checkpoint directory is required")
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = 5 * time.Second
+	}
+	if c.HeartbeatTimeout <= c.HeartbeatInterval {
+		return fmt.Errorf("jobmanager: heartbeat timeout %v must exceed the interval %v", c.HeartbeatTimeout, c.HeartbeatInterval)
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Server is a JobManager.
+type Server struct {
+	weirv1.UnimplementedClientServiceServer
+	weirv1.UnimplementedJobManagerGatewayServiceServer
+
+	cfg      Config
+	id       string
+	log      *slog.Logger
+	storage  storage.Storage
+	reg      *prometheus.Registry
+	ckptMet  *coordinator.Metrics
+	jobState *prometheus.GaugeVec
+	tmGauge  prometheus.Gauge
+	// schedMu serializes slot assignment so two jobs never take one slot.
+	schedMu sync.Mutex
+
+	mu struct {
+		sync.Mutex
+		tms  map[string]*taskManager
+		jobs map[string]*jobMaster
+	}
+}
+
+// New builds a JobManager.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	reg := rpc.NewRegistry()
+	s := &Server{
+		cfg:     cfg,
+		id:      newID(),
+		log:     cfg.Logger,
+		storage: storage.Storage{Dir: cfg.CheckpointDir},
+		reg:     reg,
+		ckptMet: coordinator.NewMetrics(reg),
+		jobState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "weir_job_state", Help: "1 for the job's current state.",
+		}, []string{"job_id", "job_name", "state"}),
+		tmGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "weir_jobmanager_taskmanagers_registered", Help: "TaskManagers registered with this JobManager.",
+		}),
+	}
+	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_jobmanager_leader", Help: "1 if this JobManager is the leader."})
+	leader.Set(1) // standalone: the only JobManager leads
+	reg.MustRegister(s.jobState, s.tmGauge, leader)
+	s.mu.tms = map[string]*taskManager{}
+	s.mu.jobs = map[string]*jobMaster{}
+	return s, nil
+}
+
+// Run serves until ctx ends, then cancels jobs' coordinators and stops.
+func (s *Server) Run(ctx context.Context) error {
+	rpcLis, err := net.Listen("tcp", s.cfg.RPCAddr)
+	if err != nil {
+		return fmt.Errorf("jobmanager: listen rpc: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		rpcLis.Close()
+		return fmt.Errorf("jobmanager: listen http: %w", err)
+	}
+	g, _ := rpc.NewServer()
+	s.Register(g)
+	s.log.Info("jobmanager started", "id", s.id, "rpc_addr", rpcLis.Addr().String(), "http_addr", httpLis.Addr().String(), "checkpoint_dir", s.cfg.CheckpointDir)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watchHeartbeats(ctx)
+	}()
+	err = rpc.Serve(ctx, s.log, g, rpcLis, rpc.HTTPMux(s.reg), httpLis, 5*time.Second)
+	wg.Wait()
+	s.shutdown()
+	return err
+}
+
+// Register adds the JobManager's services to g.
+func (s *Server) Register(g *grpc.Server) {
+	weirv1.RegisterClientServiceServer(g, s)
+	weirv1.RegisterJobManagerGatewayServiceServer(g, s)
+}
+
+// shutdown stops every coordinator; running tasks lose their JobManager
+// and cancel themselves.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	jobs := make([]*jobMaster, 0, len(s.mu.jobs))
+	for _, j := range s.mu.jobs {
+		jobs = append(jobs, j)
+	}
+	tms := s.mu.tms
+	s.mu.tms = map[string]*taskManager{}
+	s.mu.Unlock()
+	for _, j := range jobs {
+		j.close()
+	}
+	for _, tm := range tms {
+		tm.conn.Close()
+	}
+}
+
+func (s *Server) job(id string) (*jobMaster, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.mu.jobs[id]
+	return j, ok
+}
+
+func (s *Server) jobsSorted() []*jobMaster {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	jobs := make([]*jobMaster, 0, len(s.mu.jobs))
+	for _, j := range s.mu.jobs {
+		jobs = append(jobs, j)
+	}
+	sort.Slice(jobs, func(i, k int) bool { return jobs[i].submitted.Before(jobs[k].submitted) })
+	return jobs
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

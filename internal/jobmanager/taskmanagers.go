@@ -1,0 +1,167 @@
+package jobmanager
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirproject/weir/internal/rpc"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// taskManager is a registered TaskManager.
+type taskManager struct {
+	id             string
+	registration   string
+	addr, httpAddr string
+	slots          int
+	lastHeartbeat  time.Time
+	conn           *grpc.ClientConn
+	client         weirv1.TaskExecutorServiceClient
+}
+
+// RegisterTaskManager admits a TaskManager or renews its registration.
+func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTaskManagerRequest) (*weirv1.RegisterTaskManagerResponse, error) {
+	if req.GetTaskmanagerId() == "" || req.GetRpcAddress() == "" || req.GetSlots() < 1 {
+		return nil, status.Error(codes.InvalidArgument, "jobmanager: registration needs taskmanager_id, rpc_address and slots >= 1")
+	}
+	conn, err := rpc.Dial(req.GetRpcAddress())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	tm := &taskManager{
+		id: req.GetTaskmanagerId(), registration: newID(), addr: req.GetRpcAddress(), httpAddr: req.GetHttpAddress(),
+		slots: int(req.GetSlots()), lastHeartbeat: time.Now(), conn: conn, client: weirv1.NewTaskExecutorServiceClient(conn),
+	}
+	s.mu.Lock()
+	old := s.mu.tms[tm.id]
+	s.mu.tms[tm.id] = tm
+	s.tmGauge.Set(float64(len(s.mu.tms)))
+	s.mu.Unlock()
+	if old != nil {
+		// A TaskManager registering again restarted or lost us: whatever it
+		// ran for us is gone.
+		old.conn.Close()
+		s.taskManagerLost(old.id, "taskmanager registered again")
+	}
+	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", tm.slots)
+	s.scheduleWaiting()
+	return &weirv1.RegisterTaskManagerResponse{
+		RegistrationId: tm.registration, JobmanagerId: s.id,
+		HeartbeatIntervalMs: s.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: s.cfg.HeartbeatTimeout.Milliseconds(),
+	}, nil
+}
+
+// Heartbeat renews a TaskManager's lease; an unknown one must register.
+func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*weirv1.HeartbeatResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tm, ok := s.mu.tms[req.GetTaskmanagerId()]
+	if !ok || tm.registration != req.GetRegistrationId() {
+		return &weirv1.HeartbeatResponse{Reregister: true}, nil
+	}
+	tm.lastHeartbeat = time.Now()
+	return &weirv1.HeartbeatResponse{}, nil
+}
+
+// watchHeartbeats declares TaskManagers lost when their heartbeats stop.
+func (s *Server) watchHeartbeats(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			var lost []*taskManager
+			s.mu.Lock()
+			for id, tm := range s.mu.tms {
+				if now.Sub(tm.lastHeartbeat) > s.cfg.HeartbeatTimeout {
+					lost = append(lost, tm)
+					delete(s.mu.tms, id)
+				}
+			}
+			s.tmGauge.Set(float64(len(s.mu.tms)))
+			s.mu.Unlock()
+			for _, tm := range lost {
+				s.log.Warn("taskmanager lost", "taskmanager_id", tm.id, "cause", "heartbeat timeout", "timeout", s.cfg.HeartbeatTimeout)
+				tm.conn.Close()
+				s.taskManagerLost(tm.id, fmt.Sprintf("taskmanager %s lost: no heartbeat for %v", tm.id, s.cfg.HeartbeatTimeout))
+			}
+		}
+	}
+}
+
+func (s *Server) taskManagerLost(id, cause string) {
+	for _, j := range s.jobsSorted() {
+		j.taskManagerLost(id, cause)
+	}
+}
+
+func (s *Server) taskManager(id string) (*taskManager, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tm, ok := s.mu.tms[id]
+	return tm, ok
+}
+
+// freeSlots lists a free slot per entry, spread across TaskManagers so
+// consecutive subtasks land on different TaskManagers.
+func (s *Server) freeSlots() []*taskManager {
+	s.mu.Lock()
+	used := map[string]int{}
+	for _, j := range s.mu.jobs {
+		for tm, n := range j.slotsHeld() {
+			used[tm] += n
+		}
+	}
+	tms := make([]*taskManager, 0, len(s.mu.tms))
+	for _, tm := range s.mu.tms {
+		tms = append(tms, tm)
+	}
+	s.mu.Unlock()
+	sort.Slice(tms, func(i, k int) bool { return tms[i].id < tms[k].id })
+	var slots []*taskManager
+	for more := true; more; {
+		more = false
+		for _, tm := range tms {
+			if used[tm.id] < tm.slots {
+				used[tm.id]++
+				slots = append(slots, tm)
+				more = true
+			}
+		}
+	}
+	return slots
+}
+
+// scheduleWaiting places jobs that waited for slots.
+func (s *Server) scheduleWaiting() {
+	for _, j := range s.jobsSorted() {
+		j.trySchedule()
+	}
+}
+
+// ListTaskManagers lists the registered TaskManagers.
+func (s *Server) ListTaskManagers(context.Context, *weirv1.ListTaskManagersRequest) (*weirv1.ListTaskManagersResponse, error) {
+	free := map[string]int{}
+	for _, tm := range s.freeSlots() {
+		free[tm.id]++
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &weirv1.ListTaskManagersResponse{}
+	for _, tm := range s.mu.tms {
+		out.Taskmanagers = append(out.Taskmanagers, &weirv1.TaskManagerInfo{
+			Id: tm.id, Address: tm.addr, HttpAddress: tm.httpAddr, Slots: int32(tm.slots),
+			FreeSlots: int32(free[tm.id]), LastHeartbeatMs: tm.lastHeartbeat.UnixMilli(),
+		})
+	}
+	sort.Slice(out.Taskmanagers, func(i, k int) bool { return out.Taskmanagers[i].Id < out.Taskmanagers[k].Id })
+	return out, nil
+}

@@ -1,0 +1,11 @@
+// Package operators holds Weir's built-in operators.
+package operators
+
+import "github.com/weirproject/weir/sdk"
+
+// Register adds the built-in operators to r.
+func Register(r *sdk.Registry) {
+	r.RegisterSource("sequence-source", func() sdk.Source { return &SequenceSource{} })
+	r.RegisterOperator("keyed-sum", func() sdk.Operator { return &KeyedSum{} })
+	r.RegisterOperator("file-sink", func() sdk.Operator { return &FileSink{} })
+}

@@ -1,0 +1,39 @@
+package operators
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/weirproject/weir/sdk"
+)
+
+// KeyedSum keeps a running sum per key and emits (key, sum) for every input.
+// Values are decimal integers.
+type KeyedSum struct {
+	sums sdk.ValueState
+}
+
+func (k *KeyedSum) Open(ctx sdk.Context) error {
+	k.sums = ctx.ValueState("sum")
+	return nil
+}
+
+func (k *KeyedSum) ProcessRecord(r sdk.Record, out sdk.Collector) error {
+	v, err := strconv.ParseInt(string(r.Value), 10, 64)
+	if err != nil {
+		return fmt.Errorf("keyed-sum: value of key %q: %w", r.Key, err)
+	}
+	var sum int64
+	if b, ok := k.sums.Value(); ok {
+		if sum, err = strconv.ParseInt(string(b), 10, 64); err != nil {
+			return fmt.Errorf("keyed-sum: corrupt state of key %q: %w", r.Key, err)
+		}
+	}
+	sum += v
+	b := strconv.AppendInt(nil, sum, 10)
+	k.sums.Update(b)
+	out.Collect(sdk.Record{Key: r.Key, Value: b, Timestamp: r.Timestamp})
+	return nil
+}
+
+func (k *KeyedSum) Close() error { return nil }

@@ -1,0 +1,97 @@
+// Package rpc holds what every Weir daemon does the same way with gRPC and
+// HTTP: a server with health and reflection, client connections, and the
+// /metrics and /healthz endpoints.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// NewServer returns a gRPC server with the health and reflection services.
+func NewServer() (*grpc.Server, *health.Server) {
+	s := grpc.NewServer(
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	h := health.NewServer()
+	healthpb.RegisterHealthServer(s, h)
+	reflection.Register(s)
+	return s, h
+}
+
+// Dial returns a client connection; gRPC connects lazily and reconnects.
+func Dial(addr string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// NewRegistry returns a metrics registry with the Go runtime and process
+// collectors, as every daemon exposes them.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// HTTPMux serves /metrics from reg and /healthz.
+func HTTPMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Serve runs the gRPC server on rpcLis and the HTTP mux on httpLis until
+// ctx ends, then shuts both down gracefully within grace.
+func Serve(ctx context.Context, log *slog.Logger, g *grpc.Server, rpcLis net.Listener, mux http.Handler, httpLis net.Listener, grace time.Duration) error {
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- g.Serve(rpcLis) }()
+	go func() {
+		if err := hs.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+			return
+		}
+		errc <- nil
+	}()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	log.Info("shutting down servers")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		g.Stop()
+	}
+	return err
+}

@@ -1,0 +1,253 @@
+// Package state holds subtask state backends: keyed state scoped by the
+// current record's key, and operator list state, both snapshotted into
+// checkpoint storage and restored by key-group range.
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/weirproject/weir/internal/keygroup"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Heap keeps state in Go maps. Values are never mutated in place (Update
+// replaces the slice), so a snapshot is a shallow copy of the maps taken on
+// the mailbox goroutine and written out on another.
+type Heap struct {
+	maxParallelism int
+	keyGroups      keygroup.Range
+	currentKey     string
+	values         map[string]map[string][]byte // state name → key → value
+	lists          map[string]*listState
+}
+
+// NewHeap returns an empty heap backend for a subtask owning keyGroups.
+func NewHeap(maxParallelism int, keyGroups keygroup.Range) *Heap {
+	return &Heap{
+		maxParallelism: maxParallelism,
+		keyGroups:      keyGroups,
+		values:         map[string]map[string][]byte{},
+		lists:          map[string]*listState{},
+	}
+}
+
+// SetCurrentKey scopes keyed state to key until the next call.
+func (h *Heap) SetCurrentKey(key []byte) { h.currentKey = string(key) }
+
+// ValueState returns the named keyed state.
+func (h *Heap) ValueState(name string) sdk.ValueState {
+	m, ok := h.values[name]
+	if !ok {
+		m = map[string][]byte{}
+		h.values[name] = m
+	}
+	return &valueState{h: h, m: m}
+}
+
+// ListState returns the named operator list state.
+func (h *Heap) ListState(name string, union bool) sdk.ListState {
+	l, ok := h.lists[name]
+	if !ok {
+		l = &listState{union: union}
+		h.lists[name] = l
+	}
+	return l
+}
+
+type valueState struct {
+	h *Heap
+	m map[string][]byte
+}
+
+func (v *valueState) Value() ([]byte, bool) { b, ok := v.m[v.h.currentKey]; return b, ok }
+func (v *valueState) Update(b []byte)       { v.m[v.h.currentKey] = bytes.Clone(b) }
+func (v *valueState) Clear()                { delete(v.m, v.h.currentKey) }
+
+type listState struct {
+	union bool
+	items [][]byte
+}
+
+func (l *listState) Get() [][]byte { return l.items }
+func (l *listState) Update(items [][]byte) {
+	l.items = make([][]byte, len(items))
+	for i, it := range items {
+		l.items[i] = bytes.Clone(it)
+	}
+}
+func (l *listState) Add(b []byte) { l.items = append(l.items, bytes.Clone(b)) }
+func (l *listState) Clear()       { l.items = nil }
+
+// Snapshot is a consistent view of a Heap's state, safe to write from another
+// goroutine while the mailbox goes on changing the Heap.
+type Snapshot struct {
+	maxParallelism int
+	keyGroups      keygroup.Range
+	values         map[string]map[string][]byte
+	lists          map[string]listState
+}
+
+// Snapshot takes the synchronous part of a checkpoint.
+func (h *Heap) Snapshot() *Snapshot {
+	s := &Snapshot{
+		maxParallelism: h.maxParallelism,
+		keyGroups:      h.keyGroups,
+		values:         make(map[string]map[string][]byte, len(h.values)),
+		lists:          make(map[string]listState, len(h.lists)),
+	}
+	for name, m := range h.values {
+		c := make(map[string][]byte, len(m))
+		for k, v := range m {
+			c[k] = v
+		}
+		s.values[name] = c
+	}
+	for name, l := range h.lists {
+		s.lists[name] = listState{union: l.union, items: append([][]byte(nil), l.items...)}
+	}
+	return s
+}
+
+// Write is the asynchronous part: it writes the snapshot's files into dir,
+// named after the subtask, and returns the subtask state to acknowledge.
+func (s *Snapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error) {
+	st := &weirv1.SubtaskState{
+		Vertex:       vertex,
+		SubtaskIndex: int32(subtask),
+		Parallelism:  int32(parallelism),
+		KeyGroups:    &weirv1.KeyGroupRange{Start: int32(s.keyGroups.Start), End: int32(s.keyGroups.End)},
+	}
+	prefix := filepath.Join(dir, fmt.Sprintf("%s-%d", vertex, subtask))
+	if keyed := s.keyedSnapshot(); len(keyed.KeyGroups) > 0 {
+		n, err := storage.WriteProto(prefix+".keyed", keyed)
+		if err != nil {
+			return nil, fmt.Errorf("state: write keyed state: %w", err)
+		}
+		st.KeyedState = &weirv1.StateHandle{Path: prefix + ".keyed", Size: n}
+		st.StateSize += n
+	}
+	if ops := s.operatorSnapshot(); len(ops.States) > 0 {
+		n, err := storage.WriteProto(prefix+".operator", ops)
+		if err != nil {
+			return nil, fmt.Errorf("state: write operator state: %w", err)
+		}
+		st.OperatorState = &weirv1.StateHandle{Path: prefix + ".operator", Size: n}
+		st.StateSize += n
+	}
+	st.CheckpointedSize = st.StateSize
+	return st, nil
+}
+
+// keyedSnapshot groups entries by key group, sorted, so restore can take
+// exactly the key groups a new subtask owns.
+func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
+	groups := map[int32]*weirv1.KeyGroupSnapshot{}
+	for _, name := range sortedKeys(s.values) {
+		m := s.values[name]
+		for _, k := range sortedKeys(m) {
+			kg := int32(keygroup.Of([]byte(k), s.maxParallelism))
+			g, ok := groups[kg]
+			if !ok {
+				g = &weirv1.KeyGroupSnapshot{KeyGroup: kg}
+				groups[kg] = g
+			}
+			g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{State: name, Key: []byte(k), Value: m[k]})
+		}
+	}
+	out := &weirv1.KeyedStateSnapshot{MaxParallelism: int32(s.maxParallelism)}
+	for _, g := range groups {
+		out.KeyGroups = append(out.KeyGroups, g)
+	}
+	sort.Slice(out.KeyGroups, func(i, j int) bool { return out.KeyGroups[i].KeyGroup < out.KeyGroups[j].KeyGroup })
+	return out
+}
+
+func (s *Snapshot) operatorSnapshot() *weirv1.OperatorStateSnapshot {
+	out := &weirv1.OperatorStateSnapshot{}
+	for _, name := range sortedKeys(s.lists) {
+		l := s.lists[name]
+		out.States = append(out.States, &weirv1.OperatorStateSnapshot_ListState{Name: name, Union: l.union, Items: l.items})
+	}
+	return out
+}
+
+// Restore loads the state of a previous run. prev lists every subtask state
+// of the vertex in the restored checkpoint; keyed state is filtered to the
+// key groups this subtask owns and list state is redistributed round-robin
+// (union state is given whole).
+func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
+	for _, st := range prev {
+		if p := st.GetKeyedState().GetPath(); p != "" {
+			snap := &weirv1.KeyedStateSnapshot{}
+			if err := storage.ReadProto(p, snap); err != nil {
+				return fmt.Errorf("state: restore keyed state: %w", err)
+			}
+			if int(snap.GetMaxParallelism()) != h.maxParallelism {
+				return fmt.Errorf("state: restore keyed state: max parallelism %d, job has %d", snap.GetMaxParallelism(), h.maxParallelism)
+			}
+			for _, g := range snap.GetKeyGroups() {
+				if !h.keyGroups.Contains(int(g.GetKeyGroup())) {
+					continue
+				}
+				for _, e := range g.GetEntries() {
+					m, ok := h.values[e.GetState()]
+					if !ok {
+						m = map[string][]byte{}
+						h.values[e.GetState()] = m
+					}
+					m[string(e.GetKey())] = e.GetValue()
+				}
+			}
+		}
+	}
+	// Operator list state is concatenated in subtask order, then split, so
+	// the assignment does not depend on the order acks arrived in.
+	ordered := append([]*weirv1.SubtaskState(nil), prev...)
+	sort.Slice(ordered, func(i, j int) bool { return ordered[i].GetSubtaskIndex() < ordered[j].GetSubtaskIndex() })
+	all := map[string]*listState{}
+	var names []string
+	for _, st := range ordered {
+		p := st.GetOperatorState().GetPath()
+		if p == "" {
+			continue
+		}
+		snap := &weirv1.OperatorStateSnapshot{}
+		if err := storage.ReadProto(p, snap); err != nil {
+			return fmt.Errorf("state: restore operator state: %w", err)
+		}
+		for _, ls := range snap.GetStates() {
+			l, ok := all[ls.GetName()]
+			if !ok {
+				l = &listState{union: ls.GetUnion()}
+				all[ls.GetName()] = l
+				names = append(names, ls.GetName())
+			}
+			l.items = append(l.items, ls.GetItems()...)
+		}
+	}
+	for _, name := range names {
+		l := all[name]
+		mine := &listState{union: l.union}
+		for i, it := range l.items {
+			if l.union || i%parallelism == subtask {
+				mine.items = append(mine.items, it)
+			}
+		}
+		h.lists[name] = mine
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

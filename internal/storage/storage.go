@@ -1,0 +1,165 @@
+// Package storage lays out checkpoints in the checkpoint directory shared by
+// all processes: <dir>/<job-id>/chk-<n>/_metadata plus the state files the
+// subtasks wrote next to it.
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// MetadataFile is the name of a checkpoint's metadata file.
+const MetadataFile = "_metadata"
+
+// metadataVersion is bumped whenever CheckpointMetadata changes incompatibly.
+const metadataVersion = 1
+
+// ErrCorruptMetadata is returned for a _metadata file that cannot be used.
+var ErrCorruptMetadata = errors.New("storage: corrupt checkpoint metadata")
+
+// Storage is a checkpoint directory.
+type Storage struct {
+	Dir string
+}
+
+// JobDir is where every checkpoint of a job lives.
+func (s Storage) JobDir(jobID string) string { return filepath.Join(s.Dir, jobID) }
+
+// CheckpointDir is the exclusive directory of checkpoint id.
+func (s Storage) CheckpointDir(jobID string, id int64) string {
+	return filepath.Join(s.JobDir(jobID), "chk-"+strconv.FormatInt(id, 10))
+}
+
+// InitLocation creates the directory checkpoint id writes into.
+func (s Storage) InitLocation(jobID string, id int64) (string, error) {
+	dir := s.CheckpointDir(jobID, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("storage: init location of checkpoint %d: %w", id, err)
+	}
+	return dir, nil
+}
+
+// HighestCheckpointID returns the largest n of the job's chk-<n> directories,
+// so a restarted standalone JobManager never reuses a checkpoint ID.
+func (s Storage) HighestCheckpointID(jobID string) (int64, error) {
+	entries, err := os.ReadDir(s.JobDir(jobID))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("storage: list checkpoints of job %s: %w", jobID, err)
+	}
+	var highest int64
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "chk-")
+		if !ok {
+			continue
+		}
+		if id, err := strconv.ParseInt(n, 10, 64); err == nil && id > highest {
+			highest = id
+		}
+	}
+	return highest, nil
+}
+
+// WriteMetadata durably writes a checkpoint's metadata into dir and returns
+// its path. The file appears atomically, so a reader never sees half of it.
+func WriteMetadata(dir string, md *weirv1.CheckpointMetadata) (string, error) {
+	md.Version = metadataVersion
+	path := filepath.Join(dir, MetadataFile)
+	if _, err := WriteProto(path, md); err != nil {
+		return "", fmt.Errorf("storage: write metadata of checkpoint %d: %w", md.GetCheckpointId(), err)
+	}
+	return path, nil
+}
+
+// ReadMetadata reads a _metadata file, or a checkpoint directory holding one.
+func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		path = filepath.Join(path, MetadataFile)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("storage: read metadata: %w", err)
+	}
+	md := &weirv1.CheckpointMetadata{}
+	if err := proto.Unmarshal(data, md); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptMetadata, path, err)
+	}
+	if md.GetVersion() != metadataVersion || md.GetCheckpointId() <= 0 {
+		return nil, fmt.Errorf("%w: %s: version %d, checkpoint %d", ErrCorruptMetadata, path, md.GetVersion(), md.GetCheckpointId())
+	}
+	return md, nil
+}
+
+// WriteProto writes m to path through a temporary file, fsyncs it and renames
+// it into place. It returns the number of bytes written.
+func WriteProto(path string, m proto.Message) (int64, error) {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return 0, err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, err
+	}
+	return int64(len(data)), nil
+}
+
+// ReadProto reads a file written by WriteProto into m.
+func ReadProto(path string, m proto.Message) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(data, m); err != nil {
+		return fmt.Errorf("storage: decode %s: %w", path, err)
+	}
+	return nil
+}
+
+// Discard deletes a checkpoint directory and everything in it.
+func Discard(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("storage: discard %s: %w", dir, err)
+	}
+	return nil
+}
+
+// DiscardHandles deletes the exclusive files a subtask acknowledged. Used for
+// acks that arrive for a checkpoint that no longer exists.
+func DiscardHandles(st *weirv1.SubtaskState) error {
+	var errs []error
+	for _, h := range []*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()} {
+		if h.GetPath() == "" || h.GetShared() {
+			continue
+		}
+		if err := os.Remove(h.GetPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,416 @@
+// Package taskmanager is the TaskManager daemon: it registers with the
+// JobManager, runs the subtasks deployed to it, serves their result
+// partitions to other TaskManagers and reports checkpoints.
+package taskmanager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirproject/weir/internal/exchange"
+	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/task"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Config configures a TaskManager.
+type Config struct {
+	ID string
+	// JobManager is the JobManager's RPC address.
+	JobManager string
+	RPCAddr    string
+	// AdvertiseAddr is how others reach RPCAddr; derived when empty.
+	AdvertiseAddr string
+	HTTPAddr      string
+	Slots         int
+	Operators     *sdk.Registry
+	Logger        *slog.Logger
+	// Credits bounds in-flight buffers per remote input channel.
+	Credits int
+	// QueueCapacity bounds each output subpartition, in buffers.
+	QueueCapacity int
+}
+
+// Validate checks the configuration and fills defaults.
+func (c *Config) Validate() error {
+	if c.JobManager == "" {
+		return errors.New("taskmanager: JobManager address is required")
+	}
+	if c.Slots < 1 {
+		return fmt.Errorf("taskmanager: slots must be at least 1, got %d", c.Slots)
+	}
+	if c.Operators == nil {
+		return errors.New("taskmanager: operator registry is required")
+	}
+	if c.ID == "" {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		c.ID = "tm-" + hex.EncodeToString(b)
+	}
+	if c.Credits <= 0 {
+		c.Credits = 4
+	}
+	if c.QueueCapacity <= 0 {
+		c.QueueCapacity = 4
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Server is a TaskManager.
+type Server struct {
+	weirv1.UnimplementedTaskExecutorServiceServer
+
+	cfg        Config
+	log        *slog.Logger
+	partitions *exchange.Registry
+	conns      *connPool
+	metrics    *task.Metrics
+	addr       string
+	jm         weirv1.JobManagerGatewayServiceClient
+
+	wg sync.WaitGroup
+	mu struct {
+		sync.Mutex
+		tasks        map[string]*running
+		registration string
+	}
+}
+
+type running struct {
+	task   *task.Task
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func attemptKey(a *weirv1.ExecutionAttemptID) string {
+	return fmt.Sprintf("%s/%s/%d/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
+}
+
+// Run serves until ctx ends, then cancels every subtask and stops.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	rpcLis, err := net.Listen("tcp", cfg.RPCAddr)
+	if err != nil {
+		return fmt.Errorf("taskmanager: listen rpc: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		rpcLis.Close()
+		return fmt.Errorf("taskmanager: listen http: %w", err)
+	}
+	jmConn, err := rpc.Dial(cfg.JobManager)
+	if err != nil {
+		rpcLis.Close()
+		httpLis.Close()
+		return err
+	}
+	defer jmConn.Close()
+	reg := rpc.NewRegistry()
+	s := &Server{
+		cfg: cfg, log: cfg.Logger.With("taskmanager_id", cfg.ID), partitions: exchange.NewRegistry(), conns: newConnPool(),
+		metrics: task.NewMetrics(reg), addr: advertise(cfg.AdvertiseAddr, rpcLis.Addr()), jm: weirv1.NewJobManagerGatewayServiceClient(jmConn),
+	}
+	s.mu.tasks = map[string]*running{}
+	defer s.conns.close()
+	g, _ := rpc.NewServer()
+	weirv1.RegisterTaskExecutorServiceServer(g, s)
+	weirv1.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions})
+	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", httpLis.Addr().String(), "slots", cfg.Slots, "jobmanager", cfg.JobManager)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.stayRegistered(ctx)
+	}()
+	err = rpc.Serve(ctx, s.log, g, rpcLis, rpc.HTTPMux(reg), httpLis, 5*time.Second)
+	cancel()
+	s.cancelAll()
+	s.wg.Wait()
+	return err
+}
+
+// advertise derives a reachable address from the listener when none is set.
+func advertise(configured string, lis net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	_, port, _ := net.SplitHostPort(lis.String())
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// stayRegistered registers with the JobManager and heartbeats. When the
+// JobManager stays unreachable for its heartbeat timeout, the subtasks are
+// cancelled: their checkpoints can no longer complete.
+func (s *Server) stayRegistered(ctx context.Context) {
+	interval, timeout := time.Second, 5*time.Second
+	var lastOK time.Time
+	registered := false
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !registered {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			resp, err := s.jm.RegisterTaskManager(cctx, &weirv1.RegisterTaskManagerRequest{
+				TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.cfg.HTTPAddr,
+			})
+			cancel()
+			if err != nil {
+				s.log.Debug("registration failed; retrying", "err", err)
+				continue
+			}
+			// A new registration means the JobManager forgot what ran here.
+			s.cancelAll()
+			s.mu.Lock()
+			s.mu.registration = resp.GetRegistrationId()
+			s.mu.Unlock()
+			interval = time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond
+			timeout = time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond
+			t.Reset(interval)
+			registered, lastOK = true, time.Now()
+			s.log.Info("registered with jobmanager", "jobmanager_id", resp.GetJobmanagerId())
+			continue
+		}
+		s.mu.Lock()
+		reg := s.mu.registration
+		s.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, interval)
+		resp, err := s.jm.Heartbeat(cctx, &weirv1.HeartbeatRequest{TaskmanagerId: s.cfg.ID, RegistrationId: reg})
+		cancel()
+		switch {
+		case err == nil && !resp.GetReregister():
+			lastOK = time.Now()
+		case err == nil:
+			s.log.Warn("jobmanager asked to register again")
+			registered = false
+			t.Reset(200 * time.Millisecond)
+		case time.Since(lastOK) > timeout:
+			s.log.Warn("jobmanager unreachable; cancelling subtasks", "err", err, "timeout", timeout)
+			s.cancelAll()
+			registered = false
+			t.Reset(200 * time.Millisecond)
+		}
+	}
+}
+
+func (s *Server) cancelAll() {
+	s.mu.Lock()
+	tasks := make([]*running, 0, len(s.mu.tasks))
+	for _, r := range s.mu.tasks {
+		tasks = append(tasks, r)
+	}
+	s.mu.Unlock()
+	for _, r := range tasks {
+		r.cancel()
+	}
+	for _, r := range tasks {
+		<-r.done
+	}
+}
+
+// DeployTask starts a subtask.
+func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*weirv1.DeployTaskResponse, error) {
+	d := req.GetTask()
+	a := d.GetAttempt()
+	key := attemptKey(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	t, err := task.New(task.Config{
+		Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
+		Logger: s.log, QueueCapacity: s.cfg.QueueCapacity,
+		OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
+	})
+	if err != nil {
+		cancel()
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	r := &running{task: t, cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	if _, dup := s.mu.tasks[key]; dup {
+		s.mu.Unlock()
+		cancel()
+		return nil, status.Errorf(codes.AlreadyExists, "taskmanager: subtask %s already deployed", key)
+	}
+	s.mu.tasks[key] = r
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(r.done)
+		err := t.Run(ctx)
+		s.mu.Lock()
+		delete(s.mu.tasks, key)
+		s.mu.Unlock()
+		switch {
+		case err == nil:
+			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FINISHED, "")
+		case ctx.Err() != nil:
+			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+		default:
+			s.log.Error("subtask failed", "task", key, "err", err)
+			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error())
+		}
+		cancel()
+	}()
+	return &weirv1.DeployTaskResponse{}, nil
+}
+
+func (s *Server) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.jm.UpdateTaskExecutionState(ctx, &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: st, FailureCause: cause, TaskmanagerId: s.cfg.ID})
+	if err != nil {
+		s.log.Warn("reporting subtask state failed", "task", attemptKey(a), "state", st, "err", err)
+	}
+}
+
+func (s *Server) lookup(a *weirv1.ExecutionAttemptID) (*running, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.mu.tasks[attemptKey(a)]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "taskmanager: no subtask %s", attemptKey(a))
+	}
+	return r, nil
+}
+
+// CancelTask cancels a subtask and waits until it stopped.
+func (s *Server) CancelTask(ctx context.Context, req *weirv1.CancelTaskRequest) (*weirv1.CancelTaskResponse, error) {
+	r, err := s.lookup(req.GetAttempt())
+	if err != nil {
+		return nil, err
+	}
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &weirv1.CancelTaskResponse{}, nil
+}
+
+// TriggerCheckpoint starts a checkpoint at a source subtask.
+func (s *Server) TriggerCheckpoint(_ context.Context, req *weirv1.TriggerCheckpointOnTaskRequest) (*weirv1.TriggerCheckpointOnTaskResponse, error) {
+	r, err := s.lookup(req.GetAttempt())
+	if err != nil {
+		return nil, err
+	}
+	r.task.TriggerCheckpoint(req.GetCheckpointId(), req.GetTimestampMs(), req.GetOptions())
+	return &weirv1.TriggerCheckpointOnTaskResponse{}, nil
+}
+
+// NotifyCheckpointComplete passes a completion to a subtask.
+func (s *Server) NotifyCheckpointComplete(_ context.Context, req *weirv1.NotifyCheckpointCompleteRequest) (*weirv1.NotifyCheckpointCompleteResponse, error) {
+	r, err := s.lookup(req.GetAttempt())
+	if err != nil {
+		return nil, err
+	}
+	r.task.NotifyCheckpointComplete(req.GetCheckpointId())
+	return &weirv1.NotifyCheckpointCompleteResponse{}, nil
+}
+
+// NotifyCheckpointAborted passes an abort to a subtask.
+func (s *Server) NotifyCheckpointAborted(_ context.Context, req *weirv1.NotifyCheckpointAbortedRequest) (*weirv1.NotifyCheckpointAbortedResponse, error) {
+	r, err := s.lookup(req.GetAttempt())
+	if err != nil {
+		return nil, err
+	}
+	r.task.NotifyCheckpointAborted(req.GetCheckpointId())
+	return &weirv1.NotifyCheckpointAbortedResponse{}, nil
+}
+
+// Partitions implements task.Network.
+func (s *Server) Partitions() *exchange.Registry { return s.partitions }
+
+// partitionWait bounds how long a consumer waits for its producer to deploy.
+const partitionWait = 30 * time.Second
+
+// OpenChannel implements task.Network: in memory when the producer runs
+// here, over the data exchange otherwise.
+func (s *Server) OpenChannel(ctx context.Context, ch *weirv1.InputChannelDescriptor, notify func()) (exchange.InputChannel, error) {
+	if ch.GetProducerTaskmanagerId() == s.cfg.ID {
+		lctx, cancel := context.WithTimeout(ctx, partitionWait)
+		defer cancel()
+		p, err := s.partitions.Lookup(lctx, ch.GetPartition())
+		if err != nil {
+			return nil, err
+		}
+		if int(ch.GetSubpartition()) >= len(p.Subs) {
+			return nil, fmt.Errorf("taskmanager: partition %s has no subpartition %d", exchange.PartitionKey(p.ID), ch.GetSubpartition())
+		}
+		return exchange.NewLocalChannel(p.Subs[ch.GetSubpartition()], notify), nil
+	}
+	conn, err := s.conns.get(ch.GetProducerAddress())
+	if err != nil {
+		return nil, err
+	}
+	return exchange.NewRemoteChannel(ctx, conn, ch.GetPartition(), int(ch.GetSubpartition()), s.cfg.Credits, notify)
+}
+
+// Acknowledge implements task.Responder.
+func (s *Server) Acknowledge(ctx context.Context, req *weirv1.AcknowledgeCheckpointRequest) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.jm.AcknowledgeCheckpoint(ctx, req)
+	return err
+}
+
+// Decline implements task.Responder.
+func (s *Server) Decline(ctx context.Context, req *weirv1.DeclineCheckpointRequest) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.jm.DeclineCheckpoint(ctx, req)
+	return err
+}
+
+// connPool shares one connection per remote TaskManager.
+type connPool struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
+
+func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := rpc.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+func (p *connPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}

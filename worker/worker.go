@@ -1,0 +1,53 @@
+// Package worker runs a Weir TaskManager with a given set of operators. A
+// user who writes operators with package sdk builds their own taskmanager
+// binary:
+//
+//	func main() {
+//		reg := sdk.NewRegistry()
+//		reg.RegisterOperator("my-operator", func() sdk.Operator { return &MyOperator{} })
+//		worker.Main(reg)
+//	}
+//
+// The built-in operators are always added.
+package worker
+
+import (
+	"flag"
+	"os"
+
+	"github.com/weirproject/weir/internal/daemon"
+	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/taskmanager"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Main parses the taskmanager flags and runs until SIGINT or SIGTERM.
+func Main(reg *sdk.Registry) {
+	daemon.Exit("taskmanager", Run(reg, os.Args[1:]))
+}
+
+// Run is Main with explicit arguments, returning instead of exiting.
+func Run(reg *sdk.Registry, args []string) error {
+	operators.Register(reg)
+	fs := flag.NewFlagSet("taskmanager", flag.ContinueOnError)
+	cfg := taskmanager.Config{Operators: reg}
+	var logging daemon.Logging
+	fs.StringVar(&cfg.JobManager, "jobmanager", "localhost:6123", "JobManager gRPC address")
+	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6124", "gRPC address for the JobManager and other TaskManagers")
+	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address others use to reach --rpc-addr (default 127.0.0.1:<port>)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":9249", "HTTP address serving /metrics and /healthz")
+	fs.IntVar(&cfg.Slots, "slots", 2, "task slots offered")
+	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
+	logging.Register(fs)
+	if err := daemon.Parse(fs, args); err != nil {
+		return err
+	}
+	log, err := logging.Logger("taskmanager")
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	ctx, stop := daemon.SignalContext()
+	defer stop()
+	return taskmanager.Run(ctx, cfg)
+}
