@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+func (a *app) checkpointCommand() *cobra.Command {
+	cmd := group("checkpoint", "Inspect and trigger a job's checkpoints", "cp")
+	cmd.AddCommand(a.checkpointListCommand(), a.checkpointGetCommand(), a.checkpointTriggerCommand())
+	return cmd
+}
+
+func (a *app) checkpointListCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list JOB_ID",
+		Short: "Show a job's checkpoint counts, latest checkpoints and history",
+		Args:  exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := parseFormat(output)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			resp, err := call(cmd.Context(), a, c.ListCheckpoints, &weirv1.ListCheckpointsRequest{JobId: id},
+				"list checkpoints of job "+id, jobNotFound(id))
+			if err != nil {
+				return err
+			}
+			if format == formatJSON {
+				return writeJSON(a.stdout, newCheckpointListView(resp))
+			}
+			return writeCheckpointList(a.stdout, resp)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (a *app) checkpointGetCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get JOB_ID CHECKPOINT_ID",
+		Short: "Show one checkpoint and what each subtask acknowledged",
+		Args:  exactArgs("JOB_ID", "CHECKPOINT_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := parseFormat(output)
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			cpID, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil || cpID < 0 {
+				return usageErrorf("CHECKPOINT_ID must be a checkpoint number, got %q", args[1])
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			resp, err := call(cmd.Context(), a, c.GetCheckpoint, &weirv1.GetCheckpointRequest{JobId: id, CheckpointId: cpID},
+				fmt.Sprintf("get checkpoint %d of job %s", cpID, id), fmt.Sprintf("checkpoint %d of job %s not found", cpID, id))
+			if err != nil {
+				return err
+			}
+			if format == formatJSON {
+				return writeJSON(a.stdout, newCheckpointDetailView(resp))
+			}
+			return writeCheckpointDetails(a.stdout, resp)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (a *app) checkpointTriggerCommand() *cobra.Command {
+	var full bool
+	cmd := &cobra.Command{
+		Use:   "trigger JOB_ID",
+		Short: "Take a checkpoint now and print its ID and path",
+		Long: `Trigger takes a checkpoint now, outside the periodic schedule, and prints
+the checkpoint ID and its external path separated by a tab. It waits up to
+--timeout for the checkpoint to complete.`,
+		Args: exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			resp, err := call(cmd.Context(), a, c.TriggerCheckpoint, &weirv1.TriggerCheckpointRequest{JobId: id, Full: full},
+				"trigger checkpoint of job "+id, jobNotFound(id))
+			if err != nil {
+				return err
+			}
+			return writeTriggered(a.stdout, resp.GetCheckpointId(), resp.GetExternalPath())
+		},
+	}
+	cmd.Flags().BoolVar(&full, "full", false, "take a full checkpoint even when the state backend is incremental")
+	return cmd
+}
+
+func (a *app) savepointCommand() *cobra.Command {
+	cmd := group("savepoint", "Take savepoints of running jobs", "sp")
+	var dir string
+	trigger := &cobra.Command{
+		Use:   "trigger JOB_ID [--dir DIR]",
+		Short: "Take a savepoint and print its ID and path",
+		Long: `Trigger takes a savepoint of a running job, which keeps running, and prints
+the savepoint's checkpoint ID and path separated by a tab. It waits up to
+--timeout for the savepoint to complete.`,
+		Args: exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			resp, err := call(cmd.Context(), a, c.TriggerSavepoint, &weirv1.TriggerSavepointRequest{JobId: id, TargetDirectory: dir},
+				"trigger savepoint of job "+id, jobNotFound(id))
+			if err != nil {
+				return err
+			}
+			return writeTriggered(a.stdout, resp.GetCheckpointId(), resp.GetExternalPath())
+		},
+	}
+	trigger.Flags().StringVar(&dir, "dir", "", "directory to write the savepoint to (default: the job's savepoint directory)")
+	cmd.AddCommand(trigger)
+	return cmd
+}
