@@ -21,11 +21,13 @@ func (s *Server) SubmitJob(_ context.Context, req *weirv1.SubmitJobRequest) (*we
 	if g == nil {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: no job graph")
 	}
+	// Clients other than the CLI may leave fields unset.
+	jobgraph.ApplyDefaults(g)
 	if err := jobgraph.Validate(g); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if g.GetRestoreFrom() != "" {
-		return nil, status.Error(codes.Unimplemented, "jobmanager: restoring a job from a savepoint is not supported yet")
+	if err := supported(g); err != nil {
+		return nil, status.Error(codes.Unimplemented, err.Error())
 	}
 	id := newID()
 	j, err := s.newJob(id, g)
@@ -199,4 +201,20 @@ func (s *Server) DeclineCheckpoint(_ context.Context, req *weirv1.DeclineCheckpo
 	}
 	j.coord.Decline(req)
 	return &weirv1.DeclineCheckpointResponse{}, nil
+}
+
+// supported refuses valid specs that ask for what this JobManager cannot do
+// yet, rather than silently running them differently.
+func supported(g *weirv1.JobGraph) error {
+	switch {
+	case g.GetRestoreFrom() != "":
+		return errors.New("jobmanager: restore-from: restoring from a savepoint or checkpoint is not supported yet")
+	case g.GetRestartStrategy().GetKind() != weirv1.RestartStrategy_KIND_NONE:
+		return errors.New("jobmanager: restart-strategy: only type none is supported yet")
+	case g.GetState().GetBackend() != weirv1.StateBackendConfig_BACKEND_HEAP || g.GetState().GetIncremental():
+		return errors.New("jobmanager: state: only the heap backend with full snapshots is supported yet")
+	case g.GetCheckpointing().GetUnaligned():
+		return errors.New("jobmanager: checkpointing.unaligned: unaligned checkpoints are not supported yet")
+	}
+	return nil
 }

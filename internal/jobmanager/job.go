@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -336,6 +337,7 @@ func (j *jobMaster) end(st weirv1.JobState, cause string) {
 		return
 	}
 	j.close()
+	j.cleanupCheckpoints(st)
 	// Its slots are free again.
 	go j.s.scheduleWaiting()
 }
@@ -415,4 +417,23 @@ func stateName(s weirv1.JobState) string {
 		return n[len(prefix):]
 	}
 	return n
+}
+
+// cleanupCheckpoints applies Flink's retention: a finished job's checkpoints
+// are of no further use; a cancelled job keeps them only when the job asked
+// to retain them on cancellation; a failed job keeps them for a restart.
+func (j *jobMaster) cleanupCheckpoints(st weirv1.JobState) {
+	keep := true
+	switch st {
+	case weirv1.JobState_JOB_STATE_FINISHED:
+		keep = false
+	case weirv1.JobState_JOB_STATE_CANCELED:
+		keep = j.graph.GetCheckpointing().GetExternalizedRetention() == weirv1.ExternalizedRetention_EXTERNALIZED_RETENTION_RETAIN_ON_CANCELLATION
+	}
+	if keep {
+		return
+	}
+	if err := storage.Discard(j.s.storage.JobDir(j.id)); err != nil {
+		j.log.Warn("discarding checkpoints failed", "err", err)
+	}
 }

@@ -1,0 +1,244 @@
+// Package e2e runs Weir as a user does: real jobmanager and taskmanager
+// processes on loopback, driven through the weir CLI.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binDir holds the binaries built once for the whole package.
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "weir-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	args := []string{"build", "-o", dir}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "../cmd/jobmanager", "../cmd/taskmanager", "../cmd/weir")
+	cmd := exec.Command("go", args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+		return 1
+	}
+	binDir = dir
+	return m.Run()
+}
+
+// process is one daemon under test.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+type cluster struct {
+	t      *testing.T
+	dir    string
+	jmAddr string
+	jmHTTP string
+	procs  []*process
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startCluster starts one JobManager and n TaskManagers and waits until
+// every TaskManager registered.
+func startCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
+	t.Cleanup(c.stop)
+	c.start("jobmanager", "--rpc-addr", c.jmAddr, "--http-addr", c.jmHTTP,
+		"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--heartbeat-timeout", "3s")
+	for i := 0; i < n; i++ {
+		c.start("taskmanager", "--jobmanager", c.jmAddr, "--rpc-addr", freePort(t), "--http-addr", freePort(t),
+			"--slots", "2", "--id", fmt.Sprintf("tm-%d", i))
+	}
+	c.waitFor(30*time.Second, "taskmanagers registered", func() (bool, error) {
+		var tms []map[string]any
+		if err := c.weirJSON(&tms, "taskmanager", "list"); err != nil {
+			return false, nil // the JobManager may not listen yet
+		}
+		return len(tms) == n, nil
+	})
+	return c
+}
+
+func (c *cluster) start(name string, args ...string) {
+	c.t.Helper()
+	log := filepath.Join(c.dir, fmt.Sprintf("%s-%d.log", name, len(c.procs)))
+	f, err := os.Create(log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	p := &process{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
+}
+
+// stop sends SIGTERM to every daemon and requires each to exit cleanly and
+// promptly: a daemon that hangs or dies badly is a bug, and one still
+// running after the test is a leaked process.
+func (c *cluster) stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		select {
+		case <-p.done:
+			c.t.Errorf("%s exited before shutdown: %v\n%s", p.name, p.err, tail(p.log))
+			continue
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			if p.err != nil {
+				c.t.Errorf("%s did not exit cleanly on SIGTERM: %v\n%s", p.name, p.err, tail(p.log))
+			}
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			c.t.Errorf("%s still running 20s after SIGTERM (killed)\n%s", p.name, tail(p.log))
+		}
+	}
+	if c.t.Failed() {
+		for _, p := range c.procs {
+			c.t.Logf("--- %s log ---\n%s", p.name, tail(p.log))
+		}
+	}
+	c.procs = nil
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 6000 {
+		b = b[len(b)-6000:]
+	}
+	return string(b)
+}
+
+// weir runs the CLI against the cluster.
+func (c *cluster) weir(args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "weir"), append([]string{"--jobmanager", c.jmAddr}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("weir %v: %w: %s", args, err, stderr.String())
+	}
+	return out, nil
+}
+
+func (c *cluster) weirJSON(v any, args ...string) error {
+	out, err := c.weir(append(args, "-o", "json")...)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("weir %v: decode %q: %w", args, out, err)
+	}
+	return nil
+}
+
+// waitFor polls cond until it holds; the daemons offer no push API to the
+// CLI, so polling the state a user would see is the event.
+func (c *cluster) waitFor(timeout time.Duration, what string, cond func() (bool, error)) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			c.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+type jobJSON struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	FailureCause string `json:"failure_cause"`
+}
+
+// waitJob waits until the job reaches a terminal state and returns it.
+func (c *cluster) waitJob(id string, timeout time.Duration) jobJSON {
+	c.t.Helper()
+	var job jobJSON
+	c.waitFor(timeout, "job "+id+" to end", func() (bool, error) {
+		if err := c.weirJSON(&job, "job", "get", id); err != nil {
+			return false, err
+		}
+		switch job.State {
+		case "FINISHED", "FAILED", "CANCELED":
+			return true, nil
+		}
+		return false, nil
+	})
+	return job
+}
+
+func writeSpec(t *testing.T, dir, out string, count, keys, rate int, interval string) string {
+	t.Helper()
+	spec := fmt.Sprintf(`name: running-sum
+checkpointing: {interval: %s, mode: exactly-once, timeout: 1m, retained: 3}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 2, config: {count: %d, keys: %d, rate: %d}}
+  - {name: sum, operator: keyed-sum, parallelism: 2, inputs: [{from: source, partition: hash}]}
+  - {name: sink, operator: file-sink, parallelism: 2, inputs: [{from: sum, partition: forward}], config: {path: %s}}
+`, interval, count, keys, rate, strconv.Quote(out))
+	path := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
