@@ -35,12 +35,18 @@ func run(m *testing.M) int {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "../cmd/jobmanager", "../cmd/taskmanager", "../cmd/weir")
-	cmd := exec.Command("go", args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		return 1
+	builds := [][]string{
+		append(append([]string{}, args...), "../cmd/jobmanager", "../cmd/taskmanager", "../cmd/weir"),
+		// A user's taskmanager with its own operator, built on the public SDK.
+		{"build", "-o", filepath.Join(dir, "custom-taskmanager"), "../examples/custom-operator"},
+	}
+	for _, b := range builds {
+		cmd := exec.Command("go", b...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building binaries:", err)
+			return 1
+		}
 	}
 	binDir = dir
 	return m.Run()
@@ -76,13 +82,18 @@ func freePort(t *testing.T) string {
 // startCluster starts one JobManager and n TaskManagers and waits until
 // every TaskManager registered.
 func startCluster(t *testing.T, n int) *cluster {
+	return startClusterWith(t, n, "taskmanager")
+}
+
+// startClusterWith runs TaskManagers from the binary tmBinary.
+func startClusterWith(t *testing.T, n int, tmBinary string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
 	t.Cleanup(c.stop)
 	c.start("jobmanager", "--rpc-addr", c.jmAddr, "--http-addr", c.jmHTTP,
 		"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--heartbeat-timeout", "3s")
 	for i := 0; i < n; i++ {
-		c.start("taskmanager", "--jobmanager", c.jmAddr, "--rpc-addr", freePort(t), "--http-addr", freePort(t),
+		c.start(tmBinary, "--jobmanager", c.jmAddr, "--rpc-addr", freePort(t), "--http-addr", freePort(t),
 			"--slots", "2", "--id", fmt.Sprintf("tm-%d", i))
 	}
 	c.waitFor(30*time.Second, "taskmanagers registered", func() (bool, error) {
