@@ -5,7 +5,7 @@ BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
-.PHONY: all build test test-short vet proto check-proto demo clean
+.PHONY: all build test test-short vet proto check-proto demo image clean
 
 all: build
 
@@ -37,6 +37,12 @@ check-proto: proto
 # A local cluster (1 JobManager, 2 TaskManagers) running the example job.
 demo: build
 	./scripts/demo.sh
+
+# The container image deploy/docker-compose.yml runs, built from scratch.
+image: build
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image/tmp
+	cp $(addprefix $(BIN)/,$(BINARIES)) $(BIN)/image/
+	docker build -q -t weir:dev -f deploy/Dockerfile $(BIN)/image
 
 clean:
 	rm -rf $(BIN)

@@ -145,11 +145,17 @@ func (d *Driver) TaskFinished(a *weirv1.ExecutionAttemptID) { d.post(func() { d.
 
 // Acknowledge feeds a subtask's ack.
 func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
-	d.post(func() {
+	posted := d.post(func() {
 		if r := d.sm.Acknowledge(ack); r != AckSuccess {
 			d.log.Info("checkpoint ack not used", "checkpoint_id", ack.GetCheckpointId(), "attempt", attemptKey(ack.GetAttempt()), "result", r)
 		}
 	})
+	if !posted && ack.GetState() != nil {
+		// The coordinator is gone, so is the checkpoint: do not leak its files.
+		if err := d.io.Discard(context.Background(), DiscardState{States: []*weirv1.SubtaskState{ack.GetState()}}); err != nil {
+			d.log.Warn("discarding late ack state failed", "err", err)
+		}
+	}
 }
 
 // Decline feeds a subtask's decline.
