@@ -7,6 +7,14 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/kr/text v0.2.0 // indirect
+
+require (
+	github.com/cockroachdb/datadriven v1.0.3
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	go.uber.org/goleak v1.3.0
+)
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -34,6 +34,10 @@ type Decision struct {
 	Aborted int64
 	// AbortReason says why Aborted was given up.
 	AbortReason weirv1.CheckpointFailureReason
+	// Cancelled is a newer checkpoint a cancel marker ended while an older
+	// one (Aborted) was aligning; the subtask declines it and forwards its
+	// cancel marker too, so consumers already aligning it are released.
+	Cancelled int64
 	// Started is set when the first barrier of a checkpoint arrived.
 	Started int64
 	// Snapshot is the barrier to snapshot and forward now.
@@ -107,6 +111,11 @@ func (h *BarrierHandler) OnCancelMarker(ch int, id int64) (Decision, error) {
 			h.latest = id
 			if d.Aborted == 0 {
 				d.Aborted = id
+			} else {
+				// The newer checkpoint is cancelled here as well: its marker
+				// must travel on, or a consumer that got its barrier from
+				// another input would align it until the next checkpoint.
+				d.Cancelled = id
 			}
 		}
 	}

@@ -388,9 +388,12 @@ func (t *Task) handle(ch int, b exchange.Buffer) error {
 // apply carries out a barrier handler decision.
 func (t *Task) apply(d Decision) error {
 	now := time.Now()
-	if d.Aborted != 0 {
-		t.decline(d.Aborted, d.AbortReason, "alignment ended without all barriers")
-		if err := t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: d.Aborted}); err != nil {
+	for _, id := range []int64{d.Aborted, d.Cancelled} {
+		if id == 0 {
+			continue
+		}
+		t.decline(id, d.AbortReason, "alignment ended without all barriers")
+		if err := t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id}); err != nil {
 			return err
 		}
 	}
