@@ -125,7 +125,10 @@ type pending struct {
 	acked       map[string]*weirv1.AcknowledgeCheckpointRequest
 	ackedTimes  map[string]time.Time
 	lastAck     time.Time
-	finalizing  bool
+	// finalizing: every task acked; acks, declines and the timeout no
+	// longer apply. writing: its Finalize is in flight (see finalizeNext).
+	finalizing bool
+	writing    bool
 }
 
 // Coordinator is the checkpoint coordinator state machine.
@@ -171,10 +174,15 @@ func (c *Coordinator) Ready() []Effect {
 
 func (c *Coordinator) emit(e Effect) { c.effects = append(c.effects, e) }
 
-// NextDeadline is when Tick must next be called; zero if never.
+// NextDeadline is when Tick must next be called; zero if never. A
+// checkpoint being finalized no longer expires, so its deadline does not
+// count: once passed, it would make the driver's timer fire in a loop.
 func (c *Coordinator) NextDeadline() time.Time {
 	d := c.nextPeriodic
 	for _, p := range c.pending {
+		if p.finalizing {
+			continue
+		}
 		if d.IsZero() || p.deadline.Before(d) {
 			d = p.deadline
 		}
@@ -200,7 +208,9 @@ func (c *Coordinator) Start(tasks []Task) {
 }
 
 // Stop deactivates the coordinator when the job leaves RUNNING: every
-// pending and queued checkpoint is aborted.
+// pending and queued checkpoint is aborted. A checkpoint being finalized is
+// left to Finalized: its metadata may already be in the completed store, so
+// its files must not be discarded under it.
 func (c *Coordinator) Stop(reason weirv1.CheckpointFailureReason) {
 	c.running = false
 	c.nextPeriodic = time.Time{}
@@ -210,7 +220,9 @@ func (c *Coordinator) Stop(reason weirv1.CheckpointFailureReason) {
 	}
 	c.queue = nil
 	for _, id := range c.pendingIDs() {
-		c.abort(c.pending[id], f)
+		if p := c.pending[id]; !p.writing {
+			c.abort(p, f)
+		}
 	}
 }
 
@@ -403,9 +415,31 @@ func (c *Coordinator) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) AckR
 	c.stats.acked(p.id, now, ack)
 	if len(p.notYetAcked) == 0 {
 		p.finalizing = true
-		c.emit(Finalize{ID: p.id, Location: p.location, Savepoint: p.req.savepoint(), Metadata: c.metadata(p)})
+		c.finalizeNext()
 	}
 	return AckSuccess
+}
+
+// finalizeNext starts writing the oldest fully acknowledged checkpoint once
+// no other is being written. Completions thus reach the completed store in
+// ID order: an older checkpoint finalized concurrently could otherwise land
+// after a newer one and subsume it, although tasks were told the newer one
+// completed.
+func (c *Coordinator) finalizeNext() {
+	var next *pending
+	for _, id := range c.pendingIDs() {
+		p := c.pending[id]
+		if p.writing {
+			return
+		}
+		if p.finalizing && next == nil {
+			next = p
+		}
+	}
+	if next != nil {
+		next.writing = true
+		c.emit(Finalize{ID: next.id, Location: next.location, Savepoint: next.req.savepoint(), Metadata: c.metadata(next)})
+	}
 }
 
 func (c *Coordinator) metadata(p *pending) *weirv1.CheckpointMetadata {
@@ -460,12 +494,12 @@ func (c *Coordinator) TriggerFailed(id int64, err error) {
 // newest checkpoint the store dropped, 0 if none).
 func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error) {
 	p := c.pending[id]
-	if p == nil {
+	if p == nil || !p.writing {
 		return
 	}
 	if err != nil {
-		p.finalizing = false
 		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE, Message: err.Error()})
+		c.finalizeNext()
 		c.decide()
 		return
 	}
@@ -477,9 +511,11 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 	c.consecutive = 0
 	c.stats.completed(id, now, path)
 	c.emit(RequestDone{Request: p.req.seq, ID: id, Path: path})
-	// Older pending checkpoints can no longer be useful.
+	// Older pending checkpoints can no longer be useful, even fully
+	// acknowledged ones waiting to be written. A savepoint is not in the
+	// completed store, so it subsumes nothing (as in Flink).
 	for _, older := range c.pendingIDs() {
-		if q := c.pending[older]; older < id && !q.finalizing && !q.req.savepoint() {
+		if q := c.pending[older]; !p.req.savepoint() && older < id && !q.writing && !q.req.savepoint() {
 			c.abort(q, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_SUBSUMED})
 		}
 	}
@@ -488,6 +524,7 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 		tasks = append(tasks, t.Attempt)
 	}
 	c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Tasks: tasks})
+	c.finalizeNext()
 	c.decide()
 }
 

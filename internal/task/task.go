@@ -457,7 +457,9 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier time.Time) e
 	if s, ok := t.operator().(sdk.Snapshotter); ok {
 		if err := s.SnapshotState(id); err != nil {
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TASK_CHECKPOINT_FAILURE, err.Error())
-			return nil
+			// Downstream already has the barrier; the marker tells it to
+			// stop working on a checkpoint that cannot complete.
+			return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
 		}
 	}
 	snap := t.backend.Snapshot()
