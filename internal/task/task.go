@@ -476,7 +476,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier time.Time) e
 	go func() {
 		defer t.async.Done()
 		asyncStart := time.Now()
-		dir := storageDir(t.desc, id)
+		dir := storageDir(t.desc, b)
 		if _, err := os.Stat(dir); err != nil {
 			// The JobManager creates the directory before triggering and
 			// removes it on abort: a missing one means the checkpoint is gone.
@@ -505,8 +505,13 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier time.Time) e
 	return nil
 }
 
-func storageDir(d *weirv1.TaskDeploymentDescriptor, id int64) string {
-	return storage.Storage{Dir: d.GetCheckpointDir()}.CheckpointDir(d.GetAttempt().GetJobId(), id)
+// storageDir is where the subtask writes its state for barrier b: the
+// savepoint's own directory, or the checkpoint's chk-<n>.
+func storageDir(d *weirv1.TaskDeploymentDescriptor, b *weirv1.CheckpointBarrier) string {
+	if loc := b.GetOptions().GetTargetLocation(); loc != "" {
+		return loc
+	}
+	return storage.Storage{Dir: d.GetCheckpointDir()}.CheckpointDir(d.GetAttempt().GetJobId(), b.GetCheckpointId())
 }
 
 func (t *Task) decline(id int64, reason weirv1.CheckpointFailureReason, msg string) {
