@@ -28,6 +28,6 @@ func OperatorIndex(kg, maxParallelism, parallelism int) int {
 // RangeFor returns the key groups subtask index owns.
 func RangeFor(maxParallelism, parallelism, index int) Range {
 	start := (index*maxParallelism + parallelism - 1) / parallelism
-	end := ((index+1)*maxParallelism-1)/parallelism
+	end := ((index+1)*maxParallelism - 1) / parallelism
 	return Range{Start: start, End: end}
 }
