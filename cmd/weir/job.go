@@ -70,7 +70,9 @@ Use -f - to read the spec from stdin.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "job spec YAML file (- for stdin)")
-	cmd.Flags().StringVarP(&fromSavepoint, "from-savepoint", "s", "", "start from this savepoint or retained checkpoint path (overrides the spec's restore-from)")
+	cmd.Flags().StringVar(&fromSavepoint, "from", "", "start from this savepoint or retained checkpoint (its directory or _metadata; overrides the spec's restore-from)")
+	// Flink's CLI spells it --fromSavepoint/-s; keep an alias for its users.
+	cmd.Flags().StringVarP(&fromSavepoint, "from-savepoint", "s", "", "alias of --from")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -178,7 +180,7 @@ func (a *app) jobStopCommand() *cobra.Command {
 		Long: `Stop takes a savepoint and then stops the job, printing the savepoint's
 checkpoint ID and path. With --drain the sources end their input first (the
 job finishes) instead of being suspended; resume from the savepoint with
-weir job submit --from-savepoint.
+weir job submit --from.
 
 The command waits up to --timeout for the savepoint.`,
 		Args: exactArgs("JOB_ID"),

@@ -41,16 +41,16 @@ func (f *Failure) Error() string {
 func (f *Failure) Unwrap() error { return ErrCheckpointFailed }
 
 // counted reports whether a reason counts towards tolerable failures
-// (Flink's CheckpointFailureManager: I/O, async, decline, expiry, finalize).
+// (DESIGN §3: I/O, async snapshot, decline, expiry, finalize). Declines for
+// transient task conditions (not ready, closing, subsumed, cancel barrier)
+// and trigger failures do not count, as in Flink.
 func counted(r weirv1.CheckpointFailureReason) bool {
 	switch r {
 	case weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION,
 		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION,
 		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED,
-		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TASK_CHECKPOINT_FAILURE,
 		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED,
-		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE,
-		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE:
+		weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE:
 		return true
 	}
 	return false
@@ -68,6 +68,10 @@ type Config struct {
 	Options        *weirv1.CheckpointOptions
 	// HistorySize bounds the checkpoint history kept for the API.
 	HistorySize int
+	// OperatorCoordinators and MasterHooks say whether the preparation
+	// chain has those steps; the driver carries them out.
+	OperatorCoordinators bool
+	MasterHooks          bool
 }
 
 // Task is one subtask attempt of the current execution.
@@ -87,6 +91,9 @@ const (
 	Periodic RequestKind = iota
 	Manual
 	Savepoint
+	// SyncSavepoint is stop-with-savepoint: tasks stop after the savepoint
+	// and finish once it completed.
+	SyncSavepoint
 )
 
 type request struct {
@@ -94,9 +101,12 @@ type request struct {
 	kind   RequestKind
 	forced bool
 	target string
+	// drain ends the sources before a synchronous savepoint (terminate
+	// rather than suspend).
+	drain bool
 }
 
-func (r *request) savepoint() bool { return r.kind == Savepoint }
+func (r *request) savepoint() bool { return r.kind == Savepoint || r.kind == SyncSavepoint }
 
 // before orders the queue: savepoint > forced > manual > periodic > oldest.
 func (r *request) before(o *request) bool {
@@ -115,9 +125,22 @@ func (r *request) before(o *request) bool {
 // queueCapacity is Flink's CheckpointRequestDecider queue size.
 const queueCapacity = 1000
 
+// phase is how far a pending checkpoint's preparation chain got.
+type phase int
+
+const (
+	phaseLocation     phase = iota // waiting for its storage location
+	phaseCoordinators              // operator coordinators snapshotting
+	phaseHooks                     // master hooks snapshotting
+	phaseTriggered                 // trigger RPCs sent; collecting acks
+)
+
 type pending struct {
 	id          int64
 	req         *request
+	phase       phase
+	coordStates []*weirv1.NamedState
+	hookStates  []*weirv1.NamedState
 	triggered   time.Time
 	deadline    time.Time
 	location    string
@@ -146,12 +169,13 @@ type Coordinator struct {
 	pending      map[int64]*pending
 	// latestID is the newest checkpoint ID this coordinator saw, to tell late
 	// acks from foreign ones.
-	latestID       int64
-	lastCompletion time.Time
-	consecutive    int
-	seq            int64
-	effects        []Effect
-	stats          *Stats
+	latestID        int64
+	lastCompletedID int64
+	lastCompletion  time.Time
+	consecutive     int
+	seq             int64
+	effects         []Effect
+	stats           *Stats
 }
 
 // New returns a stopped coordinator. rng seeds the first trigger's delay.
@@ -237,8 +261,20 @@ func (c *Coordinator) TaskFinished(a *weirv1.ExecutionAttemptID) {
 // Trigger enqueues a checkpoint request and returns its number; the
 // outcome arrives as a RequestDone effect with that number.
 func (c *Coordinator) Trigger(kind RequestKind, forced bool, target string) int64 {
+	return c.trigger(&request{kind: kind, forced: forced, target: target})
+}
+
+// StopWithSavepoint requests a synchronous savepoint: periodic checkpoints
+// pause (they resume if the savepoint fails) and the tasks finish once it
+// completed. drain ends the sources first.
+func (c *Coordinator) StopWithSavepoint(target string, drain bool) int64 {
+	c.nextPeriodic = time.Time{}
+	return c.trigger(&request{kind: SyncSavepoint, forced: true, target: target, drain: drain})
+}
+
+func (c *Coordinator) trigger(r *request) int64 {
 	c.seq++
-	r := &request{seq: c.seq, kind: kind, forced: forced, target: target}
+	r.seq = c.seq
 	c.enqueue(r)
 	c.decide()
 	return r.seq
@@ -310,64 +346,168 @@ func (c *Coordinator) decide() {
 			continue
 		}
 		c.preparing = head
-		c.emit(PrepareCheckpoint{Request: head.seq, Savepoint: head.savepoint(), Target: head.target})
+		c.emit(AllocateID{Request: head.seq})
 	}
 }
 
-// Prepared delivers the checkpoint ID and storage location the driver
-// obtained for request req, or why it could not.
-func (c *Coordinator) Prepared(req, id int64, location string, err error) {
+// IDAllocated delivers the checkpoint ID the driver took from the counter
+// for request req. The pending checkpoint exists, with its timeout armed,
+// from here on; the chain continues with its storage location.
+func (c *Coordinator) IDAllocated(req, id int64, err error) {
 	r := c.preparing
 	if r == nil || r.seq != req {
-		// Not ours (should not happen): do not leak the location.
-		if location != "" {
-			c.emit(DiscardState{Location: location})
-		}
-		return
+		return // the request was already failed (the job stopped)
 	}
-	c.preparing = nil
 	if id > c.latestID {
 		c.latestID = id
 	}
 	switch {
 	case err != nil:
-		c.failRequest(r, id, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, Message: err.Error()})
+		c.preparing = nil
+		c.failRequest(r, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, Message: err.Error()})
+		c.decide()
+		return
 	case !c.running:
-		// The job stopped while I/O was in flight.
-		c.emit(DiscardState{Location: location})
-		c.failRequest(r, id, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING})
-	default:
-		now := c.clock.Now()
-		p := &pending{
-			id: id, req: r, triggered: now, deadline: now.Add(c.cfg.Timeout), location: location,
-			notYetAcked: map[string]*weirv1.ExecutionAttemptID{},
-			acked:       map[string]*weirv1.AcknowledgeCheckpointRequest{},
-			ackedTimes:  map[string]time.Time{},
+		c.preparing = nil
+		c.failRequest(r, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING})
+		c.decide()
+		return
+	}
+	now := c.clock.Now()
+	p := &pending{
+		id: id, req: r, phase: phaseLocation, triggered: now, deadline: now.Add(c.cfg.Timeout),
+		notYetAcked: map[string]*weirv1.ExecutionAttemptID{},
+		acked:       map[string]*weirv1.AcknowledgeCheckpointRequest{},
+		ackedTimes:  map[string]time.Time{},
+	}
+	for _, t := range c.tasks {
+		p.notYetAcked[attemptKey(t.Attempt)] = t.Attempt
+	}
+	c.pending[id] = p
+	c.stats.started(id, r.savepoint(), now, len(c.tasks))
+	c.emit(InitLocation{ID: id, Savepoint: r.savepoint(), Target: r.target})
+}
+
+// preparingStep returns the pending checkpoint a chain step's result is for,
+// if it is still at that step. A checkpoint aborted meanwhile (expired, job
+// stopped) is gone: whatever the step made must be released.
+func (c *Coordinator) preparingStep(id int64, at phase) *pending {
+	if p := c.pending[id]; p != nil && p.phase == at {
+		return p
+	}
+	return nil
+}
+
+// LocationReady delivers the storage location of checkpoint id.
+func (c *Coordinator) LocationReady(id int64, location string, err error) {
+	p := c.preparingStep(id, phaseLocation)
+	if p == nil {
+		if location != "" {
+			c.emit(DiscardState{Location: location})
 		}
-		var trigger, all []*weirv1.ExecutionAttemptID
-		for _, t := range c.tasks {
-			p.notYetAcked[attemptKey(t.Attempt)] = t.Attempt
-			all = append(all, t.Attempt)
-			if t.Source {
-				trigger = append(trigger, t.Attempt)
+		return
+	}
+	if err != nil {
+		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, Message: err.Error()})
+		c.decide()
+		return
+	}
+	p.location = location
+	c.snapshotCoordinators(p)
+}
+
+func (c *Coordinator) snapshotCoordinators(p *pending) {
+	if c.cfg.OperatorCoordinators {
+		p.phase = phaseCoordinators
+		c.emit(SnapshotOperatorCoordinators{ID: p.id})
+		return
+	}
+	c.snapshotHooks(p)
+}
+
+// CoordinatorsSnapshotted delivers the operator coordinators' states. Their
+// events to tasks stay held back until the trigger RPCs went out.
+func (c *Coordinator) CoordinatorsSnapshotted(id int64, states []*weirv1.NamedState, err error) {
+	p := c.preparingStep(id, phaseCoordinators)
+	if p == nil {
+		return
+	}
+	if err != nil {
+		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE, Message: "operator coordinator: " + err.Error()})
+		c.decide()
+		return
+	}
+	p.coordStates = states
+	c.snapshotHooks(p)
+}
+
+func (c *Coordinator) snapshotHooks(p *pending) {
+	if c.cfg.MasterHooks {
+		p.phase = phaseHooks
+		c.emit(SnapshotMasterHooks{ID: p.id, Timestamp: p.triggered})
+		return
+	}
+	c.sendTrigger(p)
+}
+
+// MasterHooksDone delivers the master hooks' states.
+func (c *Coordinator) MasterHooksDone(id int64, states []*weirv1.NamedState, err error) {
+	p := c.preparingStep(id, phaseHooks)
+	if p == nil {
+		return
+	}
+	if err != nil {
+		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE, Message: "master hook: " + err.Error()})
+		c.decide()
+		return
+	}
+	p.hookStates = states
+	c.sendTrigger(p)
+}
+
+// sendTrigger ends the preparation chain: the sources are triggered and the
+// next request may be prepared.
+func (c *Coordinator) sendTrigger(p *pending) {
+	p.phase = phaseTriggered
+	r := p.req
+	if c.preparing == r {
+		c.preparing = nil
+	}
+	opts := &weirv1.CheckpointOptions{
+		Type:                       weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT,
+		ExactlyOnce:                c.cfg.Options.GetExactlyOnce(),
+		Unaligned:                  c.cfg.Options.GetUnaligned(),
+		AlignedCheckpointTimeoutMs: c.cfg.Options.GetAlignedCheckpointTimeoutMs(),
+		Incremental:                c.cfg.Options.GetIncremental(),
+	}
+	if r.savepoint() {
+		// Savepoints are self-contained and portable: aligned, full.
+		opts = &weirv1.CheckpointOptions{
+			Type: weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT, ExactlyOnce: true, TargetLocation: p.location,
+		}
+		if r.kind == SyncSavepoint {
+			opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND
+			if r.drain {
+				opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE
 			}
 		}
-		c.pending[id] = p
-		c.stats.started(id, r.savepoint(), now, len(all))
-		opts := &weirv1.CheckpointOptions{
-			Type:                       weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT,
-			ExactlyOnce:                c.cfg.Options.GetExactlyOnce(),
-			Unaligned:                  c.cfg.Options.GetUnaligned(),
-			AlignedCheckpointTimeoutMs: c.cfg.Options.GetAlignedCheckpointTimeoutMs(),
-			Incremental:                c.cfg.Options.GetIncremental(),
-		}
-		if r.savepoint() {
-			opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT
-			opts.TargetLocation = location
-		}
-		c.emit(SendTrigger{ID: id, Timestamp: now, Options: opts, Tasks: trigger})
 	}
+	var trigger []*weirv1.ExecutionAttemptID
+	for _, t := range c.tasks {
+		if t.Source {
+			trigger = append(trigger, t.Attempt)
+		}
+	}
+	c.emit(SendTrigger{ID: p.id, Timestamp: p.triggered, Options: opts, Tasks: trigger, ReleaseCoordinatorEvents: c.cfg.OperatorCoordinators})
 	c.decide()
+}
+
+// Restored records that the job started from checkpoint id at path.
+func (c *Coordinator) Restored(id int64, path string, savepoint bool) {
+	if id > c.latestID {
+		c.latestID = id
+	}
+	c.stats.restored(id, path, savepoint, c.clock.Now())
 }
 
 // AckResult is the outcome of an acknowledgement, as in Flink.
@@ -401,7 +541,7 @@ func (c *Coordinator) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) AckR
 	if _, ok := p.acked[key]; ok {
 		return AckDuplicate
 	}
-	if _, ok := p.notYetAcked[key]; !ok || p.finalizing {
+	if _, ok := p.notYetAcked[key]; !ok || p.finalizing || p.phase != phaseTriggered {
 		if ack.GetState() != nil {
 			c.emit(DiscardState{States: []*weirv1.SubtaskState{ack.GetState()}})
 		}
@@ -451,6 +591,7 @@ func (c *Coordinator) metadata(p *pending) *weirv1.CheckpointMetadata {
 	if p.req.savepoint() {
 		md.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT
 	}
+	md.OperatorCoordinators, md.MasterStates = p.coordStates, p.hookStates
 	keys := make([]string, 0, len(p.acked))
 	for k := range p.acked {
 		keys = append(keys, k)
@@ -505,8 +646,9 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 	}
 	now := c.clock.Now()
 	delete(c.pending, id)
+	c.lastCompletion = now
 	if !p.req.savepoint() {
-		c.lastCompletion = now
+		c.lastCompletedID = max(c.lastCompletedID, id)
 	}
 	c.consecutive = 0
 	c.stats.completed(id, now, path)
@@ -519,11 +661,16 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 			c.abort(q, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_SUBSUMED})
 		}
 	}
-	var tasks []*weirv1.ExecutionAttemptID
-	for _, t := range c.tasks {
-		tasks = append(tasks, t.Attempt)
+	// A savepoint commits no side effects: sinks commit with the next
+	// checkpoint, so recovery never goes back behind committed output. A
+	// synchronous savepoint is the job's last snapshot and must commit.
+	if p.req.kind != Savepoint {
+		var tasks []*weirv1.ExecutionAttemptID
+		for _, t := range c.tasks {
+			tasks = append(tasks, t.Attempt)
+		}
+		c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Tasks: tasks})
 	}
-	c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Tasks: tasks})
 	c.finalizeNext()
 	c.decide()
 }
@@ -531,21 +678,39 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 // abort ends a pending checkpoint: its files go, tasks roll back.
 func (c *Coordinator) abort(p *pending, f *Failure) {
 	delete(c.pending, p.id)
+	if c.preparing == p.req {
+		// Aborted mid-chain: the next request may be prepared now, and the
+		// chain's remaining results find the checkpoint gone.
+		c.preparing = nil
+	}
 	var tasks []*weirv1.ExecutionAttemptID
 	for _, t := range c.tasks {
 		tasks = append(tasks, t.Attempt)
 	}
-	c.emit(DiscardState{Location: p.location})
+	if p.location != "" {
+		c.emit(DiscardState{Location: p.location})
+	}
 	c.emit(NotifyAborted{ID: p.id, Tasks: tasks})
 	c.failRequest(p.req, p.id, f)
 }
 
+// failRequest resolves a request as failed and applies the failure policy
+// of Flink's CheckpointFailureManager: a failed synchronous savepoint fails
+// the job (it would otherwise leave the job stopped); other savepoints never
+// count; a checkpoint counts when its reason does and it is newer than the
+// last completed one.
 func (c *Coordinator) failRequest(r *request, id int64, f *Failure) {
 	if id != 0 {
 		c.stats.failed(id, r.savepoint(), c.clock.Now(), f)
 	}
 	c.emit(RequestDone{Request: r.seq, ID: id, Err: f})
-	if !counted(f.Reason) {
+	switch {
+	case r.kind == SyncSavepoint:
+		if c.running {
+			c.emit(FailJob{Cause: fmt.Errorf("coordinator: stop-with-savepoint failed: %w", f)})
+		}
+		return
+	case r.savepoint(), !counted(f.Reason), id != 0 && id < c.lastCompletedID:
 		return
 	}
 	c.consecutive++

@@ -138,8 +138,17 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			kind = Manual
 		case "savepoint":
 			kind = Savepoint
+		case "stop":
+			kind = SyncSavepoint
 		default:
 			t.Fatalf("%s: unknown kind %q", td.Pos, k)
+		}
+		if kind == SyncSavepoint {
+			drain := a.bool("drain", false)
+			target := a.str("target", "")
+			a.done()
+			fmt.Fprintf(&b, "req=%d\n", h.c.StopWithSavepoint(target, drain))
+			break
 		}
 		forced := a.bool("forced", kind == Savepoint)
 		target := a.str("target", "")
@@ -159,16 +168,58 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		a.done()
 		h.tick(t, td)
 	case "prepared":
+		// Shorthand for id-allocated followed by location-ready.
 		req, id := a.int("req", -1), a.int("id", -1)
 		loc := a.str("location", fmt.Sprintf("/ckpt/chk-%d", id))
 		a.done()
 		h.locations[id] = loc
-		h.c.Prepared(req, id, loc, nil)
+		h.c.IDAllocated(req, id, nil)
+		h.c.LocationReady(id, loc, nil)
 	case "prepare-failed":
+		// Without id the counter failed; with id the location failed.
 		req, id := a.int("req", -1), a.int("id", 0)
 		err := errors.New(a.str("err", "injected I/O error"))
 		a.done()
-		h.c.Prepared(req, id, "", err)
+		if id == 0 {
+			h.c.IDAllocated(req, 0, err)
+			break
+		}
+		h.c.IDAllocated(req, id, nil)
+		h.c.LocationReady(id, "", err)
+	case "id-allocated":
+		req, id := a.int("req", -1), a.int("id", 0)
+		err := a.err()
+		a.done()
+		h.c.IDAllocated(req, id, err)
+	case "location-ready":
+		id := a.int("id", -1)
+		loc := a.str("location", fmt.Sprintf("/ckpt/chk-%d", id))
+		err := a.err()
+		a.done()
+		if err == nil {
+			h.locations[id] = loc
+		} else {
+			loc = ""
+		}
+		h.c.LocationReady(id, loc, err)
+	case "coordinators-snapshotted":
+		id := a.int("id", -1)
+		states := a.namedStates("states")
+		err := a.err()
+		a.done()
+		h.c.CoordinatorsSnapshotted(id, states, err)
+	case "hooks-done":
+		id := a.int("id", -1)
+		states := a.namedStates("states")
+		err := a.err()
+		a.done()
+		h.c.MasterHooksDone(id, states, err)
+	case "restored":
+		id := a.int("id", -1)
+		path := a.str("path", fmt.Sprintf("/ckpt/chk-%d/_metadata", id))
+		sp := a.bool("savepoint", false)
+		a.done()
+		h.c.Restored(id, path, sp)
 	case "ack":
 		at := h.attempt(t, a.str("task", ""), a.int("attempt", -1))
 		id := a.int("id", -1)
@@ -245,14 +296,16 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 
 func (h *harness) config(a *args) {
 	cfg := Config{
-		JobID:          a.str("job", "job-1"),
-		Interval:       a.dur("interval", 0),
-		MinPause:       a.dur("min-pause", 0),
-		Timeout:        a.dur("timeout", 10*time.Second),
-		MaxConcurrent:  int(a.int("max-concurrent", 1)),
-		Tolerable:      int(a.int("tolerable", -1)),
-		MaxParallelism: int(a.int("max-parallelism", 128)),
-		HistorySize:    int(a.int("history", 0)),
+		JobID:                a.str("job", "job-1"),
+		Interval:             a.dur("interval", 0),
+		MinPause:             a.dur("min-pause", 0),
+		Timeout:              a.dur("timeout", 10*time.Second),
+		MaxConcurrent:        int(a.int("max-concurrent", 1)),
+		Tolerable:            int(a.int("tolerable", -1)),
+		MaxParallelism:       int(a.int("max-parallelism", 128)),
+		HistorySize:          int(a.int("history", 0)),
+		OperatorCoordinators: a.bool("coordinators", false),
+		MasterHooks:          a.bool("hooks", false),
 		Options: &weirv1.CheckpointOptions{
 			ExactlyOnce:                a.bool("exactly-once", true),
 			Unaligned:                  a.bool("unaligned", false),
@@ -415,8 +468,10 @@ func fmtStates(sts []*weirv1.SubtaskState) string {
 
 func (h *harness) fmtEffect(e Effect) string {
 	switch e := e.(type) {
-	case PrepareCheckpoint:
-		s := fmt.Sprintf("PrepareCheckpoint req=%d", e.Request)
+	case AllocateID:
+		return fmt.Sprintf("AllocateID req=%d", e.Request)
+	case InitLocation:
+		s := fmt.Sprintf("InitLocation id=%d", e.ID)
 		if e.Savepoint {
 			s += " savepoint"
 		}
@@ -424,9 +479,17 @@ func (h *harness) fmtEffect(e Effect) string {
 			s += " target=" + e.Target
 		}
 		return s
+	case SnapshotOperatorCoordinators:
+		return fmt.Sprintf("SnapshotOperatorCoordinators id=%d (events held back)", e.ID)
+	case SnapshotMasterHooks:
+		return fmt.Sprintf("SnapshotMasterHooks id=%d at=%s", e.ID, h.fmtTime(e.Timestamp))
 	case SendTrigger:
-		return fmt.Sprintf("SendTrigger id=%d at=%s opts=%s tasks=%s",
+		s := fmt.Sprintf("SendTrigger id=%d at=%s opts=%s tasks=%s",
 			e.ID, h.fmtTime(e.Timestamp), fmtOptions(e.Options), fmtAttempts(e.Tasks))
+		if e.ReleaseCoordinatorEvents {
+			s += " then release coordinator events"
+		}
+		return s
 	case Finalize:
 		var b strings.Builder
 		md := e.Metadata
@@ -690,8 +753,8 @@ func TestQueueOverflow(t *testing.T) {
 				&fakeClock{now: epoch}, rand.New(constSource(math.MaxUint64)))
 			c.Start([]Task{{Attempt: &weirv1.ExecutionAttemptID{JobId: "job-1", Vertex: "src"}, Source: true}})
 			blocker := c.Trigger(Manual, false, "")
-			if got := c.Ready(); len(got) != 1 || got[0] != (PrepareCheckpoint{Request: blocker}) {
-				t.Fatalf("first request: got %v, want PrepareCheckpoint", got)
+			if got := c.Ready(); len(got) != 1 || got[0] != (AllocateID{Request: blocker}) {
+				t.Fatalf("first request: got %v, want AllocateID", got)
 			}
 			var last int64
 			for range queueCapacity {
@@ -768,4 +831,22 @@ func TestFirstTriggerDelay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// err returns the injected error of err=TEXT, nil when absent.
+func (a *args) err() error {
+	if !a.has("err") {
+		return nil
+	}
+	return errors.New(a.str("err", ""))
+}
+
+// namedStates parses states=name:data,name:data.
+func (a *args) namedStates(key string) []*weirv1.NamedState {
+	var out []*weirv1.NamedState
+	for _, kv := range a.list(key) {
+		name, data, _ := strings.Cut(kv, ":")
+		out = append(out, &weirv1.NamedState{Name: name, Data: []byte(data)})
+	}
+	return out
 }

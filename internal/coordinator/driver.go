@@ -3,35 +3,70 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/weirproject/weir/internal/ha"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
-// IO is everything the coordinator needs done outside its state machine.
-// The JobManager implements it over gRPC, etcd and checkpoint storage.
-type IO interface {
-	NextCheckpointID(ctx context.Context) (int64, error)
+// Counter hands out checkpoint IDs (standalone or in etcd).
+type Counter interface {
+	Next(ctx context.Context) (int64, error)
+}
+
+// Store is the completed-checkpoint store: Add keeps the newest retained
+// checkpoints and returns the ones it dropped.
+type Store interface {
+	Add(ctx context.Context, cp ha.CompletedCheckpoint) ([]ha.CompletedCheckpoint, error)
+}
+
+// Storage is checkpoint storage as the coordinator uses it.
+type Storage interface {
 	InitLocation(ctx context.Context, id int64, savepoint bool, target string) (string, error)
+	WriteMetadata(ctx context.Context, dir string, md *weirv1.CheckpointMetadata) (string, error)
+	Discard(ctx context.Context, dir string) error
+	DiscardStates(ctx context.Context, states []*weirv1.SubtaskState) error
+}
+
+// TaskGateway reaches the subtasks of the job.
+type TaskGateway interface {
 	TriggerCheckpoint(ctx context.Context, task *weirv1.ExecutionAttemptID, id int64, ts time.Time, opts *weirv1.CheckpointOptions) error
 	NotifyCheckpointComplete(ctx context.Context, task *weirv1.ExecutionAttemptID, id, lastSubsumed int64) error
 	NotifyCheckpointAborted(ctx context.Context, task *weirv1.ExecutionAttemptID, id int64) error
-	// Finalize writes the metadata, adds the checkpoint to the completed
-	// store and discards what the store subsumed; it returns the metadata
-	// path and the newest subsumed checkpoint (0 if none).
-	Finalize(ctx context.Context, f Finalize) (path string, subsumed int64, err error)
-	Discard(ctx context.Context, d DiscardState) error
-	FailJob(cause error)
+}
+
+// TimerClock is the driver's clock: the state machine's Now plus timers.
+type TimerClock interface {
+	Clock
+	After(d time.Duration) <-chan time.Time
 }
 
 type realClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Deps is everything a Driver works with, as interfaces so tests drive it
+// with a fake clock and recording gateways.
+type Deps struct {
+	Clock        TimerClock // nil: the wall clock
+	Rand         *rand.Rand // nil: seeded from the clock
+	Counter      Counter
+	Store        Store
+	Storage      Storage
+	Tasks        TaskGateway
+	Coordinators []*CoordinatorHolder
+	Hooks        []MasterHook
+	// FailJob fails the job over; called off the driver's goroutine.
+	FailJob func(cause error)
+	Metrics *Metrics
+	JobName string
+	Logger  *slog.Logger
+}
 
 // Result is the outcome of a manual trigger.
 type Result struct {
@@ -40,11 +75,15 @@ type Result struct {
 	Err  error
 }
 
-// Driver runs a Coordinator on one goroutine, carries out its effects and
-// feeds their outcomes back as events.
+// ErrShutDown is returned to requests made after the driver closed.
+var ErrShutDown = errors.New("coordinator: shut down")
+
+// Driver runs a Coordinator on one goroutine — every state change happens
+// there — and carries out its effects on other goroutines, feeding their
+// outcomes back as events. No I/O happens on the loop.
 type Driver struct {
 	sm      *Coordinator
-	io      IO
+	deps    Deps
 	log     *slog.Logger
 	metrics *jobMetrics
 	events  chan func()
@@ -56,13 +95,27 @@ type Driver struct {
 }
 
 // NewDriver makes a driver; Run starts it.
-func NewDriver(cfg Config, jobName string, io IO, m *Metrics, log *slog.Logger) *Driver {
+func NewDriver(cfg Config, deps Deps) *Driver {
+	if deps.Clock == nil {
+		deps.Clock = realClock{}
+	}
+	if deps.Rand == nil {
+		deps.Rand = rand.New(rand.NewPCG(uint64(deps.Clock.Now().UnixNano()), 0))
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = NewMetrics(nil)
+	}
+	cfg.OperatorCoordinators = len(deps.Coordinators) > 0
+	cfg.MasterHooks = len(deps.Hooks) > 0
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Driver{
-		sm:      New(cfg, realClock{}, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))),
-		io:      io,
-		log:     log.With("job_id", cfg.JobID),
-		metrics: m.forJob(cfg.JobID, jobName),
+		sm:      New(cfg, deps.Clock, deps.Rand),
+		deps:    deps,
+		log:     deps.Logger.With("job_id", cfg.JobID),
+		metrics: deps.Metrics.forJob(cfg.JobID, deps.JobName),
 		events:  make(chan func(), 64),
 		done:    make(chan struct{}),
 		ctx:     ctx,
@@ -74,31 +127,34 @@ func NewDriver(cfg Config, jobName string, io IO, m *Metrics, log *slog.Logger) 
 // Run owns the coordinator until Close.
 func (d *Driver) Run() {
 	defer close(d.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	var wake <-chan time.Time
 	for {
 		select {
 		case f := <-d.events:
 			f()
-		case <-timer.C:
+		case <-wake:
 			d.sm.Tick()
 		case <-d.ctx.Done():
 			return
 		}
 		d.process(d.sm.Ready())
+		wake = nil
 		if next := d.sm.NextDeadline(); !next.IsZero() {
-			timer.Reset(max(time.Until(next), 0))
-		} else {
-			timer.Stop()
+			wake = d.deps.Clock.After(max(next.Sub(d.deps.Clock.Now()), 0))
 		}
 	}
 }
 
-// Close stops the loop and waits for every I/O goroutine.
+// Close stops the loop and waits for every I/O goroutine. Requests still
+// waiting fail with ErrShutDown.
 func (d *Driver) Close() {
 	d.cancel()
 	<-d.done
 	d.wg.Wait()
+	for _, ch := range d.waiters {
+		ch <- Result{Err: ErrShutDown}
+	}
+	d.waiters = nil
 	d.metrics.release()
 }
 
@@ -134,6 +190,32 @@ func (d *Driver) goIO(f func(ctx context.Context)) {
 	}()
 }
 
+// Restore resets operator coordinators and master hooks to a restored
+// checkpoint and records it in the statistics. Call it before Start.
+func (d *Driver) Restore(ctx context.Context, md *weirv1.CheckpointMetadata, path string) error {
+	states := map[string][]byte{}
+	for _, s := range md.GetOperatorCoordinators() {
+		states[s.GetName()] = s.GetData()
+	}
+	for _, h := range d.deps.Coordinators {
+		if err := h.Coordinator.ResetToCheckpoint(md.GetCheckpointId(), states[h.Coordinator.Name()]); err != nil {
+			return fmt.Errorf("coordinator: reset operator coordinator %s: %w", h.Coordinator.Name(), err)
+		}
+	}
+	hooks := map[string][]byte{}
+	for _, s := range md.GetMasterStates() {
+		hooks[s.GetName()] = s.GetData()
+	}
+	for _, h := range d.deps.Hooks {
+		if err := h.RestoreCheckpoint(ctx, md.GetCheckpointId(), hooks[h.Name()]); err != nil {
+			return fmt.Errorf("coordinator: restore master hook %s: %w", h.Name(), err)
+		}
+	}
+	savepoint := md.GetType() != weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT
+	d.call(func() { d.sm.Restored(md.GetCheckpointId(), path, savepoint) })
+	return nil
+}
+
 // Start activates periodic checkpoints for a running job.
 func (d *Driver) Start(tasks []Task) { d.post(func() { d.sm.Start(tasks) }) }
 
@@ -152,7 +234,7 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 	})
 	if !posted && ack.GetState() != nil {
 		// The coordinator is gone, so is the checkpoint: do not leak its files.
-		if err := d.io.Discard(context.Background(), DiscardState{States: []*weirv1.SubtaskState{ack.GetState()}}); err != nil {
+		if err := d.deps.Storage.DiscardStates(context.Background(), []*weirv1.SubtaskState{ack.GetState()}); err != nil {
 			d.log.Warn("discarding late ack state failed", "err", err)
 		}
 	}
@@ -163,12 +245,19 @@ func (d *Driver) Decline(dec *weirv1.DeclineCheckpointRequest) { d.post(func() {
 
 // Trigger requests a checkpoint or savepoint and waits for its outcome.
 func (d *Driver) Trigger(ctx context.Context, kind RequestKind, target string) Result {
+	return d.await(ctx, func() int64 { return d.sm.Trigger(kind, kind == Savepoint, target) })
+}
+
+// StopWithSavepoint takes a synchronous savepoint after which the tasks
+// finish, and waits for it.
+func (d *Driver) StopWithSavepoint(ctx context.Context, target string, drain bool) Result {
+	return d.await(ctx, func() int64 { return d.sm.StopWithSavepoint(target, drain) })
+}
+
+func (d *Driver) await(ctx context.Context, trigger func() int64) Result {
 	ch := make(chan Result, 1)
-	if !d.post(func() {
-		seq := d.sm.Trigger(kind, kind == Savepoint, target)
-		d.waiters[seq] = ch
-	}) {
-		return Result{Err: errors.New("coordinator: shut down")}
+	if !d.post(func() { d.waiters[trigger()] = ch }) {
+		return Result{Err: ErrShutDown}
 	}
 	select {
 	case r := <-ch:
@@ -176,7 +265,7 @@ func (d *Driver) Trigger(ctx context.Context, kind RequestKind, target string) R
 	case <-ctx.Done():
 		return Result{Err: ctx.Err()}
 	case <-d.done:
-		return Result{Err: errors.New("coordinator: shut down")}
+		return Result{Err: ErrShutDown}
 	}
 }
 
@@ -200,59 +289,151 @@ func (d *Driver) Detail(id int64) (*weirv1.GetCheckpointResponse, bool) {
 func (d *Driver) process(effects []Effect) {
 	for _, e := range effects {
 		switch e := e.(type) {
-		case PrepareCheckpoint:
+		case AllocateID:
 			d.goIO(func(ctx context.Context) {
-				id, err := d.io.NextCheckpointID(ctx)
-				var loc string
-				if err == nil {
-					loc, err = d.io.InitLocation(ctx, id, e.Savepoint, e.Target)
-				}
-				d.post(func() { d.sm.Prepared(e.Request, id, loc, err) })
+				id, err := d.deps.Counter.Next(ctx)
+				d.post(func() { d.sm.IDAllocated(e.Request, id, err) })
+			})
+		case InitLocation:
+			d.goIO(func(ctx context.Context) {
+				loc, err := d.deps.Storage.InitLocation(ctx, e.ID, e.Savepoint, e.Target)
+				d.post(func() { d.sm.LocationReady(e.ID, loc, err) })
+			})
+		case SnapshotOperatorCoordinators:
+			d.goIO(func(ctx context.Context) {
+				states, err := d.snapshotCoordinators(ctx, e.ID)
+				d.post(func() { d.sm.CoordinatorsSnapshotted(e.ID, states, err) })
+			})
+		case SnapshotMasterHooks:
+			d.goIO(func(ctx context.Context) {
+				states, err := d.snapshotHooks(ctx, e.ID, e.Timestamp)
+				d.post(func() { d.sm.MasterHooksDone(e.ID, states, err) })
 			})
 		case SendTrigger:
 			d.metrics.triggered.Inc()
-			for _, t := range e.Tasks {
-				d.goIO(func(ctx context.Context) {
-					if err := d.io.TriggerCheckpoint(ctx, t, e.ID, e.Timestamp, e.Options); err != nil {
-						d.post(func() { d.sm.TriggerFailed(e.ID, err) })
-					}
-				})
-			}
+			d.goIO(func(ctx context.Context) { d.sendTrigger(ctx, e) })
 		case Finalize:
 			d.goIO(func(ctx context.Context) {
-				path, subsumed, err := d.io.Finalize(ctx, e)
+				path, subsumed, err := d.finalize(ctx, e)
 				d.post(func() { d.sm.Finalized(e.ID, path, subsumed, err) })
 			})
 		case NotifyComplete:
+			for _, h := range d.deps.Coordinators {
+				h.Coordinator.NotifyCheckpointComplete(e.ID)
+			}
 			for _, t := range e.Tasks {
 				d.goIO(func(ctx context.Context) {
-					if err := d.io.NotifyCheckpointComplete(ctx, t, e.ID, e.LastSubsumed); err != nil && ctx.Err() == nil {
+					if err := d.deps.Tasks.NotifyCheckpointComplete(ctx, t, e.ID, e.LastSubsumed); err != nil && ctx.Err() == nil {
 						d.log.Warn("notify checkpoint complete failed", "checkpoint_id", e.ID, "attempt", attemptKey(t), "err", err)
 					}
 				})
 			}
 		case NotifyAborted:
+			for _, h := range d.deps.Coordinators {
+				h.Coordinator.NotifyCheckpointAborted(e.ID)
+				h.Valve.open()
+			}
 			for _, t := range e.Tasks {
 				d.goIO(func(ctx context.Context) {
-					if err := d.io.NotifyCheckpointAborted(ctx, t, e.ID); err != nil && ctx.Err() == nil {
+					if err := d.deps.Tasks.NotifyCheckpointAborted(ctx, t, e.ID); err != nil && ctx.Err() == nil {
 						d.log.Debug("notify checkpoint aborted failed", "checkpoint_id", e.ID, "attempt", attemptKey(t), "err", err)
 					}
 				})
 			}
 		case DiscardState:
 			d.goIO(func(ctx context.Context) {
-				if err := d.io.Discard(ctx, e); err != nil {
+				var errs []error
+				if e.Location != "" {
+					errs = append(errs, d.deps.Storage.Discard(ctx, e.Location))
+				}
+				if len(e.States) > 0 {
+					errs = append(errs, d.deps.Storage.DiscardStates(ctx, e.States))
+				}
+				if err := errors.Join(errs...); err != nil {
 					d.log.Warn("discarding checkpoint state failed", "location", e.Location, "err", err)
 				}
 			})
 		case RequestDone:
 			d.finished(e)
 		case FailJob:
-			d.log.Error("failing job: checkpoint failures not tolerable", "err", e.Cause)
-			d.io.FailJob(e.Cause)
+			d.log.Error("failing job: checkpoint failure", "err", e.Cause)
+			if d.deps.FailJob != nil {
+				d.goIO(func(context.Context) { d.deps.FailJob(e.Cause) })
+			}
 		}
 	}
 	d.metrics.inProgress.Set(float64(d.sm.NumPending()))
+}
+
+func (d *Driver) snapshotCoordinators(ctx context.Context, id int64) ([]*weirv1.NamedState, error) {
+	var states []*weirv1.NamedState
+	for _, h := range d.deps.Coordinators {
+		h.Valve.close()
+		data, err := h.Coordinator.CheckpointCoordinator(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Coordinator.Name(), err)
+		}
+		states = append(states, &weirv1.NamedState{Name: h.Coordinator.Name(), Data: data})
+	}
+	return states, nil
+}
+
+func (d *Driver) snapshotHooks(ctx context.Context, id int64, ts time.Time) ([]*weirv1.NamedState, error) {
+	var states []*weirv1.NamedState
+	for _, h := range d.deps.Hooks {
+		data, err := h.TriggerCheckpoint(ctx, id, ts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Name(), err)
+		}
+		states = append(states, &weirv1.NamedState{Name: h.Name(), Data: data})
+	}
+	return states, nil
+}
+
+// sendTrigger triggers every source, then releases the operator
+// coordinators' held-back events: they now reach tasks behind the barrier.
+func (d *Driver) sendTrigger(ctx context.Context, e SendTrigger) {
+	var wg sync.WaitGroup
+	errs := make([]error, len(e.Tasks))
+	for i, t := range e.Tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = d.deps.Tasks.TriggerCheckpoint(ctx, t, e.ID, e.Timestamp, e.Options)
+		}()
+	}
+	wg.Wait()
+	if e.ReleaseCoordinatorEvents {
+		for _, h := range d.deps.Coordinators {
+			h.Valve.open()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		d.log.Warn("triggering checkpoint failed", "checkpoint_id", e.ID, "err", err)
+		d.post(func() { d.sm.TriggerFailed(e.ID, err) })
+	}
+}
+
+// finalize writes the metadata and, for checkpoints, adds it to the store
+// and discards what the store subsumed.
+func (d *Driver) finalize(ctx context.Context, f Finalize) (string, int64, error) {
+	path, err := d.deps.Storage.WriteMetadata(ctx, f.Location, f.Metadata)
+	if err != nil || f.Savepoint {
+		// Savepoints belong to the user: never in the store, never discarded.
+		return path, 0, err
+	}
+	subsumed, err := d.deps.Store.Add(ctx, ha.CompletedCheckpoint{ID: f.ID, MetadataPath: path, Dir: f.Location})
+	if err != nil {
+		return "", 0, fmt.Errorf("coordinator: add checkpoint %d to the store: %w", f.ID, err)
+	}
+	var newest int64
+	for _, c := range subsumed {
+		newest = max(newest, c.ID)
+		if err := d.deps.Storage.Discard(ctx, c.Dir); err != nil {
+			d.log.Warn("discarding subsumed checkpoint failed", "checkpoint_id", c.ID, "err", err)
+		}
+	}
+	return path, newest, nil
 }
 
 func (d *Driver) finished(e RequestDone) {
@@ -272,73 +453,11 @@ func (d *Driver) finished(e RequestDone) {
 		d.metrics.lastSize.Set(float64(c.GetCheckpointedSize()))
 		d.metrics.lastFullSize.Set(float64(c.GetStateSize()))
 		d.metrics.lastID.Set(float64(e.ID))
-		d.log.Info("checkpoint completed", "checkpoint_id", e.ID, "duration_ms", c.GetEndToEndDurationMs(), "state_size", c.GetStateSize(), "path", e.Path)
+		d.log.Info("checkpoint completed", "checkpoint_id", e.ID, "savepoint", c.GetIsSavepoint(), "duration_ms", c.GetEndToEndDurationMs(), "state_size", c.GetStateSize(), "path", e.Path)
 	case errors.As(e.Err, &f) && e.ID != 0:
 		d.metrics.failed.WithLabelValues(f.Reason.String()).Inc()
 		d.log.Warn("checkpoint failed", "checkpoint_id", e.ID, "reason", f.Reason.String(), "err", e.Err)
 	default:
 		d.log.Debug("checkpoint request not run", "err", e.Err)
-	}
-}
-
-// Metrics are the JobManager's per-job checkpoint metrics.
-type Metrics struct {
-	triggered, completed *prometheus.CounterVec
-	failed               *prometheus.CounterVec
-	inProgress           *prometheus.GaugeVec
-	duration             *prometheus.HistogramVec
-	lastDuration         *prometheus.GaugeVec
-	lastSize             *prometheus.GaugeVec
-	lastFullSize         *prometheus.GaugeVec
-	lastID               *prometheus.GaugeVec
-}
-
-// NewMetrics registers the checkpoint metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	l := []string{"job_id", "job_name"}
-	m := &Metrics{
-		triggered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_job_checkpoints_triggered_total", Help: "Checkpoints triggered."}, l),
-		completed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_job_checkpoints_completed_total", Help: "Checkpoints completed."}, l),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "weir_job_checkpoints_failed_total", Help: "Checkpoints failed, by reason.",
-		}, append(l, "reason")),
-		inProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_checkpoints_in_progress", Help: "Checkpoints in progress."}, l),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "weir_job_checkpoint_duration_seconds", Help: "End-to-end duration of completed checkpoints.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}, l),
-		lastDuration: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_last_checkpoint_duration_seconds", Help: "End-to-end duration of the last completed checkpoint."}, l),
-		lastSize:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_last_checkpoint_size_bytes", Help: "Checkpointed size of the last completed checkpoint."}, l),
-		lastFullSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_last_checkpoint_full_size_bytes", Help: "Full state size of the last completed checkpoint."}, l),
-		lastID:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_last_completed_checkpoint_id", Help: "ID of the last completed checkpoint."}, l),
-	}
-	reg.MustRegister(m.triggered, m.completed, m.failed, m.inProgress, m.duration, m.lastDuration, m.lastSize, m.lastFullSize, m.lastID)
-	return m
-}
-
-type jobMetrics struct {
-	triggered, completed                             prometheus.Counter
-	failed                                           *prometheus.CounterVec
-	inProgress, lastDuration, lastSize, lastFullSize prometheus.Gauge
-	lastID                                           prometheus.Gauge
-	duration                                         prometheus.Observer
-	release                                          func()
-}
-
-func (m *Metrics) forJob(id, name string) *jobMetrics {
-	lv := prometheus.Labels{"job_id": id, "job_name": name}
-	return &jobMetrics{
-		triggered:    m.triggered.With(lv),
-		completed:    m.completed.With(lv),
-		failed:       m.failed.MustCurryWith(lv),
-		inProgress:   m.inProgress.With(lv),
-		duration:     m.duration.With(lv),
-		lastDuration: m.lastDuration.With(lv),
-		lastSize:     m.lastSize.With(lv),
-		lastFullSize: m.lastFullSize.With(lv),
-		lastID:       m.lastID.With(lv),
-		release: func() {
-			m.inProgress.Delete(lv)
-		},
 	}
 }

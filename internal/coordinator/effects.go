@@ -7,23 +7,47 @@ import (
 )
 
 // Effect is an action the coordinator decided on and the driver carries out.
+// The preparation chain is a sequence of effects, each answered by an event:
+// AllocateID → IDAllocated, InitLocation → LocationReady,
+// SnapshotOperatorCoordinators → CoordinatorsSnapshotted,
+// SnapshotMasterHooks → MasterHooksDone, then SendTrigger.
 type Effect interface{ isEffect() }
 
-// PrepareCheckpoint asks for the next checkpoint ID and its storage
-// location; the answer goes to Coordinator.Prepared.
-type PrepareCheckpoint struct {
-	Request   int64
+// AllocateID asks for the next checkpoint ID from the counter.
+type AllocateID struct {
+	Request int64
+}
+
+// InitLocation asks for checkpoint ID's storage location.
+type InitLocation struct {
+	ID        int64
 	Savepoint bool
 	Target    string
 }
 
-// SendTrigger sends TriggerCheckpoint to every task to trigger; a failed
-// send goes to Coordinator.TriggerFailed.
-type SendTrigger struct {
+// SnapshotOperatorCoordinators asks every operator coordinator for its
+// state; their events to tasks are held back from now until the trigger
+// RPCs of this checkpoint went out, or it aborted.
+type SnapshotOperatorCoordinators struct {
+	ID int64
+}
+
+// SnapshotMasterHooks asks every master hook for its state.
+type SnapshotMasterHooks struct {
 	ID        int64
 	Timestamp time.Time
-	Options   *weirv1.CheckpointOptions
-	Tasks     []*weirv1.ExecutionAttemptID
+}
+
+// SendTrigger sends TriggerCheckpoint to every task to trigger; a failed
+// send goes to Coordinator.TriggerFailed. When ReleaseCoordinatorEvents is
+// set, operator coordinators' held-back events go out once the RPCs were
+// sent.
+type SendTrigger struct {
+	ID                       int64
+	Timestamp                time.Time
+	Options                  *weirv1.CheckpointOptions
+	Tasks                    []*weirv1.ExecutionAttemptID
+	ReleaseCoordinatorEvents bool
 }
 
 // Finalize writes the metadata and adds the checkpoint to the completed
@@ -35,13 +59,15 @@ type Finalize struct {
 	Metadata  *weirv1.CheckpointMetadata
 }
 
-// NotifyComplete sends NotifyCheckpointComplete to every task.
+// NotifyComplete sends NotifyCheckpointComplete to every task (and operator
+// coordinator).
 type NotifyComplete struct {
 	ID, LastSubsumed int64
 	Tasks            []*weirv1.ExecutionAttemptID
 }
 
-// NotifyAborted sends NotifyCheckpointAborted to every task.
+// NotifyAborted sends NotifyCheckpointAborted to every task (and operator
+// coordinator, releasing events it held back for this checkpoint).
 type NotifyAborted struct {
 	ID    int64
 	Tasks []*weirv1.ExecutionAttemptID
@@ -63,16 +89,19 @@ type RequestDone struct {
 }
 
 // FailJob asks the JobManager to fail the job over: too many checkpoints
-// failed in a row.
+// failed in a row, or a synchronous savepoint failed.
 type FailJob struct {
 	Cause error
 }
 
-func (PrepareCheckpoint) isEffect() {}
-func (SendTrigger) isEffect()       {}
-func (Finalize) isEffect()          {}
-func (NotifyComplete) isEffect()    {}
-func (NotifyAborted) isEffect()     {}
-func (DiscardState) isEffect()      {}
-func (RequestDone) isEffect()       {}
-func (FailJob) isEffect()           {}
+func (AllocateID) isEffect()                   {}
+func (InitLocation) isEffect()                 {}
+func (SnapshotOperatorCoordinators) isEffect() {}
+func (SnapshotMasterHooks) isEffect()          {}
+func (SendTrigger) isEffect()                  {}
+func (Finalize) isEffect()                     {}
+func (NotifyComplete) isEffect()               {}
+func (NotifyAborted) isEffect()                {}
+func (DiscardState) isEffect()                 {}
+func (RequestDone) isEffect()                  {}
+func (FailJob) isEffect()                      {}

@@ -19,6 +19,7 @@ type Stats struct {
 	latestC *weirv1.CheckpointStats
 	latestS *weirv1.CheckpointStats
 	latestF *weirv1.CheckpointStats
+	latestR *weirv1.RestoredCheckpoint
 }
 
 type entry struct {
@@ -45,6 +46,11 @@ func (s *Stats) started(id int64, savepoint bool, now time.Time, subtasks int) {
 		delete(s.byID, s.order[0])
 		s.order = s.order[1:]
 	}
+}
+
+func (s *Stats) restored(id int64, path string, savepoint bool, now time.Time) {
+	s.counts.Restored++
+	s.latestR = &weirv1.RestoredCheckpoint{Id: id, RestoreTimestampMs: now.UnixMilli(), IsSavepoint: savepoint, ExternalPath: path}
 }
 
 func (s *Stats) acked(id int64, now time.Time, ack *weirv1.AcknowledgeCheckpointRequest) {
@@ -111,6 +117,9 @@ func (s *Stats) snapshot() *weirv1.ListCheckpointsResponse {
 		return proto.Clone(c).(*weirv1.CheckpointStats)
 	}
 	out.LatestCompleted, out.LatestSavepoint, out.LatestFailed = clone(s.latestC), clone(s.latestS), clone(s.latestF)
+	if s.latestR != nil {
+		out.LatestRestored = proto.Clone(s.latestR).(*weirv1.RestoredCheckpoint)
+	}
 	return out
 }
 

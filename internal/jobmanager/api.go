@@ -3,7 +3,6 @@ package jobmanager
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,8 +28,15 @@ func (s *Server) SubmitJob(_ context.Context, req *weirv1.SubmitJobRequest) (*we
 	if err := supported(g); err != nil {
 		return nil, status.Error(codes.Unimplemented, err.Error())
 	}
+	var restore *restorePoint
+	if g.GetRestoreFrom() != "" {
+		var err error
+		if restore, err = loadRestorePoint(g); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
 	id := newID()
-	j, err := s.newJob(id, g)
+	j, err := s.newJob(id, g, restore)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -82,26 +88,41 @@ func (s *Server) ListJobs(context.Context, *weirv1.ListJobsRequest) (*weirv1.Lis
 	return out, nil
 }
 
-func (s *Server) trigger(ctx context.Context, jobID string, kind coordinator.RequestKind, target string) (coordinator.Result, error) {
-	j, err := s.lookup(jobID)
+func (s *Server) runningJob(id string) (*jobMaster, error) {
+	j, err := s.lookup(id)
 	if err != nil {
-		return coordinator.Result{}, err
+		return nil, err
 	}
 	j.mu.Lock()
 	st := j.mu.state
 	j.mu.Unlock()
 	if st != weirv1.JobState_JOB_STATE_RUNNING {
-		return coordinator.Result{}, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is %s, not RUNNING", jobID, stateName(st))
+		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is %s, not RUNNING", id, stateName(st))
+	}
+	return j, nil
+}
+
+func triggerError(jobID string, r coordinator.Result) error {
+	var f *coordinator.Failure
+	switch {
+	case r.Err == nil:
+		return nil
+	case errors.As(r.Err, &f):
+		return status.Errorf(codes.Aborted, "jobmanager: checkpoint %d of job %s failed: %v", r.ID, jobID, r.Err)
+	case errors.Is(r.Err, context.DeadlineExceeded), errors.Is(r.Err, context.Canceled):
+		return status.Errorf(codes.DeadlineExceeded, "jobmanager: checkpoint of job %s still running: %v", jobID, r.Err)
+	default:
+		return status.Error(codes.Unavailable, r.Err.Error())
+	}
+}
+
+func (s *Server) trigger(ctx context.Context, jobID string, kind coordinator.RequestKind, target string) (coordinator.Result, error) {
+	j, err := s.runningJob(jobID)
+	if err != nil {
+		return coordinator.Result{}, err
 	}
 	r := j.coord.Trigger(ctx, kind, target)
-	if r.Err != nil {
-		var f *coordinator.Failure
-		if errors.As(r.Err, &f) {
-			return r, status.Errorf(codes.Aborted, "jobmanager: checkpoint %d of job %s failed: %v", r.ID, jobID, r.Err)
-		}
-		return r, status.Error(codes.Unavailable, r.Err.Error())
-	}
-	return r, nil
+	return r, triggerError(jobID, r)
 }
 
 // TriggerCheckpoint takes a checkpoint now and waits for it to complete.
@@ -122,18 +143,18 @@ func (s *Server) TriggerSavepoint(ctx context.Context, req *weirv1.TriggerSavepo
 	return &weirv1.TriggerSavepointResponse{CheckpointId: r.ID, ExternalPath: r.Path}, nil
 }
 
-// StopWithSavepoint takes a savepoint, then cancels the job.
+// StopWithSavepoint takes a synchronous savepoint: the sources stop (or,
+// with drain, end their input), every subtask snapshots and finishes once
+// the savepoint completed, so sinks commit their last epoch and the job
+// ends FINISHED. A failed synchronous savepoint fails the job.
 func (s *Server) StopWithSavepoint(ctx context.Context, req *weirv1.StopWithSavepointRequest) (*weirv1.StopWithSavepointResponse, error) {
-	r, err := s.trigger(ctx, req.GetJobId(), coordinator.Savepoint, req.GetTargetDirectory())
+	j, err := s.runningJob(req.GetJobId())
 	if err != nil {
 		return nil, err
 	}
-	j, err := s.lookup(req.GetJobId())
-	if err != nil {
+	r := j.coord.StopWithSavepoint(ctx, req.GetTargetDirectory(), req.GetDrain())
+	if err := triggerError(req.GetJobId(), r); err != nil {
 		return nil, err
-	}
-	if err := j.cancel(); err != nil {
-		return nil, status.Error(codes.FailedPrecondition, fmt.Sprintf("savepoint %s taken, but stopping failed: %v", r.Path, err))
 	}
 	return &weirv1.StopWithSavepointResponse{CheckpointId: r.ID, ExternalPath: r.Path}, nil
 }
@@ -207,8 +228,6 @@ func (s *Server) DeclineCheckpoint(_ context.Context, req *weirv1.DeclineCheckpo
 // yet, rather than silently running them differently.
 func supported(g *weirv1.JobGraph) error {
 	switch {
-	case g.GetRestoreFrom() != "":
-		return errors.New("jobmanager: restore-from: restoring from a savepoint or checkpoint is not supported yet")
 	case g.GetRestartStrategy().GetKind() != weirv1.RestartStrategy_KIND_NONE:
 		return errors.New("jobmanager: restart-strategy: only type none is supported yet")
 	case g.GetState().GetBackend() != weirv1.StateBackendConfig_BACKEND_HEAP || g.GetState().GetIncremental():

@@ -46,6 +46,7 @@ type jobMaster struct {
 	coord     *coordinator.Driver
 	store     *ha.StandaloneStore
 	counter   *ha.StandaloneCounter
+	restore   *restorePoint
 
 	mu struct {
 		sync.Mutex
@@ -59,13 +60,17 @@ type jobMaster struct {
 	}
 }
 
-func (s *Server) newJob(id string, g *weirv1.JobGraph) (*jobMaster, error) {
+func (s *Server) newJob(id string, g *weirv1.JobGraph, restore *restorePoint) (*jobMaster, error) {
 	highest, err := s.storage.HighestCheckpointID(id)
 	if err != nil {
 		return nil, err
 	}
+	if restore != nil {
+		// Checkpoint IDs go on from the restored one, as in Flink.
+		highest = max(highest, restore.metadata.GetCheckpointId())
+	}
 	j := &jobMaster{
-		s: s, id: id, name: g.GetName(), graph: g, submitted: time.Now(),
+		s: s, id: id, name: g.GetName(), graph: g, submitted: time.Now(), restore: restore,
 		log:     s.log.With("job_id", id, "job_name", g.GetName()),
 		store:   ha.NewStandaloneStore(int(g.GetCheckpointing().GetRetained())),
 		counter: ha.NewStandaloneCounter(highest),
@@ -86,8 +91,24 @@ func (s *Server) newJob(id string, g *weirv1.JobGraph) (*jobMaster, error) {
 			AlignedCheckpointTimeoutMs: cp.GetAlignedCheckpointTimeout().AsDuration().Milliseconds(),
 			Incremental:                g.GetState().GetIncremental(),
 		},
-	}, g.GetName(), &jobIO{j: j}, s.ckptMet, s.log)
+	}, coordinator.Deps{
+		Counter: j.counter,
+		Store:   j.store,
+		Storage: jobStorage{j: j},
+		Tasks:   taskGateway{j: j},
+		FailJob: func(cause error) { j.fail(cause.Error()) },
+		Metrics: s.ckptMet,
+		JobName: g.GetName(),
+		Logger:  s.log,
+	})
 	go j.coord.Run()
+	if restore != nil {
+		if err := j.coord.Restore(context.Background(), restore.metadata, restore.path); err != nil {
+			j.coord.Close()
+			return nil, err
+		}
+		j.log.Info("job restores from checkpoint", "checkpoint_id", restore.metadata.GetCheckpointId(), "path", restore.path)
+	}
 	j.setStateMetric(weirv1.JobState_JOB_STATE_CREATED)
 	return j, nil
 }
@@ -159,7 +180,7 @@ func (j *jobMaster) trySchedule() {
 	execs, err := expand(j.id, j.graph, slots[:need], 0)
 	if err == nil {
 		var tdds []*weirv1.TaskDeploymentDescriptor
-		tdds, err = descriptors(j.graph, execs, j.s.cfg.CheckpointDir)
+		tdds, err = descriptors(j.graph, execs, j.s.cfg.CheckpointDir, j.restore)
 		if err == nil {
 			j.mu.Lock()
 			j.mu.execs = execs

@@ -61,7 +61,7 @@ func expand(jobID string, g *weirv1.JobGraph, slots []*taskManager, attempt int3
 }
 
 // descriptors builds what each execution's TaskManager needs to run it.
-func descriptors(g *weirv1.JobGraph, execs []*execution, checkpointDir string) ([]*weirv1.TaskDeploymentDescriptor, error) {
+func descriptors(g *weirv1.JobGraph, execs []*execution, checkpointDir string, restore *restorePoint) ([]*weirv1.TaskDeploymentDescriptor, error) {
 	byVertex := map[string][]*execution{}
 	for _, e := range execs {
 		byVertex[e.vertex.GetName()] = append(byVertex[e.vertex.GetName()], e)
@@ -81,6 +81,7 @@ func descriptors(g *weirv1.JobGraph, execs []*execution, checkpointDir string) (
 			Attempt: e.attempt, JobName: g.GetName(), Operator: v.GetOperator(), Config: v.GetConfig(),
 			Parallelism: v.GetParallelism(), MaxParallelism: g.GetMaxParallelism(),
 			CheckpointOptions: opts, CheckpointDir: checkpointDir, StateBackend: g.GetState(),
+			Restore: restore.taskRestore(v.GetName(), int(e.attempt.GetSubtaskIndex()), int(v.GetParallelism()), int(g.GetMaxParallelism())),
 		}
 		seen := map[string]bool{}
 		for _, in := range v.GetInputs() {

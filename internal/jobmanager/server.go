@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/restapi"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -131,7 +132,12 @@ func (s *Server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.watchHeartbeats(ctx)
 	}()
-	err = rpc.Serve(ctx, s.log, g, rpcLis, rpc.HTTPMux(s.reg), httpLis, 5*time.Second)
+	rest := restapi.New(s, s.log)
+	defer rest.Close()
+	mux := rpc.HTTPMux(s.reg)
+	// Flink's REST API, from the same core as the gRPC client API.
+	mux.Handle("/", rest)
+	err = rpc.Serve(ctx, s.log, g, rpcLis, mux, httpLis, 5*time.Second)
 	wg.Wait()
 	s.shutdown()
 	return err

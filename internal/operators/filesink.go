@@ -46,32 +46,69 @@ func (f *FileSink) Open(ctx sdk.Context) error {
 		return fmt.Errorf("file-sink: %w", err)
 	}
 	f.pending = ctx.ListState("pending")
-	keep := map[string]bool{}
+	// Every subtask keeps exactly one item, so the round-robin split of
+	// list state on restore hands each subtask its own item back at the same
+	// parallelism, and the item of old subtask j to subtask j mod p when
+	// rescaled.
+	cleanup := []int{f.subtask}
 	for _, it := range f.pending.Get() {
-		id, err := strconv.ParseInt(string(it), 10, 64)
+		sub, ids, err := parsePending(it)
 		if err != nil {
-			return fmt.Errorf("file-sink: corrupt pending state %q", it)
-		}
-		// The restored checkpoint completed, so what it pre-committed is due.
-		if err := f.commit(id); err != nil {
 			return err
 		}
-		keep[f.pendingName(id)] = true
+		// The restored checkpoint completed, so what it pre-committed is due.
+		for _, id := range ids {
+			if err := f.commit(sub, id); err != nil {
+				return err
+			}
+		}
+		// Hidden files of a subtask that no longer exists are this one's to
+		// clean up; a running subtask's are not.
+		if sub != f.subtask && sub >= ctx.Parallelism() {
+			cleanup = append(cleanup, sub)
+		}
 	}
 	f.pending.Clear()
-	return f.abortNewer(keep)
+	for _, sub := range cleanup {
+		if err := f.abortNewer(sub); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// abortNewer deletes this subtask's hidden files that the restored state
-// does not know: epochs after the restored checkpoint, never to be committed.
-func (f *FileSink) abortNewer(keep map[string]bool) error {
+// parsePending decodes a pending state item "<subtask>:<id>,<id>,…".
+func parsePending(it []byte) (int, []int64, error) {
+	corrupt := fmt.Errorf("file-sink: corrupt pending state %q", it)
+	s, list, ok := strings.Cut(string(it), ":")
+	sub, err := strconv.Atoi(s)
+	if !ok || err != nil || sub < 0 {
+		return 0, nil, corrupt
+	}
+	var ids []int64
+	if list != "" {
+		for _, e := range strings.Split(list, ",") {
+			id, err := strconv.ParseInt(e, 10, 64)
+			if err != nil {
+				return 0, nil, corrupt
+			}
+			ids = append(ids, id)
+		}
+	}
+	return sub, ids, nil
+}
+
+// abortNewer deletes the hidden files of subtask sub once the restored
+// epochs are committed: epochs after the restored checkpoint, never to be
+// committed.
+func (f *FileSink) abortNewer(sub int) error {
 	entries, err := os.ReadDir(f.dir)
 	if err != nil {
 		return fmt.Errorf("file-sink: %w", err)
 	}
-	prefix := fmt.Sprintf(".part-%d-", f.subtask)
+	prefix := fmt.Sprintf(".part-%d-", sub)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && !keep[e.Name()] {
+		if strings.HasPrefix(e.Name(), prefix) {
 			if err := os.Remove(filepath.Join(f.dir, e.Name())); err != nil {
 				return fmt.Errorf("file-sink: abort %s: %w", e.Name(), err)
 			}
@@ -84,8 +121,8 @@ func (f *FileSink) inProgressName() string {
 	return fmt.Sprintf(".part-%d-inprogress-%d-%d", f.subtask, f.attempt, f.seq)
 }
 
-func (f *FileSink) pendingName(id int64) string {
-	return fmt.Sprintf(".part-%d-%d.pending", f.subtask, id)
+func (f *FileSink) pendingName(subtask int, id int64) string {
+	return fmt.Sprintf(".part-%d-%d.pending", subtask, id)
 }
 
 // FinalName is the visible name of a committed epoch.
@@ -120,18 +157,21 @@ func (f *FileSink) SnapshotState(id int64) error {
 		f.cur, f.w = nil, nil
 		f.seq++
 		if err == nil {
-			err = os.Rename(name, filepath.Join(f.dir, f.pendingName(id)))
+			err = os.Rename(name, filepath.Join(f.dir, f.pendingName(f.subtask, id)))
 		}
 		if err != nil {
 			return fmt.Errorf("file-sink: pre-commit checkpoint %d: %w", id, err)
 		}
 		f.epochs = append(f.epochs, id)
 	}
-	items := make([][]byte, len(f.epochs))
+	item := append(strconv.AppendInt(nil, int64(f.subtask), 10), ':')
 	for i, e := range f.epochs {
-		items[i] = strconv.AppendInt(nil, e, 10)
+		if i > 0 {
+			item = append(item, ',')
+		}
+		item = strconv.AppendInt(item, e, 10)
 	}
-	f.pending.Update(items)
+	f.pending.Update([][]byte{item})
 	return nil
 }
 
@@ -144,7 +184,7 @@ func (f *FileSink) NotifyCheckpointComplete(id int64) error {
 			kept = append(kept, e)
 			continue
 		}
-		if err := f.commit(e); err != nil {
+		if err := f.commit(f.subtask, e); err != nil {
 			return err
 		}
 	}
@@ -155,9 +195,9 @@ func (f *FileSink) NotifyCheckpointComplete(id int64) error {
 func (f *FileSink) NotifyCheckpointAborted(int64) error { return nil }
 
 // commit is idempotent: a re-commit after a restore finds the file done.
-func (f *FileSink) commit(id int64) error {
-	final := filepath.Join(f.dir, FinalName(f.subtask, id))
-	err := os.Rename(filepath.Join(f.dir, f.pendingName(id)), final)
+func (f *FileSink) commit(subtask int, id int64) error {
+	final := filepath.Join(f.dir, FinalName(subtask, id))
+	err := os.Rename(filepath.Join(f.dir, f.pendingName(subtask, id)), final)
 	if errors.Is(err, os.ErrNotExist) {
 		if _, serr := os.Stat(final); serr == nil {
 			return nil

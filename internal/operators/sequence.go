@@ -3,6 +3,7 @@ package operators
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -23,6 +24,7 @@ type SequenceSource struct {
 	// rate limiting: records emitted since start at the configured rate
 	start   time.Time
 	emitted int64
+	now     func() time.Time // time.Now when nil; tests drive a fake clock
 }
 
 // maxPerEmit bounds one Emit call so checkpoints are not delayed behind it.
@@ -46,31 +48,47 @@ func (s *SequenceSource) Open(ctx sdk.Context) error {
 	s.stride = int64(ctx.Parallelism())
 	s.next = int64(ctx.SubtaskIndex())
 	s.position = ctx.ListState("position")
-	// Positions are stored per original subtask as (subtask, next). A restore
-	// at the same parallelism gives each subtask its own entry back.
-	for _, it := range s.position.Get() {
-		if len(it) != 16 {
+	// Positions are stored per original subtask as (subtask, parallelism,
+	// next). A restore at the same parallelism gives each subtask its own
+	// entry back; any other split of the entries is a rescale.
+	items := s.position.Get()
+	for _, it := range items {
+		if len(it) != positionSize {
 			return fmt.Errorf("sequence-source: corrupt position state (%d bytes)", len(it))
 		}
-		sub, next := int64(binary.BigEndian.Uint64(it)), int64(binary.BigEndian.Uint64(it[8:]))
-		if sub%s.stride != int64(ctx.SubtaskIndex()) {
-			return fmt.Errorf("sequence-source: restored position of subtask %d at parallelism %d; rescaling this source is not supported", sub, s.stride)
+		sub, par, next := int64(binary.BigEndian.Uint64(it)), int64(binary.BigEndian.Uint64(it[8:])), int64(binary.BigEndian.Uint64(it[16:]))
+		if par != s.stride || sub != int64(ctx.SubtaskIndex()) || len(items) > 1 {
+			return fmt.Errorf("sequence-source: restored position of subtask %d at parallelism %d into subtask %d at parallelism %d (%d positions); rescaling this source is not supported",
+				sub, par, ctx.SubtaskIndex(), s.stride, len(items))
+		}
+		if next < 0 || next%s.stride != sub {
+			return fmt.Errorf("sequence-source: corrupt position state (subtask %d, next %d)", sub, next)
 		}
 		s.next = next
 	}
 	return nil
 }
 
+// positionSize is the size of a position state item.
+const positionSize = 24
+
 func (s *SequenceSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 	n := int64(maxPerEmit)
 	if s.rate > 0 {
-		now := time.Now()
+		clock := s.now
+		if clock == nil {
+			clock = time.Now
+		}
+		now := clock()
 		if s.start.IsZero() {
 			s.start = now
 		}
-		due := int64(now.Sub(s.start).Seconds()*s.rate) + 1 - s.emitted
+		// One record is due at the start and one more every 1/rate, so the
+		// next one (number emitted+1) is due at emitted/rate.
+		elapsed := now.Sub(s.start)
+		due := int64(elapsed.Seconds()*s.rate) + 1 - s.emitted
 		if due <= 0 {
-			wait := time.Duration(float64(s.emitted+1)/s.rate*float64(time.Second)) - now.Sub(s.start)
+			wait := time.Duration(math.Ceil(float64(s.emitted)/s.rate*float64(time.Second))) - elapsed
 			return sdk.SourceStatus{Backoff: max(wait, time.Millisecond)}, nil
 		}
 		n = min(n, due)
@@ -95,9 +113,10 @@ func (s *SequenceSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 // SnapshotState stores the position: the runtime calls it right after the
 // barrier went out, so every record before the barrier is covered.
 func (s *SequenceSource) SnapshotState(int64) error {
-	it := make([]byte, 16)
+	it := make([]byte, positionSize)
 	binary.BigEndian.PutUint64(it, uint64(s.next%s.stride))
-	binary.BigEndian.PutUint64(it[8:], uint64(s.next))
+	binary.BigEndian.PutUint64(it[8:], uint64(s.stride))
+	binary.BigEndian.PutUint64(it[16:], uint64(s.next))
 	s.position.Update([][]byte{it})
 	return nil
 }

@@ -4,8 +4,10 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,15 +72,39 @@ func (s Storage) HighestCheckpointID(jobID string) (int64, error) {
 	return highest, nil
 }
 
+// A _metadata file is the marshalled CheckpointMetadata followed by a
+// trailer: the CRC-32C of the message and metadataMagic. Protobuf has no end
+// marker, so without the trailer a file cut short at a field boundary would
+// decode as a valid checkpoint with fewer subtasks.
+const metadataMagic = "WEIRMETA"
+
+const metadataTrailerSize = 4 + len(metadataMagic)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
 // WriteMetadata durably writes a checkpoint's metadata into dir and returns
 // its path. The file appears atomically, so a reader never sees half of it.
 func WriteMetadata(dir string, md *weirv1.CheckpointMetadata) (string, error) {
 	md.Version = metadataVersion
 	path := filepath.Join(dir, MetadataFile)
-	if _, err := WriteProto(path, md); err != nil {
+	data, err := marshalMetadata(md)
+	if err == nil {
+		err = writeFileAtomic(path, data)
+	}
+	if err != nil {
 		return "", fmt.Errorf("storage: write metadata of checkpoint %d: %w", md.GetCheckpointId(), err)
 	}
 	return path, nil
+}
+
+// marshalMetadata encodes md with its trailer.
+func marshalMetadata(md *weirv1.CheckpointMetadata) ([]byte, error) {
+	data, err := proto.Marshal(md)
+	if err != nil {
+		return nil, err
+	}
+	data = binary.BigEndian.AppendUint32(data, crc32.Checksum(data, crc32c))
+	return append(data, metadataMagic...), nil
 }
 
 // ReadMetadata reads a _metadata file, or a checkpoint directory holding one.
@@ -90,8 +116,15 @@ func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: read metadata: %w", err)
 	}
+	n := len(data) - metadataTrailerSize
+	if n < 0 || string(data[n+4:]) != metadataMagic {
+		return nil, fmt.Errorf("%w: %s: truncated or not a metadata file", ErrCorruptMetadata, path)
+	}
+	if sum := binary.BigEndian.Uint32(data[n:]); sum != crc32.Checksum(data[:n], crc32c) {
+		return nil, fmt.Errorf("%w: %s: checksum mismatch", ErrCorruptMetadata, path)
+	}
 	md := &weirv1.CheckpointMetadata{}
-	if err := proto.Unmarshal(data, md); err != nil {
+	if err := proto.Unmarshal(data[:n], md); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptMetadata, path, err)
 	}
 	if md.GetVersion() != metadataVersion || md.GetCheckpointId() <= 0 {
@@ -107,26 +140,37 @@ func WriteProto(path string, m proto.Message) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return 0, err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := writeFileAtomic(path, data); err != nil {
 		return 0, err
 	}
 	return int64(len(data)), nil
+}
+
+// writeFileAtomic writes data to path through a temporary file, fsyncs it
+// and renames it into place. On failure the temporary file is removed.
+func writeFileAtomic(path string, data []byte) (err error) {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // ReadProto reads a file written by WriteProto into m.

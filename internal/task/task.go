@@ -76,11 +76,13 @@ type Task struct {
 	// finalCheckpoint is the first checkpoint taken after endOfInput; the
 	// subtask finishes once it completed, so sinks have committed.
 	finalCheckpoint int64
-	finished        bool
-	alignStart      time.Time
-	nextChannel     int
-	lastFlush       time.Time
-	restoredID      int64
+	// suspended: a source stopped emitting for a synchronous savepoint.
+	suspended   bool
+	finished    bool
+	alignStart  time.Time
+	nextChannel int
+	lastFlush   time.Time
+	restoredID  int64
 
 	asyncCtx context.Context
 	async    sync.WaitGroup
@@ -135,6 +137,13 @@ func (t *Task) TriggerCheckpoint(id, timestampMs int64, opts *weirv1.CheckpointO
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY, "triggered a subtask that has inputs")
 			return nil
 		}
+		if opts.GetType() == weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE && !t.endOfInput {
+			// Stop-with-savepoint --drain: the input ends before the
+			// barrier, so every operator flushes into the savepoint.
+			if err := t.reachEndOfInput(); err != nil {
+				return err
+			}
+		}
 		return t.checkpoint(b, time.Now())
 	})
 }
@@ -163,7 +172,9 @@ func (t *Task) NotifyCheckpointAborted(id int64) {
 			}
 		}
 		if id == t.finalCheckpoint {
-			t.finalCheckpoint = 0 // the next checkpoint becomes the final one
+			// The next checkpoint becomes the final one; a source stopped
+			// for a synchronous savepoint emits again.
+			t.finalCheckpoint, t.suspended = 0, false
 		}
 		return nil
 	})
@@ -303,7 +314,7 @@ func (t *Task) runMail() error {
 // step does one unit of work: one Emit of a source, or one buffer of input.
 func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 	if t.src != nil {
-		if t.endOfInput {
+		if t.endOfInput || t.suspended {
 			return false, 0, nil
 		}
 		t.out.count = 0
@@ -456,15 +467,22 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier time.Time) e
 	}
 	if s, ok := t.operator().(sdk.Snapshotter); ok {
 		if err := s.SnapshotState(id); err != nil {
-			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TASK_CHECKPOINT_FAILURE, err.Error())
+			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, err.Error())
 			// Downstream already has the barrier; the marker tells it to
 			// stop working on a checkpoint that cannot complete.
 			return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
 		}
 	}
 	snap := t.backend.Snapshot()
-	if t.endOfInput && t.finalCheckpoint == 0 {
-		t.finalCheckpoint = id
+	switch b.GetOptions().GetType() {
+	case weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND, weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE:
+		// Stop-with-savepoint: nothing more is emitted, and the subtask
+		// finishes once the savepoint completed.
+		t.finalCheckpoint, t.suspended = id, true
+	default:
+		if t.endOfInput && t.finalCheckpoint == 0 {
+			t.finalCheckpoint = id
+		}
 	}
 	syncDur := time.Since(start)
 	alignDur := start.Sub(firstBarrier)

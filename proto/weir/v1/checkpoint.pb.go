@@ -361,8 +361,12 @@ type CheckpointMetadata struct {
 	Type                  CheckpointType  `protobuf:"varint,6,opt,name=type,proto3,enum=weir.v1.CheckpointType" json:"type,omitempty"`
 	MaxParallelism        int32           `protobuf:"varint,7,opt,name=max_parallelism,json=maxParallelism,proto3" json:"max_parallelism,omitempty"`
 	Subtasks              []*SubtaskState `protobuf:"bytes,8,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// operator_coordinators holds the JobManager-side operator coordinators' state.
+	OperatorCoordinators []*NamedState `protobuf:"bytes,9,rep,name=operator_coordinators,json=operatorCoordinators,proto3" json:"operator_coordinators,omitempty"`
+	// master_states holds the state of the job's master hooks.
+	MasterStates  []*NamedState `protobuf:"bytes,10,rep,name=master_states,json=masterStates,proto3" json:"master_states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckpointMetadata) Reset() {
@@ -451,6 +455,73 @@ func (x *CheckpointMetadata) GetSubtasks() []*SubtaskState {
 	return nil
 }
 
+func (x *CheckpointMetadata) GetOperatorCoordinators() []*NamedState {
+	if x != nil {
+		return x.OperatorCoordinators
+	}
+	return nil
+}
+
+func (x *CheckpointMetadata) GetMasterStates() []*NamedState {
+	if x != nil {
+		return x.MasterStates
+	}
+	return nil
+}
+
+// NamedState is an opaque state blob with the name of its owner.
+type NamedState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamedState) Reset() {
+	*x = NamedState{}
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamedState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamedState) ProtoMessage() {}
+
+func (x *NamedState) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamedState.ProtoReflect.Descriptor instead.
+func (*NamedState) Descriptor() ([]byte, []int) {
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NamedState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NamedState) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // KeyGroupEntries is one state's entries of one key group.
 type KeyedStateEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -463,7 +534,7 @@ type KeyedStateEntry struct {
 
 func (x *KeyedStateEntry) Reset() {
 	*x = KeyedStateEntry{}
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +546,7 @@ func (x *KeyedStateEntry) String() string {
 func (*KeyedStateEntry) ProtoMessage() {}
 
 func (x *KeyedStateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +559,7 @@ func (x *KeyedStateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyedStateEntry.ProtoReflect.Descriptor instead.
 func (*KeyedStateEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KeyedStateEntry) GetState() string {
@@ -522,7 +593,7 @@ type KeyGroupSnapshot struct {
 
 func (x *KeyGroupSnapshot) Reset() {
 	*x = KeyGroupSnapshot{}
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +605,7 @@ func (x *KeyGroupSnapshot) String() string {
 func (*KeyGroupSnapshot) ProtoMessage() {}
 
 func (x *KeyGroupSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +618,7 @@ func (x *KeyGroupSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyGroupSnapshot.ProtoReflect.Descriptor instead.
 func (*KeyGroupSnapshot) Descriptor() ([]byte, []int) {
-	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KeyGroupSnapshot) GetKeyGroup() int32 {
@@ -575,7 +646,7 @@ type KeyedStateSnapshot struct {
 
 func (x *KeyedStateSnapshot) Reset() {
 	*x = KeyedStateSnapshot{}
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +658,7 @@ func (x *KeyedStateSnapshot) String() string {
 func (*KeyedStateSnapshot) ProtoMessage() {}
 
 func (x *KeyedStateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +671,7 @@ func (x *KeyedStateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyedStateSnapshot.ProtoReflect.Descriptor instead.
 func (*KeyedStateSnapshot) Descriptor() ([]byte, []int) {
-	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KeyedStateSnapshot) GetMaxParallelism() int32 {
@@ -627,7 +698,7 @@ type OperatorStateSnapshot struct {
 
 func (x *OperatorStateSnapshot) Reset() {
 	*x = OperatorStateSnapshot{}
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +710,7 @@ func (x *OperatorStateSnapshot) String() string {
 func (*OperatorStateSnapshot) ProtoMessage() {}
 
 func (x *OperatorStateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +723,7 @@ func (x *OperatorStateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorStateSnapshot.ProtoReflect.Descriptor instead.
 func (*OperatorStateSnapshot) Descriptor() ([]byte, []int) {
-	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OperatorStateSnapshot) GetStates() []*OperatorStateSnapshot_ListState {
@@ -674,7 +745,7 @@ type OperatorStateSnapshot_ListState struct {
 
 func (x *OperatorStateSnapshot_ListState) Reset() {
 	*x = OperatorStateSnapshot_ListState{}
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[9]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +757,7 @@ func (x *OperatorStateSnapshot_ListState) String() string {
 func (*OperatorStateSnapshot_ListState) ProtoMessage() {}
 
 func (x *OperatorStateSnapshot_ListState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[9]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +770,7 @@ func (x *OperatorStateSnapshot_ListState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorStateSnapshot_ListState.ProtoReflect.Descriptor instead.
 func (*OperatorStateSnapshot_ListState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{8, 0}
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{9, 0}
 }
 
 func (x *OperatorStateSnapshot_ListState) GetName() string {
@@ -757,7 +828,7 @@ const file_weir_v1_checkpoint_proto_rawDesc = "" +
 	"\x0estart_delay_ms\x18\x04 \x01(\x03R\fstartDelayMs\x12E\n" +
 	"\x1fbytes_buffered_during_alignment\x18\x05 \x01(\x03R\x1cbytesBufferedDuringAlignment\x12\x1c\n" +
 	"\tunaligned\x18\x06 \x01(\bR\tunaligned\x12G\n" +
-	" bytes_persisted_during_alignment\x18\a \x01(\x03R\x1dbytesPersistedDuringAlignment\"\xdd\x02\n" +
+	" bytes_persisted_during_alignment\x18\a \x01(\x03R\x1dbytesPersistedDuringAlignment\"\xe1\x03\n" +
 	"\x12CheckpointMetadata\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12#\n" +
@@ -766,7 +837,14 @@ const file_weir_v1_checkpoint_proto_rawDesc = "" +
 	"\x17completion_timestamp_ms\x18\x05 \x01(\x03R\x15completionTimestampMs\x12+\n" +
 	"\x04type\x18\x06 \x01(\x0e2\x17.weir.v1.CheckpointTypeR\x04type\x12'\n" +
 	"\x0fmax_parallelism\x18\a \x01(\x05R\x0emaxParallelism\x121\n" +
-	"\bsubtasks\x18\b \x03(\v2\x15.weir.v1.SubtaskStateR\bsubtasks\"O\n" +
+	"\bsubtasks\x18\b \x03(\v2\x15.weir.v1.SubtaskStateR\bsubtasks\x12H\n" +
+	"\x15operator_coordinators\x18\t \x03(\v2\x13.weir.v1.NamedStateR\x14operatorCoordinators\x128\n" +
+	"\rmaster_states\x18\n" +
+	" \x03(\v2\x13.weir.v1.NamedStateR\fmasterStates\"4\n" +
+	"\n" +
+	"NamedState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"O\n" +
 	"\x0fKeyedStateEntry\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -797,19 +875,20 @@ func file_weir_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_weir_v1_checkpoint_proto_rawDescData
 }
 
-var file_weir_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_weir_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_weir_v1_checkpoint_proto_goTypes = []any{
 	(*StateHandle)(nil),                     // 0: weir.v1.StateHandle
 	(*KeyGroupRange)(nil),                   // 1: weir.v1.KeyGroupRange
 	(*SubtaskState)(nil),                    // 2: weir.v1.SubtaskState
 	(*CheckpointMetrics)(nil),               // 3: weir.v1.CheckpointMetrics
 	(*CheckpointMetadata)(nil),              // 4: weir.v1.CheckpointMetadata
-	(*KeyedStateEntry)(nil),                 // 5: weir.v1.KeyedStateEntry
-	(*KeyGroupSnapshot)(nil),                // 6: weir.v1.KeyGroupSnapshot
-	(*KeyedStateSnapshot)(nil),              // 7: weir.v1.KeyedStateSnapshot
-	(*OperatorStateSnapshot)(nil),           // 8: weir.v1.OperatorStateSnapshot
-	(*OperatorStateSnapshot_ListState)(nil), // 9: weir.v1.OperatorStateSnapshot.ListState
-	(CheckpointType)(0),                     // 10: weir.v1.CheckpointType
+	(*NamedState)(nil),                      // 5: weir.v1.NamedState
+	(*KeyedStateEntry)(nil),                 // 6: weir.v1.KeyedStateEntry
+	(*KeyGroupSnapshot)(nil),                // 7: weir.v1.KeyGroupSnapshot
+	(*KeyedStateSnapshot)(nil),              // 8: weir.v1.KeyedStateSnapshot
+	(*OperatorStateSnapshot)(nil),           // 9: weir.v1.OperatorStateSnapshot
+	(*OperatorStateSnapshot_ListState)(nil), // 10: weir.v1.OperatorStateSnapshot.ListState
+	(CheckpointType)(0),                     // 11: weir.v1.CheckpointType
 }
 var file_weir_v1_checkpoint_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.SubtaskState.key_groups:type_name -> weir.v1.KeyGroupRange
@@ -817,16 +896,18 @@ var file_weir_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 2: weir.v1.SubtaskState.operator_state:type_name -> weir.v1.StateHandle
 	0,  // 3: weir.v1.SubtaskState.channel_state:type_name -> weir.v1.StateHandle
 	0,  // 4: weir.v1.SubtaskState.shared_files:type_name -> weir.v1.StateHandle
-	10, // 5: weir.v1.CheckpointMetadata.type:type_name -> weir.v1.CheckpointType
+	11, // 5: weir.v1.CheckpointMetadata.type:type_name -> weir.v1.CheckpointType
 	2,  // 6: weir.v1.CheckpointMetadata.subtasks:type_name -> weir.v1.SubtaskState
-	5,  // 7: weir.v1.KeyGroupSnapshot.entries:type_name -> weir.v1.KeyedStateEntry
-	6,  // 8: weir.v1.KeyedStateSnapshot.key_groups:type_name -> weir.v1.KeyGroupSnapshot
-	9,  // 9: weir.v1.OperatorStateSnapshot.states:type_name -> weir.v1.OperatorStateSnapshot.ListState
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 7: weir.v1.CheckpointMetadata.operator_coordinators:type_name -> weir.v1.NamedState
+	5,  // 8: weir.v1.CheckpointMetadata.master_states:type_name -> weir.v1.NamedState
+	6,  // 9: weir.v1.KeyGroupSnapshot.entries:type_name -> weir.v1.KeyedStateEntry
+	7,  // 10: weir.v1.KeyedStateSnapshot.key_groups:type_name -> weir.v1.KeyGroupSnapshot
+	10, // 11: weir.v1.OperatorStateSnapshot.states:type_name -> weir.v1.OperatorStateSnapshot.ListState
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_checkpoint_proto_init() }
@@ -841,7 +922,7 @@ func file_weir_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_checkpoint_proto_rawDesc), len(file_weir_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/internal/check"
+)
+
+// checkpointsCompleted returns how many checkpoints of job completed.
+func (c *cluster) checkpointsCompleted(id string) (int, error) {
+	var cps struct {
+		Counts struct {
+			Completed int `json:"completed"`
+		} `json:"counts"`
+	}
+	err := c.weirJSON(&cps, "checkpoint", "list", id)
+	return cps.Counts.Completed, err
+}
+
+func (c *cluster) submit(spec string, args ...string) string {
+	c.t.Helper()
+	out, err := c.weir(append([]string{"job", "submit", "-f", spec}, args...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestStopWithSavepointAndResume stops a running job with a savepoint and
+// resumes it from there into the same output: the committed output of both
+// runs together must hold every record exactly once.
+func TestStopWithSavepointAndResume(t *testing.T) {
+	const count, keys = 30000, 16
+	c := startCluster(t, 2)
+	out := filepath.Join(c.dir, "out")
+	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
+
+	first := c.submit(spec)
+	c.waitFor(time.Minute, "two checkpoints", func() (bool, error) {
+		n, err := c.checkpointsCompleted(first)
+		return n >= 2, err
+	})
+	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", filepath.Join(c.dir, "savepoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stopped))
+	if len(fields) != 2 {
+		t.Fatalf("job stop printed %q, want ID and path", stopped)
+	}
+	savepoint := fields[1]
+	if job := c.waitJob(first, time.Minute); job.State != "FINISHED" {
+		t.Fatalf("stopped job ended %s: %s", job.State, job.FailureCause)
+	}
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) == 0 || len(lines) >= count {
+		t.Fatalf("after the stop %d records are committed; want some but not all of %d", len(lines), count)
+	}
+
+	second := c.submit(spec, "--from", savepoint)
+	if job := c.waitJob(second, 2*time.Minute); job.State != "FINISHED" {
+		t.Fatalf("resumed job ended %s: %s", job.State, job.FailureCause)
+	}
+	var cps struct {
+		Latest struct {
+			Restored struct {
+				ID           int64  `json:"id"`
+				ExternalPath string `json:"external_path"`
+			} `json:"restored"`
+		} `json:"latest"`
+	}
+	if err := c.weirJSON(&cps, "checkpoint", "list", second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cps.Latest.Restored.ExternalPath, filepath.Dir(savepoint)) || cps.Latest.Restored.ID == 0 {
+		t.Errorf("resumed job reports restored %+v, want the savepoint %s", cps.Latest.Restored, savepoint)
+	}
+	lines, err = check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResumeFromRetainedCheckpoint cancels a job that retains its
+// checkpoints on cancellation and resumes from the latest one: what the
+// cancelled run wrote after that checkpoint is rolled back, so the output
+// of both runs again holds every record exactly once.
+func TestResumeFromRetainedCheckpoint(t *testing.T) {
+	const count, keys = 30000, 16
+	c := startCluster(t, 2)
+	out := filepath.Join(c.dir, "out")
+	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retain := strings.Replace(string(b), "retained: 3}", "retained: 3, externalized: retain-on-cancellation}", 1)
+	if err := os.WriteFile(spec, []byte(retain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	first := c.submit(spec)
+	c.waitFor(time.Minute, "three checkpoints", func() (bool, error) {
+		n, err := c.checkpointsCompleted(first)
+		return n >= 3, err
+	})
+	if _, err := c.weir("job", "cancel", first); err != nil {
+		t.Fatal(err)
+	}
+	if job := c.waitJob(first, time.Minute); job.State != "CANCELED" {
+		t.Fatalf("job ended %s, want CANCELED", job.State)
+	}
+	var cps struct {
+		Latest struct {
+			Completed struct {
+				ExternalPath string `json:"external_path"`
+			} `json:"completed"`
+		} `json:"latest"`
+	}
+	if err := c.weirJSON(&cps, "checkpoint", "list", first); err != nil {
+		t.Fatal(err)
+	}
+	latest := cps.Latest.Completed.ExternalPath
+	if _, err := os.Stat(latest); err != nil {
+		t.Fatalf("retained checkpoint is gone after cancellation: %v", err)
+	}
+
+	second := c.submit(spec, "--from", filepath.Dir(latest))
+	if job := c.waitJob(second, 2*time.Minute); job.State != "FINISHED" {
+		t.Fatalf("resumed job ended %s: %s", job.State, job.FailureCause)
+	}
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,413 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+func testMetadata() *weirv1.CheckpointMetadata {
+	return &weirv1.CheckpointMetadata{
+		JobId:                 "job-1",
+		CheckpointId:          12,
+		TriggerTimestampMs:    1700000000000,
+		CompletionTimestampMs: 1700000000123,
+		MaxParallelism:        128,
+		Subtasks: []*weirv1.SubtaskState{
+			{
+				Vertex: "sum", SubtaskIndex: 0, Parallelism: 2,
+				KeyGroups:     &weirv1.KeyGroupRange{Start: 0, End: 63},
+				KeyedState:    &weirv1.StateHandle{Path: "/ckpt/job-1/chk-12/sum-0.keyed", Size: 10},
+				OperatorState: &weirv1.StateHandle{Path: "/ckpt/job-1/chk-12/sum-0.operator", Size: 5},
+				StateSize:     15, CheckpointedSize: 15,
+			},
+			{
+				Vertex: "sum", SubtaskIndex: 1, Parallelism: 2,
+				KeyGroups:  &weirv1.KeyGroupRange{Start: 64, End: 127},
+				KeyedState: &weirv1.StateHandle{Path: "/ckpt/job-1/chk-12/sum-1.keyed", Size: 7},
+			},
+		},
+	}
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestMetadataRoundTrip(t *testing.T) {
+	s := Storage{Dir: t.TempDir()}
+	dir, err := s.InitLocation("job-1", 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(s.Dir, "job-1", "chk-12"); dir != want {
+		t.Fatalf("InitLocation = %s, want %s", dir, want)
+	}
+	md := testMetadata()
+	path, err := WriteMetadata(dir, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, MetadataFile); path != want {
+		t.Fatalf("WriteMetadata path %s, want %s", path, want)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{MetadataFile}) {
+		t.Fatalf("checkpoint directory holds %q, want only %s", got, MetadataFile)
+	}
+	want := testMetadata()
+	want.Version = metadataVersion
+	for _, p := range []string{path, dir, dir + "/"} {
+		got, err := ReadMetadata(p)
+		if err != nil {
+			t.Fatalf("ReadMetadata(%s): %v", p, err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("ReadMetadata(%s) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestReadMetadataCorrupt(t *testing.T) {
+	framed := func(md *weirv1.CheckpointMetadata) []byte {
+		b, err := marshalMetadata(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// withTrailer frames arbitrary bytes with a valid trailer.
+	withTrailer := func(payload []byte) []byte {
+		b := binary.BigEndian.AppendUint32(slices.Clone(payload), crc32.Checksum(payload, crc32c))
+		return append(b, metadataMagic...)
+	}
+	good := framed(&weirv1.CheckpointMetadata{Version: metadataVersion, JobId: "j", CheckpointId: 3})
+	flipped := slices.Clone(good)
+	flipped[3] ^= 0x40
+	plain, err := proto.Marshal(&weirv1.CheckpointMetadata{Version: metadataVersion, JobId: "j", CheckpointId: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"only the magic", []byte(metadataMagic)},
+		{"garbage", []byte("this is not a protobuf \xff\xff\xff\xff")},
+		{"garbage with a valid trailer", withTrailer([]byte{0x0f, 0xff, 0xff})},
+		{"empty message with a valid trailer", withTrailer(nil)},
+		{"truncated", good[:len(good)-1]},
+		{"bare protobuf without trailer", plain},
+		{"bit flip", flipped},
+		{"trailing bytes", append(slices.Clone(good), 0)},
+		{"wrong version", framed(&weirv1.CheckpointMetadata{Version: metadataVersion + 1, CheckpointId: 3})},
+		{"no version", framed(&weirv1.CheckpointMetadata{CheckpointId: 3})},
+		{"no checkpoint id", framed(&weirv1.CheckpointMetadata{Version: metadataVersion})},
+		{"negative checkpoint id", framed(&weirv1.CheckpointMetadata{Version: metadataVersion, CheckpointId: -1})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), MetadataFile)
+			if err := os.WriteFile(path, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			md, err := ReadMetadata(path)
+			if !errors.Is(err, ErrCorruptMetadata) {
+				t.Fatalf("ReadMetadata = %v, %v; want an error wrapping ErrCorruptMetadata", md, err)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+		})
+	}
+	// The same file with the trailer intact reads fine.
+	path := filepath.Join(t.TempDir(), MetadataFile)
+	if err := os.WriteFile(path, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if md, err := ReadMetadata(path); err != nil || md.GetCheckpointId() != 3 {
+		t.Fatalf("ReadMetadata = %v, %v", md, err)
+	}
+}
+
+// A _metadata file cut short anywhere must not be taken for a checkpoint
+// with fewer subtasks.
+func TestReadMetadataTruncated(t *testing.T) {
+	dir := t.TempDir()
+	path, err := WriteMetadata(dir, testMetadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < len(data); n++ {
+		if err := os.WriteFile(path, data[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if md, err := ReadMetadata(path); !errors.Is(err, ErrCorruptMetadata) {
+			t.Fatalf("truncated to %d of %d bytes: ReadMetadata = %v, %v; want ErrCorruptMetadata", n, len(data), md, err)
+		}
+	}
+}
+
+func TestReadMetadataMissing(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{dir, filepath.Join(dir, MetadataFile), filepath.Join(dir, "nope", MetadataFile)} {
+		_, err := ReadMetadata(p)
+		if err == nil || errors.Is(err, ErrCorruptMetadata) || !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("ReadMetadata(%s) = %v, want a not-exist error that is not ErrCorruptMetadata", p, err)
+		}
+	}
+}
+
+func TestWriteProtoAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.operator")
+	first := &weirv1.StateHandle{Path: "first", Size: 1}
+	n, err := WriteProto(path, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != n || n != int64(proto.Size(first)) {
+		t.Fatalf("WriteProto returned %d bytes, file: %v %v", n, fi, err)
+	}
+	// A stale temporary file from a crashed writer does not get in the way.
+	if err := os.WriteFile(path+".tmp", []byte("stale garbage that is longer than the message"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := &weirv1.StateHandle{Path: "second, a longer path than the first", Size: 2, Shared: true}
+	if _, err := WriteProto(path, second); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"state.operator"}) {
+		t.Fatalf("directory holds %q, want only the target", got)
+	}
+	got := &weirv1.StateHandle{}
+	if err := ReadProto(path, got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, second) {
+		t.Fatalf("read %v, want %v", got, second)
+	}
+
+	// The old content stays readable through a handle opened before the
+	// replacement: the new file is renamed into place, not written over.
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := WriteProto(path, first); err != nil {
+		t.Fatal(err)
+	}
+	old := make([]byte, proto.Size(second)+10)
+	m, _ := f.Read(old)
+	fromOld := &weirv1.StateHandle{}
+	if err := proto.Unmarshal(old[:m], fromOld); err != nil || !proto.Equal(fromOld, second) {
+		t.Fatalf("file opened before the replacement reads %v (%v), want %v", fromOld, err, second)
+	}
+	if err := ReadProto(path, got); err != nil || !proto.Equal(got, first) {
+		t.Fatalf("read %v (%v), want %v", got, err, first)
+	}
+}
+
+func TestWriteProtoErrors(t *testing.T) {
+	dir := t.TempDir()
+	// Into a directory that does not exist: an error, nothing left behind.
+	if _, err := WriteProto(filepath.Join(dir, "missing", "f"), &weirv1.StateHandle{}); err == nil {
+		t.Fatal("WriteProto into a missing directory succeeded")
+	}
+	// Onto a path that is a non-empty directory: the rename fails.
+	target := filepath.Join(dir, "target")
+	if err := os.MkdirAll(filepath.Join(target, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteProto(target, &weirv1.StateHandle{Path: "p"}); err == nil {
+		t.Fatal("WriteProto over a directory succeeded")
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"target"}) {
+		t.Fatalf("a failed WriteProto left %q", got)
+	}
+}
+
+func TestReadProtoErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err := ReadProto(filepath.Join(dir, "missing"), &weirv1.StateHandle{}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("ReadProto of a missing file: %v", err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte{0xff, 0xff}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReadProto(bad, &weirv1.StateHandle{}); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("ReadProto of garbage: %v, want an error naming the file", err)
+	}
+}
+
+func TestHighestCheckpointID(t *testing.T) {
+	tests := []struct {
+		name    string
+		entries []string // trailing / makes a directory
+		want    int64
+	}{
+		{"missing job directory", nil, 0},
+		{"empty", []string{}, 0},
+		{"mixed", []string{"chk-1/", "chk-12/", "chk-x/", "chk-/", "chk-3/", "shared/", "taskowned/", "chk-99.tmp", "_metadata", "chk--5/", "other"}, 12},
+		{"numeric order, not lexical", []string{"chk-9/", "chk-10/", "chk-100/", "chk-11/"}, 100},
+		{"only non-checkpoints", []string{"chk-abc/", "foo/", "chkpt-7/"}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Storage{Dir: t.TempDir()}
+			if tc.entries != nil {
+				if err := os.MkdirAll(s.JobDir("job"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, e := range tc.entries {
+				p := filepath.Join(s.JobDir("job"), e)
+				var err error
+				if strings.HasSuffix(e, "/") {
+					err = os.MkdirAll(p, 0o755)
+				} else {
+					err = os.WriteFile(p, nil, 0o644)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.HighestCheckpointID("job")
+			if err != nil || got != tc.want {
+				t.Fatalf("HighestCheckpointID = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+	// The job directory is a file: an error, not 0.
+	s := Storage{Dir: t.TempDir()}
+	if err := os.WriteFile(s.JobDir("job"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HighestCheckpointID("job"); err == nil {
+		t.Fatal("HighestCheckpointID over a file succeeded")
+	}
+}
+
+func TestDiscard(t *testing.T) {
+	s := Storage{Dir: t.TempDir()}
+	dir, err := s.InitLocation("job", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteMetadata(dir, testMetadata()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Discard(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("checkpoint directory still there: %v", err)
+	}
+	if _, err := os.Stat(s.JobDir("job")); err != nil {
+		t.Fatalf("job directory gone: %v", err)
+	}
+	// Discarding what is gone already is fine.
+	if err := Discard(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDiscardHandles(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keyed, op, channel, shared, sharedFile := mk("keyed"), mk("operator"), mk("channel"), mk("shared"), mk("shared-file")
+	st := &weirv1.SubtaskState{
+		KeyedState:    &weirv1.StateHandle{Path: keyed},
+		OperatorState: &weirv1.StateHandle{Path: op},
+		ChannelState:  &weirv1.StateHandle{Path: channel},
+		SharedFiles:   []*weirv1.StateHandle{{Path: sharedFile, Shared: true}},
+	}
+	if err := DiscardHandles(st); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"shared", "shared-file"}) {
+		t.Fatalf("left %q, want the shared files only", got)
+	}
+
+	tests := []struct {
+		name string
+		st   *weirv1.SubtaskState
+		left []string
+	}{
+		{"nil state", nil, []string{"shared", "shared-file"}},
+		{"no handles", &weirv1.SubtaskState{}, []string{"shared", "shared-file"}},
+		{"empty paths", &weirv1.SubtaskState{KeyedState: &weirv1.StateHandle{}, OperatorState: &weirv1.StateHandle{Size: 3}}, []string{"shared", "shared-file"}},
+		{"missing files", &weirv1.SubtaskState{KeyedState: &weirv1.StateHandle{Path: keyed}, ChannelState: &weirv1.StateHandle{Path: filepath.Join(dir, "nope", "x")}}, []string{"shared", "shared-file"}},
+		{"shared handle untouched", &weirv1.SubtaskState{KeyedState: &weirv1.StateHandle{Path: shared, Shared: true}}, []string{"shared", "shared-file"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := DiscardHandles(tc.st); err != nil {
+				t.Fatalf("DiscardHandles: %v", err)
+			}
+			if got := names(t, dir); !slices.Equal(got, tc.left) {
+				t.Fatalf("left %q, want %q", got, tc.left)
+			}
+		})
+	}
+
+	// A file that cannot be removed is reported, the others still go.
+	blocker := filepath.Join(dir, "blocker")
+	if err := os.MkdirAll(filepath.Join(blocker, "child"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := mk("victim")
+	err := DiscardHandles(&weirv1.SubtaskState{
+		KeyedState:    &weirv1.StateHandle{Path: blocker},
+		OperatorState: &weirv1.StateHandle{Path: victim},
+	})
+	if err == nil {
+		t.Fatal("DiscardHandles of a non-empty directory succeeded")
+	}
+	if _, err := os.Stat(victim); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the removable handle was kept after another failed: %v", err)
+	}
+}
+
+func TestCheckpointDirLayout(t *testing.T) {
+	s := Storage{Dir: "/ckpt"}
+	if got := s.JobDir("j"); got != "/ckpt/j" {
+		t.Fatalf("JobDir = %s", got)
+	}
+	if got := s.CheckpointDir("j", 42); got != "/ckpt/j/chk-42" {
+		t.Fatalf("CheckpointDir = %s", got)
+	}
+}
