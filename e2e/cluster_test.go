@@ -161,8 +161,8 @@ func (c *cluster) stop() {
 
 func tail(path string) string {
 	b, _ := os.ReadFile(path)
-	if len(b) > 6000 {
-		b = b[len(b)-6000:]
+	if len(b) > 20000 {
+		b = b[len(b)-20000:]
 	}
 	return string(b)
 }

@@ -384,7 +384,20 @@ func (c *Coordinator) IDAllocated(req, id int64, err error) {
 		p.notYetAcked[attemptKey(t.Attempt)] = t.Attempt
 	}
 	c.pending[id] = p
-	c.stats.started(id, r.savepoint(), now, len(c.tasks))
+	typ := weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT
+	switch {
+	case r.kind == SyncSavepoint && r.drain:
+		typ = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE
+	case r.kind == SyncSavepoint:
+		typ = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND
+	case r.savepoint():
+		typ = weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT
+	}
+	attempts := make([]*weirv1.ExecutionAttemptID, len(c.tasks))
+	for i, t := range c.tasks {
+		attempts[i] = t.Attempt
+	}
+	c.stats.started(id, typ, now, attempts)
 	c.emit(InitLocation{ID: id, Savepoint: r.savepoint(), Target: r.target})
 }
 
@@ -618,6 +631,7 @@ func (c *Coordinator) Decline(d *weirv1.DeclineCheckpointRequest) {
 	if reason == weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED {
 		reason = weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED
 	}
+	c.stats.declined(p.id, d)
 	c.abort(p, &Failure{Reason: reason, Message: fmt.Sprintf("declined by %s: %s", attemptKey(d.GetAttempt()), d.GetMessage())})
 	c.decide()
 }

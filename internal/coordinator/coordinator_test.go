@@ -579,6 +579,14 @@ func (h *harness) detail(b *strings.Builder, id int64) {
 	}
 	h.fmtStats(b, d.GetCheckpoint())
 	for _, st := range d.GetSubtasks() {
+		if !st.GetAcknowledged() {
+			fmt.Fprintf(b, "  %s/%d pending", st.GetVertex(), st.GetSubtaskIndex())
+			if st.GetDeclined() {
+				fmt.Fprintf(b, " declined (%s)", st.GetDeclineMessage())
+			}
+			b.WriteByte('\n')
+			continue
+		}
 		fmt.Fprintf(b, "  %s/%d acked=%t at=%s e2e=%dms size=%dB sync=%dms async=%dms\n",
 			st.GetVertex(), st.GetSubtaskIndex(), st.GetAcknowledged(), h.fmtMs(st.GetAckTimestampMs()),
 			st.GetEndToEndDurationMs(), st.GetStateSize(), st.GetMetrics().GetSyncDurationMs(),
@@ -587,7 +595,7 @@ func (h *harness) detail(b *strings.Builder, id int64) {
 }
 
 func kindName(k RequestKind) string {
-	return [...]string{"periodic", "manual", "savepoint"}[k]
+	return [...]string{"periodic", "manual", "savepoint", "stop"}[k]
 }
 
 // state prints the coordinator's internals: what a reviewer needs to see

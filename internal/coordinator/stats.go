@@ -31,20 +31,43 @@ func newStats(size int) *Stats {
 	return &Stats{size: size, byID: map[int64]*entry{}, counts: &weirv1.CheckpointCounts{}}
 }
 
-func (s *Stats) started(id int64, savepoint bool, now time.Time, subtasks int) {
+// started records a new checkpoint; every subtask it waits for is listed,
+// unacknowledged, so the API can say which ones a slow checkpoint waits on.
+func (s *Stats) started(id int64, typ weirv1.CheckpointType, now time.Time, tasks []*weirv1.ExecutionAttemptID) {
 	s.counts.Total++
 	s.counts.InProgress++
-	s.byID[id] = &entry{
+	e := &entry{
 		stats: &weirv1.CheckpointStats{
-			Id: id, Status: weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS, IsSavepoint: savepoint,
-			TriggerTimestampMs: now.UnixMilli(), NumSubtasks: int32(subtasks),
+			Id: id, Status: weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS,
+			IsSavepoint: typ != weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT, CheckpointType: typ,
+			TriggerTimestampMs: now.UnixMilli(), NumSubtasks: int32(len(tasks)),
 		},
-		subtasks: map[string]*weirv1.SubtaskCheckpointStats{},
+		subtasks: make(map[string]*weirv1.SubtaskCheckpointStats, len(tasks)),
 	}
+	for _, a := range tasks {
+		e.subtasks[attemptKey(a)] = &weirv1.SubtaskCheckpointStats{Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex()}
+	}
+	s.byID[id] = e
 	s.order = append(s.order, id)
 	if len(s.order) > s.size {
+		old := s.byID[s.order[0]]
+		if old.stats.Status == weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
+			// Dropped from the history while still running: keep the
+			// in-progress count honest (its outcome is no longer tracked).
+			s.counts.InProgress--
+		}
 		delete(s.byID, s.order[0])
 		s.order = s.order[1:]
+	}
+}
+
+func (s *Stats) declined(id int64, d *weirv1.DeclineCheckpointRequest) {
+	e := s.byID[id]
+	if e == nil {
+		return
+	}
+	if st := e.subtasks[attemptKey(d.GetAttempt())]; st != nil {
+		st.Declined, st.DeclineMessage = true, d.GetMessage()
 	}
 }
 
@@ -68,7 +91,7 @@ func (s *Stats) acked(id int64, now time.Time, ack *weirv1.AcknowledgeCheckpoint
 	e.subtasks[attemptKey(a)] = &weirv1.SubtaskCheckpointStats{
 		Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex(), Acknowledged: true,
 		AckTimestampMs: now.UnixMilli(), EndToEndDurationMs: now.UnixMilli() - st.TriggerTimestampMs,
-		StateSize: ack.GetState().GetStateSize(), Metrics: ack.GetMetrics(),
+		StateSize: ack.GetState().GetStateSize(), CheckpointedSize: ack.GetState().GetCheckpointedSize(), Metrics: ack.GetMetrics(),
 	}
 }
 

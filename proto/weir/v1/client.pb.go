@@ -1312,8 +1312,10 @@ type CheckpointStats struct {
 	FailureMessage          string                  `protobuf:"bytes,13,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`
 	FailureTimestampMs      int64                   `protobuf:"varint,14,opt,name=failure_timestamp_ms,json=failureTimestampMs,proto3" json:"failure_timestamp_ms,omitempty"`
 	Discarded               bool                    `protobuf:"varint,15,opt,name=discarded,proto3" json:"discarded,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// checkpoint_type tells checkpoints, savepoints and synchronous savepoints apart.
+	CheckpointType CheckpointType `protobuf:"varint,16,opt,name=checkpoint_type,json=checkpointType,proto3,enum=weir.v1.CheckpointType" json:"checkpoint_type,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CheckpointStats) Reset() {
@@ -1451,6 +1453,13 @@ func (x *CheckpointStats) GetDiscarded() bool {
 	return false
 }
 
+func (x *CheckpointStats) GetCheckpointType() CheckpointType {
+	if x != nil {
+		return x.CheckpointType
+	}
+	return CheckpointType_CHECKPOINT_TYPE_UNSPECIFIED
+}
+
 type SubtaskCheckpointStats struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Vertex             string                 `protobuf:"bytes,1,opt,name=vertex,proto3" json:"vertex,omitempty"`
@@ -1460,8 +1469,12 @@ type SubtaskCheckpointStats struct {
 	EndToEndDurationMs int64                  `protobuf:"varint,5,opt,name=end_to_end_duration_ms,json=endToEndDurationMs,proto3" json:"end_to_end_duration_ms,omitempty"`
 	StateSize          int64                  `protobuf:"varint,6,opt,name=state_size,json=stateSize,proto3" json:"state_size,omitempty"`
 	Metrics            *CheckpointMetrics     `protobuf:"bytes,7,opt,name=metrics,proto3" json:"metrics,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// declined is set for the subtask whose decline failed the checkpoint.
+	Declined         bool   `protobuf:"varint,8,opt,name=declined,proto3" json:"declined,omitempty"`
+	DeclineMessage   string `protobuf:"bytes,9,opt,name=decline_message,json=declineMessage,proto3" json:"decline_message,omitempty"`
+	CheckpointedSize int64  `protobuf:"varint,10,opt,name=checkpointed_size,json=checkpointedSize,proto3" json:"checkpointed_size,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubtaskCheckpointStats) Reset() {
@@ -1541,6 +1554,27 @@ func (x *SubtaskCheckpointStats) GetMetrics() *CheckpointMetrics {
 		return x.Metrics
 	}
 	return nil
+}
+
+func (x *SubtaskCheckpointStats) GetDeclined() bool {
+	if x != nil {
+		return x.Declined
+	}
+	return false
+}
+
+func (x *SubtaskCheckpointStats) GetDeclineMessage() string {
+	if x != nil {
+		return x.DeclineMessage
+	}
+	return ""
+}
+
+func (x *SubtaskCheckpointStats) GetCheckpointedSize() int64 {
+	if x != nil {
+		return x.CheckpointedSize
+	}
+	return 0
 }
 
 type RestoredCheckpoint struct {
@@ -1858,7 +1892,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\vin_progress\x18\x03 \x01(\x03R\n" +
 	"inProgress\x12\x1c\n" +
 	"\tcompleted\x18\x04 \x01(\x03R\tcompleted\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\xa6\x05\n" +
+	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\xe8\x05\n" +
 	"\x0fCheckpointStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x121\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x19.weir.v1.CheckpointStatusR\x06status\x12!\n" +
@@ -1876,7 +1910,8 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x0efailure_reason\x18\f \x01(\x0e2 .weir.v1.CheckpointFailureReasonR\rfailureReason\x12'\n" +
 	"\x0ffailure_message\x18\r \x01(\tR\x0efailureMessage\x120\n" +
 	"\x14failure_timestamp_ms\x18\x0e \x01(\x03R\x12failureTimestampMs\x12\x1c\n" +
-	"\tdiscarded\x18\x0f \x01(\bR\tdiscarded\"\xac\x02\n" +
+	"\tdiscarded\x18\x0f \x01(\bR\tdiscarded\x12@\n" +
+	"\x0fcheckpoint_type\x18\x10 \x01(\x0e2\x17.weir.v1.CheckpointTypeR\x0echeckpointType\"\x9e\x03\n" +
 	"\x16SubtaskCheckpointStats\x12\x16\n" +
 	"\x06vertex\x18\x01 \x01(\tR\x06vertex\x12#\n" +
 	"\rsubtask_index\x18\x02 \x01(\x05R\fsubtaskIndex\x12\"\n" +
@@ -1885,7 +1920,11 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x16end_to_end_duration_ms\x18\x05 \x01(\x03R\x12endToEndDurationMs\x12\x1d\n" +
 	"\n" +
 	"state_size\x18\x06 \x01(\x03R\tstateSize\x124\n" +
-	"\ametrics\x18\a \x01(\v2\x1a.weir.v1.CheckpointMetricsR\ametrics\"\x9e\x01\n" +
+	"\ametrics\x18\a \x01(\v2\x1a.weir.v1.CheckpointMetricsR\ametrics\x12\x1a\n" +
+	"\bdeclined\x18\b \x01(\bR\bdeclined\x12'\n" +
+	"\x0fdecline_message\x18\t \x01(\tR\x0edeclineMessage\x12+\n" +
+	"\x11checkpointed_size\x18\n" +
+	" \x01(\x03R\x10checkpointedSize\"\x9e\x01\n" +
 	"\x12RestoredCheckpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x120\n" +
 	"\x14restore_timestamp_ms\x18\x02 \x01(\x03R\x12restoreTimestampMs\x12!\n" +
@@ -1967,7 +2006,8 @@ var file_weir_v1_client_proto_goTypes = []any{
 	(JobState)(0),                     // 30: weir.v1.JobState
 	(ExecutionState)(0),               // 31: weir.v1.ExecutionState
 	(CheckpointFailureReason)(0),      // 32: weir.v1.CheckpointFailureReason
-	(*CheckpointMetrics)(nil),         // 33: weir.v1.CheckpointMetrics
+	(CheckpointType)(0),               // 33: weir.v1.CheckpointType
+	(*CheckpointMetrics)(nil),         // 34: weir.v1.CheckpointMetrics
 }
 var file_weir_v1_client_proto_depIdxs = []int32{
 	29, // 0: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
@@ -1988,33 +2028,34 @@ var file_weir_v1_client_proto_depIdxs = []int32{
 	24, // 15: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
 	0,  // 16: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
 	32, // 17: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
-	33, // 18: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
-	28, // 19: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
-	1,  // 20: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
-	3,  // 21: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
-	5,  // 22: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
-	7,  // 23: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
-	12, // 24: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
-	14, // 25: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
-	16, // 26: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
-	18, // 27: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
-	20, // 28: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
-	26, // 29: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
-	2,  // 30: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
-	4,  // 31: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
-	6,  // 32: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
-	8,  // 33: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
-	13, // 34: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
-	15, // 35: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
-	17, // 36: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
-	19, // 37: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
-	21, // 38: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
-	27, // 39: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	33, // 18: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
+	34, // 19: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
+	28, // 20: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
+	1,  // 21: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
+	3,  // 22: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
+	5,  // 23: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
+	7,  // 24: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
+	12, // 25: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
+	14, // 26: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
+	16, // 27: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
+	18, // 28: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
+	20, // 29: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
+	26, // 30: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
+	2,  // 31: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
+	4,  // 32: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
+	6,  // 33: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
+	8,  // 34: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
+	13, // 35: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
+	15, // 36: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
+	17, // 37: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
+	19, // 38: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
+	21, // 39: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
+	27, // 40: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_client_proto_init() }
