@@ -81,6 +81,7 @@ type Server struct {
 	conns      *connPool
 	metrics    *task.Metrics
 	addr       string
+	httpAddr   string
 	jm         weirv1.JobManagerGatewayServiceClient
 
 	wg sync.WaitGroup
@@ -127,12 +128,16 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg: cfg, log: cfg.Logger.With("taskmanager_id", cfg.ID), partitions: exchange.NewRegistry(), conns: newConnPool(),
 		metrics: task.NewMetrics(reg), addr: advertise(cfg.AdvertiseAddr, rpcLis.Addr()), jm: weirv1.NewJobManagerGatewayServiceClient(jmConn),
 	}
+	// The HTTP address is published on the RPC address's host.
+	host, _, _ := net.SplitHostPort(s.addr)
+	_, httpPort, _ := net.SplitHostPort(httpLis.Addr().String())
+	s.httpAddr = net.JoinHostPort(host, httpPort)
 	s.mu.tasks = map[string]*running{}
 	defer s.conns.close()
 	g, _ := rpc.NewServer()
 	weirv1.RegisterTaskExecutorServiceServer(g, s)
 	weirv1.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions})
-	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", httpLis.Addr().String(), "slots", cfg.Slots, "jobmanager", cfg.JobManager)
+	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", s.httpAddr, "slots", cfg.Slots, "jobmanager", cfg.JobManager)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -175,7 +180,7 @@ func (s *Server) stayRegistered(ctx context.Context) {
 		if !registered {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			resp, err := s.jm.RegisterTaskManager(cctx, &weirv1.RegisterTaskManagerRequest{
-				TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.cfg.HTTPAddr,
+				TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.httpAddr,
 			})
 			cancel()
 			if err != nil {
