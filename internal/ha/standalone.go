@@ -1,7 +1,3 @@
-// Package ha keeps the metadata a JobManager must not lose: the checkpoint
-// ID counter and the completed-checkpoint store. The standalone
-// implementations here serve a single JobManager with no etcd (--ha none);
-// the etcd ones serve a cluster of JobManagers.
 package ha
 
 import (
