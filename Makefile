@@ -5,7 +5,7 @@ BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
-.PHONY: all build test test-short vet proto check-proto demo image clean
+.PHONY: all build test test-short vet proto check-proto demo image chaos clean
 
 all: build
 
@@ -22,6 +22,14 @@ test-short:
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# Kill TaskManagers under a running job, many times, and check exactly-once
+# output (plus the at-least-once counter-proof). About 10 minutes by
+# default; CHAOS_ROUNDS and CHAOS_SEED (0 = from the clock) configure it.
+CHAOS_ROUNDS ?= 100
+CHAOS_SEED   ?= 0
+chaos:
+	$(GO) test -count=1 -v -timeout 60m -run 'TestChaos' ./e2e -args -chaos.rounds=$(CHAOS_ROUNDS) -chaos.seed=$(CHAOS_SEED)
 
 # Regenerate the protobuf code from proto/ with pinned plugin versions.
 proto:

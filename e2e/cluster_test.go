@@ -59,6 +59,8 @@ type process struct {
 	log  string
 	done chan struct{}
 	err  error
+	// killed marks a process the test killed on purpose.
+	killed bool
 }
 
 type cluster struct {
@@ -93,8 +95,7 @@ func startClusterWith(t *testing.T, n int, tmBinary string) *cluster {
 	c.start("jobmanager", "--rpc-addr", c.jmAddr, "--http-addr", c.jmHTTP,
 		"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--heartbeat-timeout", "3s")
 	for i := 0; i < n; i++ {
-		c.start(tmBinary, "--jobmanager", c.jmAddr, "--rpc-addr", freePort(t), "--http-addr", freePort(t),
-			"--slots", "2", "--id", fmt.Sprintf("tm-%d", i))
+		c.startTaskManager(tmBinary, fmt.Sprintf("tm-%d", i))
 	}
 	c.waitFor(30*time.Second, "taskmanagers registered", func() (bool, error) {
 		var tms []map[string]any
@@ -106,7 +107,23 @@ func startClusterWith(t *testing.T, n int, tmBinary string) *cluster {
 	return c
 }
 
-func (c *cluster) start(name string, args ...string) {
+// startTaskManager starts a TaskManager with two slots.
+func (c *cluster) startTaskManager(binary, id string) *process {
+	return c.start(binary, "--jobmanager", c.jmAddr, "--rpc-addr", freePort(c.t), "--http-addr", freePort(c.t),
+		"--slots", "2", "--id", id)
+}
+
+// kill sends SIGKILL: the process gets no chance to clean up.
+func (c *cluster) kill(p *process) {
+	c.t.Helper()
+	p.killed = true
+	if err := p.cmd.Process.Kill(); err != nil {
+		c.t.Fatal(err)
+	}
+	<-p.done
+}
+
+func (c *cluster) start(name string, args ...string) *process {
 	c.t.Helper()
 	log := filepath.Join(c.dir, fmt.Sprintf("%s-%d.log", name, len(c.procs)))
 	f, err := os.Create(log)
@@ -125,6 +142,7 @@ func (c *cluster) start(name string, args ...string) {
 		close(p.done)
 	}()
 	c.procs = append(c.procs, p)
+	return p
 }
 
 // stop sends SIGTERM to every daemon and requires each to exit cleanly and
@@ -133,6 +151,9 @@ func (c *cluster) start(name string, args ...string) {
 func (c *cluster) stop() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
+		if p.killed {
+			continue
+		}
 		select {
 		case <-p.done:
 			c.t.Errorf("%s exited before shutdown: %v\n%s", p.name, p.err, tail(p.log))

@@ -228,8 +228,6 @@ func (s *Server) DeclineCheckpoint(_ context.Context, req *weirv1.DeclineCheckpo
 // yet, rather than silently running them differently.
 func supported(g *weirv1.JobGraph) error {
 	switch {
-	case g.GetRestartStrategy().GetKind() != weirv1.RestartStrategy_KIND_NONE:
-		return errors.New("jobmanager: restart-strategy: only type none is supported yet")
 	case g.GetState().GetBackend() != weirv1.StateBackendConfig_BACKEND_HEAP || g.GetState().GetIncremental():
 		return errors.New("jobmanager: state: only the heap backend with full snapshots is supported yet")
 	case g.GetCheckpointing().GetUnaligned():

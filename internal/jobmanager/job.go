@@ -2,6 +2,9 @@ package jobmanager
 
 import (
 	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -16,7 +20,8 @@ import (
 // jobTransitions is the job lifecycle: every edge not listed is refused.
 var jobTransitions = map[weirv1.JobState][]weirv1.JobState{
 	weirv1.JobState_JOB_STATE_CREATED:    {weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELLING, weirv1.JobState_JOB_STATE_CANCELED},
-	weirv1.JobState_JOB_STATE_RUNNING:    {weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING},
+	weirv1.JobState_JOB_STATE_RUNNING:    {weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING, weirv1.JobState_JOB_STATE_RESTARTING},
+	weirv1.JobState_JOB_STATE_RESTARTING: {weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING},
 	weirv1.JobState_JOB_STATE_FAILING:    {weirv1.JobState_JOB_STATE_FAILED},
 	weirv1.JobState_JOB_STATE_CANCELLING: {weirv1.JobState_JOB_STATE_CANCELED},
 }
@@ -46,7 +51,10 @@ type jobMaster struct {
 	coord     *coordinator.Driver
 	store     *ha.StandaloneStore
 	counter   *ha.StandaloneCounter
-	restore   *restorePoint
+	// restore is where the first run starts from (--from); restarts start
+	// from the latest completed checkpoint instead.
+	restore  *restorePoint
+	strategy restart.Strategy
 
 	mu struct {
 		sync.Mutex
@@ -54,6 +62,12 @@ type jobMaster struct {
 		start, end   time.Time
 		cause        string
 		execs        []*execution
+		// deploy: the job waits for slots to (re)deploy its subtasks.
+		deploy       bool
+		attempt      int32
+		restarts     int32
+		restoreFrom  *restorePoint
+		settled      chan struct{} // closed when a restarting job's subtasks all stopped
 		coordStarted bool
 		finalStats   *weirv1.ListCheckpointsResponse
 		closed       bool
@@ -71,11 +85,13 @@ func (s *Server) newJob(id string, g *weirv1.JobGraph, restore *restorePoint) (*
 	}
 	j := &jobMaster{
 		s: s, id: id, name: g.GetName(), graph: g, submitted: time.Now(), restore: restore,
+		strategy: restart.New(g.GetRestartStrategy()),
 		log:     s.log.With("job_id", id, "job_name", g.GetName()),
 		store:   ha.NewStandaloneStore(int(g.GetCheckpointing().GetRetained())),
 		counter: ha.NewStandaloneCounter(highest),
 	}
 	j.mu.state = weirv1.JobState_JOB_STATE_CREATED
+	j.mu.deploy, j.mu.restoreFrom = true, restore
 	cp := g.GetCheckpointing()
 	j.coord = coordinator.NewDriver(coordinator.Config{
 		JobID:          id,
@@ -150,6 +166,9 @@ func (j *jobMaster) slotsHeld() map[string]int {
 	}
 	perTM := map[string]map[int32]bool{}
 	for _, e := range j.mu.execs {
+		if e.terminal() {
+			continue
+		}
 		if perTM[e.tm.id] == nil {
 			perTM[e.tm.id] = map[int32]bool{}
 		}
@@ -161,12 +180,14 @@ func (j *jobMaster) slotsHeld() map[string]int {
 	return held
 }
 
-// trySchedule deploys a job that is still waiting for slots.
+// trySchedule deploys a job that waits for slots: a new job, or a
+// restarting one whose subtasks all stopped.
 func (j *jobMaster) trySchedule() {
 	j.s.schedMu.Lock()
 	defer j.s.schedMu.Unlock()
 	j.mu.Lock()
-	waiting := j.mu.state == weirv1.JobState_JOB_STATE_CREATED && j.mu.execs == nil
+	waiting := j.mu.deploy
+	attempt, restore := j.mu.attempt, j.mu.restoreFrom
 	j.mu.Unlock()
 	if !waiting {
 		return
@@ -177,15 +198,21 @@ func (j *jobMaster) trySchedule() {
 		j.log.Info("waiting for slots", "needed", need, "free", len(slots))
 		return
 	}
-	execs, err := expand(j.id, j.graph, slots[:need], 0)
+	execs, err := expand(j.id, j.graph, slots[:need], attempt)
 	if err == nil {
 		var tdds []*weirv1.TaskDeploymentDescriptor
-		tdds, err = descriptors(j.graph, execs, j.s.cfg.CheckpointDir, j.restore)
+		tdds, err = descriptors(j.graph, execs, j.s.cfg.CheckpointDir, restore)
 		if err == nil {
 			j.mu.Lock()
-			j.mu.execs = execs
+			if !j.mu.deploy {
+				j.mu.Unlock() // cancelled meanwhile
+				return
+			}
 			if err = j.transitionLocked(weirv1.JobState_JOB_STATE_RUNNING); err == nil {
-				j.mu.start = time.Now()
+				j.mu.execs, j.mu.deploy, j.mu.coordStarted = execs, false, false
+				if j.mu.start.IsZero() {
+					j.mu.start = time.Now()
+				}
 			}
 			j.mu.Unlock()
 			if err == nil {
@@ -270,20 +297,100 @@ func (j *jobMaster) updateTask(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 	return true
 }
 
-// fail fails the job over. Restart strategies are not implemented yet, so
-// the job ends FAILED once every subtask stopped.
+// fail handles a failure of the running job: the restart strategy decides
+// between restarting every subtask from the latest completed checkpoint
+// (RESTARTING) and failing for good (FAILING, then FAILED).
 func (j *jobMaster) fail(cause string) {
 	j.mu.Lock()
-	if terminal(j.mu.state) || j.mu.state == weirv1.JobState_JOB_STATE_FAILING || j.mu.state == weirv1.JobState_JOB_STATE_CANCELLING {
+	if j.mu.state != weirv1.JobState_JOB_STATE_RUNNING && j.mu.state != weirv1.JobState_JOB_STATE_CREATED {
+		// Already restarting, failing, cancelling or over: later failures
+		// of the subtasks being stopped add nothing.
 		j.mu.Unlock()
 		return
 	}
 	j.mu.cause = cause
-	_ = j.transitionLocked(weirv1.JobState_JOB_STATE_FAILING)
+	delay, restarting := j.strategy.Failure(time.Now())
+	var settled chan struct{}
+	if restarting && j.mu.state == weirv1.JobState_JOB_STATE_RUNNING {
+		_ = j.transitionLocked(weirv1.JobState_JOB_STATE_RESTARTING)
+		j.mu.restarts++
+		j.mu.attempt++
+		settled = make(chan struct{})
+		j.mu.settled = settled
+		j.s.restarts.WithLabelValues(j.id, j.name).Inc()
+	} else {
+		j.mu.cause = fmt.Sprintf("%s (not restarted: %s)", cause, j.strategy.Describe())
+		_ = j.transitionLocked(weirv1.JobState_JOB_STATE_FAILING)
+	}
+	j.mu.deploy = false
 	j.mu.Unlock()
 	j.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER_REGION)
 	j.cancelExecutions()
+	if settled != nil {
+		j.log.Warn("job failed; restarting", "cause", cause, "delay", delay)
+		go j.restartAfter(settled, delay)
+	}
 	j.maybeSettle()
+}
+
+// restartAfter redeploys the job once its subtasks all stopped and the
+// restart delay passed, from the latest completed checkpoint.
+func (j *jobMaster) restartAfter(settled <-chan struct{}, delay time.Duration) {
+	<-settled
+	time.Sleep(delay) // the restart strategy's pause, not a wait for a condition
+	rp, err := j.latestRestorePoint()
+	j.mu.Lock()
+	if j.mu.state != weirv1.JobState_JOB_STATE_RESTARTING {
+		j.mu.Unlock()
+		return // cancelled meanwhile
+	}
+	if err != nil {
+		j.mu.Unlock()
+		j.failForGood(fmt.Sprintf("restart: %v", err))
+		return
+	}
+	j.mu.restoreFrom, j.mu.deploy = rp, true
+	j.mu.Unlock()
+	if rp != nil {
+		if err := j.coord.Restore(context.Background(), rp.metadata, rp.path); err != nil {
+			j.failForGood(fmt.Sprintf("restart: %v", err))
+			return
+		}
+		j.log.Info("restarting from checkpoint", "checkpoint_id", rp.metadata.GetCheckpointId(), "path", rp.path)
+	} else {
+		j.log.Info("restarting without state: no checkpoint completed yet")
+	}
+	j.trySchedule()
+}
+
+// latestRestorePoint is the newest readable retained checkpoint; an
+// unreadable one is skipped, with a log line, for the one before it. With
+// none, the job restarts from where it first started.
+func (j *jobMaster) latestRestorePoint() (*restorePoint, error) {
+	all, err := j.store.All(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		md, err := storage.ReadMetadata(all[i].MetadataPath)
+		if err != nil {
+			j.log.Error("skipping unreadable checkpoint", "checkpoint_id", all[i].ID, "err", err)
+			continue
+		}
+		return newRestorePoint(all[i].MetadataPath, md), nil
+	}
+	return j.restore, nil
+}
+
+// failForGood ends a restarting job FAILED.
+func (j *jobMaster) failForGood(cause string) {
+	j.mu.Lock()
+	j.mu.cause, j.mu.deploy = cause, false
+	err := j.transitionLocked(weirv1.JobState_JOB_STATE_FAILING)
+	j.mu.Unlock()
+	if err == nil {
+		j.maybeSettle()
+	}
 }
 
 // cancel cancels the job on a user's request.
@@ -299,6 +406,7 @@ func (j *jobMaster) cancel() error {
 		j.mu.Unlock()
 		return err
 	}
+	j.mu.deploy = false
 	j.mu.Unlock()
 	j.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING)
 	j.cancelExecutions()
@@ -319,9 +427,15 @@ func (j *jobMaster) cancelExecutions() {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), j.s.cfg.RPCTimeout)
 			defer cancel()
-			if _, err := e.tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: e.attempt}); err != nil {
-				// The TaskManager is gone or does not know the task: either
-				// way the subtask no longer runs.
+			_, err := e.tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: e.attempt})
+			if status.Code(err) == codes.Unavailable {
+				// The connection failed: the TaskManager is gone, whatever
+				// its heartbeats still say. Do not schedule onto it again.
+				j.s.connectionLost(e.tm, err)
+			}
+			if err != nil {
+				// Gone, or it does not know the task: either way the
+				// subtask no longer runs.
 				j.updateTask(e.attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 			}
 		}()
@@ -338,8 +452,16 @@ func (j *jobMaster) maybeSettle() {
 			return
 		}
 	}
+	settled := j.mu.settled
+	if st == weirv1.JobState_JOB_STATE_RESTARTING && settled != nil {
+		j.mu.settled = nil
+	}
 	j.mu.Unlock()
 	switch st {
+	case weirv1.JobState_JOB_STATE_RESTARTING:
+		if settled != nil {
+			close(settled)
+		}
 	case weirv1.JobState_JOB_STATE_FAILING:
 		j.end(weirv1.JobState_JOB_STATE_FAILED, "")
 	case weirv1.JobState_JOB_STATE_CANCELLING:
@@ -408,7 +530,7 @@ func (j *jobMaster) info() *weirv1.JobInfo {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	info := &weirv1.JobInfo{
-		Id: j.id, Name: j.name, State: j.mu.state, FailureCause: j.mu.cause, Graph: j.graph,
+		Id: j.id, Name: j.name, State: j.mu.state, FailureCause: j.mu.cause, Graph: j.graph, Restarts: j.mu.restarts,
 	}
 	if !j.mu.start.IsZero() {
 		info.StartTimeMs = j.mu.start.UnixMilli()

@@ -38,14 +38,20 @@ func loadRestorePoint(g *weirv1.JobGraph) (*restorePoint, error) {
 	for _, v := range g.GetVertices() {
 		vertices[v.GetName()] = true
 	}
-	rp := &restorePoint{path: path, metadata: md, byVertex: map[string][]*weirv1.SubtaskState{}}
 	for _, st := range md.GetSubtasks() {
 		if !vertices[st.GetVertex()] {
 			return nil, fmt.Errorf("restore-from %s: it holds state of vertex %q, which the job does not have", g.GetRestoreFrom(), st.GetVertex())
 		}
+	}
+	return newRestorePoint(path, md), nil
+}
+
+func newRestorePoint(path string, md *weirv1.CheckpointMetadata) *restorePoint {
+	rp := &restorePoint{path: path, metadata: md, byVertex: map[string][]*weirv1.SubtaskState{}}
+	for _, st := range md.GetSubtasks() {
 		rp.byVertex[st.GetVertex()] = append(rp.byVertex[st.GetVertex()], st)
 	}
-	return rp, nil
+	return rp
 }
 
 // taskRestore is what subtask index of vertex (at parallelism) restores.

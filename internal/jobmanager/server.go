@@ -74,6 +74,8 @@ type Server struct {
 	ckptMet  *coordinator.Metrics
 	jobState *prometheus.GaugeVec
 	tmGauge  prometheus.Gauge
+	tmLost   *prometheus.CounterVec
+	restarts *prometheus.CounterVec
 	// schedMu serializes slot assignment so two jobs never take one slot.
 	schedMu sync.Mutex
 
@@ -103,10 +105,16 @@ func New(cfg Config) (*Server, error) {
 		tmGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "weir_jobmanager_taskmanagers_registered", Help: "TaskManagers registered with this JobManager.",
 		}),
+		tmLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_jobmanager_taskmanagers_lost_total", Help: "TaskManagers declared lost, by cause.",
+		}, []string{"cause"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_job_restarts_total", Help: "Restarts of the job after failures.",
+		}, []string{"job_id", "job_name"}),
 	}
 	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_jobmanager_leader", Help: "1 if this JobManager is the leader."})
 	leader.Set(1) // standalone: the only JobManager leads
-	reg.MustRegister(s.jobState, s.tmGauge, leader)
+	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, leader)
 	s.mu.tms = map[string]*taskManager{}
 	s.mu.jobs = map[string]*jobMaster{}
 	return s, nil

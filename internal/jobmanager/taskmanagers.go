@@ -89,6 +89,7 @@ func (s *Server) watchHeartbeats(ctx context.Context) {
 			s.tmGauge.Set(float64(len(s.mu.tms)))
 			s.mu.Unlock()
 			for _, tm := range lost {
+				s.tmLost.WithLabelValues("heartbeat_timeout").Inc()
 				s.log.Warn("taskmanager lost", "taskmanager_id", tm.id, "cause", "heartbeat timeout", "timeout", s.cfg.HeartbeatTimeout)
 				tm.conn.Close()
 				s.taskManagerLost(tm.id, fmt.Sprintf("taskmanager %s lost: no heartbeat for %v", tm.id, s.cfg.HeartbeatTimeout))
@@ -164,4 +165,23 @@ func (s *Server) ListTaskManagers(context.Context, *weirv1.ListTaskManagersReque
 	}
 	sort.Slice(out.Taskmanagers, func(i, k int) bool { return out.Taskmanagers[i].Id < out.Taskmanagers[k].Id })
 	return out, nil
+}
+
+// connectionLost declares a TaskManager lost because a call to it failed
+// at the connection: a killed process is noticed at once rather than after
+// the heartbeat timeout.
+func (s *Server) connectionLost(tm *taskManager, err error) {
+	s.mu.Lock()
+	current, ok := s.mu.tms[tm.id]
+	if !ok || current != tm {
+		s.mu.Unlock()
+		return // already gone, or registered again since
+	}
+	delete(s.mu.tms, tm.id)
+	s.tmGauge.Set(float64(len(s.mu.tms)))
+	s.mu.Unlock()
+	s.tmLost.WithLabelValues("connection").Inc()
+	s.log.Warn("taskmanager lost", "taskmanager_id", tm.id, "cause", "connection failed", "err", err)
+	tm.conn.Close()
+	s.taskManagerLost(tm.id, fmt.Sprintf("taskmanager %s lost: %v", tm.id, err))
 }

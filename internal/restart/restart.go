@@ -1,0 +1,99 @@
+// Package restart decides whether and when a failed job restarts: Flink's
+// restart strategies (none, fixed-delay, exponential-delay) as pure values
+// fed with the time of each failure.
+package restart
+
+import (
+	"fmt"
+	"time"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// Strategy decides on restarts. Failure is called once per job failure with
+// the time it happened; it returns the delay before the restart, or ok=false
+// when the job must fail for good.
+type Strategy interface {
+	Failure(now time.Time) (delay time.Duration, ok bool)
+	// Describe says what the strategy allows, for failure messages.
+	Describe() string
+}
+
+// New returns the strategy the job spec asks for.
+func New(spec *weirv1.RestartStrategy) Strategy {
+	switch spec.GetKind() {
+	case weirv1.RestartStrategy_KIND_FIXED_DELAY:
+		return &fixedDelay{attempts: int(spec.GetAttempts()), delay: spec.GetDelay().AsDuration()}
+	case weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY:
+		return &exponentialDelay{
+			attempts:   int(spec.GetAttempts()),
+			initial:    spec.GetInitialBackoff().AsDuration(),
+			max:        spec.GetMaxBackoff().AsDuration(),
+			multiplier: spec.GetMultiplier(),
+			reset:      spec.GetResetBackoffThreshold().AsDuration(),
+		}
+	default:
+		return none{}
+	}
+}
+
+type none struct{}
+
+func (none) Failure(time.Time) (time.Duration, bool) { return 0, false }
+func (none) Describe() string                        { return "restart strategy none" }
+
+// fixedDelay allows attempts restarts in the job's life, each after delay.
+type fixedDelay struct {
+	attempts int
+	delay    time.Duration
+	used     int
+}
+
+func (f *fixedDelay) Failure(time.Time) (time.Duration, bool) {
+	if f.used >= f.attempts {
+		return 0, false
+	}
+	f.used++
+	return f.delay, true
+}
+
+func (f *fixedDelay) Describe() string {
+	return fmt.Sprintf("fixed-delay restart strategy (%d attempts, %d used)", f.attempts, f.used)
+}
+
+// exponentialDelay doubles (multiplies) the wait after every failure up to
+// max, and starts over once the job ran longer than reset without failing.
+// attempts bounds the restarts between resets (Flink 1.19 semantics).
+type exponentialDelay struct {
+	attempts   int
+	initial    time.Duration
+	max        time.Duration
+	multiplier float64
+	reset      time.Duration
+
+	current     time.Duration
+	used        int
+	lastFailure time.Time
+}
+
+func (e *exponentialDelay) Failure(now time.Time) (time.Duration, bool) {
+	if !e.lastFailure.IsZero() && now.Sub(e.lastFailure) >= e.reset+e.current {
+		// A healthy period since the last restart: start over.
+		e.current, e.used = 0, 0
+	}
+	e.lastFailure = now
+	if e.attempts > 0 && e.used >= e.attempts {
+		return 0, false
+	}
+	e.used++
+	if e.current == 0 {
+		e.current = e.initial
+	} else {
+		e.current = min(time.Duration(float64(e.current)*e.multiplier), e.max)
+	}
+	return e.current, true
+}
+
+func (e *exponentialDelay) Describe() string {
+	return fmt.Sprintf("exponential-delay restart strategy (%d attempts since the last reset, %d used)", e.attempts, e.used)
+}
