@@ -69,6 +69,8 @@ type cluster struct {
 	jmAddr string
 	jmHTTP string
 	procs  []*process
+	// etcd, when set, is where the CLI and TaskManagers find the leader.
+	etcd string
 }
 
 func freePort(t *testing.T) string {
@@ -109,8 +111,12 @@ func startClusterWith(t *testing.T, n int, tmBinary string) *cluster {
 
 // startTaskManager starts a TaskManager with two slots.
 func (c *cluster) startTaskManager(binary, id string) *process {
-	return c.start(binary, "--jobmanager", c.jmAddr, "--rpc-addr", freePort(c.t), "--http-addr", freePort(c.t),
-		"--slots", "2", "--id", id)
+	where := []string{"--jobmanager", c.jmAddr}
+	if c.etcd != "" {
+		where = []string{"--etcd-endpoints", c.etcd, "--cluster-id", "e2e"}
+	}
+	return c.start(binary, append(where, "--rpc-addr", freePort(c.t), "--http-addr", freePort(c.t),
+		"--slots", "2", "--id", id)...)
 }
 
 // kill sends SIGKILL: the process gets no chance to clean up.
@@ -173,6 +179,13 @@ func (c *cluster) stop() {
 		}
 	}
 	if c.t.Failed() {
+		if keep := os.Getenv("WEIR_E2E_KEEP_LOGS"); keep != "" {
+			// Whole logs for debugging; the test output shows their tails.
+			for _, p := range c.procs {
+				b, _ := os.ReadFile(p.log)
+				_ = os.WriteFile(filepath.Join(keep, c.t.Name()+"-"+filepath.Base(p.log)), b, 0o644)
+			}
+		}
 		for _, p := range c.procs {
 			c.t.Logf("--- %s log ---\n%s", p.name, tail(p.log))
 		}
@@ -192,7 +205,11 @@ func tail(path string) string {
 func (c *cluster) weir(args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "weir"), append([]string{"--jobmanager", c.jmAddr}, args...)...)
+	where := []string{"--jobmanager", c.jmAddr}
+	if c.etcd != "" {
+		where = []string{"--etcd-endpoints", c.etcd, "--cluster-id", "e2e"}
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "weir"), append(where, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

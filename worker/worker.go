@@ -38,6 +38,9 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":9249", "HTTP address serving /metrics and /healthz")
 	fs.IntVar(&cfg.Slots, "slots", 2, "task slots offered")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
+	var etcdEndpoints string
+	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")
+	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
 	logging.Register(fs)
 	if err := daemon.Parse(fs, args); err != nil {
 		return err
@@ -47,6 +50,14 @@ func Run(reg *sdk.Registry, args []string) error {
 		return err
 	}
 	cfg.Logger = log
+	if etcdEndpoints != "" {
+		client, err := daemon.EtcdClient(etcdEndpoints)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		cfg.Etcd.Client = client
+	}
 	ctx, stop := daemon.SignalContext()
 	defer stop()
 	return taskmanager.Run(ctx, cfg)

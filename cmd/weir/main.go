@@ -26,6 +26,7 @@ import (
 const (
 	defaultJobManager = "localhost:6123"
 	envJobManager     = "WEIR_JOBMANAGER"
+	envEtcdEndpoints  = "WEIR_ETCD_ENDPOINTS"
 )
 
 // Exit codes: scripts can tell a mistyped command from a failed one.
@@ -48,6 +49,8 @@ type app struct {
 
 	addr    string
 	timeout time.Duration
+	// etcdEndpoints, when set, locate the leader instead of addr.
+	etcdEndpoints, clusterID string
 
 	// started is set when a command's RunE begins: cobra's own errors
 	// before it (unknown flags, missing arguments or required flags) are
@@ -108,12 +111,20 @@ The JobManager's address comes from --jobmanager, else from the
 			if a.timeout <= 0 {
 				return usageErrorf("--timeout must be positive, got %s", a.timeout)
 			}
+			if !cmd.Flags().Changed("etcd-endpoints") {
+				if v, ok := a.lookupEnv(envEtcdEndpoints); ok {
+					a.etcdEndpoints = v
+				}
+			}
 			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&a.addr, "jobmanager", defaultJobManager,
 		"JobManager address host:port; $"+envJobManager+" replaces the default")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 10*time.Second, "timeout of each call to the JobManager")
+	root.PersistentFlags().StringVar(&a.etcdEndpoints, "etcd-endpoints", "",
+		"find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager; $"+envEtcdEndpoints)
+	root.PersistentFlags().StringVar(&a.clusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand())
 	a.markStart(root)
@@ -160,6 +171,13 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 // client connects lazily so that commands failing before their first call,
 // such as a submit with an invalid spec, never touch the network.
 func (a *app) client() (weirv1.ClientServiceClient, error) {
+	if a.conn == nil && a.etcdEndpoints != "" {
+		addr, err := leaderAddress(a.etcdEndpoints, a.clusterID, a.timeout)
+		if err != nil {
+			return nil, err
+		}
+		a.addr = addr
+	}
 	if a.conn == nil {
 		conn, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {

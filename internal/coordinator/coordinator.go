@@ -81,6 +81,9 @@ type Task struct {
 }
 
 func attemptKey(a *weirv1.ExecutionAttemptID) string {
+	if s := a.GetSession(); s != "" {
+		return fmt.Sprintf("%s/%d/%d@%s", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), s)
+	}
 	return fmt.Sprintf("%s/%d/%d", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
 }
 
@@ -146,6 +149,7 @@ type pending struct {
 	location    string
 	notYetAcked map[string]*weirv1.ExecutionAttemptID
 	acked       map[string]*weirv1.AcknowledgeCheckpointRequest
+	endOfInput  int // acks taken after the subtask's end of input
 	ackedTimes  map[string]time.Time
 	lastAck     time.Time
 	// finalizing: every task acked; acks, declines and the timeout no
@@ -176,6 +180,10 @@ type Coordinator struct {
 	seq             int64
 	effects         []Effect
 	stats           *Stats
+
+	// periodicPaused: a stop-with-savepoint stopped periodic checkpoints
+	// until the next Start (Flink's stopCheckpointScheduler).
+	periodicPaused bool
 }
 
 // New returns a stopped coordinator. rng seeds the first trigger's delay.
@@ -219,6 +227,7 @@ func (c *Coordinator) NextDeadline() time.Time {
 // [min_pause, interval] so that jobs started together spread their load.
 func (c *Coordinator) Start(tasks []Task) {
 	c.running = true
+	c.periodicPaused = false
 	c.tasks = tasks
 	c.finished = map[string]bool{}
 	if c.cfg.Interval > 0 {
@@ -248,6 +257,14 @@ func (c *Coordinator) Stop(reason weirv1.CheckpointFailureReason) {
 			c.abort(p, f)
 		}
 	}
+	if r := c.preparing; r != nil {
+		// Still waiting for its ID (a later step would have a pending
+		// checkpoint, aborted above). Fail it now rather than when the ID
+		// arrives: by then the job may run again, and the request would
+		// silently run against the new execution.
+		c.preparing = nil
+		c.failRequest(r, 0, f)
+	}
 }
 
 // TaskFinished records that a subtask finished; checkpoints that still wait
@@ -265,10 +282,12 @@ func (c *Coordinator) Trigger(kind RequestKind, forced bool, target string) int6
 }
 
 // StopWithSavepoint requests a synchronous savepoint: periodic checkpoints
-// pause (they resume if the savepoint fails) and the tasks finish once it
-// completed. drain ends the sources first.
+// pause until the next Start (a failed savepoint fails the job over, whose
+// restart resumes them) and the tasks finish once it completed. drain ends
+// the sources first.
 func (c *Coordinator) StopWithSavepoint(target string, drain bool) int64 {
 	c.nextPeriodic = time.Time{}
+	c.periodicPaused = true
 	return c.trigger(&request{kind: SyncSavepoint, forced: true, target: target, drain: drain})
 }
 
@@ -318,6 +337,13 @@ func (c *Coordinator) decide() {
 		if !c.running {
 			c.queue = c.queue[1:]
 			c.failRequest(head, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING})
+			continue
+		}
+		if head.kind == Periodic && c.periodicPaused {
+			// Queued before a stop-with-savepoint: it must neither run next
+			// to it nor re-arm the paused timer through the min pause.
+			c.queue = c.queue[1:]
+			c.failRequest(head, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_PERIODIC_SCHEDULER_SHUTDOWN})
 			continue
 		}
 		if len(c.pending) >= c.cfg.MaxConcurrent && !head.forced {
@@ -563,6 +589,9 @@ func (c *Coordinator) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) AckR
 	now := c.clock.Now()
 	delete(p.notYetAcked, key)
 	p.acked[key] = ack
+	if ack.GetEndOfInput() {
+		p.endOfInput++
+	}
 	p.ackedTimes[key] = now
 	p.lastAck = now
 	c.stats.acked(p.id, now, ack)
@@ -683,7 +712,8 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 		for _, t := range c.tasks {
 			tasks = append(tasks, t.Attempt)
 		}
-		c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Tasks: tasks})
+		final := p.req.kind == SyncSavepoint || p.endOfInput == len(p.acked)
+		c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Final: final, Tasks: tasks})
 	}
 	c.finalizeNext()
 	c.decide()

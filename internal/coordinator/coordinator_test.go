@@ -23,11 +23,24 @@ package coordinator
 //	trigger kind=periodic|manual|savepoint [forced=bool] [target=DIR]
 //	    enqueue a request (savepoints are forced by default, as the Driver
 //	    does); prints its number.
+//	trigger kind=stop [drain] [target=DIR]
+//	    stop-with-savepoint (a synchronous savepoint; drain terminates).
 //	advance DURATION       move the clock, then Tick.
+//	elapse DURATION        move the clock without Tick (the next event
+//	                       races a timer due at the same instant).
 //	tick                   Tick without moving the clock.
 //	prepared req=N id=N [location=DIR]     (default /ckpt/chk-<id>)
+//	    shorthand for id-allocated + location-ready.
 //	prepare-failed req=N [id=N] [err=TEXT]
-//	ack task=V/I id=N [attempt=A] [size=BYTES] [nostate]
+//	    without id the counter failed; with id the location did.
+//	id-allocated req=N id=N [err=TEXT]     the counter's answer (AllocateID)
+//	location-ready id=N [location=DIR] [err=TEXT]    InitLocation's answer
+//	coordinators-snapshotted id=N [states=name:data,...] [err=TEXT]
+//	hooks-done id=N [states=name:data,...] [err=TEXT]
+//	    the operator coordinators' / master hooks' answers; config
+//	    coordinators=true / hooks=true put those steps in the chain.
+//	restored id=N [path=P] [savepoint]     the job started from checkpoint N
+//	ack task=V/I id=N [attempt=A] [size=BYTES] [nostate] [end-of-input]
 //	decline task=V/I id=N [attempt=A] [reason=REASON] [msg=TEXT]
 //	trigger-failed id=N [err=TEXT]
 //	finalized id=N [path=P] [subsumed=N] [err=TEXT]
@@ -39,10 +52,14 @@ package coordinator
 // After every command the harness prints the effects in order, then
 // "next-deadline: ..." whenever NextDeadline changed. Effects print as
 //
-//	PrepareCheckpoint req=N [savepoint target=DIR]
+//	AllocateID req=N
+//	InitLocation id=N [savepoint] [target=DIR]
+//	SnapshotOperatorCoordinators id=N (events held back)
+//	SnapshotMasterHooks id=N at=T
 //	SendTrigger id=N at=T opts=TYPE[,flags] tasks=[...]
-//	Finalize id=N location=DIR savepoint=BOOL, then the metadata and one
-//	    line per subtask state
+//	    [then release coordinator events]
+//	Finalize id=N location=DIR savepoint=BOOL, then the metadata, one line
+//	    per subtask state and one per coordinator / master-hook state
 //	NotifyComplete id=N last-subsumed=N tasks=[...]
 //	NotifyAborted id=N tasks=[...]
 //	DiscardState [location=DIR] [states=[...]]
@@ -164,6 +181,17 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		h.clock.Advance(d)
 		h.tick(t, td)
+	case "elapse":
+		// Moves the clock without Tick: the next event happens at the same
+		// instant as a timer the driver has not fired yet.
+		if len(td.CmdArgs) != 1 || len(td.CmdArgs[0].Vals) != 0 {
+			t.Fatalf("%s: usage: elapse DURATION", td.Pos)
+		}
+		d, err := time.ParseDuration(td.CmdArgs[0].Key)
+		if err != nil {
+			t.Fatalf("%s: %v", td.Pos, err)
+		}
+		h.clock.Advance(d)
 	case "tick":
 		a.done()
 		h.tick(t, td)
@@ -227,6 +255,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			Attempt: at, CheckpointId: id,
 			Metrics: &weirv1.CheckpointMetrics{SyncDurationMs: 1, AsyncDurationMs: 2},
 		}
+		ack.EndOfInput = a.bool("end-of-input", false)
 		size := a.int("size", 100)
 		if !a.bool("nostate", false) {
 			ack.State = &weirv1.SubtaskState{
@@ -501,9 +530,19 @@ func (h *harness) fmtEffect(e Effect) string {
 			fmt.Fprintf(&b, "\n  state %s/%d keyed=%s size=%d",
 				st.GetVertex(), st.GetSubtaskIndex(), st.GetKeyedState().GetPath(), st.GetStateSize())
 		}
+		for _, s := range md.GetOperatorCoordinators() {
+			fmt.Fprintf(&b, "\n  coordinator %s=%s", s.GetName(), s.GetData())
+		}
+		for _, s := range md.GetMasterStates() {
+			fmt.Fprintf(&b, "\n  master-hook %s=%s", s.GetName(), s.GetData())
+		}
 		return b.String()
 	case NotifyComplete:
-		return fmt.Sprintf("NotifyComplete id=%d last-subsumed=%d tasks=%s", e.ID, e.LastSubsumed, fmtAttempts(e.Tasks))
+		s := fmt.Sprintf("NotifyComplete id=%d last-subsumed=%d tasks=%s", e.ID, e.LastSubsumed, fmtAttempts(e.Tasks))
+		if e.Final {
+			s += " final"
+		}
+		return s
 	case NotifyAborted:
 		return fmt.Sprintf("NotifyAborted id=%d tasks=%s", e.ID, fmtAttempts(e.Tasks))
 	case DiscardState:
@@ -541,6 +580,10 @@ func (h *harness) fmtStats(b *strings.Builder, c *weirv1.CheckpointStats) {
 	if c.GetIsSavepoint() {
 		b.WriteString(" savepoint")
 	}
+	if t := c.GetCheckpointType(); t == weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND ||
+		t == weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE {
+		b.WriteString(" type=" + shortType(t))
+	}
 	fmt.Fprintf(b, " trigger=%s acked=%d/%d state=%dB e2e=%dms",
 		h.fmtMs(c.GetTriggerTimestampMs()), c.GetNumAcknowledgedSubtasks(), c.GetNumSubtasks(),
 		c.GetStateSize(), c.GetEndToEndDurationMs())
@@ -569,6 +612,10 @@ func (h *harness) stats(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "latest: completed=%s savepoint=%s failed=%s\n",
 		id(s.GetLatestCompleted()), id(s.GetLatestSavepoint()), id(s.GetLatestFailed()))
+	if r := s.GetLatestRestored(); r != nil {
+		fmt.Fprintf(b, "restored: count=%d #%d savepoint=%t at=%s path=%s\n", n.GetRestored(),
+			r.GetId(), r.GetIsSavepoint(), h.fmtMs(r.GetRestoreTimestampMs()), r.GetExternalPath())
+	}
 }
 
 func (h *harness) detail(b *strings.Builder, id int64) {
@@ -623,8 +670,13 @@ func (h *harness) state(b *strings.Builder) {
 			waiting = append(waiting, fmtAttempt(a))
 		}
 		sort.Strings(waiting)
-		fmt.Fprintf(b, "pending #%d req=%d deadline=%s finalizing=%t waiting=[%s]\n",
+		fmt.Fprintf(b, "pending #%d req=%d deadline=%s finalizing=%t waiting=[%s]",
 			id, p.req.seq, h.fmtTime(p.deadline), p.finalizing, strings.Join(waiting, " "))
+		if p.phase != phaseTriggered {
+			// Still in the preparation chain.
+			fmt.Fprintf(b, " phase=%s", [...]string{"location", "coordinators", "hooks"}[p.phase])
+		}
+		b.WriteByte('\n')
 	}
 	fmt.Fprintf(b, "last-completion: %s consecutive-failures: %d\n", h.fmtTime(c.lastCompletion), c.consecutive)
 	fmt.Fprintf(b, "next-periodic: %s next-deadline: %s\n", h.fmtTime(c.nextPeriodic), h.fmtTime(c.NextDeadline()))

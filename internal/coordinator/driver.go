@@ -35,7 +35,7 @@ type Storage interface {
 // TaskGateway reaches the subtasks of the job.
 type TaskGateway interface {
 	TriggerCheckpoint(ctx context.Context, task *weirv1.ExecutionAttemptID, id int64, ts time.Time, opts *weirv1.CheckpointOptions) error
-	NotifyCheckpointComplete(ctx context.Context, task *weirv1.ExecutionAttemptID, id, lastSubsumed int64) error
+	NotifyCheckpointComplete(ctx context.Context, task *weirv1.ExecutionAttemptID, id, lastSubsumed int64, final bool) error
 	NotifyCheckpointAborted(ctx context.Context, task *weirv1.ExecutionAttemptID, id int64) error
 }
 
@@ -160,6 +160,11 @@ func (d *Driver) Close() {
 
 // post runs f on the loop; it gives up once the driver is closed.
 func (d *Driver) post(f func()) bool {
+	if d.ctx.Err() != nil {
+		// Closed: the select below would pick at random between a free
+		// slot in the buffer (that the stopped loop never reads) and Done.
+		return false
+	}
 	select {
 	case d.events <- f:
 		return true
@@ -302,7 +307,17 @@ func (d *Driver) process(effects []Effect) {
 		case SnapshotOperatorCoordinators:
 			d.goIO(func(ctx context.Context) {
 				states, err := d.snapshotCoordinators(ctx, e.ID)
-				d.post(func() { d.sm.CoordinatorsSnapshotted(e.ID, states, err) })
+				d.post(func() {
+					if d.sm.preparingStep(e.ID, phaseCoordinators) == nil {
+						// Aborted while the coordinators snapshotted: its
+						// NotifyAborted may have come before a valve was
+						// closed for it, which would then stay closed.
+						for _, h := range d.deps.Coordinators {
+							h.Valve.open(e.ID)
+						}
+					}
+					d.sm.CoordinatorsSnapshotted(e.ID, states, err)
+				})
 			})
 		case SnapshotMasterHooks:
 			d.goIO(func(ctx context.Context) {
@@ -323,7 +338,7 @@ func (d *Driver) process(effects []Effect) {
 			}
 			for _, t := range e.Tasks {
 				d.goIO(func(ctx context.Context) {
-					if err := d.deps.Tasks.NotifyCheckpointComplete(ctx, t, e.ID, e.LastSubsumed); err != nil && ctx.Err() == nil {
+					if err := d.deps.Tasks.NotifyCheckpointComplete(ctx, t, e.ID, e.LastSubsumed, e.Final); err != nil && ctx.Err() == nil {
 						d.log.Warn("notify checkpoint complete failed", "checkpoint_id", e.ID, "attempt", attemptKey(t), "err", err)
 					}
 				})
@@ -331,7 +346,7 @@ func (d *Driver) process(effects []Effect) {
 		case NotifyAborted:
 			for _, h := range d.deps.Coordinators {
 				h.Coordinator.NotifyCheckpointAborted(e.ID)
-				h.Valve.open()
+				h.Valve.open(e.ID)
 			}
 			for _, t := range e.Tasks {
 				d.goIO(func(ctx context.Context) {
@@ -368,7 +383,7 @@ func (d *Driver) process(effects []Effect) {
 func (d *Driver) snapshotCoordinators(ctx context.Context, id int64) ([]*weirv1.NamedState, error) {
 	var states []*weirv1.NamedState
 	for _, h := range d.deps.Coordinators {
-		h.Valve.close()
+		h.Valve.close(id)
 		data, err := h.Coordinator.CheckpointCoordinator(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Coordinator.Name(), err)
@@ -405,7 +420,7 @@ func (d *Driver) sendTrigger(ctx context.Context, e SendTrigger) {
 	wg.Wait()
 	if e.ReleaseCoordinatorEvents {
 		for _, h := range d.deps.Coordinators {
-			h.Valve.open()
+			h.Valve.open(e.ID)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -63,7 +63,12 @@ type Finalize struct {
 // coordinator).
 type NotifyComplete struct {
 	ID, LastSubsumed int64
-	Tasks            []*weirv1.ExecutionAttemptID
+	// Final marks the job's last checkpoint: every subtask had reached the
+	// end of its input, or it was a synchronous savepoint. Subtasks finish
+	// after it — not before, or checkpoints could no longer be triggered
+	// for the subtasks still draining.
+	Final bool
+	Tasks []*weirv1.ExecutionAttemptID
 }
 
 // NotifyAborted sends NotifyCheckpointAborted to every task (and operator

@@ -11,6 +11,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // EnvName maps a flag name to its environment variable: checkpoint-dir →
@@ -94,4 +98,26 @@ func Exit(name string, err error) {
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	os.Exit(1)
+}
+
+// EtcdClient connects to etcd; endpoints is comma-separated.
+func EtcdClient(endpoints string) (*clientv3.Client, error) {
+	var eps []string
+	for _, e := range strings.Split(endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("--etcd-endpoints: no endpoint in %q", endpoints)
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   eps,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %w", eps, err)
+	}
+	return c, nil
 }

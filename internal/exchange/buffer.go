@@ -48,11 +48,31 @@ type Buffer struct {
 	Barrier *weirv1.CheckpointBarrier
 	// CheckpointID is set for KindCancelMarker.
 	CheckpointID int64
+	// Priority marks an event that overtook the buffers queued before it:
+	// the barrier of an unaligned checkpoint. It needs no credit and is
+	// never blocked by a full queue.
+	Priority bool
+	// Overtaken is set on a priority buffer polled from an input channel
+	// that held data buffers of its own when the event arrived (a remote
+	// channel's receive queue): those buffers were sent before the event
+	// but are delivered after it. They are copies for the consumer to
+	// record as channel state; the buffers themselves still follow.
+	Overtaken []Buffer
+}
+
+// Size is the payload size of a records buffer in bytes (keys, values and
+// timestamps); events count as zero.
+func (b Buffer) Size() int64 {
+	var n int64
+	for _, r := range b.Records {
+		n += int64(len(r.Key) + len(r.Value) + 8)
+	}
+	return n
 }
 
 // ToProto converts b for the wire.
 func (b Buffer) ToProto() *weirv1.ExchangeMessage {
-	m := &weirv1.ExchangeMessage{}
+	m := &weirv1.ExchangeMessage{Priority: b.Priority}
 	switch b.Kind {
 	case KindRecords:
 		recs := make([]*weirv1.Record, len(b.Records))
@@ -74,6 +94,12 @@ func (b Buffer) ToProto() *weirv1.ExchangeMessage {
 
 // FromProto converts a message received from the wire.
 func FromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
+	b, err := fromProto(m)
+	b.Priority = m.GetPriority()
+	return b, err
+}
+
+func fromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 	switch k := m.GetKind().(type) {
 	case *weirv1.ExchangeMessage_Batch:
 		recs := make([]sdk.Record, len(k.Batch.GetRecords()))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -16,6 +17,10 @@ import (
 type InputChannel interface {
 	// Poll takes the next buffer without blocking.
 	Poll() (Buffer, bool, error)
+	// PollPriority takes the next buffer only if it is a priority event,
+	// which a subtask handles even while it reads nothing else (its output
+	// is full, or the channel is blocked for an alignment).
+	PollPriority() (Buffer, bool, error)
 	// Close stops the channel; buffers still queued are dropped.
 	Close()
 }
@@ -37,10 +42,17 @@ func (c *localChannel) Poll() (Buffer, bool, error) {
 	return b, ok, nil
 }
 
+func (c *localChannel) PollPriority() (Buffer, bool, error) {
+	b, _, ok := c.sub.PollPriority()
+	return b, ok, nil
+}
+
 func (c *localChannel) Close() { c.sub.SetListener(nil) }
 
 // remoteChannel receives a subpartition of another TaskManager over a
-// DataExchange stream. Its queue never exceeds the credits it granted.
+// DataExchange stream. Its queue never holds more buffers than the credits
+// it granted, plus priority events, which travel without credit and go to
+// the head of the queue.
 type remoteChannel struct {
 	notify func()
 	cancel context.CancelFunc
@@ -50,10 +62,12 @@ type remoteChannel struct {
 
 	mu struct {
 		sync.Mutex
-		queue   []Buffer
-		credits int32 // consumed buffers not yet granted back
-		err     error
-		eop     bool
+		queue []Buffer
+		// priority counts the priority events at the head of queue.
+		priority int
+		credits  int32 // consumed buffers not yet granted back
+		err      error
+		eop      bool
 	}
 }
 
@@ -88,8 +102,14 @@ func (c *remoteChannel) receive(stream weirv1.DataExchangeService_SubscribeClien
 			b, err = FromProto(m)
 			if err == nil {
 				c.mu.Lock()
-				c.mu.queue = append(c.mu.queue, b)
-				wake := len(c.mu.queue) == 1
+				var wake bool
+				if b.Priority {
+					c.enqueuePriorityLocked(b)
+					wake = true
+				} else {
+					c.mu.queue = append(c.mu.queue, b)
+					wake = len(c.mu.queue) == 1
+				}
 				if b.Kind == KindEndOfPartition {
 					c.mu.eop = true
 				}
@@ -114,6 +134,20 @@ func (c *remoteChannel) receive(stream weirv1.DataExchangeService_SubscribeClien
 		c.notify()
 		return
 	}
+}
+
+// enqueuePriorityLocked puts priority event b ahead of the buffers queued,
+// behind earlier priority events, with a copy of the records buffers it
+// overtook: they were sent before it.
+func (c *remoteChannel) enqueuePriorityLocked(b Buffer) {
+	at := c.mu.priority
+	for _, q := range c.mu.queue[at:] {
+		if q.Kind == KindRecords {
+			b.Overtaken = append(b.Overtaken, q)
+		}
+	}
+	c.mu.queue = slices.Insert(c.mu.queue, at, b)
+	c.mu.priority++
 }
 
 // grantCredits batches credit grants: however many buffers the consumer took
@@ -141,16 +175,31 @@ func (c *remoteChannel) grantCredits(ctx context.Context, stream weirv1.DataExch
 	}
 }
 
-func (c *remoteChannel) Poll() (Buffer, bool, error) {
+func (c *remoteChannel) Poll() (Buffer, bool, error) { return c.poll(false) }
+
+func (c *remoteChannel) PollPriority() (Buffer, bool, error) { return c.poll(true) }
+
+func (c *remoteChannel) poll(priorityOnly bool) (Buffer, bool, error) {
 	c.mu.Lock()
-	if len(c.mu.queue) == 0 {
-		err := c.mu.err
+	if len(c.mu.queue) == 0 || (priorityOnly && c.mu.priority == 0) {
+		var err error
+		if len(c.mu.queue) == 0 {
+			err = c.mu.err
+		}
 		c.mu.Unlock()
 		return Buffer{}, false, err
 	}
 	b := c.mu.queue[0]
 	c.mu.queue[0] = Buffer{}
 	c.mu.queue = c.mu.queue[1:]
+	if c.mu.priority > 0 {
+		c.mu.priority--
+	}
+	if b.Priority {
+		// It came without a credit; there is none to return.
+		c.mu.Unlock()
+		return b, true, nil
+	}
 	c.mu.credits++
 	c.mu.Unlock()
 	select {
@@ -171,7 +220,8 @@ type Server struct {
 	Partitions *Registry
 }
 
-// Subscribe streams one subpartition, one buffer per granted credit.
+// Subscribe streams one subpartition, one buffer per granted credit;
+// priority events go at once, without a credit.
 func (s *Server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) error {
 	req, err := stream.Recv()
 	if err != nil {
@@ -222,10 +272,16 @@ func (s *Server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) er
 			mu.Lock()
 			c := credit
 			mu.Unlock()
-			if c <= 0 {
-				break
+			var (
+				b       Buffer
+				backlog int
+				ok      bool
+			)
+			if c > 0 {
+				b, backlog, ok = sp.Poll()
+			} else {
+				b, backlog, ok = sp.PollPriority()
 			}
-			b, backlog, ok := sp.Poll()
 			if !ok {
 				break
 			}
@@ -234,9 +290,11 @@ func (s *Server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) er
 			if err := stream.Send(m); err != nil {
 				return err
 			}
-			mu.Lock()
-			credit--
-			mu.Unlock()
+			if !b.Priority {
+				mu.Lock()
+				credit--
+				mu.Unlock()
+			}
 			if b.Kind == KindEndOfPartition {
 				return nil
 			}

@@ -14,7 +14,7 @@ import (
 // for every buffer, and at once when data was already queued on attach.
 func TestLocalChannelNotify(t *testing.T) {
 	ctx := t.Context()
-	sub := exchange.NewSubpartition(8)
+	sub := exchange.NewSubpartition(8, 0)
 	n := newNotifier()
 	ch := exchange.NewLocalChannel(sub, n.notify)
 	defer ch.Close()
@@ -55,7 +55,7 @@ func TestLocalChannelNotify(t *testing.T) {
 	}
 
 	// Attaching to a subpartition that already holds data notifies at once.
-	sub2 := exchange.NewSubpartition(8)
+	sub2 := exchange.NewSubpartition(8, 0)
 	if _, err := sub2.Add(ctx, numbered(9)); err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +94,8 @@ func TestRegistryLookupWaitsForRegister(t *testing.T) {
 	await(t, wctx.waiting, "Lookup to wait")
 
 	// Another partition registering wakes Lookup, which keeps waiting.
-	reg.Register(exchange.NewResultPartition(partitionID("other"), 1, 1))
-	part := exchange.NewResultPartition(id, 2, 1)
+	reg.Register(exchange.NewResultPartition(partitionID("other"), 1, 1, 0))
+	part := exchange.NewResultPartition(id, 2, 1, 0)
 	reg.Register(part)
 	select {
 	case r := <-res:
@@ -116,7 +116,7 @@ func TestRegistryLookupWaitsForRegister(t *testing.T) {
 // Lookup of a partition that never registers fails when its context ends.
 func TestRegistryLookupTimesOut(t *testing.T) {
 	reg := exchange.NewRegistry()
-	reg.Register(exchange.NewResultPartition(partitionID("present"), 1, 1))
+	reg.Register(exchange.NewResultPartition(partitionID("present"), 1, 1, 0))
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	p, err := reg.Lookup(ctx, partitionID("absent"))
@@ -131,7 +131,7 @@ func TestReleaseFailsBlockedProducer(t *testing.T) {
 	ctx := t.Context()
 	reg := exchange.NewRegistry()
 	id := partitionID("released")
-	part := exchange.NewResultPartition(id, 2, 1)
+	part := exchange.NewResultPartition(id, 2, 1, 0)
 	reg.Register(part)
 	if _, err := part.Subs[0].Add(ctx, numbered(0)); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestReleaseFailsBlockedProducer(t *testing.T) {
 // ErrReleased too.
 func TestReleaseFailsBlockedRecordWriter(t *testing.T) {
 	id := partitionID("writer-released")
-	part := exchange.NewResultPartition(id, 1, 1)
+	part := exchange.NewResultPartition(id, 1, 1, 0)
 	wctx := newWaitCtx(t.Context())
 	w := exchange.NewRecordWriter(wctx, part, weirv1.Partitioner_PARTITIONER_FORWARD, 128, 0, 1)
 	if err := w.Emit(records("x", 1)[0]); err != nil {
@@ -203,7 +203,7 @@ func TestRegistryForgetKeepsData(t *testing.T) {
 	ctx := t.Context()
 	reg := exchange.NewRegistry()
 	id := partitionID("forgotten")
-	part := exchange.NewResultPartition(id, 1, 2)
+	part := exchange.NewResultPartition(id, 1, 2, 0)
 	reg.Register(part)
 	if _, err := part.Subs[0].Add(ctx, numbered(1)); err != nil {
 		t.Fatal(err)

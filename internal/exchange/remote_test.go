@@ -43,7 +43,7 @@ func TestRemoteChannelDeliversInOrder(t *testing.T) {
 		{Kind: exchange.KindEndOfData},
 		{Kind: exchange.KindEndOfPartition},
 	}
-	part := exchange.NewResultPartition(id, 2, 2)
+	part := exchange.NewResultPartition(id, 2, 2, 0)
 	reg.Register(part)
 	produced := make(chan error, 1)
 	go func() {
@@ -97,7 +97,7 @@ func TestRemoteChannelCreditFlowControl(t *testing.T) {
 	ctx := t.Context()
 
 	id := partitionID("flow")
-	part := exchange.NewResultPartition(id, 1, capacity)
+	part := exchange.NewResultPartition(id, 1, capacity, 0)
 	reg.Register(part)
 	n := newNotifier()
 	ch, err := exchange.NewRemoteChannel(ctx, conn, id, 0, credits, n.notify)
@@ -229,7 +229,7 @@ func TestRemoteChannelServerGoesAway(t *testing.T) {
 	ctx := t.Context()
 
 	id := partitionID("vanishing")
-	part := exchange.NewResultPartition(id, 1, 4)
+	part := exchange.NewResultPartition(id, 1, 4, 0)
 	reg.Register(part)
 	n := newNotifier()
 	ch, err := exchange.NewRemoteChannel(ctx, conn, id, 0, 2, n.notify)
@@ -273,7 +273,7 @@ func TestRemoteChannelBadSubpartition(t *testing.T) {
 	ctx := t.Context()
 
 	id := partitionID("narrow")
-	reg.Register(exchange.NewResultPartition(id, 1, 1))
+	reg.Register(exchange.NewResultPartition(id, 1, 1, 0))
 	n := newNotifier()
 	ch, err := exchange.NewRemoteChannel(ctx, conn, id, 3, 2, n.notify)
 	if err != nil {
@@ -294,7 +294,7 @@ func TestRemoteChannelCloseMidStream(t *testing.T) {
 	ctx := t.Context()
 
 	id := partitionID("closed")
-	part := exchange.NewResultPartition(id, 1, 1)
+	part := exchange.NewResultPartition(id, 1, 1, 0)
 	reg.Register(part)
 	n := newNotifier()
 	ch, err := exchange.NewRemoteChannel(ctx, conn, id, 0, 1, n.notify)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,30 +16,57 @@ var ErrReleased = errors.New("exchange: partition released")
 
 // Subpartition is the bounded queue between a producer subtask and one
 // consumer subtask.
+//
+// Below capacity buffers it is Available: a subtask starts new work
+// (takes the next input, lets a source emit) only while every subpartition
+// it writes to is. Work already started may go up to overdraft buffers past
+// capacity before a data Add blocks, so a subtask seldom blocks in the middle
+// of a record and its mailbox keeps running mail (checkpoint triggers,
+// notifications) while it is back-pressured. Events never block: they are
+// few and small, and an event waiting for space would stall the mailbox
+// that sends it. A priority event (an unaligned checkpoint's barrier) goes
+// to the head of the queue, behind earlier priority events only.
 type Subpartition struct {
 	capacity int
-	// space wakes a producer blocked on a full queue.
+	// limit is capacity plus overdraft: data Adds block at this length.
+	limit int
+	// space wakes a producer blocked in Add.
 	space chan struct{}
 
 	mu struct {
 		sync.Mutex
-		queue    []Buffer
+		queue []Buffer
+		// priority counts the priority events at the head of queue.
+		priority int
+		// bytes is the payload of the records queued.
+		bytes int64
+		// listener is the consumer's wake-up: the queue turned non-empty or
+		// got a priority event.
 		listener func()
-		released bool
+		// available is the producer's wake-up: the queue fell below capacity.
+		available func()
+		released  bool
 	}
 }
 
-// NewSubpartition returns a queue holding at most capacity buffers.
-func NewSubpartition(capacity int) *Subpartition {
-	return &Subpartition{capacity: capacity, space: make(chan struct{}, 1)}
+// NewSubpartition returns a queue that is available below capacity buffers
+// and blocks data Adds at capacity+overdraft.
+func NewSubpartition(capacity, overdraft int) *Subpartition {
+	capacity = max(capacity, 1)
+	return &Subpartition{capacity: capacity, limit: capacity + max(overdraft, 0), space: make(chan struct{}, 1)}
 }
 
-// Add appends b, blocking while the queue is full. It returns how long it was
-// blocked, which is the producer's back-pressured time.
+// Add appends b. A records buffer blocks while the queue holds
+// capacity+overdraft buffers; an event never blocks. Add returns how long it
+// was blocked, which is the producer's back-pressured time.
 func (s *Subpartition) Add(ctx context.Context, b Buffer) (time.Duration, error) {
+	if b.Priority {
+		_, err := s.AddPriority(b)
+		return 0, err
+	}
 	var start time.Time
 	s.mu.Lock()
-	for len(s.mu.queue) >= s.capacity && !s.mu.released {
+	for b.Kind == KindRecords && len(s.mu.queue) >= s.limit && !s.mu.released {
 		s.mu.Unlock()
 		if start.IsZero() {
 			start = time.Now()
@@ -54,41 +82,126 @@ func (s *Subpartition) Add(ctx context.Context, b Buffer) (time.Duration, error)
 	if !start.IsZero() {
 		blocked = time.Since(start)
 	}
+	return blocked, s.appendLocked(b)
+}
+
+// Put appends b without blocking, past the limit if need be. It is for the
+// few buffers that must not wait: the batch an event flushes ahead of
+// itself, and the output state a restored subtask re-emits.
+func (s *Subpartition) Put(b Buffer) error {
+	if b.Priority {
+		_, err := s.AddPriority(b)
+		return err
+	}
+	s.mu.Lock()
+	return s.appendLocked(b)
+}
+
+// appendLocked appends b and unlocks s.mu.
+func (s *Subpartition) appendLocked(b Buffer) error {
 	if s.mu.released {
 		s.mu.Unlock()
-		return blocked, ErrReleased
+		return ErrReleased
 	}
 	s.mu.queue = append(s.mu.queue, b)
+	s.mu.bytes += b.Size()
 	notify := len(s.mu.queue) == 1
 	listener := s.mu.listener
 	s.mu.Unlock()
 	if notify && listener != nil {
 		listener()
 	}
-	return blocked, nil
+	return nil
+}
+
+// AddPriority puts event b at the head of the queue, behind the priority
+// events already there, without blocking. It returns the records buffers b
+// overtook, oldest first: they stay queued behind b, and the producer
+// records them as the output state of b's checkpoint.
+func (s *Subpartition) AddPriority(b Buffer) ([]Buffer, error) {
+	b.Priority = true
+	s.mu.Lock()
+	if s.mu.released {
+		s.mu.Unlock()
+		return nil, ErrReleased
+	}
+	at := s.mu.priority
+	var overtaken []Buffer
+	for _, q := range s.mu.queue[at:] {
+		if q.Kind == KindRecords {
+			overtaken = append(overtaken, q)
+		}
+	}
+	s.mu.queue = slices.Insert(s.mu.queue, at, b)
+	s.mu.priority++
+	listener := s.mu.listener
+	s.mu.Unlock()
+	// The consumer must learn of a priority event even when the queue was
+	// not empty: it may be reading other channels, or not reading at all.
+	if listener != nil {
+		listener()
+	}
+	return overtaken, nil
 }
 
 // Poll takes the head buffer without blocking. backlog is how many remain.
 func (s *Subpartition) Poll() (b Buffer, backlog int, ok bool) {
+	return s.poll(false)
+}
+
+// PollPriority takes the head buffer only if it is a priority event: what a
+// consumer may take without a credit, or while it reads nothing else.
+func (s *Subpartition) PollPriority() (b Buffer, backlog int, ok bool) {
+	return s.poll(true)
+}
+
+func (s *Subpartition) poll(priorityOnly bool) (b Buffer, backlog int, ok bool) {
 	s.mu.Lock()
-	if len(s.mu.queue) == 0 {
+	if len(s.mu.queue) == 0 || (priorityOnly && s.mu.priority == 0) {
 		s.mu.Unlock()
 		return Buffer{}, 0, false
 	}
 	b = s.mu.queue[0]
 	s.mu.queue[0] = Buffer{}
 	s.mu.queue = s.mu.queue[1:]
+	if s.mu.priority > 0 {
+		s.mu.priority--
+	}
+	s.mu.bytes -= b.Size()
 	backlog = len(s.mu.queue)
+	var available func()
+	if backlog == s.capacity-1 {
+		available = s.mu.available
+	}
 	s.mu.Unlock()
 	select {
 	case s.space <- struct{}{}:
 	default:
 	}
+	if available != nil {
+		available()
+	}
 	return b, backlog, true
 }
 
+// Available reports whether the queue is below capacity, so its producer
+// may start new work. A released queue is available: writing to it fails.
+func (s *Subpartition) Available() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.queue) < s.capacity || s.mu.released
+}
+
+// Queued returns how many buffers are queued and their payload in bytes.
+func (s *Subpartition) Queued() (buffers int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.queue), s.mu.bytes
+}
+
 // SetListener installs the reader's wake-up, called whenever the queue turns
-// non-empty; it is called at once if the queue already holds data.
+// non-empty or gets a priority event; it is called at once if the queue
+// already holds data.
 func (s *Subpartition) SetListener(f func()) {
 	s.mu.Lock()
 	s.mu.listener = f
@@ -99,15 +212,28 @@ func (s *Subpartition) SetListener(f func()) {
 	}
 }
 
+// SetAvailabilityListener installs the producer's wake-up, called whenever
+// the queue falls below capacity (and on release).
+func (s *Subpartition) SetAvailabilityListener(f func()) {
+	s.mu.Lock()
+	s.mu.available = f
+	s.mu.Unlock()
+}
+
 // Release drops the queue and fails blocked and later writers.
 func (s *Subpartition) Release() {
 	s.mu.Lock()
 	s.mu.released = true
 	s.mu.queue = nil
+	s.mu.priority, s.mu.bytes = 0, 0
+	available := s.mu.available
 	s.mu.Unlock()
 	select {
 	case s.space <- struct{}{}:
 	default:
+	}
+	if available != nil {
+		available()
 	}
 }
 
@@ -117,11 +243,12 @@ type ResultPartition struct {
 	Subs []*Subpartition
 }
 
-// NewResultPartition makes a partition with n subpartitions.
-func NewResultPartition(id *weirv1.ResultPartitionID, n, capacity int) *ResultPartition {
+// NewResultPartition makes a partition with n subpartitions of the given
+// capacity and overdraft (see Subpartition).
+func NewResultPartition(id *weirv1.ResultPartitionID, n, capacity, overdraft int) *ResultPartition {
 	p := &ResultPartition{ID: id}
 	for range n {
-		p.Subs = append(p.Subs, NewSubpartition(capacity))
+		p.Subs = append(p.Subs, NewSubpartition(capacity, overdraft))
 	}
 	return p
 }
@@ -136,7 +263,7 @@ func (p *ResultPartition) Release() {
 // PartitionKey is the registry key of a result partition.
 func PartitionKey(id *weirv1.ResultPartitionID) string {
 	a := id.GetProducer()
-	return fmt.Sprintf("%s/%s/%d/%d->%s", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), id.GetConsumerVertex())
+	return fmt.Sprintf("%s/%s/%d/%d@%s->%s", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), a.GetSession(), id.GetConsumerVertex())
 }
 
 // Registry holds the result partitions produced on one TaskManager so local

@@ -34,7 +34,8 @@ func NewRecordWriter(ctx context.Context, part *ResultPartition, p weirv1.Partit
 	}
 }
 
-// Emit routes one record; it blocks only when a full batch meets a full queue.
+// Emit routes one record; it blocks only when a full batch meets a queue
+// at its limit (capacity plus overdraft).
 func (w *RecordWriter) Emit(r sdk.Record) error {
 	switch w.partitioner {
 	case weirv1.Partitioner_PARTITIONER_BROADCAST:
@@ -64,16 +65,21 @@ func (w *RecordWriter) append(i int, r sdk.Record) error {
 	return nil
 }
 
-func (w *RecordWriter) flush(i int) error {
+// take removes subpartition i's pending batch, nil when there is none.
+func (w *RecordWriter) take(i int) (Buffer, bool) {
 	if len(w.pending[i]) == 0 {
-		return nil
+		return Buffer{}, false
 	}
 	b := Buffer{Kind: KindRecords, Records: w.pending[i]}
 	w.pending[i] = make([]sdk.Record, 0, w.batchSize)
-	return w.add(i, b)
+	return b, true
 }
 
-func (w *RecordWriter) add(i int, b Buffer) error {
+func (w *RecordWriter) flush(i int) error {
+	b, ok := w.take(i)
+	if !ok {
+		return nil
+	}
 	blocked, err := w.subs[i].Add(w.ctx, b)
 	w.Backpressured += blocked
 	if err != nil {
@@ -82,7 +88,7 @@ func (w *RecordWriter) add(i int, b Buffer) error {
 	return nil
 }
 
-// Flush sends every partly filled batch.
+// Flush sends every partly filled batch, blocking like Emit.
 func (w *RecordWriter) Flush() error {
 	for i := range w.pending {
 		if err := w.flush(i); err != nil {
@@ -92,16 +98,106 @@ func (w *RecordWriter) Flush() error {
 	return nil
 }
 
-// Broadcast sends an event to every consumer, behind the records emitted
-// before it.
-func (w *RecordWriter) Broadcast(b Buffer) error {
-	for i := range w.subs {
-		if err := w.flush(i); err != nil {
-			return err
+// FlushAvailable sends the partly filled batches of the subpartitions that
+// are below capacity and keeps the others' for later; it never blocks.
+func (w *RecordWriter) FlushAvailable() error {
+	for i, s := range w.subs {
+		if len(w.pending[i]) == 0 || !s.Available() {
+			continue
 		}
-		if err := w.add(i, b); err != nil {
+		if err := w.put(i); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// put queues subpartition i's pending batch without blocking.
+func (w *RecordWriter) put(i int) error {
+	b, ok := w.take(i)
+	if !ok {
+		return nil
+	}
+	if err := w.subs[i].Put(b); err != nil {
+		return fmt.Errorf("exchange: write %s: %w", b.Kind, err)
+	}
+	return nil
+}
+
+// Available reports whether every subpartition is below capacity: any
+// record may go to any of them, so new work waits for all.
+func (w *RecordWriter) Available() bool {
+	for _, s := range w.subs {
+		if !s.Available() {
+			return false
+		}
+	}
+	return true
+}
+
+// SetAvailabilityListener installs f as every subpartition's wake-up for
+// when it falls below capacity.
+func (w *RecordWriter) SetAvailabilityListener(f func()) {
+	for _, s := range w.subs {
+		s.SetAvailabilityListener(f)
+	}
+}
+
+// Broadcast sends an event to every consumer, behind the records emitted
+// before it. It never blocks: the batch the event flushes ahead of itself
+// and the event go in past a full queue (both are bounded: one partial
+// batch per event).
+func (w *RecordWriter) Broadcast(b Buffer) error {
+	for i := range w.subs {
+		if err := w.put(i); err != nil {
+			return err
+		}
+		if err := w.subs[i].Put(b); err != nil {
+			return fmt.Errorf("exchange: write %s: %w", b.Kind, err)
+		}
+	}
+	return nil
+}
+
+// BroadcastPriority sends event b to every consumer ahead of everything
+// queued for it, without blocking. It returns, per subpartition, the
+// records b overtook in order: the queued buffers, then the batch not yet
+// queued. They are still delivered, after b; the caller records them as
+// the output state of b's checkpoint.
+func (w *RecordWriter) BroadcastPriority(b Buffer) ([][]Buffer, error) {
+	b.Priority = true
+	out := make([][]Buffer, len(w.subs))
+	for i, s := range w.subs {
+		overtaken, err := s.AddPriority(b)
+		if err != nil {
+			return nil, fmt.Errorf("exchange: write %s: %w", b.Kind, err)
+		}
+		if len(w.pending[i]) > 0 {
+			// The records stay pending; the caller gets a copy of the slice
+			// header, and later appends never touch what it sees.
+			p := w.pending[i]
+			overtaken = append(overtaken, Buffer{Kind: KindRecords, Records: p[:len(p):len(p)]})
+		}
+		out[i] = overtaken
+	}
+	return out, nil
+}
+
+// Restore queues recovered output state ahead of anything the subpartition
+// is sent later: batches[i] goes to subpartition i. It never blocks.
+func (w *RecordWriter) Restore(batches [][]Buffer) error {
+	if len(batches) != len(w.subs) {
+		return fmt.Errorf("exchange: restore output state of %d subpartitions into %d", len(batches), len(w.subs))
+	}
+	for i, bs := range batches {
+		for _, b := range bs {
+			if err := w.subs[i].Put(b); err != nil {
+				return fmt.Errorf("exchange: restore output state: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// NumSubpartitions is the number of consumers the writer feeds.
+func (w *RecordWriter) NumSubpartitions() int { return len(w.subs) }

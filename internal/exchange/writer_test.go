@@ -50,7 +50,7 @@ func key(i int) sdk.Record {
 func TestRecordWriterHash(t *testing.T) {
 	for _, tc := range []struct{ maxP, n, batch int }{{128, 4, 1000}, {128, 3, 1}, {7, 5, 3}, {1, 1, 2}} {
 		t.Run(fmt.Sprintf("maxP=%d/n=%d/batch=%d", tc.maxP, tc.n, tc.batch), func(t *testing.T) {
-			part := exchange.NewResultPartition(partitionID("hash"), tc.n, 1000)
+			part := exchange.NewResultPartition(partitionID("hash"), tc.n, 1000, 0)
 			w := exchange.NewRecordWriter(t.Context(), part, weirv1.Partitioner_PARTITIONER_HASH, tc.maxP, 0, tc.batch)
 			const total = 500
 			want := make([][]string, tc.n)
@@ -104,7 +104,7 @@ func TestRecordWriterRebalance(t *testing.T) {
 	const n = 3
 	for _, subtask := range []int{0, 1, 5} {
 		t.Run(fmt.Sprintf("subtask=%d", subtask), func(t *testing.T) {
-			part := exchange.NewResultPartition(partitionID("rebalance"), n, 100)
+			part := exchange.NewResultPartition(partitionID("rebalance"), n, 100, 0)
 			w := exchange.NewRecordWriter(t.Context(), part, weirv1.Partitioner_PARTITIONER_REBALANCE, 128, subtask, 2)
 			want := make([][]string, n)
 			for i := range 10 {
@@ -129,7 +129,7 @@ func TestRecordWriterRebalance(t *testing.T) {
 // Broadcast partitioning sends every record to every subpartition.
 func TestRecordWriterBroadcastPartitioner(t *testing.T) {
 	const n = 3
-	part := exchange.NewResultPartition(partitionID("broadcast"), n, 100)
+	part := exchange.NewResultPartition(partitionID("broadcast"), n, 100, 0)
 	w := exchange.NewRecordWriter(t.Context(), part, weirv1.Partitioner_PARTITIONER_BROADCAST, 128, 1, 2)
 	var want []string
 	for i := range 5 {
@@ -150,7 +150,7 @@ func TestRecordWriterBroadcastPartitioner(t *testing.T) {
 
 // Forward partitioning writes to the single subpartition.
 func TestRecordWriterForward(t *testing.T) {
-	part := exchange.NewResultPartition(partitionID("forward"), 1, 100)
+	part := exchange.NewResultPartition(partitionID("forward"), 1, 100, 0)
 	w := exchange.NewRecordWriter(t.Context(), part, weirv1.Partitioner_PARTITIONER_FORWARD, 128, 4, 10)
 	for i := range 3 {
 		if err := w.Emit(key(i)); err != nil {
@@ -170,7 +170,7 @@ func TestRecordWriterForward(t *testing.T) {
 // nothing pending get only the event, and no empty batches.
 func TestRecordWriterBroadcastEventFlushesFirst(t *testing.T) {
 	const n = 3
-	part := exchange.NewResultPartition(partitionID("events"), n, 100)
+	part := exchange.NewResultPartition(partitionID("events"), n, 100, 0)
 	w := exchange.NewRecordWriter(t.Context(), part, weirv1.Partitioner_PARTITIONER_REBALANCE, 128, 0, 100)
 	emit := func(from, to int) {
 		t.Helper()

@@ -77,3 +77,25 @@ func (s *StandaloneStore) All(context.Context) ([]CompletedCheckpoint, error) {
 	defer s.mu.Unlock()
 	return append([]CompletedCheckpoint(nil), s.list...), nil
 }
+
+// SetIfHigher makes the next ID at least v+1 (a job restored from
+// checkpoint v goes on after it).
+func (c *StandaloneCounter) SetIfHigher(_ context.Context, v int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next = max(c.next, v+1)
+	return nil
+}
+
+// Shutdown forgets every checkpoint; with discard it returns them so the
+// caller can delete their files.
+func (s *StandaloneStore) Shutdown(_ context.Context, discard bool) ([]CompletedCheckpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := s.list
+	s.list = nil
+	if !discard {
+		return nil, nil
+	}
+	return list, nil
+}

@@ -15,7 +15,7 @@ import (
 
 // SubmitJob validates a job graph, registers the job and schedules it as
 // soon as enough slots are free.
-func (s *Server) SubmitJob(_ context.Context, req *weirv1.SubmitJobRequest) (*weirv1.SubmitJobResponse, error) {
+func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*weirv1.SubmitJobResponse, error) {
 	g := proto.Clone(req.GetJob()).(*weirv1.JobGraph)
 	if g == nil {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: no job graph")
@@ -36,8 +36,17 @@ func (s *Server) SubmitJob(_ context.Context, req *weirv1.SubmitJobRequest) (*we
 		}
 	}
 	id := newID()
-	j, err := s.newJob(id, g, restore)
+	services, err := s.services()
 	if err != nil {
+		return nil, err
+	}
+	// The job is durable before it is accepted: a new leader recovers it.
+	if err := services.putJob(ctx, id, g); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "jobmanager: store job: %v", err)
+	}
+	j, err := s.newJob(services, id, g, restore, restore)
+	if err != nil {
+		_ = services.removeJob(ctx, id)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	s.mu.Lock()
@@ -197,6 +206,13 @@ func (s *Server) UpdateTaskExecutionState(_ context.Context, req *weirv1.UpdateT
 	if err != nil {
 		return nil, err
 	}
+	if req.GetEndOfInput() {
+		if !j.endOfInput(req.GetAttempt()) {
+			return nil, status.Errorf(codes.NotFound, "jobmanager: job %s has no running subtask attempt %s/%d/%d", j.id,
+				req.GetAttempt().GetVertex(), req.GetAttempt().GetSubtaskIndex(), req.GetAttempt().GetAttempt())
+		}
+		return &weirv1.UpdateTaskExecutionStateResponse{}, nil
+	}
 	if !j.updateTask(req.GetAttempt(), req.GetState(), req.GetFailureCause()) {
 		return nil, status.Errorf(codes.NotFound, "jobmanager: job %s has no subtask attempt %s/%d/%d", j.id,
 			req.GetAttempt().GetVertex(), req.GetAttempt().GetSubtaskIndex(), req.GetAttempt().GetAttempt())
@@ -230,8 +246,6 @@ func supported(g *weirv1.JobGraph) error {
 	switch {
 	case g.GetState().GetBackend() != weirv1.StateBackendConfig_BACKEND_HEAP || g.GetState().GetIncremental():
 		return errors.New("jobmanager: state: only the heap backend with full snapshots is supported yet")
-	case g.GetCheckpointing().GetUnaligned():
-		return errors.New("jobmanager: checkpointing.unaligned: unaligned checkpoints are not supported yet")
 	}
 	return nil
 }

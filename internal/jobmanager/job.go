@@ -2,16 +2,16 @@ package jobmanager
 
 import (
 	"context"
+	"errors"
 
+	"fmt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/weirproject/weir/internal/coordinator"
-	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -19,11 +19,11 @@ import (
 
 // jobTransitions is the job lifecycle: every edge not listed is refused.
 var jobTransitions = map[weirv1.JobState][]weirv1.JobState{
-	weirv1.JobState_JOB_STATE_CREATED:    {weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELLING, weirv1.JobState_JOB_STATE_CANCELED},
-	weirv1.JobState_JOB_STATE_RUNNING:    {weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING, weirv1.JobState_JOB_STATE_RESTARTING},
-	weirv1.JobState_JOB_STATE_RESTARTING: {weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING},
-	weirv1.JobState_JOB_STATE_FAILING:    {weirv1.JobState_JOB_STATE_FAILED},
-	weirv1.JobState_JOB_STATE_CANCELLING: {weirv1.JobState_JOB_STATE_CANCELED},
+	weirv1.JobState_JOB_STATE_CREATED:    {weirv1.JobState_JOB_STATE_SUSPENDED, weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELLING, weirv1.JobState_JOB_STATE_CANCELED},
+	weirv1.JobState_JOB_STATE_RUNNING:    {weirv1.JobState_JOB_STATE_SUSPENDED, weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING, weirv1.JobState_JOB_STATE_RESTARTING},
+	weirv1.JobState_JOB_STATE_RESTARTING: {weirv1.JobState_JOB_STATE_SUSPENDED, weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_FAILING, weirv1.JobState_JOB_STATE_CANCELLING},
+	weirv1.JobState_JOB_STATE_FAILING:    {weirv1.JobState_JOB_STATE_SUSPENDED, weirv1.JobState_JOB_STATE_FAILED},
+	weirv1.JobState_JOB_STATE_CANCELLING: {weirv1.JobState_JOB_STATE_SUSPENDED, weirv1.JobState_JOB_STATE_CANCELED},
 }
 
 func canTransition(from, to weirv1.JobState) bool {
@@ -36,7 +36,8 @@ func canTransition(from, to weirv1.JobState) bool {
 }
 
 func terminal(s weirv1.JobState) bool {
-	return s == weirv1.JobState_JOB_STATE_FINISHED || s == weirv1.JobState_JOB_STATE_FAILED || s == weirv1.JobState_JOB_STATE_CANCELED
+	return s == weirv1.JobState_JOB_STATE_FINISHED || s == weirv1.JobState_JOB_STATE_FAILED || s == weirv1.JobState_JOB_STATE_CANCELED ||
+		s == weirv1.JobState_JOB_STATE_SUSPENDED
 }
 
 // jobMaster runs one job: its executions, its lifecycle and its checkpoint
@@ -49,8 +50,11 @@ type jobMaster struct {
 	submitted time.Time
 	log       *slog.Logger
 	coord     *coordinator.Driver
-	store     *ha.StandaloneStore
-	counter   *ha.StandaloneCounter
+	store     checkpointStore
+	counter   checkpointCounter
+	services  haServices
+	// session is unique to this leadership term's run of the job.
+	session string
 	// restore is where the first run starts from (--from); restarts start
 	// from the latest completed checkpoint instead.
 	restore  *restorePoint
@@ -58,10 +62,10 @@ type jobMaster struct {
 
 	mu struct {
 		sync.Mutex
-		state        weirv1.JobState
-		start, end   time.Time
-		cause        string
-		execs        []*execution
+		state      weirv1.JobState
+		start, end time.Time
+		cause      string
+		execs      []*execution
 		// deploy: the job waits for slots to (re)deploy its subtasks.
 		deploy       bool
 		attempt      int32
@@ -74,21 +78,30 @@ type jobMaster struct {
 	}
 }
 
-func (s *Server) newJob(id string, g *weirv1.JobGraph, restore *restorePoint) (*jobMaster, error) {
-	highest, err := s.storage.HighestCheckpointID(id)
+// newJob makes the master of job id under the current leadership's HA
+// services. origin is where the job first started (--from), start where this
+// run starts: origin for a new job, the latest completed checkpoint for a
+// job a new leader recovers.
+func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, origin, start *restorePoint) (*jobMaster, error) {
+	counter, store, err := services.jobServices(id, int(g.GetCheckpointing().GetRetained()))
 	if err != nil {
 		return nil, err
 	}
-	if restore != nil {
+	if start != nil {
 		// Checkpoint IDs go on from the restored one, as in Flink.
-		highest = max(highest, restore.metadata.GetCheckpointId())
+		if err := counter.SetIfHigher(context.Background(), start.metadata.GetCheckpointId()); err != nil {
+			return nil, err
+		}
 	}
+	restore := start
 	j := &jobMaster{
-		s: s, id: id, name: g.GetName(), graph: g, submitted: time.Now(), restore: restore,
+		s: s, id: id, name: g.GetName(), graph: g, submitted: time.Now(), restore: origin,
 		strategy: restart.New(g.GetRestartStrategy()),
-		log:     s.log.With("job_id", id, "job_name", g.GetName()),
-		store:   ha.NewStandaloneStore(int(g.GetCheckpointing().GetRetained())),
-		counter: ha.NewStandaloneCounter(highest),
+		log:      s.log.With("job_id", id, "job_name", g.GetName()),
+		store:    store,
+		counter:  counter,
+		services: services,
+		session:  newID()[:8],
 	}
 	j.mu.state = weirv1.JobState_JOB_STATE_CREATED
 	j.mu.deploy, j.mu.restoreFrom = true, restore
@@ -198,7 +211,7 @@ func (j *jobMaster) trySchedule() {
 		j.log.Info("waiting for slots", "needed", need, "free", len(slots))
 		return
 	}
-	execs, err := expand(j.id, j.graph, slots[:need], attempt)
+	execs, err := expand(j.id, j.session, j.graph, slots[:need], attempt)
 	if err == nil {
 		var tdds []*weirv1.TaskDeploymentDescriptor
 		tdds, err = descriptors(j.graph, execs, j.s.cfg.CheckpointDir, restore)
@@ -243,7 +256,8 @@ func (j *jobMaster) deploy(execs []*execution, tdds []*weirv1.TaskDeploymentDesc
 
 func (j *jobMaster) findLocked(a *weirv1.ExecutionAttemptID) *execution {
 	for _, e := range j.mu.execs {
-		if e.attempt.GetVertex() == a.GetVertex() && e.attempt.GetSubtaskIndex() == a.GetSubtaskIndex() && e.attempt.GetAttempt() == a.GetAttempt() {
+		if e.attempt.GetVertex() == a.GetVertex() && e.attempt.GetSubtaskIndex() == a.GetSubtaskIndex() &&
+			e.attempt.GetAttempt() == a.GetAttempt() && e.attempt.GetSession() == a.GetSession() {
 			return e
 		}
 	}
@@ -481,6 +495,7 @@ func (j *jobMaster) end(st weirv1.JobState, cause string) {
 	}
 	j.close()
 	j.cleanupCheckpoints(st)
+	j.removeHAData()
 	// Its slots are free again.
 	go j.s.scheduleWaiting()
 }
@@ -578,5 +593,77 @@ func (j *jobMaster) cleanupCheckpoints(st weirv1.JobState) {
 	}
 	if err := storage.Discard(j.s.storage.JobDir(j.id)); err != nil {
 		j.log.Warn("discarding checkpoints failed", "err", err)
+	}
+}
+
+// endOfInput records that a subtask received all its input. Once every
+// subtask has, the job takes its final checkpoint now rather than at the
+// next period (and at all when periodic checkpoints are off): the sinks
+// commit their last epoch and every subtask finishes after it.
+func (j *jobMaster) endOfInput(a *weirv1.ExecutionAttemptID) bool {
+	j.mu.Lock()
+	e := j.findLocked(a)
+	if e == nil || e.terminal() {
+		j.mu.Unlock()
+		return false
+	}
+	e.endOfInput = true
+	all := j.mu.state == weirv1.JobState_JOB_STATE_RUNNING
+	for _, x := range j.mu.execs {
+		all = all && x.endOfInput
+	}
+	attempt := j.mu.attempt
+	j.mu.Unlock()
+	if all {
+		j.log.Info("all subtasks reached the end of their input; taking the final checkpoint")
+		go j.finalCheckpoint(attempt)
+	}
+	return true
+}
+
+// finalCheckpoint triggers checkpoints until one completes as the job's
+// final one (the job finishes) or the job leaves this attempt.
+func (j *jobMaster) finalCheckpoint(attempt int32) {
+	for {
+		j.mu.Lock()
+		current := j.mu.state == weirv1.JobState_JOB_STATE_RUNNING && j.mu.attempt == attempt
+		j.mu.Unlock()
+		if !current {
+			return
+		}
+		r := j.coord.Trigger(context.Background(), coordinator.Manual, "")
+		if r.Err == nil {
+			return
+		}
+		if errors.Is(r.Err, coordinator.ErrShutDown) {
+			return
+		}
+		j.log.Info("final checkpoint failed; retrying", "err", r.Err)
+		time.Sleep(100 * time.Millisecond) // a pause between attempts, not a wait for a condition
+	}
+}
+
+// suspend ends this JobManager's part in the job when it lost leadership:
+// the coordinator stops and nothing is sent to TaskManagers any more (they
+// cancel the subtasks themselves when they follow the new leader, which
+// recovers the job from its store).
+func (j *jobMaster) suspend() {
+	j.mu.Lock()
+	_ = j.transitionLocked(weirv1.JobState_JOB_STATE_SUSPENDED)
+	j.mu.deploy = false
+	j.mu.Unlock()
+	j.close()
+}
+
+// removeHAData deletes a globally terminal job's metadata from the HA
+// services: its graph, checkpoint counter and completed-checkpoint entries
+// (the files themselves follow the retention policy).
+func (j *jobMaster) removeHAData() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := j.store.Shutdown(ctx, true)
+	err = errors.Join(err, j.counter.Shutdown(ctx, true), j.services.removeJob(ctx, j.id))
+	if err != nil {
+		j.log.Warn("removing the job's HA data failed", "err", err)
 	}
 }

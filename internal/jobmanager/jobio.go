@@ -71,14 +71,14 @@ func (g taskGateway) TriggerCheckpoint(ctx context.Context, a *weirv1.ExecutionA
 	return err
 }
 
-func (g taskGateway) NotifyCheckpointComplete(ctx context.Context, a *weirv1.ExecutionAttemptID, id, lastSubsumed int64) error {
+func (g taskGateway) NotifyCheckpointComplete(ctx context.Context, a *weirv1.ExecutionAttemptID, id, lastSubsumed int64, final bool) error {
 	c, err := g.client(a)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := g.rpcCtx(ctx)
 	defer cancel()
-	_, err = c.NotifyCheckpointComplete(ctx, &weirv1.NotifyCheckpointCompleteRequest{Attempt: a, CheckpointId: id, LastSubsumedId: lastSubsumed})
+	_, err = c.NotifyCheckpointComplete(ctx, &weirv1.NotifyCheckpointCompleteRequest{Attempt: a, CheckpointId: id, LastSubsumedId: lastSubsumed, Final: final})
 	return err
 }
 

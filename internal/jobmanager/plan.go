@@ -15,6 +15,8 @@ type execution struct {
 	tm      *taskManager
 	state   weirv1.ExecutionState
 	failure string
+	// endOfInput: the subtask received all its input.
+	endOfInput bool
 }
 
 func (e *execution) terminal() bool {
@@ -40,7 +42,7 @@ func slotsNeeded(g *weirv1.JobGraph) int {
 }
 
 // expand turns the job graph into executions placed on slots.
-func expand(jobID string, g *weirv1.JobGraph, slots []*taskManager, attempt int32) ([]*execution, error) {
+func expand(jobID, session string, g *weirv1.JobGraph, slots []*taskManager, attempt int32) ([]*execution, error) {
 	order, err := jobgraph.TopologicalOrder(g)
 	if err != nil {
 		return nil, err
@@ -49,7 +51,7 @@ func expand(jobID string, g *weirv1.JobGraph, slots []*taskManager, attempt int3
 	for _, v := range order {
 		for i := int32(0); i < v.GetParallelism(); i++ {
 			execs = append(execs, &execution{
-				attempt: &weirv1.ExecutionAttemptID{JobId: jobID, Vertex: v.GetName(), SubtaskIndex: i, Attempt: attempt},
+				attempt: &weirv1.ExecutionAttemptID{JobId: jobID, Vertex: v.GetName(), SubtaskIndex: i, Attempt: attempt, Session: session},
 				vertex:  v,
 				source:  len(v.GetInputs()) == 0,
 				tm:      slots[i],

@@ -13,12 +13,14 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/restapi"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
@@ -36,6 +38,14 @@ type Config struct {
 	// RPCTimeout bounds each call to a TaskManager.
 	RPCTimeout time.Duration
 	Logger     *slog.Logger
+	// HA is "none" (standalone) or "etcd".
+	HA string
+	// Etcd configures HA on etcd; its Client is required with HA "etcd".
+	Etcd ha.Config
+	// AdvertiseAddr and AdvertiseHTTPAddr are how others reach this
+	// JobManager when it leads; derived from the listeners when empty.
+	AdvertiseAddr     string
+	AdvertiseHTTPAddr string
 }
 
 // Validate checks the configuration and fills defaults.
@@ -58,6 +68,22 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	switch c.HA {
+	case "", "none":
+		c.HA = "none"
+	case "etcd":
+		if c.Etcd.Client == nil {
+			return errors.New("jobmanager: --ha etcd needs etcd endpoints")
+		}
+		if c.Etcd.Logger == nil {
+			c.Etcd.Logger = c.Logger
+		}
+		if err := c.Etcd.Validate(); err != nil {
+			return fmt.Errorf("jobmanager: %w", err)
+		}
+	default:
+		return fmt.Errorf("jobmanager: high availability must be none or etcd, got %q", c.HA)
+	}
 	return nil
 }
 
@@ -76,6 +102,9 @@ type Server struct {
 	tmGauge  prometheus.Gauge
 	tmLost   *prometheus.CounterVec
 	restarts *prometheus.CounterVec
+	leader   prometheus.Gauge
+	// leading is read on every RPC; the leader's services live in mu.
+	leading atomic.Bool
 	// schedMu serializes slot assignment so two jobs never take one slot.
 	schedMu sync.Mutex
 
@@ -83,6 +112,8 @@ type Server struct {
 		sync.Mutex
 		tms  map[string]*taskManager
 		jobs map[string]*jobMaster
+		// services are the current leadership's; nil while not leading.
+		services haServices
 	}
 }
 
@@ -112,11 +143,16 @@ func New(cfg Config) (*Server, error) {
 			Name: "weir_job_restarts_total", Help: "Restarts of the job after failures.",
 		}, []string{"job_id", "job_name"}),
 	}
-	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_jobmanager_leader", Help: "1 if this JobManager is the leader."})
-	leader.Set(1) // standalone: the only JobManager leads
-	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, leader)
+	s.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_jobmanager_leader", Help: "1 if this JobManager is the leader."})
+	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.leader)
 	s.mu.tms = map[string]*taskManager{}
 	s.mu.jobs = map[string]*jobMaster{}
+	if cfg.HA == "none" {
+		// Standalone: the only JobManager leads from the start.
+		s.mu.services = standaloneServices{s: s}
+		s.leading.Store(true)
+		s.leader.Set(1)
+	}
 	return s, nil
 }
 
@@ -131,10 +167,22 @@ func (s *Server) Run(ctx context.Context) error {
 		rpcLis.Close()
 		return fmt.Errorf("jobmanager: listen http: %w", err)
 	}
-	g, _ := rpc.NewServer()
+	g, _ := rpc.NewServer(grpc.ChainUnaryInterceptor(s.leaderOnly))
 	s.Register(g)
-	s.log.Info("jobmanager started", "id", s.id, "rpc_addr", rpcLis.Addr().String(), "http_addr", httpLis.Addr().String(), "checkpoint_dir", s.cfg.CheckpointDir)
+	s.log.Info("jobmanager started", "id", s.id, "rpc_addr", rpcLis.Addr().String(), "http_addr", httpLis.Addr().String(), "checkpoint_dir", s.cfg.CheckpointDir, "ha", s.cfg.HA)
 	var wg sync.WaitGroup
+	if s.cfg.HA == "etcd" {
+		info := ha.LeaderInfo{
+			ID:       s.id,
+			RPCAddr:  advertise(s.cfg.AdvertiseAddr, rpcLis.Addr()),
+			HTTPAddr: advertise(s.cfg.AdvertiseHTTPAddr, httpLis.Addr()),
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.lead(ctx, info)
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -21,8 +21,11 @@ type taskManager struct {
 	addr, httpAddr string
 	slots          int
 	lastHeartbeat  time.Time
-	conn           *grpc.ClientConn
-	client         weirv1.TaskExecutorServiceClient
+	// confirmed: a heartbeat showed the TaskManager took the registration
+	// (and obeys this JobManager); only then are subtasks placed on it.
+	confirmed bool
+	conn      *grpc.ClientConn
+	client    weirv1.TaskExecutorServiceClient
 }
 
 // RegisterTaskManager admits a TaskManager or renews its registration.
@@ -30,7 +33,7 @@ func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTask
 	if req.GetTaskmanagerId() == "" || req.GetRpcAddress() == "" || req.GetSlots() < 1 {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: registration needs taskmanager_id, rpc_address and slots >= 1")
 	}
-	conn, err := rpc.Dial(req.GetRpcAddress())
+	conn, err := rpc.Dial(req.GetRpcAddress(), rpc.StampJobManager(s.id))
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -50,7 +53,6 @@ func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTask
 		s.taskManagerLost(old.id, "taskmanager registered again")
 	}
 	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", tm.slots)
-	s.scheduleWaiting()
 	return &weirv1.RegisterTaskManagerResponse{
 		RegistrationId: tm.registration, JobmanagerId: s.id,
 		HeartbeatIntervalMs: s.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: s.cfg.HeartbeatTimeout.Milliseconds(),
@@ -66,6 +68,10 @@ func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*we
 		return &weirv1.HeartbeatResponse{Reregister: true}, nil
 	}
 	tm.lastHeartbeat = time.Now()
+	if !tm.confirmed {
+		tm.confirmed = true
+		go s.scheduleWaiting()
+	}
 	return &weirv1.HeartbeatResponse{}, nil
 }
 
@@ -123,7 +129,9 @@ func (s *Server) freeSlots() []*taskManager {
 	}
 	tms := make([]*taskManager, 0, len(s.mu.tms))
 	for _, tm := range s.mu.tms {
-		tms = append(tms, tm)
+		if tm.confirmed {
+			tms = append(tms, tm)
+		}
 	}
 	s.mu.Unlock()
 	sort.Slice(tms, func(i, k int) bool { return tms[i].id < tms[k].id })

@@ -2,6 +2,8 @@ package operators
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -24,6 +26,7 @@ type FileSink struct {
 	dir     string
 	subtask int
 	attempt int
+	run     string // random, names this run's in-progress files
 	pending sdk.ListState
 
 	cur     *os.File
@@ -42,6 +45,9 @@ func (f *FileSink) Open(ctx sdk.Context) error {
 		return errors.New("file-sink: config path is required")
 	}
 	f.dir, f.subtask, f.attempt = dir, ctx.SubtaskIndex(), ctx.AttemptNumber()
+	var run [4]byte
+	_, _ = rand.Read(run[:])
+	f.run = hex.EncodeToString(run[:])
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("file-sink: %w", err)
 	}
@@ -117,8 +123,10 @@ func (f *FileSink) abortNewer(sub int) error {
 	return nil
 }
 
+// inProgressName is unique per run: attempt numbers start over when a new
+// JobManager leader recovers the job, while an old attempt may still run.
 func (f *FileSink) inProgressName() string {
-	return fmt.Sprintf(".part-%d-inprogress-%d-%d", f.subtask, f.attempt, f.seq)
+	return fmt.Sprintf(".part-%d-inprogress-%d-%s-%d", f.subtask, f.attempt, f.run, f.seq)
 }
 
 func (f *FileSink) pendingName(subtask int, id int64) string {

@@ -20,26 +20,38 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 )
 
 // NewServer returns a gRPC server with the health and reflection services.
-func NewServer() (*grpc.Server, *health.Server) {
-	s := grpc.NewServer(
+func NewServer(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	s := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}, opts...)...)
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(s, h)
 	reflection.Register(s)
 	return s, h
 }
 
+// JobManagerIDHeader carries the calling JobManager's ID on every call to a
+// TaskManager, which obeys only the leader it registered with.
+const JobManagerIDHeader = "weir-jobmanager-id"
+
+// StampJobManager returns a dial option adding the JobManager's ID to calls.
+func StampJobManager(id string) grpc.DialOption {
+	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.AppendToOutgoingContext(ctx, JobManagerIDHeader, id), method, req, reply, cc, opts...)
+	})
+}
+
 // Dial returns a client connection; gRPC connects lazily and reconnects.
-func Dial(addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr,
+func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}

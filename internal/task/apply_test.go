@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weirproject/weir/internal/exchange"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -34,24 +35,25 @@ func (r *recordingResponder) Decline(_ context.Context, req *weirv1.DeclineCheck
 func TestApplyForwardsCancelMarkerOfNewerCheckpoint(t *testing.T) {
 	ctx := t.Context()
 	attempt := &weirv1.ExecutionAttemptID{JobId: "job", Vertex: "map", Attempt: 1}
-	part := exchange.NewResultPartition(&weirv1.ResultPartitionID{Producer: attempt, ConsumerVertex: "sink"}, 2, 8)
+	part := exchange.NewResultPartition(&weirv1.ResultPartitionID{Producer: attempt, ConsumerVertex: "sink"}, 2, 8, 0)
 	resp := &recordingResponder{}
 	tk := &Task{
 		cfg:      Config{Responder: resp},
 		attempt:  attempt,
 		log:      slog.New(slog.DiscardHandler),
+		now:      time.Now,
 		asyncCtx: ctx,
 		writers:  []*exchange.RecordWriter{exchange.NewRecordWriter(ctx, part, weirv1.Partitioner_PARTITIONER_HASH, 128, 0, 16)},
 	}
-	h := NewBarrierHandler(2, true)
-	if _, err := h.OnBarrier(0, &weirv1.CheckpointBarrier{CheckpointId: 5}); err != nil {
+	h := NewBarrierHandler(2, ModeAligned, 0)
+	if _, err := h.OnBarrier(0, &weirv1.CheckpointBarrier{CheckpointId: 5}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	d, err := h.OnCancelMarker(1, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tk.apply(d); err != nil {
+	if err := tk.apply(d, time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	tk.async.Wait()
@@ -76,7 +78,7 @@ func TestApplyForwardsCancelMarkerOfNewerCheckpoint(t *testing.T) {
 		}
 	}
 	// The newer checkpoint's barriers, arriving later, are ignored.
-	if d, err := h.OnBarrier(0, &weirv1.CheckpointBarrier{CheckpointId: 6}); err != nil || d != (Decision{}) {
+	if d, err := h.OnBarrier(0, &weirv1.CheckpointBarrier{CheckpointId: 6}, time.Now()); err != nil || d != (Decision{}) {
 		t.Fatalf("late barrier 6: %+v %v", d, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -12,42 +13,55 @@ import (
 
 // TestBarrierHandler runs the scenarios in testdata/barrier. Commands:
 //
-//	new channels=<n> mode=exactly-once|at-least-once
-//	barrier ch=<i> id=<checkpoint> [ts=<ms>]
+//	new channels=<n> mode=<mode> [timeout=<duration>]
+//	barrier ch=<i> id=<checkpoint> [ts=<ms>] [unaligned] [savepoint]
 //	cancel ch=<i> id=<checkpoint>
 //	eop ch=<i>
+//	tick d=<duration>
 //	state
+//	orders channels=<n> mode=<mode> [timeout=<duration>] [eop=<i>]
+//
+// Modes: aligned (alias exactly-once), at-least-once, unaligned,
+// aligned-timeout. Barriers carry no options, so the handler's mode
+// applies, unless the barrier is marked unaligned (what a subtask that went
+// unaligned forwards) or savepoint (always aligned). The clock starts at 0
+// and only tick moves it; tick feeds the handler its timer.
 //
 // Every event prints the Decision (or the error) followed by the handler's
-// state: the checkpoint being aligned and the blocked channels.
+// state: the checkpoint in progress, the blocked channels, the channels
+// being recorded as channel state and the timeout deadline, if any.
+//
+// orders runs checkpoint 1 through a fresh handler once for every order in
+// which its barriers can arrive on the n channels (with eop, the event on
+// that channel is its end of partition instead), one line per order:
+// each event as channel:decision followed by the channels blocked (b=) and
+// recorded (r=) afterwards.
 func TestBarrierHandler(t *testing.T) {
 	datadriven.Walk(t, "testdata/barrier", func(t *testing.T, path string) {
 		var (
-			h *BarrierHandler
-			n int
+			h     *BarrierHandler
+			n     int
+			clock time.Duration
+			mode  Mode
 		)
+		base := time.Unix(1000, 0)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Cmd != "new" && h == nil {
+			if d.Cmd != "new" && d.Cmd != "orders" && h == nil {
 				d.Fatalf(t, "%s before new", d.Cmd)
 			}
 			var (
 				dec Decision
 				err error
 			)
+			now := base.Add(clock)
 			switch d.Cmd {
 			case "new":
-				var mode string
+				var timeout time.Duration
 				d.ScanArgs(t, "channels", &n)
-				d.ScanArgs(t, "mode", &mode)
-				switch mode {
-				case "exactly-once":
-					h = NewBarrierHandler(n, true)
-				case "at-least-once":
-					h = NewBarrierHandler(n, false)
-				default:
-					d.Fatalf(t, "unknown mode %q", mode)
-				}
-				return formatState(h, n)
+				mode, timeout = scanMode(t, d)
+				h = NewBarrierHandler(n, mode, timeout)
+				clock = 0
+				return formatState(h, n, base, clock)
 			case "barrier":
 				var ch int
 				var id, ts int64
@@ -56,7 +70,14 @@ func TestBarrierHandler(t *testing.T) {
 				if d.HasArg("ts") {
 					d.ScanArgs(t, "ts", &ts)
 				}
-				dec, err = h.OnBarrier(ch, &weirv1.CheckpointBarrier{CheckpointId: id, TimestampMs: ts})
+				b := &weirv1.CheckpointBarrier{CheckpointId: id, TimestampMs: ts}
+				switch {
+				case d.HasArg("unaligned"):
+					b.Options = &weirv1.CheckpointOptions{ExactlyOnce: true, Unaligned: true}
+				case d.HasArg("savepoint"):
+					b.Options = &weirv1.CheckpointOptions{ExactlyOnce: true, Unaligned: mode == ModeUnaligned || mode == ModeAlignedTimeout, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT}
+				}
+				dec, err = h.OnBarrier(ch, b, now)
 			case "cancel":
 				var ch int
 				var id int64
@@ -67,8 +88,19 @@ func TestBarrierHandler(t *testing.T) {
 				var ch int
 				d.ScanArgs(t, "ch", &ch)
 				dec, err = h.OnEndOfPartition(ch)
+			case "tick":
+				var s string
+				d.ScanArgs(t, "d", &s)
+				dur, perr := time.ParseDuration(s)
+				if perr != nil {
+					d.Fatalf(t, "tick: %v", perr)
+				}
+				clock += dur
+				dec = h.OnTimer(base.Add(clock))
 			case "state":
-				return formatState(h, n)
+				return formatState(h, n, base, clock)
+			case "orders":
+				return runOrders(t, d)
 			default:
 				d.Fatalf(t, "unknown command %q", d.Cmd)
 			}
@@ -76,12 +108,100 @@ func TestBarrierHandler(t *testing.T) {
 			if err != nil {
 				fmt.Fprintf(&b, "error: %v\n", err)
 			} else {
-				b.WriteString(formatDecision(dec))
+				b.WriteString("decision: " + formatDecision(dec) + "\n")
 			}
-			b.WriteString(formatState(h, n))
+			b.WriteString(formatState(h, n, base, clock))
 			return b.String()
 		})
 	})
+}
+
+func scanMode(t *testing.T, d *datadriven.TestData) (Mode, time.Duration) {
+	var name string
+	d.ScanArgs(t, "mode", &name)
+	var timeout time.Duration
+	if d.HasArg("timeout") {
+		var s string
+		d.ScanArgs(t, "timeout", &s)
+		var err error
+		if timeout, err = time.ParseDuration(s); err != nil {
+			d.Fatalf(t, "timeout: %v", err)
+		}
+	}
+	switch name {
+	case "aligned", "exactly-once":
+		return ModeAligned, 0
+	case "at-least-once":
+		return ModeAtLeastOnce, 0
+	case "unaligned":
+		return ModeUnaligned, 0
+	case "aligned-timeout":
+		if timeout <= 0 {
+			d.Fatalf(t, "aligned-timeout needs timeout=")
+		}
+		return ModeAlignedTimeout, timeout
+	}
+	d.Fatalf(t, "unknown mode %q", name)
+	return 0, 0
+}
+
+// runOrders runs checkpoint 1 in every arrival order (see TestBarrierHandler).
+func runOrders(t *testing.T, d *datadriven.TestData) string {
+	var n int
+	d.ScanArgs(t, "channels", &n)
+	mode, timeout := scanMode(t, d)
+	eop := -1
+	if d.HasArg("eop") {
+		d.ScanArgs(t, "eop", &eop)
+	}
+	chans := make([]int, n)
+	for i := range chans {
+		chans[i] = i
+	}
+	now := time.Unix(1000, 0)
+	var out strings.Builder
+	for _, order := range permutations(chans) {
+		h := NewBarrierHandler(n, mode, timeout)
+		var steps []string
+		for _, ch := range order {
+			var (
+				dec Decision
+				err error
+			)
+			if ch == eop {
+				dec, err = h.OnEndOfPartition(ch)
+			} else {
+				dec, err = h.OnBarrier(ch, &weirv1.CheckpointBarrier{CheckpointId: 1}, now)
+			}
+			if err != nil {
+				d.Fatalf(t, "order %v: %v", order, err)
+			}
+			step := fmt.Sprintf("%d:%s", ch, compactDecision(dec))
+			if ch == eop {
+				step = fmt.Sprintf("%d(eop):%s", ch, compactDecision(dec))
+			}
+			if s := compactState(h, n); s != "" {
+				step += " " + s
+			}
+			steps = append(steps, step)
+		}
+		fmt.Fprintf(&out, "%s\n", strings.Join(steps, " | "))
+	}
+	return out.String()
+}
+
+func permutations(xs []int) [][]int {
+	if len(xs) <= 1 {
+		return [][]int{append([]int(nil), xs...)}
+	}
+	var out [][]int
+	for i, x := range xs {
+		rest := append(append([]int(nil), xs[:i]...), xs[i+1:]...)
+		for _, p := range permutations(rest) {
+			out = append(out, append([]int{x}, p...))
+		}
+	}
+	return out
 }
 
 func formatDecision(d Decision) string {
@@ -98,33 +218,97 @@ func formatDecision(d Decision) string {
 	if d.Started != 0 {
 		parts = append(parts, fmt.Sprintf("started=%d", d.Started))
 	}
+	if d.TimedOut {
+		parts = append(parts, "timed-out")
+	}
 	if d.Snapshot != nil {
 		s := fmt.Sprintf("snapshot=%d", d.Snapshot.GetCheckpointId())
 		if ts := d.Snapshot.GetTimestampMs(); ts != 0 {
 			s += fmt.Sprintf("@%d", ts)
 		}
+		if d.Unaligned {
+			s += " unaligned"
+			if m, _ := ModeOf(d.Snapshot.GetOptions()); m != ModeUnaligned {
+				s += "(but the forwarded barrier is not!)"
+			}
+		}
 		parts = append(parts, s)
+	} else if d.Unaligned {
+		parts = append(parts, "unaligned-without-snapshot")
+	}
+	if d.Completed != 0 {
+		parts = append(parts, fmt.Sprintf("completed=%d", d.Completed))
 	}
 	if len(parts) == 0 {
-		return "decision: none\n"
+		return "none"
 	}
-	return "decision: " + strings.Join(parts, " ") + "\n"
+	return strings.Join(parts, " ")
 }
 
-func formatState(h *BarrierHandler, n int) string {
-	var blocked []string
-	for ch := range n {
-		if h.Blocked(ch) {
-			blocked = append(blocked, fmt.Sprint(ch))
+func compactDecision(d Decision) string {
+	var parts []string
+	if d.Aborted != 0 {
+		parts = append(parts, fmt.Sprintf("aborted=%d", d.Aborted))
+	}
+	if d.Started != 0 {
+		parts = append(parts, "started")
+	}
+	if d.Snapshot != nil {
+		if d.Unaligned {
+			parts = append(parts, "snapshot(unaligned)")
+		} else {
+			parts = append(parts, "snapshot")
 		}
 	}
-	b := "none"
-	if len(blocked) > 0 {
-		b = strings.Join(blocked, ",")
+	if d.Completed != 0 {
+		parts = append(parts, "completed")
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+func channels(n int, f func(int) bool) string {
+	var out []string
+	for ch := range n {
+		if f(ch) {
+			out = append(out, fmt.Sprint(ch))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func compactState(h *BarrierHandler, n int) string {
+	var parts []string
+	if b := channels(n, h.Blocked); b != "" {
+		parts = append(parts, "b="+b)
+	}
+	if r := channels(n, h.Recording); r != "" {
+		parts = append(parts, "r="+r)
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatState(h *BarrierHandler, n int, base time.Time, clock time.Duration) string {
+	b := channels(n, h.Blocked)
+	if b == "" {
+		b = "none"
 	}
 	a := "none"
 	if id := h.Aligning(); id != 0 {
 		a = fmt.Sprint(id)
 	}
-	return fmt.Sprintf("aligning: %s blocked: %s\n", a, b)
+	s := fmt.Sprintf("aligning: %s blocked: %s", a, b)
+	if h.Unaligned() {
+		r := channels(n, h.Recording)
+		if r == "" {
+			r = "none"
+		}
+		s += " recording: " + r
+	}
+	if dl, ok := h.Deadline(); ok {
+		s += fmt.Sprintf(" timeout-in: %v", dl.Sub(base.Add(clock)))
+	}
+	return s + "\n"
 }

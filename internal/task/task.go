@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirproject/weir/internal/exchange"
@@ -42,12 +43,24 @@ type Config struct {
 	Logger     *slog.Logger
 	// OnRunning is called once the subtask is connected and about to process.
 	OnRunning func()
-	// QueueCapacity bounds each output subpartition, in buffers.
+	// OnEndOfInput is called once the subtask received all its input.
+	OnEndOfInput func()
+	// QueueCapacity is the number of buffers an output subpartition holds
+	// before the subtask stops taking new work (reading input, emitting
+	// from a source) until its consumer took one.
 	QueueCapacity int
+	// Overdraft is how many buffers past QueueCapacity the work already
+	// started may add before a write blocks the mailbox [2].
+	Overdraft int
 	// BatchSize is the number of records per buffer.
 	BatchSize int
+	// StepRecords bounds the records processed between two looks at the
+	// mailbox and at priority events (unaligned barriers) [16].
+	StepRecords int
 	// FlushInterval bounds how long a partly filled buffer waits.
 	FlushInterval time.Duration
+	// Now is the clock; time.Now when nil. Tests drive a fake one.
+	Now func() time.Time
 }
 
 // Task is one running subtask attempt.
@@ -59,6 +72,11 @@ type Task struct {
 	mailbox *mailbox
 	metrics *subtaskMetrics
 
+	now func() time.Time
+	// backpressured is the total time the subtask was back-pressured, in
+	// nanoseconds, readable from any goroutine.
+	backpressured atomic.Int64
+
 	// Everything below is owned by the goroutine running Run.
 	src       sdk.Source
 	op        sdk.Operator
@@ -66,20 +84,43 @@ type Task struct {
 	inputs    []exchange.InputChannel
 	barriers  *BarrierHandler
 	inputNote chan struct{}
-	endOfData []bool
-	eop       []bool
-	writers   []*exchange.RecordWriter
-	parts     []*exchange.ResultPartition
-	out       *collector
-	// endOfInput: no more records will come; the next checkpoint is final.
+	// outputNote wakes the loop when an output subpartition has space.
+	outputNote chan struct{}
+	endOfData  []bool
+	eop        []bool
+	// gate and gateIndex place each input channel in the descriptor.
+	gate, gateIndex []int
+	writers         []*exchange.RecordWriter
+	parts           []*exchange.ResultPartition
+	out             *collector
+	// cur is the input buffer being processed, StepRecords at a time.
+	cur struct {
+		ch   int
+		recs []sdk.Record
+	}
+	// replay holds, per input channel, the restored input channel state,
+	// processed before anything the channel delivers.
+	replay [][]exchange.Buffer
+	// align measures the checkpoint whose barriers are arriving.
+	align struct {
+		id        int64
+		start     time.Time
+		processed int64 // bytes processed since the first barrier
+	}
+	// rec is the channel state of the unaligned checkpoint whose
+	// barriers are still arriving.
+	rec *channelRecorder
+	// bpSince is when the output became unavailable; zero when it is.
+	bpSince time.Time
+	// endOfInput: no more records will come; acks say so, and the job's
+	// final checkpoint is one every subtask took after its end of input.
 	endOfInput bool
-	// finalCheckpoint is the first checkpoint taken after endOfInput; the
+	// syncSavepoint is the stop-with-savepoint in progress, if any; the
 	// subtask finishes once it completed, so sinks have committed.
-	finalCheckpoint int64
+	syncSavepoint int64
 	// suspended: a source stopped emitting for a synchronous savepoint.
 	suspended   bool
 	finished    bool
-	alignStart  time.Time
 	nextChannel int
 	lastFlush   time.Time
 	restoredID  int64
@@ -100,6 +141,15 @@ func New(cfg Config) (*Task, error) {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = 5 * time.Millisecond
 	}
+	if cfg.Overdraft <= 0 {
+		cfg.Overdraft = 2
+	}
+	if cfg.StepRecords <= 0 {
+		cfg.StepRecords = 16
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	src, op, err := cfg.Operators.Lookup(d.GetOperator())
 	if err != nil {
 		return nil, err
@@ -112,15 +162,17 @@ func New(cfg Config) (*Task, error) {
 	}
 	a := d.GetAttempt()
 	t := &Task{
-		cfg:       cfg,
-		desc:      d,
-		attempt:   a,
-		log:       cfg.Logger.With("job_id", a.GetJobId(), "task", a.GetVertex(), "subtask", a.GetSubtaskIndex(), "attempt", a.GetAttempt()),
-		mailbox:   newMailbox(),
-		metrics:   cfg.Metrics.forSubtask(a),
-		src:       src,
-		op:        op,
-		inputNote: make(chan struct{}, 1),
+		cfg:        cfg,
+		desc:       d,
+		attempt:    a,
+		log:        cfg.Logger.With("job_id", a.GetJobId(), "task", a.GetVertex(), "subtask", a.GetSubtaskIndex(), "attempt", a.GetAttempt()),
+		mailbox:    newMailbox(),
+		metrics:    cfg.Metrics.forSubtask(a),
+		now:        cfg.Now,
+		src:        src,
+		op:         op,
+		inputNote:  make(chan struct{}, 1),
+		outputNote: make(chan struct{}, 1),
 	}
 	maxP, p, i := int(d.GetMaxParallelism()), int(d.GetParallelism()), int(a.GetSubtaskIndex())
 	t.backend = state.NewHeap(maxP, keygroup.RangeFor(maxP, p, i))
@@ -144,19 +196,36 @@ func (t *Task) TriggerCheckpoint(id, timestampMs int64, opts *weirv1.CheckpointO
 				return err
 			}
 		}
-		return t.checkpoint(b, time.Now())
+		now := t.now()
+		t.observeStartDelay(b, now)
+		// A source has nothing to align; with unaligned checkpoints its
+		// barrier still overtakes its queued output. (An aligned-timeout
+		// barrier goes out aligned: its consumers time it out.)
+		mode, _ := ModeOf(opts)
+		return t.checkpoint(b, now, now, mode == ModeUnaligned)
 	})
 }
 
+// BackPressured returns how long the subtask has been back-pressured: its
+// output was full, so it took no new input (or its source did not emit),
+// or a write blocked. Safe to call from any goroutine.
+func (t *Task) BackPressured() time.Duration {
+	return time.Duration(t.backpressured.Load())
+}
+
 // NotifyCheckpointComplete tells the subtask checkpoint id is durable.
-func (t *Task) NotifyCheckpointComplete(id int64) {
+// After the job's final checkpoint (final), the subtask finishes: every
+// subtask of the job had reached the end of its input when it snapshotted,
+// or it was a stop-with-savepoint. Finishing earlier would stop checkpoints
+// for the subtasks still draining (a finished source cannot be triggered).
+func (t *Task) NotifyCheckpointComplete(id int64, final bool) {
 	t.mailbox.put(func() error {
 		if l, ok := t.operator().(sdk.CheckpointListener); ok {
 			if err := l.NotifyCheckpointComplete(id); err != nil {
 				return fmt.Errorf("task: notify checkpoint %d complete: %w", id, err)
 			}
 		}
-		if t.finalCheckpoint != 0 && id >= t.finalCheckpoint {
+		if final {
 			t.finished = true
 		}
 		return nil
@@ -171,10 +240,9 @@ func (t *Task) NotifyCheckpointAborted(id int64) {
 				return fmt.Errorf("task: notify checkpoint %d aborted: %w", id, err)
 			}
 		}
-		if id == t.finalCheckpoint {
-			// The next checkpoint becomes the final one; a source stopped
-			// for a synchronous savepoint emits again.
-			t.finalCheckpoint, t.suspended = 0, false
+		if id == t.syncSavepoint {
+			// The stop-with-savepoint failed: a stopped source emits again.
+			t.syncSavepoint, t.suspended = 0, false
 		}
 		return nil
 	})
@@ -194,6 +262,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	t.asyncCtx = ctx
 	defer func() {
 		cancel()
+		if t.rec != nil {
+			t.rec.abort()
+		}
 		t.async.Wait()
 		t.cleanup()
 		t.metrics.release()
@@ -204,66 +275,122 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	if t.cfg.OnRunning != nil {
 		t.cfg.OnRunning()
 	}
-	t.lastFlush = time.Now()
+	t.lastFlush = t.now()
 	var timer *time.Timer
 	for !t.finished {
-		if err := t.runMail(); err != nil {
-			return err
-		}
-		if t.finished {
-			break
-		}
-		progressed, backoff, err := t.step()
+		idle, wait, err := t.cycle()
 		if err != nil {
 			return err
 		}
-		if progressed {
-			if time.Since(t.lastFlush) >= t.cfg.FlushInterval {
-				if err := t.flush(); err != nil {
-					return err
-				}
-			}
+		if t.finished || !idle {
 			continue
 		}
-		// Idle: send what is batched so latency does not wait for a full buffer.
-		if err := t.flush(); err != nil {
-			return err
-		}
+		// Nothing to do until mail, input or output space arrives, or the
+		// next timer (a source's backoff, an alignment timeout) is due.
 		var wake <-chan time.Time
-		if backoff > 0 {
+		if wait > 0 {
 			if timer == nil {
-				timer = time.NewTimer(backoff)
+				timer = time.NewTimer(wait)
 			} else {
-				timer.Reset(backoff)
+				timer.Reset(wait)
 			}
 			wake = timer.C
 		}
 		select {
 		case <-t.mailbox.notify:
 		case <-t.inputNote:
+		case <-t.outputNote:
 		case <-wake:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if timer != nil && wake != nil && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		if timer != nil && wake != nil {
+			timer.Stop()
 		}
 	}
 	return t.finish()
 }
 
+// cycle is one turn of the mailbox loop: pending mail, priority events on
+// the inputs, due timers, then one step of work if the output has room.
+// Mail and priority events are handled even while the output is full, so
+// a back-pressured subtask still takes checkpoints. idle means nothing
+// more can be done until the loop is woken, or wait passed (if positive).
+func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
+	if err := t.runMail(); err != nil {
+		return false, 0, err
+	}
+	if t.finished {
+		return false, 0, nil
+	}
+	if err := t.pollPriority(); err != nil {
+		return false, 0, err
+	}
+	now := t.now()
+	if dl, ok := t.barriers.Deadline(); ok {
+		if !now.Before(dl) {
+			if err := t.apply(t.barriers.OnTimer(now), now, nil); err != nil {
+				return false, 0, err
+			}
+		} else {
+			wait = dl.Sub(now)
+		}
+	}
+	t.collectBlocked()
+	if !t.outputAvailable() {
+		t.markBackpressured(now, true)
+		// Partly filled batches still go to the consumers that have room.
+		return true, wait, t.flush(now)
+	}
+	t.markBackpressured(now, false)
+	progressed, backoff, err := t.step()
+	if err != nil {
+		return false, 0, err
+	}
+	if progressed {
+		if now.Sub(t.lastFlush) >= t.cfg.FlushInterval {
+			return false, 0, t.flush(now)
+		}
+		return false, 0, nil
+	}
+	// Idle: send what is batched so latency does not wait for a full buffer.
+	if backoff > 0 && (wait == 0 || backoff < wait) {
+		wait = backoff
+	}
+	return true, wait, t.flush(now)
+}
+
 func (t *Task) setup(ctx context.Context) error {
 	d := t.desc
 	octx := &opContext{t: t}
+	spaceNote := func() {
+		select {
+		case t.outputNote <- struct{}{}:
+		default:
+		}
+	}
+	var restored *weirv1.ChannelStateSnapshot
+	if r := d.GetRestore(); r != nil {
+		var err error
+		if restored, err = state.RestoreChannelState(r.GetSubtasks(), int(t.attempt.GetSubtaskIndex()), int(d.GetParallelism())); err != nil {
+			return fmt.Errorf("task: restore checkpoint %d: %w", r.GetCheckpointId(), err)
+		}
+	}
 	for _, o := range d.GetOutputs() {
 		id := &weirv1.ResultPartitionID{Producer: t.attempt, ConsumerVertex: o.GetTargetVertex()}
-		part := exchange.NewResultPartition(id, int(o.GetNumSubpartitions()), t.cfg.QueueCapacity)
-		t.cfg.Network.Partitions().Register(part)
+		part := exchange.NewResultPartition(id, int(o.GetNumSubpartitions()), t.cfg.QueueCapacity, t.cfg.Overdraft)
 		t.parts = append(t.parts, part)
-		t.writers = append(t.writers, exchange.NewRecordWriter(ctx, part, o.GetPartitioner(), int(d.GetMaxParallelism()), int(t.attempt.GetSubtaskIndex()), t.cfg.BatchSize))
+		w := exchange.NewRecordWriter(ctx, part, o.GetPartitioner(), int(d.GetMaxParallelism()), int(t.attempt.GetSubtaskIndex()), t.cfg.BatchSize)
+		w.SetAvailabilityListener(spaceNote)
+		t.writers = append(t.writers, w)
+	}
+	// Recovered output goes into the queues before consumers can attach,
+	// ahead of anything this attempt emits.
+	if err := t.restoreOutput(restored); err != nil {
+		return err
+	}
+	for _, part := range t.parts {
+		t.cfg.Network.Partitions().Register(part)
 	}
 	t.out = &collector{writers: t.writers}
 	notify := func() {
@@ -272,18 +399,23 @@ func (t *Task) setup(ctx context.Context) error {
 		default:
 		}
 	}
-	for _, g := range d.GetInputs() {
-		for _, ch := range g.GetChannels() {
+	for gi, g := range d.GetInputs() {
+		for ci, ch := range g.GetChannels() {
 			in, err := t.cfg.Network.OpenChannel(ctx, ch, notify)
 			if err != nil {
 				return fmt.Errorf("task: open input from %s: %w", g.GetSourceVertex(), err)
 			}
 			t.inputs = append(t.inputs, in)
+			t.gate, t.gateIndex = append(t.gate, gi), append(t.gateIndex, ci)
 		}
 	}
-	t.barriers = NewBarrierHandler(len(t.inputs), d.GetCheckpointOptions().GetExactlyOnce())
+	mode, timeout := ModeOf(d.GetCheckpointOptions())
+	t.barriers = NewBarrierHandler(len(t.inputs), mode, timeout)
 	t.endOfData = make([]bool, len(t.inputs))
 	t.eop = make([]bool, len(t.inputs))
+	if err := t.restoreInput(restored); err != nil {
+		return err
+	}
 	if r := d.GetRestore(); r != nil {
 		if err := t.backend.Restore(r.GetSubtasks(), int(t.attempt.GetSubtaskIndex()), int(d.GetParallelism())); err != nil {
 			return err
@@ -331,6 +463,18 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 		}
 		return st.Backoff <= 0, st.Backoff, nil
 	}
+	if len(t.cur.recs) > 0 {
+		return true, 0, t.process()
+	}
+	// Recovered input state goes first, channel by channel.
+	for ch, bufs := range t.replay {
+		if len(bufs) == 0 {
+			continue
+		}
+		t.cur.ch, t.cur.recs = ch, bufs[0].Records
+		t.replay[ch] = bufs[1:]
+		return true, 0, t.process()
+	}
 	n := len(t.inputs)
 	for k := 0; k < n; k++ {
 		ch := (t.nextChannel + k) % n
@@ -345,39 +489,106 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 			continue
 		}
 		t.nextChannel = (ch + 1) % n
+		if b.Kind == exchange.KindRecords {
+			t.cur.ch, t.cur.recs = ch, b.Records
+			return true, 0, t.process()
+		}
 		return true, 0, t.handle(ch, b)
 	}
 	return false, 0, nil
 }
 
-func (t *Task) handle(ch int, b exchange.Buffer) error {
-	switch b.Kind {
-	case exchange.KindRecords:
-		t.out.count = 0
-		for _, r := range b.Records {
-			t.backend.SetCurrentKey(r.Key)
-			if err := t.op.ProcessRecord(r, t.out); err != nil {
-				return fmt.Errorf("task: %s: process record: %w", t.desc.GetOperator(), err)
+// pollPriority handles the priority events (unaligned barriers) waiting on
+// any input channel, blocked or not, ahead of the data queued there. A
+// channel still replaying recovered input is left alone: its events come
+// after that input.
+func (t *Task) pollPriority() error {
+	for ch, in := range t.inputs {
+		if t.eop[ch] || len(t.replay[ch]) > 0 {
+			continue
+		}
+		for {
+			b, ok, err := in.PollPriority()
+			if err != nil {
+				return fmt.Errorf("task: input channel %d: %w", ch, err)
 			}
-			if t.out.err != nil {
-				return t.out.err
+			if !ok {
+				break
+			}
+			if err := t.handle(ch, b); err != nil {
+				return err
 			}
 		}
-		t.metrics.recordsIn.Add(float64(len(b.Records)))
-		t.metrics.recordsOut.Add(float64(t.out.count))
-		return nil
+	}
+	return nil
+}
+
+// process runs the next StepRecords records of the current input buffer
+// through the operator.
+func (t *Task) process() error {
+	ch := t.cur.ch
+	n := min(len(t.cur.recs), t.cfg.StepRecords)
+	recs := t.cur.recs[:n:n]
+	t.cur.recs = t.cur.recs[n:]
+	if len(t.cur.recs) == 0 {
+		t.cur.recs = nil
+	}
+	// Records read before the channel's barrier of an unaligned
+	// checkpoint whose snapshot is taken belong to its channel state.
+	if t.rec != nil && t.barriers.Recording(ch) {
+		t.rec.addInput(ch, exchange.Buffer{Kind: exchange.KindRecords, Records: recs})
+	}
+	if t.barriers.Aligning() != 0 {
+		t.align.processed += exchange.Buffer{Records: recs}.Size()
+	}
+	t.out.count = 0
+	for _, r := range recs {
+		t.backend.SetCurrentKey(r.Key)
+		if err := t.op.ProcessRecord(r, t.out); err != nil {
+			return fmt.Errorf("task: %s: process record: %w", t.desc.GetOperator(), err)
+		}
+		if t.out.err != nil {
+			return t.out.err
+		}
+	}
+	t.metrics.recordsIn.Add(float64(len(recs)))
+	t.metrics.recordsOut.Add(float64(t.out.count))
+	return nil
+}
+
+// handle carries out an event read from input channel ch.
+func (t *Task) handle(ch int, b exchange.Buffer) error {
+	switch b.Kind {
 	case exchange.KindBarrier:
-		d, err := t.barriers.OnBarrier(ch, b.Barrier)
+		now := t.now()
+		d, err := t.barriers.OnBarrier(ch, b.Barrier, now)
 		if err != nil {
 			return err
 		}
-		return t.apply(d)
+		if d.Started == b.Barrier.GetCheckpointId() {
+			t.observeStartDelay(b.Barrier, now)
+		}
+		return t.apply(d, now, func(rec *channelRecorder) {
+			if !b.Priority || rec.id != b.Barrier.GetCheckpointId() {
+				return
+			}
+			// The barrier overtook data of its own channel that is not
+			// processed yet: the rest of the buffer being processed, and
+			// what the channel held when the barrier reached it. It all
+			// precedes the barrier, so it is channel state.
+			if t.cur.ch == ch && len(t.cur.recs) > 0 {
+				rec.addInput(ch, exchange.Buffer{Kind: exchange.KindRecords, Records: t.cur.recs[:len(t.cur.recs):len(t.cur.recs)]})
+			}
+			for _, o := range b.Overtaken {
+				rec.addInput(ch, o)
+			}
+		})
 	case exchange.KindCancelMarker:
 		d, err := t.barriers.OnCancelMarker(ch, b.CheckpointID)
 		if err != nil {
 			return err
 		}
-		return t.apply(d)
+		return t.apply(d, t.now(), nil)
 	case exchange.KindEndOfData:
 		t.endOfData[ch] = true
 		return t.maybeEndOfInput()
@@ -388,7 +599,7 @@ func (t *Task) handle(ch int, b exchange.Buffer) error {
 		if err != nil {
 			return err
 		}
-		if err := t.apply(d); err != nil {
+		if err := t.apply(d, t.now(), nil); err != nil {
 			return err
 		}
 		return t.maybeEndOfInput()
@@ -396,12 +607,17 @@ func (t *Task) handle(ch int, b exchange.Buffer) error {
 	return fmt.Errorf("task: unexpected %s on channel %d", b.Kind, ch)
 }
 
-// apply carries out a barrier handler decision.
-func (t *Task) apply(d Decision) error {
-	now := time.Now()
+// apply carries out a barrier handler decision made at now. overtaken, if
+// set, is called once the snapshot is taken, with the channel state being
+// recorded, so the event's caller can add what the barrier overtook.
+func (t *Task) apply(d Decision, now time.Time, overtaken func(*channelRecorder)) error {
 	for _, id := range []int64{d.Aborted, d.Cancelled} {
 		if id == 0 {
 			continue
+		}
+		if t.rec != nil && t.rec.id == id {
+			t.rec.abort()
+			t.rec = nil
 		}
 		t.decline(id, d.AbortReason, "alignment ended without all barriers")
 		if err := t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id}); err != nil {
@@ -409,13 +625,40 @@ func (t *Task) apply(d Decision) error {
 		}
 	}
 	if d.Started != 0 {
-		t.alignStart = now
+		t.align.id, t.align.start, t.align.processed = d.Started, now, 0
 	}
 	if d.Snapshot != nil {
-		t.metrics.alignment.Observe(now.Sub(t.alignStart).Seconds())
-		return t.checkpoint(d.Snapshot, t.alignStart)
+		if d.TimedOut {
+			t.log.Info("alignment timed out; checkpoint continues unaligned", "checkpoint_id", d.Snapshot.GetCheckpointId(),
+				"alignment", now.Sub(t.align.start))
+		}
+		if err := t.checkpoint(d.Snapshot, t.align.start, now, d.Unaligned); err != nil {
+			return err
+		}
+	}
+	if overtaken != nil && t.rec != nil {
+		overtaken(t.rec)
+	}
+	if d.Completed != 0 {
+		alignment := now.Sub(t.align.start)
+		if len(t.inputs) <= 1 {
+			alignment = 0
+		}
+		t.metrics.alignment.Observe(alignment.Seconds())
+		if t.rec != nil && t.rec.id == d.Completed {
+			t.rec.finish(alignment, t.align.processed)
+			t.rec = nil
+		}
 	}
 	return nil
+}
+
+// observeStartDelay records how long barrier b took from its trigger to
+// this subtask.
+func (t *Task) observeStartDelay(b *weirv1.CheckpointBarrier, arrived time.Time) {
+	if b.GetTimestampMs() > 0 {
+		t.metrics.startDelay.Observe(max(0, arrived.Sub(time.UnixMilli(b.GetTimestampMs())).Seconds()))
+	}
 }
 
 func (t *Task) maybeEndOfInput() error {
@@ -440,19 +683,32 @@ func (t *Task) maybeEndOfInput() error {
 
 func (t *Task) reachEndOfInput() error {
 	t.endOfInput = true
-	t.log.Info("end of input reached; finishing after the next completed checkpoint")
+	t.log.Info("end of input reached; finishing after the job's final checkpoint")
+	if t.cfg.OnEndOfInput != nil {
+		t.cfg.OnEndOfInput()
+	}
 	return t.broadcast(exchange.Buffer{Kind: exchange.KindEndOfData})
 }
 
-// checkpoint takes the snapshot for barrier b: operators emit what must
-// precede the barrier, the barrier goes downstream, the synchronous snapshot
-// is taken here and written to storage off the mailbox.
-func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier time.Time) error {
+// ckptStats are the measurements an acknowledgement reports.
+type ckptStats struct {
+	sync, alignment, startDelay time.Duration
+	processed, persisted        int64
+	unaligned                   bool
+	// endOfInput: the subtask had all its input when it snapshotted.
+	endOfInput bool
+}
+
+// checkpoint takes the snapshot for barrier b, whose first barrier arrived
+// at firstBarrier: operators emit what must precede the barrier, the
+// barrier goes downstream (ahead of the queued output when unaligned), the
+// synchronous snapshot is taken here and written to storage off the
+// mailbox. An unaligned checkpoint's acknowledgement waits for its channel
+// state: the output its barrier overtook, recorded now, and the input
+// still arriving before the barriers missing on other channels.
+func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Time, unaligned bool) error {
 	id := b.GetCheckpointId()
-	start := time.Now()
-	if b.GetTimestampMs() > 0 {
-		t.metrics.startDelay.Observe(max(0, firstBarrier.Sub(time.UnixMilli(b.GetTimestampMs())).Seconds()))
-	}
+	start := now
 	if h, ok := t.operator().(sdk.PreBarrierHook); ok {
 		t.out.count = 0
 		if err := h.PrepareSnapshotPreBarrier(id, t.out); err != nil {
@@ -462,7 +718,27 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier time.Time) e
 			return t.out.err
 		}
 	}
-	if err := t.broadcast(exchange.Buffer{Kind: exchange.KindBarrier, Barrier: b}); err != nil {
+	barrier := exchange.Buffer{Kind: exchange.KindBarrier, Barrier: b}
+	var rec *channelRecorder
+	if unaligned {
+		if t.rec != nil { // the handler ends an older one first; never here
+			t.rec.abort()
+			t.rec = nil
+		}
+		rec = newChannelRecorder(id, len(t.inputs), len(t.writers))
+		for i, w := range t.writers {
+			overtaken, err := w.BroadcastPriority(barrier)
+			if err != nil {
+				return err
+			}
+			for sub, bufs := range overtaken {
+				for _, o := range bufs {
+					rec.addOutput(i, sub, o)
+				}
+			}
+		}
+		t.lastFlush = now
+	} else if err := t.broadcast(barrier); err != nil {
 		return err
 	}
 	if s, ok := t.operator().(sdk.Snapshotter); ok {
@@ -478,49 +754,91 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier time.Time) e
 	case weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND, weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE:
 		// Stop-with-savepoint: nothing more is emitted, and the subtask
 		// finishes once the savepoint completed.
-		t.finalCheckpoint, t.suspended = id, true
-	default:
-		if t.endOfInput && t.finalCheckpoint == 0 {
-			t.finalCheckpoint = id
+		t.syncSavepoint, t.suspended = id, true
+	}
+	stats := ckptStats{sync: t.now().Sub(start), unaligned: unaligned, endOfInput: t.endOfInput}
+	if b.GetTimestampMs() > 0 {
+		stats.startDelay = max(0, firstBarrier.Sub(time.UnixMilli(b.GetTimestampMs())))
+	}
+	if !unaligned && len(t.inputs) > 1 {
+		stats.alignment, stats.processed = start.Sub(firstBarrier), t.align.processed
+	}
+	t.metrics.syncDuration.Set(stats.sync.Seconds())
+	if rec != nil {
+		t.metrics.unaligned.Inc()
+		if len(t.inputs) == 0 {
+			rec.finish(0, 0) // a source has no input to wait for
+		} else {
+			t.rec = rec
 		}
 	}
-	syncDur := time.Since(start)
-	alignDur := start.Sub(firstBarrier)
-	if len(t.inputs) <= 1 {
-		alignDur = 0
-	}
-	t.metrics.syncDuration.Set(syncDur.Seconds())
 	t.async.Add(1)
 	go func() {
 		defer t.async.Done()
-		asyncStart := time.Now()
-		dir := storageDir(t.desc, b)
-		if _, err := os.Stat(dir); err != nil {
-			// The JobManager creates the directory before triggering and
-			// removes it on abort: a missing one means the checkpoint is gone.
-			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+		t.completeAsync(b, snap, rec, stats)
+	}()
+	return nil
+}
+
+// completeAsync is the asynchronous part of checkpoint b: it writes the
+// state files, waits for the channel state of an unaligned checkpoint and
+// writes it too, and acknowledges (or declines on a storage error).
+func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap *state.Snapshot, rec *channelRecorder, stats ckptStats) {
+	id := b.GetCheckpointId()
+	asyncStart := t.now()
+	dir := storageDir(t.desc, b)
+	if _, err := os.Stat(dir); err != nil {
+		// The JobManager creates the directory before triggering and
+		// removes it on abort: a missing one means the checkpoint is gone.
+		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+		return
+	}
+	vertex, subtask := t.attempt.GetVertex(), int(t.attempt.GetSubtaskIndex())
+	st, err := snap.Write(dir, vertex, subtask, int(t.desc.GetParallelism()))
+	if err != nil {
+		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+		return
+	}
+	if rec != nil {
+		select {
+		case <-rec.done:
+		case <-t.asyncCtx.Done():
 			return
 		}
-		st, err := snap.Write(dir, t.attempt.GetVertex(), int(t.attempt.GetSubtaskIndex()), int(t.desc.GetParallelism()))
+		if rec.aborted {
+			return // declined by the mailbox
+		}
+		stats.alignment, stats.processed, stats.persisted = rec.alignment, rec.processed, rec.bytes
+		h, err := state.WriteChannelState(dir, vertex, subtask, rec.snapshot(t.desc))
 		if err != nil {
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
 			return
 		}
-		asyncDur := time.Since(asyncStart)
-		t.metrics.asyncDuration.Set(asyncDur.Seconds())
-		err = t.cfg.Responder.Acknowledge(t.asyncCtx, &weirv1.AcknowledgeCheckpointRequest{
-			Attempt: t.attempt, CheckpointId: id, State: st,
-			Metrics: &weirv1.CheckpointMetrics{
-				SyncDurationMs:      syncDur.Milliseconds(),
-				AsyncDurationMs:     asyncDur.Milliseconds(),
-				AlignmentDurationMs: alignDur.Milliseconds(),
-			},
-		})
-		if err != nil && t.asyncCtx.Err() == nil {
-			t.log.Warn("acknowledge checkpoint failed", "checkpoint_id", id, "err", err)
+		if h != nil {
+			st.ChannelState = h
+			st.StateSize += h.GetSize()
+			st.CheckpointedSize += h.GetSize()
 		}
-	}()
-	return nil
+	}
+	asyncDur := t.now().Sub(asyncStart)
+	t.metrics.asyncDuration.Set(asyncDur.Seconds())
+	t.metrics.processed.Set(float64(stats.processed))
+	t.metrics.persisted.Set(float64(stats.persisted))
+	err = t.cfg.Responder.Acknowledge(t.asyncCtx, &weirv1.AcknowledgeCheckpointRequest{
+		Attempt: t.attempt, CheckpointId: id, State: st, EndOfInput: stats.endOfInput,
+		Metrics: &weirv1.CheckpointMetrics{
+			SyncDurationMs:                stats.sync.Milliseconds(),
+			AsyncDurationMs:               asyncDur.Milliseconds(),
+			AlignmentDurationMs:           stats.alignment.Milliseconds(),
+			StartDelayMs:                  stats.startDelay.Milliseconds(),
+			BytesBufferedDuringAlignment:  stats.processed,
+			BytesPersistedDuringAlignment: stats.persisted,
+			Unaligned:                     stats.unaligned,
+		},
+	})
+	if err != nil && t.asyncCtx.Err() == nil {
+		t.log.Warn("acknowledge checkpoint failed", "checkpoint_id", id, "err", err)
+	}
 }
 
 // storageDir is where the subtask writes its state for barrier b: the
@@ -546,30 +864,64 @@ func (t *Task) decline(id int64, reason weirv1.CheckpointFailureReason, msg stri
 	}()
 }
 
+// broadcast sends an event to every consumer, behind the records emitted
+// before it; it never blocks.
 func (t *Task) broadcast(b exchange.Buffer) error {
 	for _, w := range t.writers {
 		if err := w.Broadcast(b); err != nil {
 			return err
 		}
 	}
-	t.lastFlush = time.Now()
+	t.lastFlush = t.now()
 	return nil
 }
 
-func (t *Task) flush() error {
-	var blocked time.Duration
+// flush sends the partly filled batches of every subpartition with room.
+func (t *Task) flush(now time.Time) error {
 	for _, w := range t.writers {
-		if err := w.Flush(); err != nil {
+		if err := w.FlushAvailable(); err != nil {
 			return err
 		}
-		blocked += w.Backpressured
-		w.Backpressured = 0
 	}
-	if blocked > 0 {
-		t.metrics.backpressured.Add(blocked.Seconds())
-	}
-	t.lastFlush = time.Now()
+	t.lastFlush = now
 	return nil
+}
+
+// outputAvailable reports whether every output subpartition has room, so
+// the subtask may take new work.
+func (t *Task) outputAvailable() bool {
+	for _, w := range t.writers {
+		if !w.Available() {
+			return false
+		}
+	}
+	return true
+}
+
+// markBackpressured tracks the periods the output is unavailable.
+func (t *Task) markBackpressured(now time.Time, bp bool) {
+	switch {
+	case bp && t.bpSince.IsZero():
+		t.bpSince = now
+	case !bp && !t.bpSince.IsZero():
+		t.addBackpressured(now.Sub(t.bpSince))
+		t.bpSince = time.Time{}
+	}
+}
+
+// collectBlocked adds the time writes blocked at a full queue.
+func (t *Task) collectBlocked() {
+	for _, w := range t.writers {
+		if w.Backpressured > 0 {
+			t.addBackpressured(w.Backpressured)
+			w.Backpressured = 0
+		}
+	}
+}
+
+func (t *Task) addBackpressured(d time.Duration) {
+	t.backpressured.Add(int64(d))
+	t.metrics.backpressured.Add(d.Seconds())
 }
 
 // finish ends a subtask whose final checkpoint completed.

@@ -11,14 +11,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirproject/weir/internal/exchange"
+	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/task"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -37,6 +40,9 @@ type Config struct {
 	Slots         int
 	Operators     *sdk.Registry
 	Logger        *slog.Logger
+	// Etcd, when its Client is set, finds the JobManager leader through
+	// etcd instead of the fixed JobManager address.
+	Etcd ha.Config
 	// Credits bounds in-flight buffers per remote input channel.
 	Credits int
 	// QueueCapacity bounds each output subpartition, in buffers.
@@ -45,8 +51,8 @@ type Config struct {
 
 // Validate checks the configuration and fills defaults.
 func (c *Config) Validate() error {
-	if c.JobManager == "" {
-		return errors.New("taskmanager: JobManager address is required")
+	if c.JobManager == "" && c.Etcd.Client == nil {
+		return errors.New("taskmanager: a JobManager address or etcd endpoints are required")
 	}
 	if c.Slots < 1 {
 		return fmt.Errorf("taskmanager: slots must be at least 1, got %d", c.Slots)
@@ -82,13 +88,20 @@ type Server struct {
 	metrics    *task.Metrics
 	addr       string
 	httpAddr   string
-	jm         weirv1.JobManagerGatewayServiceClient
+	leaders    leaderSource
+	jmMu       sync.Mutex // guards the connection to the JobManager leader
+	jmConn     *grpc.ClientConn
+	jmAddr     string
+	jmClient   weirv1.JobManagerGatewayServiceClient
 
 	wg sync.WaitGroup
 	mu struct {
 		sync.Mutex
 		tasks        map[string]*running
 		registration string
+		// jobManagerID is the leader this TaskManager registered with; only
+		// its calls are obeyed, so a deposed leader cannot act here.
+		jobManagerID string
 	}
 }
 
@@ -99,7 +112,7 @@ type running struct {
 }
 
 func attemptKey(a *weirv1.ExecutionAttemptID) string {
-	return fmt.Sprintf("%s/%s/%d/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
+	return fmt.Sprintf("%s/%s/%d/%d@%s", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), a.GetSession())
 }
 
 // Run serves until ctx ends, then cancels every subtask and stops.
@@ -116,31 +129,35 @@ func Run(ctx context.Context, cfg Config) error {
 		rpcLis.Close()
 		return fmt.Errorf("taskmanager: listen http: %w", err)
 	}
-	jmConn, err := rpc.Dial(cfg.JobManager)
-	if err != nil {
-		rpcLis.Close()
-		httpLis.Close()
-		return err
-	}
-	defer jmConn.Close()
 	reg := rpc.NewRegistry()
 	s := &Server{
 		cfg: cfg, log: cfg.Logger.With("taskmanager_id", cfg.ID), partitions: exchange.NewRegistry(), conns: newConnPool(),
-		metrics: task.NewMetrics(reg), addr: advertise(cfg.AdvertiseAddr, rpcLis.Addr()), jm: weirv1.NewJobManagerGatewayServiceClient(jmConn),
+		metrics: task.NewMetrics(reg), addr: advertise(cfg.AdvertiseAddr, rpcLis.Addr()),
 	}
+	defer s.closeJobManager()
 	// The HTTP address is published on the RPC address's host.
 	host, _, _ := net.SplitHostPort(s.addr)
 	_, httpPort, _ := net.SplitHostPort(httpLis.Addr().String())
 	s.httpAddr = net.JoinHostPort(host, httpPort)
 	s.mu.tasks = map[string]*running{}
 	defer s.conns.close()
-	g, _ := rpc.NewServer()
+	g, _ := rpc.NewServer(grpc.ChainUnaryInterceptor(s.fromLeaderOnly))
 	weirv1.RegisterTaskExecutorServiceServer(g, s)
 	weirv1.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions})
 	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", s.httpAddr, "slots", cfg.Slots, "jobmanager", cfg.JobManager)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.leaders = staticLeader(cfg.JobManager)
+	if cfg.Etcd.Client != nil {
+		el := &etcdLeader{}
+		s.leaders = el
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			el.follow(ctx, cfg.Etcd)
+		}()
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -162,9 +179,10 @@ func advertise(configured string, lis net.Addr) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
-// stayRegistered registers with the JobManager and heartbeats. When the
-// JobManager stays unreachable for its heartbeat timeout, the subtasks are
-// cancelled: their checkpoints can no longer complete.
+// stayRegistered registers with the JobManager leader and heartbeats. When
+// the leader stays unreachable for its heartbeat timeout, or another
+// JobManager leads, the subtasks are cancelled: their checkpoints can no
+// longer complete, and the leader redeploys the jobs from checkpoints.
 func (s *Server) stayRegistered(ctx context.Context) {
 	interval, timeout := time.Second, 5*time.Second
 	var lastOK time.Time
@@ -177,33 +195,51 @@ func (s *Server) stayRegistered(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		jm, changed, err := s.jobManager()
+		if err != nil {
+			s.log.Debug("no jobmanager leader", "err", err)
+			if registered && time.Since(lastOK) > timeout {
+				s.log.Warn("no jobmanager leader; cancelling subtasks", "timeout", timeout)
+				s.cancelAll()
+				registered = false
+			}
+			continue
+		}
+		if changed && registered {
+			s.log.Warn("following a new jobmanager leader; cancelling subtasks of the old one")
+			registered = false
+		}
 		if !registered {
+			// Whatever runs here belongs to a JobManager this TaskManager
+			// is no longer registered with: stop it before a new leader
+			// can deploy anything.
+			s.cancelAll()
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := s.jm.RegisterTaskManager(cctx, &weirv1.RegisterTaskManagerRequest{
+			resp, err := jm.RegisterTaskManager(cctx, &weirv1.RegisterTaskManagerRequest{
 				TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.httpAddr,
 			})
 			cancel()
 			if err != nil {
 				s.log.Debug("registration failed; retrying", "err", err)
+				t.Reset(200 * time.Millisecond)
 				continue
 			}
-			// A new registration means the JobManager forgot what ran here.
-			s.cancelAll()
 			s.mu.Lock()
-			s.mu.registration = resp.GetRegistrationId()
+			s.mu.registration, s.mu.jobManagerID = resp.GetRegistrationId(), resp.GetJobmanagerId()
 			s.mu.Unlock()
 			interval = time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond
 			timeout = time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond
 			t.Reset(interval)
 			registered, lastOK = true, time.Now()
 			s.log.Info("registered with jobmanager", "jobmanager_id", resp.GetJobmanagerId())
-			continue
+			// The first heartbeat tells the JobManager this TaskManager
+			// obeys it now; only then does it place subtasks here.
 		}
 		s.mu.Lock()
 		reg := s.mu.registration
 		s.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, interval)
-		resp, err := s.jm.Heartbeat(cctx, &weirv1.HeartbeatRequest{TaskmanagerId: s.cfg.ID, RegistrationId: reg})
+		resp, err := jm.Heartbeat(cctx, &weirv1.HeartbeatRequest{TaskmanagerId: s.cfg.ID, RegistrationId: reg})
 		cancel()
 		switch {
 		case err == nil && !resp.GetReregister():
@@ -219,6 +255,70 @@ func (s *Server) stayRegistered(ctx context.Context) {
 			t.Reset(200 * time.Millisecond)
 		}
 	}
+}
+
+// jobManager returns a client of the current leader; changed reports that
+// the leader moved since the last call.
+func (s *Server) jobManager() (weirv1.JobManagerGatewayServiceClient, bool, error) {
+	addr, err := s.leaders.Leader()
+	if err != nil {
+		return nil, false, err
+	}
+	s.jmMu.Lock()
+	defer s.jmMu.Unlock()
+	if addr == s.jmAddr && s.jmClient != nil {
+		return s.jmClient, false, nil
+	}
+	conn, err := rpc.Dial(addr)
+	if err != nil {
+		return nil, false, err
+	}
+	changed := s.jmConn != nil
+	if s.jmConn != nil {
+		s.jmConn.Close()
+	}
+	s.jmConn, s.jmAddr, s.jmClient = conn, addr, weirv1.NewJobManagerGatewayServiceClient(conn)
+	return s.jmClient, changed, nil
+}
+
+// gateway is the client of the JobManager this TaskManager talks to now.
+func (s *Server) gateway() (weirv1.JobManagerGatewayServiceClient, error) {
+	s.jmMu.Lock()
+	defer s.jmMu.Unlock()
+	if s.jmClient == nil {
+		return nil, errors.New("taskmanager: no jobmanager yet")
+	}
+	return s.jmClient, nil
+}
+
+func (s *Server) closeJobManager() {
+	s.jmMu.Lock()
+	defer s.jmMu.Unlock()
+	if s.jmConn != nil {
+		s.jmConn.Close()
+	}
+}
+
+// fromLeaderOnly refuses TaskExecutor calls from any JobManager but the one
+// this TaskManager registered with: a deposed leader that wakes up (after a
+// pause or a partition) cannot deploy, trigger or cancel here.
+func (s *Server) fromLeaderOnly(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !strings.HasPrefix(info.FullMethod, "/weir.v1.TaskExecutorService/") {
+		return handler(ctx, req)
+	}
+	var caller string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(rpc.JobManagerIDHeader); len(v) > 0 {
+			caller = v[0]
+		}
+	}
+	s.mu.Lock()
+	leader := s.mu.jobManagerID
+	s.mu.Unlock()
+	if caller == "" || caller != leader {
+		return nil, status.Errorf(codes.FailedPrecondition, "taskmanager: call from jobmanager %q, but registered with %q", caller, leader)
+	}
+	return handler(ctx, req)
 }
 
 func (s *Server) cancelAll() {
@@ -246,6 +346,9 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
 		Logger: s.log, QueueCapacity: s.cfg.QueueCapacity,
 		OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
+		OnEndOfInput: func() {
+			s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
+		},
 	})
 	if err != nil {
 		cancel()
@@ -263,31 +366,42 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer close(r.done)
 		err := t.Run(ctx)
 		s.mu.Lock()
 		delete(s.mu.tasks, key)
 		s.mu.Unlock()
+		cancelled := ctx.Err() != nil
+		cancel()
+		// The subtask stopped: whoever waits for it (a cancellation, a new
+		// registration) need not wait for the report, which may go to an
+		// unreachable JobManager.
+		close(r.done)
 		switch {
 		case err == nil:
 			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FINISHED, "")
-		case ctx.Err() != nil:
+		case cancelled:
 			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 		default:
 			s.log.Error("subtask failed", "task", key, "err", err)
 			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error())
 		}
-		cancel()
 	}()
 	return &weirv1.DeployTaskResponse{}, nil
 }
 
 func (s *Server) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string) {
+	s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: st, FailureCause: cause, TaskmanagerId: s.cfg.ID})
+}
+
+func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := s.jm.UpdateTaskExecutionState(ctx, &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: st, FailureCause: cause, TaskmanagerId: s.cfg.ID})
+	jm, err := s.gateway()
+	if err == nil {
+		_, err = jm.UpdateTaskExecutionState(ctx, req)
+	}
 	if err != nil {
-		s.log.Warn("reporting subtask state failed", "task", attemptKey(a), "state", st, "err", err)
+		s.log.Warn("reporting subtask state failed", "task", attemptKey(req.GetAttempt()), "state", req.GetState(), "err", err)
 	}
 }
 
@@ -332,7 +446,7 @@ func (s *Server) NotifyCheckpointComplete(_ context.Context, req *weirv1.NotifyC
 	if err != nil {
 		return nil, err
 	}
-	r.task.NotifyCheckpointComplete(req.GetCheckpointId())
+	r.task.NotifyCheckpointComplete(req.GetCheckpointId(), req.GetFinal())
 	return &weirv1.NotifyCheckpointCompleteResponse{}, nil
 }
 
@@ -378,7 +492,11 @@ func (s *Server) OpenChannel(ctx context.Context, ch *weirv1.InputChannelDescrip
 func (s *Server) Acknowledge(ctx context.Context, req *weirv1.AcknowledgeCheckpointRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := s.jm.AcknowledgeCheckpoint(ctx, req)
+	jm, err := s.gateway()
+	if err != nil {
+		return err
+	}
+	_, err = jm.AcknowledgeCheckpoint(ctx, req)
 	return err
 }
 
@@ -386,7 +504,11 @@ func (s *Server) Acknowledge(ctx context.Context, req *weirv1.AcknowledgeCheckpo
 func (s *Server) Decline(ctx context.Context, req *weirv1.DeclineCheckpointRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := s.jm.DeclineCheckpoint(ctx, req)
+	jm, err := s.gateway()
+	if err != nil {
+		return err
+	}
+	_, err = jm.DeclineCheckpoint(ctx, req)
 	return err
 }
 

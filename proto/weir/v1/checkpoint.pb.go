@@ -733,6 +733,334 @@ func (x *OperatorStateSnapshot) GetStates() []*OperatorStateSnapshot_ListState {
 	return nil
 }
 
+// ChannelStateSnapshot is the file format of a subtask's channel state: the
+// records that were in flight when it took an unaligned checkpoint. A
+// restored subtask re-emits its output state before anything else and
+// processes its input state before reading the channels again.
+type ChannelStateSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// inputs holds, per input channel, the records that arrived before the
+	// channel's barrier but were not processed when the snapshot was taken.
+	Inputs []*InputChannelState `protobuf:"bytes,1,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// outputs holds, per output subpartition, the records the barrier
+	// overtook: queued, or batched and not yet queued, when it was sent.
+	Outputs       []*ResultSubpartitionState `protobuf:"bytes,2,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelStateSnapshot) Reset() {
+	*x = ChannelStateSnapshot{}
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelStateSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelStateSnapshot) ProtoMessage() {}
+
+func (x *ChannelStateSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelStateSnapshot.ProtoReflect.Descriptor instead.
+func (*ChannelStateSnapshot) Descriptor() ([]byte, []int) {
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ChannelStateSnapshot) GetInputs() []*InputChannelState {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *ChannelStateSnapshot) GetOutputs() []*ResultSubpartitionState {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+// InputChannelState is the recorded input of one input channel.
+type InputChannelState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// gate is the index of the input gate in the task's descriptor.
+	Gate int32 `protobuf:"varint,1,opt,name=gate,proto3" json:"gate,omitempty"`
+	// channel is the index of the channel in its gate (the upstream subtask).
+	Channel int32 `protobuf:"varint,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	// num_channels is the gate's channel count when written: input state can
+	// only be restored when the upstream vertex kept its parallelism.
+	NumChannels   int32            `protobuf:"varint,3,opt,name=num_channels,json=numChannels,proto3" json:"num_channels,omitempty"`
+	SourceVertex  string           `protobuf:"bytes,4,opt,name=source_vertex,json=sourceVertex,proto3" json:"source_vertex,omitempty"`
+	Batches       []*InFlightBatch `protobuf:"bytes,5,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputChannelState) Reset() {
+	*x = InputChannelState{}
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputChannelState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputChannelState) ProtoMessage() {}
+
+func (x *InputChannelState) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputChannelState.ProtoReflect.Descriptor instead.
+func (*InputChannelState) Descriptor() ([]byte, []int) {
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *InputChannelState) GetGate() int32 {
+	if x != nil {
+		return x.Gate
+	}
+	return 0
+}
+
+func (x *InputChannelState) GetChannel() int32 {
+	if x != nil {
+		return x.Channel
+	}
+	return 0
+}
+
+func (x *InputChannelState) GetNumChannels() int32 {
+	if x != nil {
+		return x.NumChannels
+	}
+	return 0
+}
+
+func (x *InputChannelState) GetSourceVertex() string {
+	if x != nil {
+		return x.SourceVertex
+	}
+	return ""
+}
+
+func (x *InputChannelState) GetBatches() []*InFlightBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// ResultSubpartitionState is the recorded output of one subpartition.
+type ResultSubpartitionState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// partition is the index of the output in the task's descriptor.
+	Partition    int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Subpartition int32 `protobuf:"varint,2,opt,name=subpartition,proto3" json:"subpartition,omitempty"`
+	// num_subpartitions is the partition's size when written: output state
+	// can only be restored when the consumer vertex kept its parallelism.
+	NumSubpartitions int32            `protobuf:"varint,3,opt,name=num_subpartitions,json=numSubpartitions,proto3" json:"num_subpartitions,omitempty"`
+	TargetVertex     string           `protobuf:"bytes,4,opt,name=target_vertex,json=targetVertex,proto3" json:"target_vertex,omitempty"`
+	Batches          []*InFlightBatch `protobuf:"bytes,5,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ResultSubpartitionState) Reset() {
+	*x = ResultSubpartitionState{}
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResultSubpartitionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResultSubpartitionState) ProtoMessage() {}
+
+func (x *ResultSubpartitionState) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResultSubpartitionState.ProtoReflect.Descriptor instead.
+func (*ResultSubpartitionState) Descriptor() ([]byte, []int) {
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ResultSubpartitionState) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ResultSubpartitionState) GetSubpartition() int32 {
+	if x != nil {
+		return x.Subpartition
+	}
+	return 0
+}
+
+func (x *ResultSubpartitionState) GetNumSubpartitions() int32 {
+	if x != nil {
+		return x.NumSubpartitions
+	}
+	return 0
+}
+
+func (x *ResultSubpartitionState) GetTargetVertex() string {
+	if x != nil {
+		return x.TargetVertex
+	}
+	return ""
+}
+
+func (x *ResultSubpartitionState) GetBatches() []*InFlightBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// InFlightBatch is one buffer of channel state, kept as it travelled.
+type InFlightBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*InFlightRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InFlightBatch) Reset() {
+	*x = InFlightBatch{}
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InFlightBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InFlightBatch) ProtoMessage() {}
+
+func (x *InFlightBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InFlightBatch.ProtoReflect.Descriptor instead.
+func (*InFlightBatch) Descriptor() ([]byte, []int) {
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InFlightBatch) GetRecords() []*InFlightRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// InFlightRecord is a record of channel state (exchange's Record, which
+// this file cannot import without a cycle).
+type InFlightRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Timestamp     int64                  `protobuf:"varint,3,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InFlightRecord) Reset() {
+	*x = InFlightRecord{}
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InFlightRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InFlightRecord) ProtoMessage() {}
+
+func (x *InFlightRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InFlightRecord.ProtoReflect.Descriptor instead.
+func (*InFlightRecord) Descriptor() ([]byte, []int) {
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InFlightRecord) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *InFlightRecord) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *InFlightRecord) GetTimestamp() int64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
 type OperatorStateSnapshot_ListState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -745,7 +1073,7 @@ type OperatorStateSnapshot_ListState struct {
 
 func (x *OperatorStateSnapshot_ListState) Reset() {
 	*x = OperatorStateSnapshot_ListState{}
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[10]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +1085,7 @@ func (x *OperatorStateSnapshot_ListState) String() string {
 func (*OperatorStateSnapshot_ListState) ProtoMessage() {}
 
 func (x *OperatorStateSnapshot_ListState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_checkpoint_proto_msgTypes[10]
+	mi := &file_weir_v1_checkpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1189,28 @@ const file_weir_v1_checkpoint_proto_rawDesc = "" +
 	"\tListState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05union\x18\x02 \x01(\bR\x05union\x12\x14\n" +
-	"\x05items\x18\x03 \x03(\fR\x05itemsB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\x05items\x18\x03 \x03(\fR\x05items\"\x86\x01\n" +
+	"\x14ChannelStateSnapshot\x122\n" +
+	"\x06inputs\x18\x01 \x03(\v2\x1a.weir.v1.InputChannelStateR\x06inputs\x12:\n" +
+	"\aoutputs\x18\x02 \x03(\v2 .weir.v1.ResultSubpartitionStateR\aoutputs\"\xbb\x01\n" +
+	"\x11InputChannelState\x12\x12\n" +
+	"\x04gate\x18\x01 \x01(\x05R\x04gate\x12\x18\n" +
+	"\achannel\x18\x02 \x01(\x05R\achannel\x12!\n" +
+	"\fnum_channels\x18\x03 \x01(\x05R\vnumChannels\x12#\n" +
+	"\rsource_vertex\x18\x04 \x01(\tR\fsourceVertex\x120\n" +
+	"\abatches\x18\x05 \x03(\v2\x16.weir.v1.InFlightBatchR\abatches\"\xdf\x01\n" +
+	"\x17ResultSubpartitionState\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\"\n" +
+	"\fsubpartition\x18\x02 \x01(\x05R\fsubpartition\x12+\n" +
+	"\x11num_subpartitions\x18\x03 \x01(\x05R\x10numSubpartitions\x12#\n" +
+	"\rtarget_vertex\x18\x04 \x01(\tR\ftargetVertex\x120\n" +
+	"\abatches\x18\x05 \x03(\v2\x16.weir.v1.InFlightBatchR\abatches\"B\n" +
+	"\rInFlightBatch\x121\n" +
+	"\arecords\x18\x01 \x03(\v2\x17.weir.v1.InFlightRecordR\arecords\"V\n" +
+	"\x0eInFlightRecord\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
+	"\ttimestamp\x18\x03 \x01(\x03R\ttimestampB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_checkpoint_proto_rawDescOnce sync.Once
@@ -875,7 +1224,7 @@ func file_weir_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_weir_v1_checkpoint_proto_rawDescData
 }
 
-var file_weir_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_weir_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_weir_v1_checkpoint_proto_goTypes = []any{
 	(*StateHandle)(nil),                     // 0: weir.v1.StateHandle
 	(*KeyGroupRange)(nil),                   // 1: weir.v1.KeyGroupRange
@@ -887,8 +1236,13 @@ var file_weir_v1_checkpoint_proto_goTypes = []any{
 	(*KeyGroupSnapshot)(nil),                // 7: weir.v1.KeyGroupSnapshot
 	(*KeyedStateSnapshot)(nil),              // 8: weir.v1.KeyedStateSnapshot
 	(*OperatorStateSnapshot)(nil),           // 9: weir.v1.OperatorStateSnapshot
-	(*OperatorStateSnapshot_ListState)(nil), // 10: weir.v1.OperatorStateSnapshot.ListState
-	(CheckpointType)(0),                     // 11: weir.v1.CheckpointType
+	(*ChannelStateSnapshot)(nil),            // 10: weir.v1.ChannelStateSnapshot
+	(*InputChannelState)(nil),               // 11: weir.v1.InputChannelState
+	(*ResultSubpartitionState)(nil),         // 12: weir.v1.ResultSubpartitionState
+	(*InFlightBatch)(nil),                   // 13: weir.v1.InFlightBatch
+	(*InFlightRecord)(nil),                  // 14: weir.v1.InFlightRecord
+	(*OperatorStateSnapshot_ListState)(nil), // 15: weir.v1.OperatorStateSnapshot.ListState
+	(CheckpointType)(0),                     // 16: weir.v1.CheckpointType
 }
 var file_weir_v1_checkpoint_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.SubtaskState.key_groups:type_name -> weir.v1.KeyGroupRange
@@ -896,18 +1250,23 @@ var file_weir_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 2: weir.v1.SubtaskState.operator_state:type_name -> weir.v1.StateHandle
 	0,  // 3: weir.v1.SubtaskState.channel_state:type_name -> weir.v1.StateHandle
 	0,  // 4: weir.v1.SubtaskState.shared_files:type_name -> weir.v1.StateHandle
-	11, // 5: weir.v1.CheckpointMetadata.type:type_name -> weir.v1.CheckpointType
+	16, // 5: weir.v1.CheckpointMetadata.type:type_name -> weir.v1.CheckpointType
 	2,  // 6: weir.v1.CheckpointMetadata.subtasks:type_name -> weir.v1.SubtaskState
 	5,  // 7: weir.v1.CheckpointMetadata.operator_coordinators:type_name -> weir.v1.NamedState
 	5,  // 8: weir.v1.CheckpointMetadata.master_states:type_name -> weir.v1.NamedState
 	6,  // 9: weir.v1.KeyGroupSnapshot.entries:type_name -> weir.v1.KeyedStateEntry
 	7,  // 10: weir.v1.KeyedStateSnapshot.key_groups:type_name -> weir.v1.KeyGroupSnapshot
-	10, // 11: weir.v1.OperatorStateSnapshot.states:type_name -> weir.v1.OperatorStateSnapshot.ListState
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 11: weir.v1.OperatorStateSnapshot.states:type_name -> weir.v1.OperatorStateSnapshot.ListState
+	11, // 12: weir.v1.ChannelStateSnapshot.inputs:type_name -> weir.v1.InputChannelState
+	12, // 13: weir.v1.ChannelStateSnapshot.outputs:type_name -> weir.v1.ResultSubpartitionState
+	13, // 14: weir.v1.InputChannelState.batches:type_name -> weir.v1.InFlightBatch
+	13, // 15: weir.v1.ResultSubpartitionState.batches:type_name -> weir.v1.InFlightBatch
+	14, // 16: weir.v1.InFlightBatch.records:type_name -> weir.v1.InFlightRecord
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_checkpoint_proto_init() }
@@ -922,7 +1281,7 @@ func file_weir_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_checkpoint_proto_rawDesc), len(file_weir_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -339,11 +339,14 @@ func (CheckpointFailureReason) EnumDescriptor() ([]byte, []int) {
 
 // ExecutionAttemptID names one run of one subtask.
 type ExecutionAttemptID struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Vertex        string                 `protobuf:"bytes,2,opt,name=vertex,proto3" json:"vertex,omitempty"`
-	SubtaskIndex  int32                  `protobuf:"varint,3,opt,name=subtask_index,json=subtaskIndex,proto3" json:"subtask_index,omitempty"`
-	Attempt       int32                  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	JobId        string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Vertex       string                 `protobuf:"bytes,2,opt,name=vertex,proto3" json:"vertex,omitempty"`
+	SubtaskIndex int32                  `protobuf:"varint,3,opt,name=subtask_index,json=subtaskIndex,proto3" json:"subtask_index,omitempty"`
+	Attempt      int32                  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// session names the JobManager leadership term that deployed the attempt:
+	// attempt numbers restart when a new leader recovers a job, sessions do not.
+	Session       string `protobuf:"bytes,5,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +407,13 @@ func (x *ExecutionAttemptID) GetAttempt() int32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *ExecutionAttemptID) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
 }
 
 // CheckpointOptions travel with every trigger and every barrier.
@@ -497,12 +507,13 @@ var File_weir_v1_common_proto protoreflect.FileDescriptor
 
 const file_weir_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x14weir/v1/common.proto\x12\aweir.v1\"\x82\x01\n" +
+	"\x14weir/v1/common.proto\x12\aweir.v1\"\x9c\x01\n" +
 	"\x12ExecutionAttemptID\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06vertex\x18\x02 \x01(\tR\x06vertex\x12#\n" +
 	"\rsubtask_index\x18\x03 \x01(\x05R\fsubtaskIndex\x12\x18\n" +
-	"\aattempt\x18\x04 \x01(\x05R\aattempt\"\x8f\x02\n" +
+	"\aattempt\x18\x04 \x01(\x05R\aattempt\x12\x18\n" +
+	"\asession\x18\x05 \x01(\tR\asession\"\x8f\x02\n" +
 	"\x11CheckpointOptions\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.weir.v1.CheckpointTypeR\x04type\x12!\n" +
 	"\fexactly_once\x18\x02 \x01(\bR\vexactlyOnce\x12\x1c\n" +

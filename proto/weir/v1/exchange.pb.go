@@ -458,7 +458,11 @@ type ExchangeMessage struct {
 	//	*ExchangeMessage_EndOfPartition
 	Kind isExchangeMessage_Kind `protobuf_oneof:"kind"`
 	// backlog is how many buffers the producer holds for this channel after this one.
-	Backlog       int32 `protobuf:"varint,10,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Backlog int32 `protobuf:"varint,10,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	// priority marks an event that overtook the buffers queued before it (the
+	// barrier of an unaligned checkpoint). It is sent without a credit and
+	// the consumer puts it ahead of the buffers it holds for the channel.
+	Priority      bool `protobuf:"varint,11,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -552,6 +556,13 @@ func (x *ExchangeMessage) GetBacklog() int32 {
 	return 0
 }
 
+func (x *ExchangeMessage) GetPriority() bool {
+	if x != nil {
+		return x.Priority
+	}
+	return false
+}
+
 type isExchangeMessage_Kind interface {
 	isExchangeMessage_Kind()
 }
@@ -612,7 +623,7 @@ const file_weir_v1_exchange_proto_rawDesc = "" +
 	"\x16CancelCheckpointMarker\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"\v\n" +
 	"\tEndOfData\"\x10\n" +
-	"\x0eEndOfPartition\"\xcf\x02\n" +
+	"\x0eEndOfPartition\"\xeb\x02\n" +
 	"\x0fExchangeMessage\x12,\n" +
 	"\x05batch\x18\x01 \x01(\v2\x14.weir.v1.RecordBatchH\x00R\x05batch\x126\n" +
 	"\abarrier\x18\x02 \x01(\v2\x1a.weir.v1.CheckpointBarrierH\x00R\abarrier\x129\n" +
@@ -620,7 +631,8 @@ const file_weir_v1_exchange_proto_rawDesc = "" +
 	"\vend_of_data\x18\x04 \x01(\v2\x12.weir.v1.EndOfDataH\x00R\tendOfData\x12C\n" +
 	"\x10end_of_partition\x18\x05 \x01(\v2\x17.weir.v1.EndOfPartitionH\x00R\x0eendOfPartition\x12\x18\n" +
 	"\abacklog\x18\n" +
-	" \x01(\x05R\abacklogB\x06\n" +
+	" \x01(\x05R\abacklog\x12\x1a\n" +
+	"\bpriority\x18\v \x01(\bR\bpriorityB\x06\n" +
 	"\x04kind2Z\n" +
 	"\x13DataExchangeService\x12C\n" +
 	"\tSubscribe\x12\x18.weir.v1.ExchangeRequest\x1a\x18.weir.v1.ExchangeMessage(\x010\x01B2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"

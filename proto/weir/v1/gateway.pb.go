@@ -271,6 +271,9 @@ type UpdateTaskExecutionStateRequest struct {
 	State         ExecutionState         `protobuf:"varint,2,opt,name=state,proto3,enum=weir.v1.ExecutionState" json:"state,omitempty"`
 	FailureCause  string                 `protobuf:"bytes,3,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
 	TaskmanagerId string                 `protobuf:"bytes,4,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
+	// end_of_input: a running subtask received all its input (a source emitted
+	// its last record); once all have, the JobManager takes the final checkpoint.
+	EndOfInput    bool `protobuf:"varint,5,opt,name=end_of_input,json=endOfInput,proto3" json:"end_of_input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +336,13 @@ func (x *UpdateTaskExecutionStateRequest) GetTaskmanagerId() string {
 	return ""
 }
 
+func (x *UpdateTaskExecutionStateRequest) GetEndOfInput() bool {
+	if x != nil {
+		return x.EndOfInput
+	}
+	return false
+}
+
 type UpdateTaskExecutionStateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -370,11 +380,14 @@ func (*UpdateTaskExecutionStateResponse) Descriptor() ([]byte, []int) {
 }
 
 type AcknowledgeCheckpointRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attempt       *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	CheckpointId  int64                  `protobuf:"varint,2,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
-	State         *SubtaskState          `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	Metrics       *CheckpointMetrics     `protobuf:"bytes,4,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Attempt      *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	CheckpointId int64                  `protobuf:"varint,2,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	State        *SubtaskState          `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Metrics      *CheckpointMetrics     `protobuf:"bytes,4,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// end_of_input: the subtask had received all its input (or, for a source,
+	// emitted its last record) when it took this snapshot.
+	EndOfInput    bool `protobuf:"varint,5,opt,name=end_of_input,json=endOfInput,proto3" json:"end_of_input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -435,6 +448,13 @@ func (x *AcknowledgeCheckpointRequest) GetMetrics() *CheckpointMetrics {
 		return x.Metrics
 	}
 	return nil
+}
+
+func (x *AcknowledgeCheckpointRequest) GetEndOfInput() bool {
+	if x != nil {
+		return x.EndOfInput
+	}
+	return false
 }
 
 type AcknowledgeCheckpointResponse struct {
@@ -608,18 +628,22 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
-	"reregister\"\xd3\x01\n" +
+	"reregister\"\xf5\x01\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.weir.v1.ExecutionStateR\x05state\x12#\n" +
 	"\rfailure_cause\x18\x03 \x01(\tR\ffailureCause\x12%\n" +
-	"\x0etaskmanager_id\x18\x04 \x01(\tR\rtaskmanagerId\"\"\n" +
-	" UpdateTaskExecutionStateResponse\"\xdd\x01\n" +
+	"\x0etaskmanager_id\x18\x04 \x01(\tR\rtaskmanagerId\x12 \n" +
+	"\fend_of_input\x18\x05 \x01(\bR\n" +
+	"endOfInput\"\"\n" +
+	" UpdateTaskExecutionStateResponse\"\xff\x01\n" +
 	"\x1cAcknowledgeCheckpointRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\x12+\n" +
 	"\x05state\x18\x03 \x01(\v2\x15.weir.v1.SubtaskStateR\x05state\x124\n" +
-	"\ametrics\x18\x04 \x01(\v2\x1a.weir.v1.CheckpointMetricsR\ametrics\"\x1f\n" +
+	"\ametrics\x18\x04 \x01(\v2\x1a.weir.v1.CheckpointMetricsR\ametrics\x12 \n" +
+	"\fend_of_input\x18\x05 \x01(\bR\n" +
+	"endOfInput\"\x1f\n" +
 	"\x1dAcknowledgeCheckpointResponse\"\x80\x02\n" +
 	"\x18DeclineCheckpointRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +

@@ -731,8 +731,11 @@ type NotifyCheckpointCompleteRequest struct {
 	CheckpointId int64                  `protobuf:"varint,2,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// last_subsumed_id is the newest checkpoint this one made obsolete (0 if none).
 	LastSubsumedId int64 `protobuf:"varint,3,opt,name=last_subsumed_id,json=lastSubsumedId,proto3" json:"last_subsumed_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// final: the job's last checkpoint (every subtask had reached the end of
+	// its input, or a stop-with-savepoint); every subtask finishes after it.
+	Final         bool `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NotifyCheckpointCompleteRequest) Reset() {
@@ -784,6 +787,13 @@ func (x *NotifyCheckpointCompleteRequest) GetLastSubsumedId() int64 {
 		return x.LastSubsumedId
 	}
 	return 0
+}
+
+func (x *NotifyCheckpointCompleteRequest) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
 }
 
 type NotifyCheckpointCompleteResponse struct {
@@ -969,11 +979,12 @@ const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x124\n" +
 	"\aoptions\x18\x04 \x01(\v2\x1a.weir.v1.CheckpointOptionsR\aoptions\"!\n" +
-	"\x1fTriggerCheckpointOnTaskResponse\"\xa7\x01\n" +
+	"\x1fTriggerCheckpointOnTaskResponse\"\xbd\x01\n" +
 	"\x1fNotifyCheckpointCompleteRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\x12(\n" +
-	"\x10last_subsumed_id\x18\x03 \x01(\x03R\x0elastSubsumedId\"\"\n" +
+	"\x10last_subsumed_id\x18\x03 \x01(\x03R\x0elastSubsumedId\x12\x14\n" +
+	"\x05final\x18\x04 \x01(\bR\x05final\"\"\n" +
 	" NotifyCheckpointCompleteResponse\"\xac\x01\n" +
 	"\x1eNotifyCheckpointAbortedRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +

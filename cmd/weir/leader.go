@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weirproject/weir/internal/daemon"
+	"github.com/weirproject/weir/internal/ha"
+)
+
+// leaderAddress asks etcd which JobManager leads the cluster.
+func leaderAddress(endpoints, clusterID string, timeout time.Duration) (string, error) {
+	client, err := daemon.EtcdClient(endpoints)
+	if err != nil {
+		return "", err
+	}
+	defer client.Close()
+	keys, err := ha.NewKeys(clusterID)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	info, ok, err := ha.CurrentLeader(ctx, client, keys.Leader())
+	if err != nil {
+		return "", fmt.Errorf("find the JobManager leader in etcd %s: %w", endpoints, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("no JobManager leads cluster %q in etcd %s", clusterID, endpoints)
+	}
+	return info.RPCAddr, nil
+}

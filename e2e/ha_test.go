@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/ha"
+)
+
+// startEtcd runs a real single-member etcd in the test process, on
+// loopback, for the daemons (separate processes) to use.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Name = "weir-e2e"
+	cfg.Dir = t.TempDir()
+	cfg.LogLevel = "panic"
+	lo := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{lo}, []url.URL{lo}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{lo}, []url.URL{lo}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	t.Cleanup(sync.OnceFunc(e.Close))
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		t.Fatalf("etcd: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd not ready")
+	}
+	return e.Clients[0].Addr().String()
+}
+
+// haCluster is a cluster of JobManagers electing a leader in etcd.
+type haCluster struct {
+	*cluster
+	jms map[string]*process // RPC address → JobManager
+}
+
+func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), etcd: startEtcd(t)}
+	t.Cleanup(c.stop)
+	h := &haCluster{cluster: c, jms: map[string]*process{}}
+	for i := 0; i < jobManagers; i++ {
+		addr := freePort(t)
+		h.jms[addr] = c.start("jobmanager", "--ha", "etcd", "--etcd-endpoints", c.etcd, "--cluster-id", "e2e",
+			"--leader-lease", "2s", "--rpc-addr", addr, "--http-addr", freePort(t),
+			"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--heartbeat-timeout", "3s")
+	}
+	for i := 0; i < taskManagers; i++ {
+		c.startTaskManager("taskmanager", fmt.Sprintf("tm-%d", i))
+	}
+	c.waitFor(30*time.Second, "taskmanagers registered with the leader", func() (bool, error) {
+		var tms []map[string]any
+		if err := c.weirJSON(&tms, "taskmanager", "list"); err != nil {
+			return false, nil // no leader yet
+		}
+		return len(tms) == taskManagers, nil
+	})
+	return h
+}
+
+// leader returns the JobManager process etcd names as leader.
+func (h *haCluster) leader() (string, *process) {
+	h.t.Helper()
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{h.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer client.Close()
+	keys, _ := ha.NewKeys("e2e")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, ok, err := ha.CurrentLeader(ctx, client, keys.Leader())
+	if err != nil || !ok {
+		return "", nil
+	}
+	return info.RPCAddr, h.jms[info.RPCAddr]
+}
+
+func writeHASpec(t *testing.T, dir, out string, count, keys int) string {
+	spec := writeSpec(t, dir, out, count, keys, 2000, "200ms")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, "restart-strategy: {type: fixed-delay, attempts: 100, delay: 100ms}\n"...)
+	if err := os.WriteFile(spec, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestHALeaderFailover kills the leading JobManager with SIGKILL mid-job:
+// the standby takes over, recovers the job from etcd and its latest
+// checkpoint, checkpoint IDs keep increasing, and the output is exactly
+// once.
+func TestHALeaderFailover(t *testing.T) {
+	const count, keys = 40000, 16
+	h := startHACluster(t, 2, 2)
+	out := filepath.Join(h.dir, "out")
+	id := h.submit(writeHASpec(t, h.dir, out, count, keys))
+	h.waitFor(time.Minute, "three checkpoints", func() (bool, error) { return h.latestCompleted(id) >= 3, nil })
+	before := h.latestCompleted(id)
+
+	oldAddr, old := h.leader()
+	if old == nil {
+		t.Fatal("no leader in etcd")
+	}
+	killed := time.Now()
+	h.kill(old)
+	var after int64
+	h.waitFor(time.Minute, "a checkpoint on the new leader", func() (bool, error) {
+		addr, p := h.leader()
+		if p == nil || addr == oldAddr {
+			return false, nil
+		}
+		after = h.latestCompleted(id)
+		return after > before, nil
+	})
+	t.Logf("leader killed after checkpoint %d; the new leader completed checkpoint %d %v later",
+		before, after, time.Since(killed).Round(time.Millisecond))
+
+	if job := h.waitJob(id, 2*time.Minute); job.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)
+	}
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHAFencing pauses the leader (SIGSTOP) until the standby took over,
+// then resumes it: the deposed leader's writes are fenced off, it steps
+// down, and the output stays exactly once.
+func TestHAFencing(t *testing.T) {
+	const count, keys = 40000, 16
+	h := startHACluster(t, 2, 2)
+	out := filepath.Join(h.dir, "out")
+	id := h.submit(writeHASpec(t, h.dir, out, count, keys))
+	h.waitFor(time.Minute, "three checkpoints", func() (bool, error) { return h.latestCompleted(id) >= 3, nil })
+	before := h.latestCompleted(id)
+
+	oldAddr, old := h.leader()
+	if old == nil {
+		t.Fatal("no leader in etcd")
+	}
+	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(time.Minute, "the standby to lead and checkpoint", func() (bool, error) {
+		addr, p := h.leader()
+		return p != nil && addr != oldAddr && h.latestCompleted(id) > before, nil
+	})
+	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(time.Minute, "the deposed leader to step down", func() (bool, error) {
+		b, _ := os.ReadFile(old.log)
+		return bytes.Contains(b, []byte("leadership lost; stepping down")), nil
+	})
+	if job := h.waitJob(id, 2*time.Minute); job.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)
+	}
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+	// The deposed leader says so in its metrics.
+	b, _ := os.ReadFile(old.log)
+	httpAddr := logField(string(b), "http_addr=")
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(m, []byte("weir_jobmanager_leader 0")) {
+		t.Errorf("deposed leader does not report weir_jobmanager_leader 0")
+	}
+}
+
+// logField returns the value of the first key=value in a log.
+func logField(log, key string) string {
+	i := strings.Index(log, key)
+	if i < 0 {
+		return ""
+	}
+	v := log[i+len(key):]
+	if j := strings.IndexAny(v, " \n"); j >= 0 {
+		v = v[:j]
+	}
+	return v
+}

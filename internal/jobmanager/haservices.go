@@ -1,0 +1,113 @@
+package jobmanager
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weirproject/weir/internal/ha"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// checkpointCounter hands out a job's checkpoint IDs.
+type checkpointCounter interface {
+	Next(ctx context.Context) (int64, error)
+	SetIfHigher(ctx context.Context, v int64) error
+	Shutdown(ctx context.Context, discard bool) error
+}
+
+// checkpointStore is a job's completed-checkpoint store.
+type checkpointStore interface {
+	Add(ctx context.Context, cp ha.CompletedCheckpoint) ([]ha.CompletedCheckpoint, error)
+	All(ctx context.Context) ([]ha.CompletedCheckpoint, error)
+	Shutdown(ctx context.Context, discard bool) ([]ha.CompletedCheckpoint, error)
+}
+
+// haServices is the metadata a leader must not lose, for one leadership
+// term: standalone (memory and the checkpoint directory) or etcd (every
+// write fenced by the term's leadership).
+type haServices interface {
+	jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error)
+	putJob(ctx context.Context, id string, g *weirv1.JobGraph) error
+	removeJob(ctx context.Context, id string) error
+	jobs(ctx context.Context) (map[string]*weirv1.JobGraph, error)
+}
+
+// standaloneServices keeps jobs in memory: a restarted standalone
+// JobManager starts empty, but never reuses a checkpoint ID in storage.
+type standaloneServices struct{ s *Server }
+
+func (h standaloneServices) jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error) {
+	highest, err := h.s.storage.HighestCheckpointID(jobID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return standaloneCounter{ha.NewStandaloneCounter(highest)}, ha.NewStandaloneStore(retained), nil
+}
+
+func (standaloneServices) putJob(context.Context, string, *weirv1.JobGraph) error { return nil }
+func (standaloneServices) removeJob(context.Context, string) error                { return nil }
+func (standaloneServices) jobs(context.Context) (map[string]*weirv1.JobGraph, error) {
+	return nil, nil
+}
+
+type standaloneCounter struct{ *ha.StandaloneCounter }
+
+func (standaloneCounter) Shutdown(context.Context, bool) error { return nil }
+
+// etcdServices keeps jobs, counters and completed checkpoints in etcd,
+// fenced by the leadership that created them.
+type etcdServices struct {
+	cfg   ha.Config
+	fence ha.Fence
+	jobs_ *ha.EtcdJobStore
+}
+
+func newEtcdServices(cfg ha.Config, fence ha.Fence) (*etcdServices, error) {
+	js, err := ha.NewEtcdJobStore(cfg, fence)
+	if err != nil {
+		return nil, err
+	}
+	return &etcdServices{cfg: cfg, fence: fence, jobs_: js}, nil
+}
+
+func (h *etcdServices) jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error) {
+	c, err := ha.NewEtcdCounter(h.cfg, jobID, h.fence)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := ha.NewEtcdStore(h.cfg, jobID, retained, h.fence)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, s, nil
+}
+
+func (h *etcdServices) putJob(ctx context.Context, id string, g *weirv1.JobGraph) error {
+	b, err := proto.Marshal(g)
+	if err != nil {
+		return err
+	}
+	return h.jobs_.Put(ctx, id, b)
+}
+
+func (h *etcdServices) removeJob(ctx context.Context, id string) error {
+	return h.jobs_.Delete(ctx, id)
+}
+
+func (h *etcdServices) jobs(ctx context.Context) (map[string]*weirv1.JobGraph, error) {
+	stored, err := h.jobs_.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*weirv1.JobGraph{}
+	for _, sj := range stored {
+		g := &weirv1.JobGraph{}
+		if err := proto.Unmarshal(sj.Graph, g); err != nil {
+			return nil, fmt.Errorf("jobmanager: stored job %s: %w", sj.ID, err)
+		}
+		out[sj.ID] = g
+	}
+	return out, nil
+}

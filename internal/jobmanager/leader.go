@@ -1,0 +1,183 @@
+package jobmanager
+
+import (
+	"context"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// advertise derives a reachable address from a listener when none is set.
+func advertise(configured string, lis net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, _ := net.SplitHostPort(lis.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// leaderOnly refuses the client API and the TaskManager gateway on a
+// JobManager that does not lead: callers find the leader through etcd.
+func (s *Server) leaderOnly(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !s.leading.Load() && (strings.HasPrefix(info.FullMethod, "/weir.v1.ClientService/") || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")) {
+		return nil, status.Error(codes.Unavailable, "jobmanager: not the leader; find the leader through etcd")
+	}
+	return handler(ctx, req)
+}
+
+// services returns the current leadership's HA services.
+func (s *Server) services() (haServices, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.services == nil {
+		return nil, status.Error(codes.Unavailable, "jobmanager: not the leader")
+	}
+	return s.mu.services, nil
+}
+
+// lead campaigns for leadership until ctx ends; each term recovers every
+// job from etcd, and a lost term steps down before campaigning again.
+func (s *Server) lead(ctx context.Context, info ha.LeaderInfo) {
+	elector, err := ha.NewElector(s.cfg.Etcd)
+	if err != nil {
+		s.log.Error("leader election unavailable", "err", err)
+		return
+	}
+	defer elector.Close()
+	for ctx.Err() == nil {
+		s.log.Info("campaigning for leadership", "rpc_addr", info.RPCAddr)
+		l, err := elector.Campaign(ctx, info)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("campaign failed; retrying", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second): // a pause before campaigning again
+				}
+			}
+			continue
+		}
+		s.becomeLeader(ctx, l)
+		select {
+		case <-l.Done():
+			s.log.Error("leadership lost; stepping down", "err", l.Err())
+			s.stepDown()
+		case <-ctx.Done():
+			s.stepDown()
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = l.Resign(rctx)
+			cancel()
+			return
+		}
+	}
+}
+
+// becomeLeader takes over: every job in the job store is recovered and
+// redeployed from its latest completed checkpoint once TaskManagers
+// register.
+func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
+	services, err := newEtcdServices(s.cfg.Etcd, l.Fence())
+	if err != nil {
+		s.log.Error("HA services unavailable", "err", err)
+		return
+	}
+	start := time.Now()
+	s.mu.Lock()
+	s.mu.services = services
+	s.mu.Unlock()
+	s.leading.Store(true)
+	s.leader.Set(1)
+	s.log.Info("elected leader", "fence_revision", l.Fence().Rev)
+	jobs, err := services.jobs(ctx)
+	if err != nil {
+		s.log.Error("recovering jobs failed", "err", err)
+		return
+	}
+	for id, g := range jobs {
+		if err := s.recoverJob(ctx, services, id, g); err != nil {
+			s.log.Error("recovering job failed", "job_id", id, "err", err)
+		}
+	}
+	s.log.Info("jobs recovered", "jobs", len(jobs), "took", time.Since(start))
+	s.scheduleWaiting()
+}
+
+// recoverJob rebuilds one stored job, starting from the newest readable
+// checkpoint in its store (an unreadable newest one is skipped for the one
+// before it).
+func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id string, g *weirv1.JobGraph) error {
+	var origin *restorePoint
+	if g.GetRestoreFrom() != "" {
+		var err error
+		if origin, err = loadRestorePoint(g); err != nil {
+			return err
+		}
+	}
+	store, err := ha.NewEtcdStore(services.cfg, id, int(g.GetCheckpointing().GetRetained()), ha.Fence{})
+	if err != nil {
+		return err
+	}
+	kept, skipped, err := store.RecoverReport(ctx, func(cp ha.CompletedCheckpoint) error {
+		_, err := storage.ReadMetadata(cp.MetadataPath)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, sk := range skipped {
+		s.log.Error("skipping unreadable checkpoint on recovery", "job_id", id, "checkpoint_id", sk.ID, "err", sk.Err)
+	}
+	start := origin
+	if len(kept) > 0 {
+		newest := kept[len(kept)-1]
+		md, err := storage.ReadMetadata(newest.MetadataPath)
+		if err != nil {
+			return err
+		}
+		start = newRestorePoint(newest.MetadataPath, md)
+	}
+	j, err := s.newJob(services, id, g, origin, start)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.mu.jobs[id] = j
+	s.mu.Unlock()
+	from := "no checkpoint"
+	if start != nil {
+		from = start.path
+	}
+	j.log.Info("job recovered", "from", from)
+	return nil
+}
+
+// stepDown stops everything a lost leadership ran: coordinators close (no
+// further writes are attempted), jobs and TaskManagers are forgotten; the
+// new leader recovers the jobs and the TaskManagers follow it.
+func (s *Server) stepDown() {
+	s.leading.Store(false)
+	s.leader.Set(0)
+	s.mu.Lock()
+	jobs := s.mu.jobs
+	tms := s.mu.tms
+	s.mu.jobs, s.mu.tms, s.mu.services = map[string]*jobMaster{}, map[string]*taskManager{}, nil
+	s.tmGauge.Set(0)
+	s.mu.Unlock()
+	for _, j := range jobs {
+		j.suspend()
+	}
+	for _, tm := range tms {
+		tm.conn.Close()
+	}
+}

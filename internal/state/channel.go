@@ -1,0 +1,94 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// ErrChannelStateRescale is returned when channel state would have to be
+// split across a different number of subtasks or channels: in-flight
+// records belong to one channel between two particular subtasks, so an
+// unaligned checkpoint restores only at the parallelism it was taken at.
+var ErrChannelStateRescale = errors.New("state: channel state of an unaligned checkpoint can only be restored at the same parallelism")
+
+// WriteChannelState is the asynchronous part of a subtask's channel state:
+// it writes cs into dir as <vertex>-<subtask>.channel and returns its
+// handle, or nil when cs holds no records (nothing was in flight).
+func WriteChannelState(dir, vertex string, subtask int, cs *weirv1.ChannelStateSnapshot) (*weirv1.StateHandle, error) {
+	if ChannelStateRecords(cs) == 0 {
+		return nil, nil
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.channel", vertex, subtask))
+	n, err := storage.WriteProto(path, cs)
+	if err != nil {
+		return nil, fmt.Errorf("state: write channel state: %w", err)
+	}
+	return &weirv1.StateHandle{Path: path, Size: n}, nil
+}
+
+// RestoreChannelState returns the channel state subtask (of parallelism
+// subtasks) restores from prev, every subtask state of its vertex in the
+// restored checkpoint; nil when it has none. A checkpoint whose vertex ran
+// at another parallelism and holds channel state is refused.
+func RestoreChannelState(prev []*weirv1.SubtaskState, subtask, parallelism int) (*weirv1.ChannelStateSnapshot, error) {
+	var mine *weirv1.SubtaskState
+	for _, st := range prev {
+		if st.GetChannelState().GetPath() == "" {
+			continue
+		}
+		if int(st.GetParallelism()) != parallelism {
+			return nil, fmt.Errorf("%w: vertex %s had parallelism %d with records in flight, it now has %d",
+				ErrChannelStateRescale, st.GetVertex(), st.GetParallelism(), parallelism)
+		}
+		if int(st.GetSubtaskIndex()) == subtask {
+			mine = st
+		}
+	}
+	if mine == nil {
+		return nil, nil
+	}
+	cs := &weirv1.ChannelStateSnapshot{}
+	if err := storage.ReadProto(mine.GetChannelState().GetPath(), cs); err != nil {
+		return nil, fmt.Errorf("state: restore channel state: %w", err)
+	}
+	return cs, nil
+}
+
+// ChannelStateRecords counts the records in cs.
+func ChannelStateRecords(cs *weirv1.ChannelStateSnapshot) int {
+	n := 0
+	for _, in := range cs.GetInputs() {
+		for _, b := range in.GetBatches() {
+			n += len(b.GetRecords())
+		}
+	}
+	for _, out := range cs.GetOutputs() {
+		for _, b := range out.GetBatches() {
+			n += len(b.GetRecords())
+		}
+	}
+	return n
+}
+
+// InFlightBatch converts records to their channel state form.
+func InFlightBatch(recs []sdk.Record) *weirv1.InFlightBatch {
+	b := &weirv1.InFlightBatch{Records: make([]*weirv1.InFlightRecord, len(recs))}
+	for i, r := range recs {
+		b.Records[i] = &weirv1.InFlightRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	}
+	return b
+}
+
+// Records converts a channel state batch back to records.
+func Records(b *weirv1.InFlightBatch) []sdk.Record {
+	recs := make([]sdk.Record, len(b.GetRecords()))
+	for i, r := range b.GetRecords() {
+		recs[i] = sdk.Record{Key: r.GetKey(), Value: r.GetValue(), Timestamp: r.GetTimestamp()}
+	}
+	return recs
+}
