@@ -218,6 +218,7 @@ func (d *Driver) Restore(ctx context.Context, md *weirv1.CheckpointMetadata, pat
 	}
 	savepoint := md.GetType() != weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT
 	d.call(func() { d.sm.Restored(md.GetCheckpointId(), path, savepoint) })
+	d.metrics.restoredAt.Set(float64(d.deps.Clock.Now().UnixNano()) / 1e9)
 	return nil
 }
 

@@ -13,6 +13,7 @@ type Metrics struct {
 	lastSize             *prometheus.GaugeVec
 	lastFullSize         *prometheus.GaugeVec
 	lastID               *prometheus.GaugeVec
+	restoredAt           *prometheus.GaugeVec
 }
 
 // NewMetrics registers the checkpoint metrics on reg; a nil reg keeps them
@@ -34,9 +35,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lastSize:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_last_checkpoint_size_bytes", Help: "Checkpointed size of the last completed checkpoint."}, l),
 		lastFullSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_last_checkpoint_full_size_bytes", Help: "Full state size of the last completed checkpoint."}, l),
 		lastID:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_job_last_completed_checkpoint_id", Help: "ID of the last completed checkpoint."}, l),
+		restoredAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "weir_job_last_checkpoint_restore_timestamp_seconds", Help: "When the job last restored from a checkpoint (Unix time).",
+		}, l),
 	}
 	if reg != nil {
-		reg.MustRegister(m.triggered, m.completed, m.failed, m.inProgress, m.duration, m.lastDuration, m.lastSize, m.lastFullSize, m.lastID)
+		reg.MustRegister(m.triggered, m.completed, m.failed, m.inProgress, m.duration, m.lastDuration, m.lastSize, m.lastFullSize, m.lastID, m.restoredAt)
 	}
 	return m
 }
@@ -45,7 +49,7 @@ type jobMetrics struct {
 	triggered, completed                             prometheus.Counter
 	failed                                           *prometheus.CounterVec
 	inProgress, lastDuration, lastSize, lastFullSize prometheus.Gauge
-	lastID                                           prometheus.Gauge
+	lastID, restoredAt                               prometheus.Gauge
 	duration                                         prometheus.Observer
 	release                                          func()
 }
@@ -62,6 +66,7 @@ func (m *Metrics) forJob(id, name string) *jobMetrics {
 		lastSize:     m.lastSize.With(lv),
 		lastFullSize: m.lastFullSize.With(lv),
 		lastID:       m.lastID.With(lv),
+		restoredAt:   m.restoredAt.With(lv),
 		// Counters and the last checkpoint's gauges stay for the finished
 		// job's history; nothing is in progress any more.
 		release: func() { m.inProgress.Delete(lv) },
