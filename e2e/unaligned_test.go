@@ -111,12 +111,14 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 	l := list(aligned)
 	var report []string
 	for _, cp := range slices.Backward(l.GetHistory()) {
-		if cp.GetStatus() != weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
-			report = append(report, "aligned   "+checkpointSummary(c, aligned, cp))
+		if cp.GetStatus() == weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
+			continue
 		}
-	}
-	if n := l.GetCounts().GetCompleted(); n > 0 {
-		t.Errorf("%d aligned checkpoints completed under back-pressure within the 2s timeout", n)
+		report = append(report, "aligned   "+checkpointSummary(c, aligned, cp))
+		// The first checkpoint may be triggered before the queues filled.
+		if cp.GetId() > 1 && cp.GetStatus() == weirv1.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			t.Errorf("aligned checkpoint %d completed under back-pressure within the 2s timeout", cp.GetId())
+		}
 	}
 	if r := l.GetLatestFailed().GetFailureReason(); r != weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED {
 		t.Errorf("aligned checkpoint failed with %s, want CHECKPOINT_EXPIRED", r)

@@ -2,8 +2,12 @@
 // subpartition queues on the producer side, input channels on the consumer
 // side, in memory within a TaskManager and over a gRPC stream with
 // credit-based flow control between TaskManagers. Nothing here grows without
-// bound: a producer blocks when its subpartition is full, and a remote
-// producer sends only as many buffers as the consumer granted credits for.
+// bound: a producer takes no new work while a subpartition is full (see
+// Subpartition), a write blocks at capacity plus a small overdraft, and a
+// remote producer sends only as many buffers as the consumer granted
+// credits for. Only events, which are few, pass a full queue; priority
+// events (unaligned barriers) also overtake the buffers queued before them,
+// and report those, which become a checkpoint's channel state.
 package exchange
 
 import (

@@ -26,7 +26,8 @@ func numbers(t *testing.T, bufs []exchange.Buffer) []int {
 // A subpartition is available below capacity, takes data up to
 // capacity+overdraft, takes events past that, and puts a priority event
 // ahead of everything but earlier priority events, reporting the data it
-// overtook.
+// overtook. Its producer is woken when it falls below capacity and when a
+// barrier leaves it.
 func TestSubpartitionCapacityOverdraftAndPriority(t *testing.T) {
 	ctx := t.Context()
 	sub := exchange.NewSubpartition(2, 1)
@@ -84,8 +85,10 @@ func TestSubpartitionCapacityOverdraftAndPriority(t *testing.T) {
 	if b, _, ok := sub.PollPriority(); ok {
 		t.Fatalf("PollPriority took %s, which is not a priority event", describe(b))
 	}
-	if producerWakes.Load() != 0 {
-		t.Fatal("producer woken while the queue stayed at or above capacity")
+	// Each barrier leaving the queue wakes the producer (it may wait for
+	// that to acknowledge a checkpoint), though the queue is still full.
+	if n := producerWakes.Load(); n != 2 {
+		t.Fatalf("producer woken %d times for two barriers taken, want 2", n)
 	}
 	var got []string
 	for {
@@ -99,9 +102,9 @@ func TestSubpartitionCapacityOverdraftAndPriority(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("queue after the priority events: %v, want %v", got, want)
 	}
-	// Falling below capacity (4 → 1 buffers: at 3, 2, 1) wakes the producer once.
-	if n := producerWakes.Load(); n != 1 {
-		t.Fatalf("producer woken %d times, want 1", n)
+	// Falling below capacity (4 → 0 buffers: at 1) wakes the producer once more.
+	if n := producerWakes.Load(); n != 3 {
+		t.Fatalf("producer woken %d times, want 3", n)
 	}
 }
 
@@ -316,5 +319,54 @@ func TestRemoteChannelPriorityEvent(t *testing.T) {
 	}
 	if err := <-res; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ConvertBarrier moves a queued aligned barrier ahead as a priority event,
+// converted, behind earlier priority events, and reports what it overtook;
+// a barrier no longer queued is not found.
+func TestSubpartitionConvertBarrier(t *testing.T) {
+	ctx := t.Context()
+	sub := exchange.NewSubpartition(10, 0)
+	for _, b := range []exchange.Buffer{numbered(0), barrier(3), numbered(1), barrier(4), numbered(2)} {
+		if _, err := sub.Add(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sub.AddPriority(barrier(5)); err != nil {
+		t.Fatal(err)
+	}
+	if !sub.HoldsBarrier(4) || sub.HoldsBarrier(6) {
+		t.Fatal("HoldsBarrier wrong")
+	}
+	over, ok := sub.ConvertBarrier(4, func(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier {
+		return &weirv1.CheckpointBarrier{CheckpointId: b.GetCheckpointId(), TimestampMs: 99}
+	})
+	if !ok {
+		t.Fatal("barrier 4 not found")
+	}
+	if got := numbers(t, over); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("barrier 4 overtook %v, want [0 1]", got)
+	}
+	if _, ok := sub.ConvertBarrier(6, nil); ok {
+		t.Fatal("converted a barrier that was never queued")
+	}
+	var got []string
+	for _, b := range drain(sub) {
+		s := describe(b)
+		if b.Priority {
+			s += "!"
+		}
+		if b.Kind == exchange.KindBarrier && b.Barrier.GetTimestampMs() == 99 {
+			s += "converted"
+		}
+		got = append(got, s)
+	}
+	want := []string{"barrier(5)!", "barrier(4)!converted", "records[0]", "barrier(3)", "records[1]", "records[2]"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("queue %v, want %v", got, want)
+	}
+	if sub.HoldsBarrier(4) {
+		t.Fatal("barrier 4 still held after it was taken")
 	}
 }

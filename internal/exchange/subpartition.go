@@ -43,7 +43,8 @@ type Subpartition struct {
 		// listener is the consumer's wake-up: the queue turned non-empty or
 		// got a priority event.
 		listener func()
-		// available is the producer's wake-up: the queue fell below capacity.
+		// available is the producer's wake-up: the queue fell below
+		// capacity, or a barrier left it.
 		available func()
 		released  bool
 	}
@@ -144,6 +145,56 @@ func (s *Subpartition) AddPriority(b Buffer) ([]Buffer, error) {
 	return overtaken, nil
 }
 
+// ConvertBarrier moves the barrier of checkpoint id, if it is still
+// queued, to the head of the queue as a priority event, its barrier
+// replaced by convert's result: an aligned barrier that waited too long
+// becomes unaligned. It returns the records buffers the barrier overtook,
+// oldest first, and whether the barrier was still queued.
+func (s *Subpartition) ConvertBarrier(id int64, convert func(*weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier) ([]Buffer, bool) {
+	s.mu.Lock()
+	at := s.mu.priority
+	k := -1
+	for i := at; i < len(s.mu.queue); i++ {
+		if q := s.mu.queue[i]; q.Kind == KindBarrier && q.Barrier.GetCheckpointId() == id {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		s.mu.Unlock()
+		return nil, false
+	}
+	var overtaken []Buffer
+	for _, q := range s.mu.queue[at:k] {
+		if q.Kind == KindRecords {
+			overtaken = append(overtaken, q)
+		}
+	}
+	b := s.mu.queue[k]
+	b.Barrier, b.Priority = convert(b.Barrier), true
+	copy(s.mu.queue[at+1:k+1], s.mu.queue[at:k])
+	s.mu.queue[at] = b
+	s.mu.priority++
+	listener := s.mu.listener
+	s.mu.Unlock()
+	if listener != nil {
+		listener()
+	}
+	return overtaken, true
+}
+
+// HoldsBarrier reports whether the barrier of checkpoint id is queued.
+func (s *Subpartition) HoldsBarrier(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.mu.queue {
+		if q.Kind == KindBarrier && q.Barrier.GetCheckpointId() == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Poll takes the head buffer without blocking. backlog is how many remain.
 func (s *Subpartition) Poll() (b Buffer, backlog int, ok bool) {
 	return s.poll(false)
@@ -170,7 +221,7 @@ func (s *Subpartition) poll(priorityOnly bool) (b Buffer, backlog int, ok bool) 
 	s.mu.bytes -= b.Size()
 	backlog = len(s.mu.queue)
 	var available func()
-	if backlog == s.capacity-1 {
+	if backlog == s.capacity-1 || b.Kind == KindBarrier {
 		available = s.mu.available
 	}
 	s.mu.Unlock()
@@ -213,7 +264,7 @@ func (s *Subpartition) SetListener(f func()) {
 }
 
 // SetAvailabilityListener installs the producer's wake-up, called whenever
-// the queue falls below capacity (and on release).
+// the queue falls below capacity or a barrier leaves it (and on release).
 func (s *Subpartition) SetAvailabilityListener(f func()) {
 	s.mu.Lock()
 	s.mu.available = f

@@ -183,6 +183,33 @@ func (w *RecordWriter) BroadcastPriority(b Buffer) ([][]Buffer, error) {
 	return out, nil
 }
 
+// ConvertBarrier turns the barrier of checkpoint id into a priority event
+// in every subpartition that still holds it (see
+// Subpartition.ConvertBarrier). It returns, per subpartition, the records
+// it overtook, and whether any subpartition still held it. The batches not
+// yet queued came after the barrier and are not overtaken.
+func (w *RecordWriter) ConvertBarrier(id int64, convert func(*weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier) ([][]Buffer, bool) {
+	out := make([][]Buffer, len(w.subs))
+	held := false
+	for i, s := range w.subs {
+		var ok bool
+		out[i], ok = s.ConvertBarrier(id, convert)
+		held = held || ok
+	}
+	return out, held
+}
+
+// HoldsBarrier reports whether any subpartition still queues the barrier
+// of checkpoint id.
+func (w *RecordWriter) HoldsBarrier(id int64) bool {
+	for _, s := range w.subs {
+		if s.HoldsBarrier(id) {
+			return true
+		}
+	}
+	return false
+}
+
 // Restore queues recovered output state ahead of anything the subpartition
 // is sent later: batches[i] goes to subpartition i. It never blocks.
 func (w *RecordWriter) Restore(batches [][]Buffer) error {

@@ -28,7 +28,7 @@ func TestJobTransitions(t *testing.T) {
 		{running, restarting}: true, {running, suspended}: true,
 		{restarting, running}: true, {restarting, failing}: true, {restarting, cancelling}: true,
 		{restarting, suspended}: true,
-		{failing, failed}: true, {failing, suspended}: true,
+		{failing, failed}:       true, {failing, suspended}: true,
 		{cancelling, canceled}: true, {cancelling, suspended}: true,
 	}
 	for from := range weirv1.JobState_name {

@@ -24,8 +24,9 @@ const (
 	ModeUnaligned
 	// ModeAlignedTimeout aligns like ModeAligned and switches to
 	// ModeUnaligned when the alignment lasts longer than the aligned
-	// checkpoint timeout, or when an unaligned barrier of the checkpoint
-	// arrives (an upstream subtask switched already).
+	// checkpoint timeout. (Any exactly-once alignment switches when an
+	// unaligned barrier of its checkpoint arrives: an upstream subtask
+	// switched already.)
 	ModeAlignedTimeout
 )
 
@@ -225,8 +226,9 @@ func (h *BarrierHandler) OnBarrier(ch int, b *weirv1.CheckpointBarrier, now time
 	case h.unaligned:
 	case h.curMode == ModeUnaligned:
 		h.goUnaligned(&d)
-	case h.curMode == ModeAlignedTimeout && mode == ModeUnaligned:
-		// An upstream subtask switched already: follow at once.
+	case h.curMode != ModeAtLeastOnce && mode == ModeUnaligned:
+		// An upstream subtask went unaligned already: the records behind
+		// this barrier preceded it, so alignment cannot be exact any more.
 		h.goUnaligned(&d)
 	}
 	h.maybeComplete(&d)

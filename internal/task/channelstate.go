@@ -22,6 +22,10 @@ type channelRecorder struct {
 	outputs [][][]exchange.Buffer // per output, per subpartition
 	bytes   int64
 
+	// unaligned: the checkpoint's barrier overtook data here (set from the
+	// start, or when an aligned-timeout barrier went ahead).
+	unaligned bool
+
 	// Set by the mailbox before it closes done.
 	done      chan struct{}
 	aborted   bool

@@ -96,6 +96,7 @@ type job struct {
 	attempt  int32
 	dir      string
 	reg      *exchange.Registry
+	metrics  *prometheus.Registry
 	conn     *grpc.ClientConn // nil: local channels
 	cfg      task.Config
 
@@ -123,7 +124,7 @@ type jobOptions struct {
 func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 	t.Helper()
 	j := &job{
-		t: t, vertices: vertices, attempt: max(o.attempt, 1), dir: dir, reg: exchange.NewRegistry(),
+		t: t, vertices: vertices, attempt: max(o.attempt, 1), dir: dir, reg: exchange.NewRegistry(), metrics: prometheus.NewRegistry(),
 		tasks: map[string][]*task.Task{}, done: make(chan error, 64), failed: make(chan error, 64),
 	}
 	j.mu.pending = map[int64]*pendingCkpt{}
@@ -154,7 +155,7 @@ func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 	operators.Register(ops)
 	ops.RegisterOperator("slow", func() sdk.Operator { return &slowOperator{} })
 	j.cfg = task.Config{
-		Operators: ops, Network: j, Responder: j, Metrics: task.NewMetrics(prometheus.NewRegistry()),
+		Operators: ops, Network: j, Responder: j, Metrics: task.NewMetrics(j.metrics),
 		Logger: slog.New(slog.DiscardHandler), QueueCapacity: o.capacity, BatchSize: o.batch,
 	}
 	byName := map[string]vertex{}
@@ -410,4 +411,27 @@ func sortedLines(t *testing.T, lines []string) []string {
 	out := slices.Clone(lines)
 	slices.Sort(out)
 	return out
+}
+
+// metric sums the values of the named counter over the subtasks of vertex.
+func (j *job) metric(name, vertex string) float64 {
+	j.t.Helper()
+	families, err := j.metrics.Gather()
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "task_name" && l.GetValue() == vertex {
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }

@@ -37,7 +37,7 @@ import (
 //	consume [n=<buffers>]             downstream takes buffers from the output queue
 //	tick d=<duration>                 moves the clock
 //	acks n=<total>                    waits for n responses in all and prints the new ones
-//	restore id=<checkpoint>           a new attempt from the acknowledged checkpoint
+//	restore id=<checkpoint> [inputs=<n>]  a new attempt from the acknowledged checkpoint
 //	state
 func TestTaskScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/task", func(t *testing.T, path string) {
@@ -162,7 +162,7 @@ type scenario struct {
 }
 
 func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
-	if d.Cmd != "new" && s.task == nil {
+	if d.Cmd != "new" && d.Cmd != "restore" && s.task == nil {
 		d.Fatalf(t, "%s before new", d.Cmd)
 	}
 	intArg := func(name string, def int) int {
@@ -195,7 +195,9 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 			FlushInterval: time.Hour, // flushed when idle only: deterministic batches
 		}
 		s.attempt, s.printed = 1, 0
-		s.start(t, n, nil)
+		if err := s.start(t, n, nil); err != nil {
+			d.Fatalf(t, "%v", err)
+		}
 		return "ok\n"
 	case "send":
 		var ch int
@@ -307,10 +309,12 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 		if st == nil {
 			d.Fatalf(t, "checkpoint %d was not acknowledged", id)
 		}
-		n := len(s.net.ups)
+		n := intArg("inputs", len(s.net.ups))
 		s.stop()
 		s.attempt++
-		s.start(t, n, &weirv1.TaskRestore{CheckpointId: id, Subtasks: []*weirv1.SubtaskState{st}})
+		if err := s.start(t, n, &weirv1.TaskRestore{CheckpointId: id, Subtasks: []*weirv1.SubtaskState{st}}); err != nil {
+			return fmt.Sprintf("error: %v\n", err)
+		}
 		return fmt.Sprintf("restored attempt %d from checkpoint %d\n%s", s.attempt, id, s.state())
 	case "state":
 		return s.state()
@@ -320,7 +324,7 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 }
 
 // start deploys attempt s.attempt with n fresh upstream queues.
-func (s *scenario) start(t *testing.T, n int, restore *weirv1.TaskRestore) {
+func (s *scenario) start(t *testing.T, n int, restore *weirv1.TaskRestore) error {
 	s.net = &scenarioNetwork{reg: exchange.NewRegistry()}
 	gate := &weirv1.InputGateDescriptor{SourceVertex: "up", Partitioner: weirv1.Partitioner_PARTITIONER_REBALANCE}
 	for i := range n {
@@ -354,9 +358,12 @@ func (s *scenario) start(t *testing.T, n int, restore *weirv1.TaskRestore) {
 	tk.asyncCtx, tk.lastFlush = ctx, s.clock.Now()
 	if err := tk.setup(ctx); err != nil {
 		cancel()
-		t.Fatalf("setup: %v", err)
+		tk.cleanup()
+		tk.metrics.release()
+		return err
 	}
 	s.task, s.cancel, s.down = tk, cancel, tk.parts[0].Subs[0]
+	return nil
 }
 
 // stop ends the running attempt the way Run does.
@@ -365,9 +372,7 @@ func (s *scenario) stop() {
 		return
 	}
 	s.cancel()
-	if s.task.rec != nil {
-		s.task.rec.abort()
-	}
+	s.task.abortChannelState()
 	s.task.async.Wait()
 	s.task.cleanup()
 	s.task.metrics.release()

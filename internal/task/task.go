@@ -103,13 +103,15 @@ type Task struct {
 	replay [][]exchange.Buffer
 	// align measures the checkpoint whose barriers are arriving.
 	align struct {
-		id        int64
 		start     time.Time
 		processed int64 // bytes processed since the first barrier
 	}
 	// rec is the channel state of the unaligned checkpoint whose
 	// barriers are still arriving.
 	rec *channelRecorder
+	// outTO is the aligned-timeout checkpoint whose barrier may still wait
+	// in an output queue.
+	outTO *outputTimeout
 	// bpSince is when the output became unavailable; zero when it is.
 	bpSince time.Time
 	// endOfInput: no more records will come; acks say so, and the job's
@@ -240,6 +242,11 @@ func (t *Task) NotifyCheckpointAborted(id int64) {
 				return fmt.Errorf("task: notify checkpoint %d aborted: %w", id, err)
 			}
 		}
+		if t.outTO != nil && t.outTO.id == id {
+			// Nothing to wait for: the acknowledgement would be dropped.
+			t.outTO.rec.abort()
+			t.outTO = nil
+		}
 		if id == t.syncSavepoint {
 			// The stop-with-savepoint failed: a stopped source emits again.
 			t.syncSavepoint, t.suspended = 0, false
@@ -262,9 +269,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	t.asyncCtx = ctx
 	defer func() {
 		cancel()
-		if t.rec != nil {
-			t.rec.abort()
-		}
+		t.abortChannelState()
 		t.async.Wait()
 		t.cleanup()
 		t.metrics.release()
@@ -334,6 +339,16 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 			}
 		} else {
 			wait = dl.Sub(now)
+		}
+	}
+	if o := t.outTO; o != nil {
+		switch {
+		case !now.Before(o.deadline):
+			t.settleOutput(true)
+		case !t.holdsBarrier(o.id):
+			t.settleOutput(false)
+		case wait == 0 || o.deadline.Sub(now) < wait:
+			wait = o.deadline.Sub(now)
 		}
 	}
 	t.collectBlocked()
@@ -443,7 +458,8 @@ func (t *Task) runMail() error {
 	return nil
 }
 
-// step does one unit of work: one Emit of a source, or one buffer of input.
+// step does one unit of work: one Emit of a source, or up to StepRecords
+// records of input (or one event).
 func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 	if t.src != nil {
 		if t.endOfInput || t.suspended {
@@ -625,7 +641,7 @@ func (t *Task) apply(d Decision, now time.Time, overtaken func(*channelRecorder)
 		}
 	}
 	if d.Started != 0 {
-		t.align.id, t.align.start, t.align.processed = d.Started, now, 0
+		t.align.start, t.align.processed = now, 0
 	}
 	if d.Snapshot != nil {
 		if d.TimedOut {
@@ -719,6 +735,9 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		}
 	}
 	barrier := exchange.Buffer{Kind: exchange.KindBarrier, Barrier: b}
+	// An older aligned-timeout barrier still queued goes unaligned now:
+	// one waits in the output at a time.
+	t.settleOutput(true)
 	var rec *channelRecorder
 	if unaligned {
 		if t.rec != nil { // the handler ends an older one first; never here
@@ -726,6 +745,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 			t.rec = nil
 		}
 		rec = newChannelRecorder(id, len(t.inputs), len(t.writers))
+		rec.unaligned = true
 		for i, w := range t.writers {
 			overtaken, err := w.BroadcastPriority(barrier)
 			if err != nil {
@@ -764,7 +784,13 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		stats.alignment, stats.processed = start.Sub(firstBarrier), t.align.processed
 	}
 	t.metrics.syncDuration.Set(stats.sync.Seconds())
-	if rec != nil {
+	if mode, timeout := t.modeOf(b); rec == nil && mode == ModeAlignedTimeout && len(t.writers) > 0 {
+		// The aligned barrier may wait in the output queues no longer than
+		// what is left of the timeout; the acknowledgement waits until it
+		// left them, or went ahead unaligned with what it overtook.
+		rec = newChannelRecorder(id, len(t.inputs), len(t.writers))
+		t.outTO = &outputTimeout{id: id, deadline: firstBarrier.Add(timeout), rec: rec, alignment: stats.alignment, processed: stats.processed}
+	} else if rec != nil {
 		t.metrics.unaligned.Inc()
 		if len(t.inputs) == 0 {
 			rec.finish(0, 0) // a source has no input to wait for
@@ -806,9 +832,9 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap *state.Snapshot, 
 			return
 		}
 		if rec.aborted {
-			return // declined by the mailbox
+			return // declined by the mailbox, or the subtask stopped
 		}
-		stats.alignment, stats.processed, stats.persisted = rec.alignment, rec.processed, rec.bytes
+		stats.alignment, stats.processed, stats.persisted, stats.unaligned = rec.alignment, rec.processed, rec.bytes, rec.unaligned
 		h, err := state.WriteChannelState(dir, vertex, subtask, rec.snapshot(t.desc))
 		if err != nil {
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
@@ -838,6 +864,75 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap *state.Snapshot, 
 	})
 	if err != nil && t.asyncCtx.Err() == nil {
 		t.log.Warn("acknowledge checkpoint failed", "checkpoint_id", id, "err", err)
+	}
+}
+
+// outputTimeout is an aligned-timeout checkpoint whose barrier went out
+// aligned and may still wait in an output queue.
+type outputTimeout struct {
+	id       int64
+	deadline time.Time
+	rec      *channelRecorder
+	// alignment and processed are the snapshot's measurements.
+	alignment time.Duration
+	processed int64
+}
+
+// modeOf is barrier b's mode; b's options, or the subtask's.
+func (t *Task) modeOf(b *weirv1.CheckpointBarrier) (Mode, time.Duration) {
+	if b.GetOptions() == nil {
+		return ModeOf(t.desc.GetCheckpointOptions())
+	}
+	return ModeOf(b.GetOptions())
+}
+
+func (t *Task) holdsBarrier(id int64) bool {
+	for _, w := range t.writers {
+		if w.HoldsBarrier(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// settleOutput completes the output state of the aligned-timeout
+// checkpoint whose barrier may wait in the output queues: with convert,
+// every queue still holding the barrier puts it ahead as an unaligned one
+// and the records it overtook become the checkpoint's output state.
+func (t *Task) settleOutput(convert bool) {
+	o := t.outTO
+	if o == nil {
+		return
+	}
+	t.outTO = nil
+	if convert {
+		for i, w := range t.writers {
+			overtaken, held := w.ConvertBarrier(o.id, toUnaligned)
+			o.rec.unaligned = o.rec.unaligned || held
+			for sub, bufs := range overtaken {
+				for _, b := range bufs {
+					o.rec.addOutput(i, sub, b)
+				}
+			}
+		}
+		if o.rec.unaligned {
+			t.metrics.unaligned.Inc()
+			t.log.Info("barrier waited in the output longer than the aligned checkpoint timeout; sent ahead unaligned",
+				"checkpoint_id", o.id, "persisted_bytes", o.rec.bytes)
+		}
+	}
+	o.rec.finish(o.alignment, o.processed)
+}
+
+// abortChannelState gives up the channel state being recorded, if any.
+func (t *Task) abortChannelState() {
+	if t.rec != nil {
+		t.rec.abort()
+		t.rec = nil
+	}
+	if t.outTO != nil {
+		t.outTO.rec.abort()
+		t.outTO = nil
 	}
 }
 

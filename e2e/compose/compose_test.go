@@ -1,0 +1,561 @@
+// Package compose tests the docker-compose cluster of deploy/: a 3-member
+// etcd cluster, two JobManagers, three TaskManagers and Prometheus, all
+// containers of locally built images. It needs a Docker engine, a compose
+// tool and the images, so it runs only under `make compose-test` (which
+// builds them and sets WEIR_COMPOSE_TEST=1); plain `go test ./...` skips it.
+package compose
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/internal/check"
+)
+
+const (
+	// project keeps the test's containers, network and volumes apart from
+	// a cluster started with `make up` (project "weir").
+	project = "weir-compose-test"
+	// The job: count records over keys, rate records/s per source subtask,
+	// so about count/(3*rate) = 60 s without failures.
+	count, keys, rate = 180000, 16, 1000
+	outputPath        = "/output/compose-test"
+	// Compose services the test never kills: it runs the CLI in them.
+	cliService = "taskmanager-3"
+)
+
+var images = []string{"weir:dev", "weir-etcd:dev", "weir-prometheus:dev"}
+
+var jobSpec = fmt.Sprintf(`name: compose-test
+checkpointing: {interval: 1s, mode: exactly-once, timeout: 1m, retained: 3}
+restart-strategy: {type: fixed-delay, attempts: 20, delay: 1s}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 3,
+     config: {count: %d, keys: %d, rate: %d}}
+  - {name: sum, operator: keyed-sum, parallelism: 3, inputs: [{from: source, partition: hash}]}
+  - {name: sink, operator: file-sink, parallelism: 3, inputs: [{from: sum, partition: forward}],
+     config: {path: %s}}
+`, count, keys, rate, outputPath)
+
+// cluster drives one compose project.
+type cluster struct {
+	t       *testing.T
+	compose []string // the compose command with project and file options
+	env     []string
+}
+
+func TestComposeCluster(t *testing.T) {
+	if os.Getenv("WEIR_COMPOSE_TEST") == "" {
+		t.Skip("needs Docker and the images: run `make compose-test` (sets WEIR_COMPOSE_TEST=1)")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	c := newCluster(t)
+
+	for _, img := range images {
+		if _, err := c.run(ctx, nil, "docker", "image", "inspect", "--format", "{{.Id}}", img); err != nil {
+			t.Fatalf("image %s missing: run `make images` (make compose-test builds them): %v", img, err)
+		}
+	}
+	c.down() // leftovers of an interrupted run
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := c.composeOut(context.Background(), nil, "logs", "--no-color", "--tail=40")
+			t.Logf("compose logs (last lines per service):\n%s", out)
+		}
+		c.down()
+	})
+	// An interrupted test (Ctrl-C) removes the cluster too.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		if _, ok := <-sig; ok {
+			c.down()
+			os.Exit(1)
+		}
+	}()
+
+	phase := func(format string, args ...any) {
+		t.Logf("[%5.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	if _, err := c.composeOut(ctx, nil, "up", "-d"); err != nil {
+		t.Fatalf("compose up: %v", err)
+	}
+	phase("cluster started")
+	c.waitFor(ctx, 3*time.Minute, "a leader with 3 TaskManagers registered", func() (bool, string) {
+		var tms []struct {
+			ID string `json:"id"`
+		}
+		if err := c.weirJSON(ctx, &tms, "taskmanager", "list"); err != nil {
+			return false, err.Error()
+		}
+		return len(tms) == 3, fmt.Sprintf("%d TaskManagers", len(tms))
+	})
+	leader := c.leader(ctx)
+	phase("%s leads, 3 TaskManagers registered", leader)
+	prom := "http://" + c.hostPort(ctx, "prometheus", 9090)
+	rest := map[string]string{
+		"jobmanager-1": "http://" + c.hostPort(ctx, "jobmanager-1", 8081),
+		"jobmanager-2": "http://" + c.hostPort(ctx, "jobmanager-2", 8081),
+	}
+
+	out, err := c.composeOut(ctx, strings.NewReader(jobSpec), "exec", "-T", cliService, "weir", "job", "submit", "-f", "-")
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	jobID := strings.TrimSpace(out)
+	phase("submitted job %s", jobID)
+
+	// Checkpoints complete, seen by the CLI, the REST API and Prometheus.
+	c.waitForCheckpoints(ctx, jobID, 3)
+	var cps struct {
+		Counts struct {
+			Completed int `json:"completed"`
+		} `json:"counts"`
+		Latest struct {
+			Completed *struct {
+				ID int64 `json:"id"`
+			} `json:"completed"`
+		} `json:"latest"`
+	}
+	if err := getJSON(ctx, rest[leader]+"/jobs/"+jobID+"/checkpoints", &cps); err != nil {
+		t.Fatalf("REST checkpoints: %v", err)
+	}
+	if cps.Counts.Completed < 3 || cps.Latest.Completed == nil {
+		t.Fatalf("REST /jobs/%s/checkpoints: %d completed, latest %v; want >= 3", jobID, cps.Counts.Completed, cps.Latest.Completed)
+	}
+	phase("REST %s/jobs/%s/checkpoints: %d completed, latest %d", rest[leader], jobID, cps.Counts.Completed, cps.Latest.Completed.ID)
+	completedQuery := fmt.Sprintf(`sum(weir_job_checkpoints_completed_total{job_id=%q})`, jobID)
+	var first float64
+	c.waitFor(ctx, time.Minute, "Prometheus to see the checkpoint counter", func() (bool, string) {
+		v, ok, err := promScalar(ctx, prom, completedQuery)
+		first = v
+		return err == nil && ok && v > 0, fmt.Sprintf("%v %v %v", v, ok, err)
+	})
+	c.waitFor(ctx, time.Minute, "Prometheus to see the checkpoint counter rise", func() (bool, string) {
+		v, ok, err := promScalar(ctx, prom, completedQuery)
+		return err == nil && ok && v > first, fmt.Sprintf("%v (first %v) %v", v, first, err)
+	})
+	phase("Prometheus: %s rose from %v", completedQuery, first)
+
+	// Kill a TaskManager that runs subtasks of the job.
+	victim := c.taskManagerOf(ctx, jobID)
+	before := c.latestCheckpoint(ctx, jobID)
+	c.kill(ctx, victim)
+	phase("killed %s (latest checkpoint %d)", victim, before)
+	c.waitFor(ctx, 2*time.Minute, "the job to restart after the TaskManager loss", func() (bool, string) {
+		j, err := c.job(ctx, jobID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return j.Restarts >= 1 && j.State == "RUNNING", fmt.Sprintf("%s, %d restarts", j.State, j.Restarts)
+	})
+	c.waitForCheckpointAfter(ctx, jobID, before)
+	phase("job restarted and checkpoints again")
+	c.start(ctx, victim)
+
+	// Kill the leading JobManager: the standby takes over and recovers the
+	// job from its latest checkpoint in etcd.
+	before = c.latestCheckpoint(ctx, jobID)
+	c.kill(ctx, leader)
+	phase("killed the leader %s (latest checkpoint %d)", leader, before)
+	old := leader
+	c.waitFor(ctx, 2*time.Minute, "another JobManager to lead", func() (bool, string) {
+		leader = c.leader(ctx)
+		return leader != "" && leader != old, leader
+	})
+	phase("%s leads", leader)
+	c.waitForCheckpointAfter(ctx, jobID, before)
+	phase("job recovered on %s and checkpoints again", leader)
+	c.start(ctx, old)
+	c.waitFor(ctx, 2*time.Minute, "3 TaskManagers registered with the new leader", func() (bool, string) {
+		var tms []struct {
+			ID string `json:"id"`
+		}
+		if err := c.weirJSON(ctx, &tms, "taskmanager", "list"); err != nil {
+			return false, err.Error()
+		}
+		return len(tms) == 3, fmt.Sprintf("%d TaskManagers", len(tms))
+	})
+
+	c.waitFor(ctx, 5*time.Minute, "the job to finish", func() (bool, string) {
+		j, err := c.job(ctx, jobID)
+		if err != nil {
+			return false, err.Error()
+		}
+		if j.State == "FAILED" || j.State == "CANCELED" {
+			t.Fatalf("job ended %s: %s", j.State, j.FailureCause)
+		}
+		return j.State == "FINISHED", j.State
+	})
+	phase("job FINISHED")
+
+	// Exactly once: the committed output, copied out of the output volume.
+	dir := filepath.Join(t.TempDir(), "output")
+	cid := c.containerID(ctx, cliService)
+	if _, err := c.run(ctx, nil, "docker", "cp", cid+":"+outputPath, dir); err != nil {
+		t.Fatalf("copy the output out of the volume: %v", err)
+	}
+	lines, err := check.ReadCommitted(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatalf("output of %d records is not exactly once: %v", len(lines), err)
+	}
+	phase("exactly once: %d committed records, every running sum once", len(lines))
+
+	// Prometheus scraped every target: both JobManagers, the three
+	// TaskManagers (the killed ones again since their restart), etcd, itself.
+	var health map[string]string
+	c.waitFor(ctx, time.Minute, "every Prometheus target up", func() (bool, string) {
+		h, err := promTargets(ctx, prom)
+		if err != nil {
+			return false, err.Error()
+		}
+		health = h
+		for _, v := range h {
+			if v != "up" {
+				return false, fmt.Sprint(h)
+			}
+		}
+		return len(h) == 9, fmt.Sprint(h)
+	})
+	phase("Prometheus targets: %v", health)
+	// Both leaders reported completed checkpoints of the job: the first
+	// until it was killed, its successor after recovering the job.
+	byInstance, err := promVector(ctx, prom, fmt.Sprintf(`max by (instance) (max_over_time(weir_job_checkpoints_completed_total{job_id=%q}[15m]))`, jobID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jm := range []string{old, leader} {
+		if byInstance[jm+":8081"] <= 0 {
+			t.Errorf("Prometheus has no completed checkpoints of the job from %s: %v", jm, byInstance)
+		}
+	}
+	phase("Prometheus: completed checkpoints by JobManager %v", byInstance)
+}
+
+func newCluster(t *testing.T) *cluster {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var composeCmd []string
+	if v := os.Getenv("COMPOSE_CMD"); v != "" {
+		composeCmd = strings.Fields(v)
+	} else if _, err := exec.LookPath("docker-compose"); err == nil {
+		composeCmd = []string{"docker-compose"}
+	} else {
+		composeCmd = []string{"docker", "compose"}
+	}
+	c := &cluster{
+		t:       t,
+		compose: append(composeCmd, "-p", project, "-f", filepath.Join(root, "deploy", "docker-compose.yml")),
+		// Random free host ports on loopback: the test runs beside a
+		// cluster from `make up`.
+		env: append(os.Environ(), "WEIR_BIND=127.0.0.1", "WEIR_PORT_JM1_RPC=", "WEIR_PORT_JM1_HTTP=",
+			"WEIR_PORT_JM2_RPC=", "WEIR_PORT_JM2_HTTP=", "WEIR_PORT_PROMETHEUS="),
+	}
+	return c
+}
+
+// run runs a command with a bounded time and returns its stdout.
+func (c *cluster) run(ctx context.Context, stdin io.Reader, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = c.env
+	cmd.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+func (c *cluster) composeOut(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
+	return c.run(ctx, stdin, c.compose[0], append(append([]string{}, c.compose[1:]...), args...)...)
+}
+
+func (c *cluster) down() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.composeOut(ctx, nil, "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
+		c.t.Logf("compose down: %v", err)
+	}
+}
+
+func (c *cluster) kill(ctx context.Context, service string) {
+	c.t.Helper()
+	if _, err := c.run(ctx, nil, "docker", "kill", c.containerID(ctx, service)); err != nil {
+		c.t.Fatalf("kill %s: %v", service, err)
+	}
+}
+
+func (c *cluster) start(ctx context.Context, service string) {
+	c.t.Helper()
+	if _, err := c.composeOut(ctx, nil, "start", service); err != nil {
+		c.t.Fatalf("start %s: %v", service, err)
+	}
+}
+
+func (c *cluster) containerID(ctx context.Context, service string) string {
+	c.t.Helper()
+	out, err := c.composeOut(ctx, nil, "ps", "-q", service)
+	if err != nil || strings.TrimSpace(out) == "" {
+		c.t.Fatalf("container of %s: %q %v", service, out, err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// hostPort is the loopback address compose published a service port on.
+func (c *cluster) hostPort(ctx context.Context, service string, port int) string {
+	c.t.Helper()
+	out, err := c.composeOut(ctx, nil, "port", service, strconv.Itoa(port))
+	if err != nil {
+		c.t.Fatalf("port of %s: %v", service, err)
+	}
+	addr := strings.TrimSpace(out)
+	if _, p, ok := strings.Cut(addr, ":"); ok && !strings.HasPrefix(addr, "127.") {
+		addr = "127.0.0.1:" + p
+	}
+	return addr
+}
+
+// weirJSON runs the CLI in a container, where it finds the leader through
+// etcd, and decodes its -o json output.
+func (c *cluster) weirJSON(ctx context.Context, v any, args ...string) error {
+	args = append([]string{"exec", "-T", cliService, "weir", "--timeout=5s"}, args...)
+	out, err := c.composeOut(ctx, nil, append(args, "-o", "json")...)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(out), v)
+}
+
+// leader is the compose service of the leading JobManager, from etcd (the
+// lowest create revision under the election prefix leads).
+func (c *cluster) leader(ctx context.Context) string {
+	out, err := c.composeOut(ctx, nil, "exec", "-T", "etcd-1", "etcdctl", "--command-timeout=3s", "get", "--prefix",
+		"--sort-by=CREATE", "--order=ASCEND", "--limit=1", "--print-value-only", "/weir/default/leader/")
+	if err != nil {
+		return ""
+	}
+	var info struct {
+		RPCAddr string `json:"rpc_addr"`
+	}
+	if json.Unmarshal([]byte(strings.TrimSpace(out)), &info) != nil {
+		return ""
+	}
+	host, _, _ := strings.Cut(info.RPCAddr, ":")
+	return host
+}
+
+type jobView struct {
+	State        string `json:"state"`
+	Restarts     int    `json:"restarts"`
+	FailureCause string `json:"failure_cause"`
+	Vertices     []struct {
+		Subtasks []struct {
+			State         string `json:"state"`
+			TaskManagerID string `json:"taskmanager_id"`
+		} `json:"subtasks"`
+	} `json:"vertices"`
+}
+
+func (c *cluster) job(ctx context.Context, id string) (jobView, error) {
+	var j jobView
+	err := c.weirJSON(ctx, &j, "job", "get", id)
+	return j, err
+}
+
+// taskManagerOf picks a TaskManager, other than the CLI's, that runs a
+// subtask of the job.
+func (c *cluster) taskManagerOf(ctx context.Context, id string) string {
+	c.t.Helper()
+	j, err := c.job(ctx, id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, v := range j.Vertices {
+		for _, s := range v.Subtasks {
+			if s.TaskManagerID != "" && s.TaskManagerID != cliService {
+				return s.TaskManagerID
+			}
+		}
+	}
+	c.t.Fatalf("no subtask of job %s outside %s: %+v", id, cliService, j)
+	return ""
+}
+
+func (c *cluster) checkpoints(ctx context.Context, id string) (completed int, latest int64, err error) {
+	var cps struct {
+		Counts struct {
+			Completed int `json:"completed"`
+		} `json:"counts"`
+		History []struct {
+			ID     int64  `json:"id"`
+			Status string `json:"status"`
+		} `json:"history"`
+	}
+	if err := c.weirJSON(ctx, &cps, "checkpoint", "list", id); err != nil {
+		return 0, 0, err
+	}
+	for _, h := range cps.History {
+		if h.Status == "COMPLETED" && h.ID > latest {
+			latest = h.ID
+		}
+	}
+	return cps.Counts.Completed, latest, nil
+}
+
+func (c *cluster) latestCheckpoint(ctx context.Context, id string) int64 {
+	c.t.Helper()
+	_, latest, err := c.checkpoints(ctx, id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return latest
+}
+
+func (c *cluster) waitForCheckpoints(ctx context.Context, id string, n int) {
+	c.waitFor(ctx, 2*time.Minute, fmt.Sprintf("%d completed checkpoints", n), func() (bool, string) {
+		completed, _, err := c.checkpoints(ctx, id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return completed >= n, fmt.Sprintf("%d completed", completed)
+	})
+}
+
+// waitForCheckpointAfter waits for a checkpoint newer than id to complete:
+// the job runs again with every subtask.
+func (c *cluster) waitForCheckpointAfter(ctx context.Context, jobID string, id int64) {
+	c.waitFor(ctx, 2*time.Minute, fmt.Sprintf("a checkpoint after %d", id), func() (bool, string) {
+		_, latest, err := c.checkpoints(ctx, jobID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return latest > id, fmt.Sprintf("latest %d", latest)
+	})
+}
+
+func (c *cluster) waitFor(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
+	c.t.Helper()
+	deadline := time.Now().Add(limit)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			c.t.Fatalf("timed out after %s waiting for %s (last: %s)", limit, what, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func getJSON(ctx context.Context, u string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
+	}
+	return json.Unmarshal(body, v)
+}
+
+// promVector runs an instant query and returns its value per instance.
+func promVector(ctx context.Context, prom, query string) (map[string]float64, error) {
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(query), &r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("query %s: status %s", query, r.Status)
+	}
+	m := map[string]float64{}
+	for _, s := range r.Data.Result {
+		str, _ := s.Value[1].(string)
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: value %v: %w", query, s.Value, err)
+		}
+		m[s.Metric["instance"]] = v
+	}
+	return m, nil
+}
+
+// promScalar runs a query expected to return one series.
+func promScalar(ctx context.Context, prom, query string) (float64, bool, error) {
+	m, err := promVector(ctx, prom, query)
+	if err != nil || len(m) != 1 {
+		return 0, false, err
+	}
+	for _, v := range m {
+		return v, true, nil
+	}
+	return 0, false, nil
+}
+
+// promTargets returns every active target's health by instance.
+func promTargets(ctx context.Context, prom string) (map[string]string, error) {
+	var r struct {
+		Data struct {
+			ActiveTargets []struct {
+				Labels    map[string]string `json:"labels"`
+				Health    string            `json:"health"`
+				LastError string            `json:"lastError"`
+			} `json:"activeTargets"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/targets", &r); err != nil {
+		return nil, err
+	}
+	h := map[string]string{}
+	for _, tg := range r.Data.ActiveTargets {
+		h[tg.Labels["instance"]] = tg.Health
+	}
+	return h, nil
+}

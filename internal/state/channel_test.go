@@ -1,0 +1,76 @@
+package state
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Channel state round-trips through its file and comes back to the
+// subtask that wrote it; nothing is written when nothing was in flight.
+func TestChannelStateRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	recs := []sdk.Record{{Key: []byte("k1"), Value: []byte("1"), Timestamp: 7}, {Key: []byte("k2"), Value: []byte("2")}}
+	cs := &weirv1.ChannelStateSnapshot{
+		Inputs:  []*weirv1.InputChannelState{{Gate: 0, Channel: 1, NumChannels: 2, SourceVertex: "source", Batches: []*weirv1.InFlightBatch{InFlightBatch(recs)}}},
+		Outputs: []*weirv1.ResultSubpartitionState{{Partition: 0, Subpartition: 1, NumSubpartitions: 2, TargetVertex: "sink", Batches: []*weirv1.InFlightBatch{InFlightBatch(recs[:1])}}},
+	}
+	if n := ChannelStateRecords(cs); n != 3 {
+		t.Fatalf("ChannelStateRecords = %d, want 3", n)
+	}
+	h, err := WriteChannelState(dir, "sum", 1, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.GetPath() == "" || h.GetSize() == 0 {
+		t.Fatalf("handle %v", h)
+	}
+	prev := []*weirv1.SubtaskState{
+		{Vertex: "sum", SubtaskIndex: 0, Parallelism: 2},
+		{Vertex: "sum", SubtaskIndex: 1, Parallelism: 2, ChannelState: h},
+	}
+	got, err := RestoreChannelState(prev, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, cs) {
+		t.Fatalf("restored %v, want %v", got, cs)
+	}
+	back := Records(got.GetInputs()[0].GetBatches()[0])
+	if len(back) != 2 || string(back[0].Key) != "k1" || back[0].Timestamp != 7 || string(back[1].Value) != "2" {
+		t.Fatalf("records %v", back)
+	}
+	if got, err := RestoreChannelState(prev, 0, 2); err != nil || got != nil {
+		t.Fatalf("subtask 0 restored %v, %v; it had no channel state", got, err)
+	}
+	if h, err := WriteChannelState(dir, "sum", 0, &weirv1.ChannelStateSnapshot{}); err != nil || h != nil {
+		t.Fatalf("empty channel state written: %v, %v", h, err)
+	}
+}
+
+// Channel state restores only at the parallelism it was written at: its
+// records belong to channels between particular subtasks.
+func TestChannelStateRefusesRescale(t *testing.T) {
+	h, err := WriteChannelState(t.TempDir(), "sum", 0, &weirv1.ChannelStateSnapshot{
+		Inputs: []*weirv1.InputChannelState{{Batches: []*weirv1.InFlightBatch{InFlightBatch([]sdk.Record{{Key: []byte("k")}})}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := []*weirv1.SubtaskState{{Vertex: "sum", SubtaskIndex: 0, Parallelism: 2, ChannelState: h}, {Vertex: "sum", SubtaskIndex: 1, Parallelism: 2}}
+	for _, p := range []int{1, 3} {
+		_, err := RestoreChannelState(prev, 0, p)
+		if !errors.Is(err, ErrChannelStateRescale) {
+			t.Fatalf("restore at parallelism %d: %v, want ErrChannelStateRescale", p, err)
+		}
+		t.Logf("parallelism %d: %v", p, err)
+	}
+	// Without channel state any parallelism is fine.
+	if _, err := RestoreChannelState(prev[1:], 0, 3); err != nil {
+		t.Fatal(err)
+	}
+}
