@@ -22,6 +22,7 @@ import (
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/restapi"
+	"github.com/weirproject/weir/internal/webui"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -191,8 +192,13 @@ func (s *Server) Run(ctx context.Context) error {
 	rest := restapi.New(s, s.log)
 	defer rest.Close()
 	mux := rpc.HTTPMux(s.reg)
-	// Flink's REST API, from the same core as the gRPC client API.
-	mux.Handle("/", rest)
+	// Flink's REST API, from the same core as the gRPC client API; its
+	// paths, with and without Flink's /v1 prefix.
+	for _, p := range []string{"/overview", "/jobs", "/jobs/", "/taskmanagers", "/taskmanagers/", "/v1/"} {
+		mux.Handle(p, rest)
+	}
+	// The web dashboard is everything else.
+	mux.Handle("/", webui.Handler())
 	err = rpc.Serve(ctx, s.log, g, rpcLis, mux, httpLis, 5*time.Second)
 	wg.Wait()
 	s.shutdown()
