@@ -22,9 +22,9 @@ import (
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/restapi"
-	"github.com/weirproject/weir/internal/webui"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
+	"github.com/weirproject/weir/internal/webui"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 

@@ -34,9 +34,9 @@ func HostBusy() time.Duration {
 	return time.Duration(total) * time.Second / clockTick
 }
 
-// treeCPU is the CPU time of this process and every live child.
-func treeCPU() time.Duration {
-	t := SelfCPUTime()
+// treeCPU is the CPU time of this process (pid 0) and every live child.
+func treeCPU() map[int]time.Duration {
+	m := map[int]time.Duration{0: SelfCPUTime()}
 	live.Lock()
 	ps := make([]*Proc, 0, len(live.procs))
 	for p := range live.procs {
@@ -45,10 +45,21 @@ func treeCPU() time.Duration {
 	live.Unlock()
 	for _, p := range ps {
 		if c, err := CPUTime(p.Pid()); err == nil {
-			t += c
+			m[p.Pid()] = c
 		}
 	}
-	return t
+	return m
+}
+
+// cpuDelta is the CPU our processes used between two treeCPU readings: a
+// child that exited meanwhile counts nothing (its last interval is lost),
+// one that started counts all it used.
+func cpuDelta(prev, cur map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for pid, c := range cur {
+		d += c - prev[pid]
+	}
+	return d
 }
 
 // Interference samples, while it runs, how much CPU the rest of the host
@@ -79,9 +90,9 @@ func StartInterference(interval time.Duration) *Interference {
 			case <-t.C:
 			}
 			at, host, ours := time.Now(), HostBusy(), treeCPU()
-			// A child that exited in the interval takes its CPU time
+			// A child that exited in the interval takes its last CPU time
 			// along: clamp at zero rather than count it as foreign.
-			f := max(0, (host-prevHost)-(ours-prevOurs))
+			f := max(0, (host-prevHost)-cpuDelta(prevOurs, ours))
 			el := at.Sub(prevAt)
 			in.mu.Lock()
 			in.foreign += f

@@ -294,3 +294,13 @@ func firstLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n    ")
 }
+
+// bench finds a benchmark of the report by ID.
+func (r *Report) bench(id string) *Bench {
+	for _, b := range r.Benchmarks {
+		if b.ID == id {
+			return b
+		}
+	}
+	return nil
+}
