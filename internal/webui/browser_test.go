@@ -1,0 +1,486 @@
+package webui_test
+
+// Browser tests of the dashboard: a real headless Chromium, driven by
+// chromedp, against a real in-process cluster (a JobManager serving the
+// dashboard and the REST API, two TaskManagers). Skipped when no Chromium
+// is installed; .ci/run installs Debian's chromium so CI runs them.
+//
+// Screenshots of every page land in internal/webui/screenshots/ (ignored
+// by git), or in $WEIR_WEBUI_SCREENSHOTS when set.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/jobmanager"
+	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/taskmanager"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+func findChromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type cluster struct {
+	t      *testing.T
+	base   string // the JobManager's HTTP address: dashboard and REST API
+	client weirv1.ClientServiceClient
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	jm, err := jobmanager.New(jobmanager.Config{RPCAddr: rpcAddr, HTTPAddr: httpAddr, CheckpointDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 3)
+	go func() { done <- jm.Run(ctx) }()
+	for i := 1; i <= 2; i++ {
+		reg := sdk.NewRegistry()
+		operators.Register(reg)
+		cfg := taskmanager.Config{
+			ID: fmt.Sprintf("tm-%d", i), JobManager: rpcAddr, RPCAddr: freeAddr(t), HTTPAddr: freeAddr(t),
+			Slots: 2, Operators: reg, Logger: log,
+		}
+		go func() { done <- taskmanager.Run(ctx, cfg) }()
+	}
+	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		for i := 0; i < 3; i++ {
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		}
+	})
+	c := &cluster{t: t, base: "http://" + httpAddr, client: weirv1.NewClientServiceClient(conn)}
+	c.waitFor(30*time.Second, "two TaskManagers", func() bool {
+		var ov map[string]any
+		return c.getJSON("/overview", &ov) == nil && ov["taskmanagers"] == float64(2)
+	})
+	return c
+}
+
+func (c *cluster) getJSON(path string, v any) error {
+	resp, err := http.Get(c.base + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func (c *cluster) post(path, body string) map[string]any {
+	c.t.Helper()
+	resp, err := http.Post(c.base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode/100 != 2 {
+		c.t.Fatalf("POST %s: %s %v %v", path, resp.Status, m, err)
+	}
+	return m
+}
+
+func (c *cluster) waitFor(timeout time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func spec(name, sinkDir, checkpointing string) string {
+	return fmt.Sprintf(`name: %s
+checkpointing: %s
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 2, config: {count: 0, keys: 8, rate: 500}}
+  - {name: sum, operator: keyed-sum, parallelism: 2, inputs: [{from: source, partition: hash}]}
+  - {name: sink, operator: file-sink, parallelism: 2, inputs: [{from: sum, partition: forward}], config: {path: %q}}
+`, name, checkpointing, sinkDir)
+}
+
+func (c *cluster) submit(spec string) string {
+	c.t.Helper()
+	g, err := jobgraph.ParseSpec([]byte(spec))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp, err := c.client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	id := resp.GetJobId()
+	c.waitFor(30*time.Second, "job "+id+" running", func() bool {
+		var j map[string]any
+		return c.getJSON("/jobs/"+id, &j) == nil && j["state"] == "RUNNING"
+	})
+	return id
+}
+
+// checkpoint triggers a checkpoint through the REST API and waits for it,
+// retrying while the job's tasks are still starting.
+func (c *cluster) checkpoint(job string) {
+	c.t.Helper()
+	var last any
+	c.waitFor(60*time.Second, "a completed checkpoint", func() bool {
+		tid := c.post("/jobs/"+job+"/checkpoints", "{}")["request-id"].(string)
+		for {
+			var st map[string]any
+			if err := c.getJSON("/jobs/"+job+"/checkpoints/"+tid, &st); err != nil {
+				c.t.Fatal(err)
+			}
+			if s, _ := st["status"].(map[string]any); s["id"] != "COMPLETED" {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			op, _ := st["operation"].(map[string]any)
+			last = op["failureCause"]
+			return last == nil
+		}
+	})
+	_ = last
+}
+
+func (c *cluster) checkpoints(job string) map[string]any {
+	c.t.Helper()
+	var m map[string]any
+	if err := c.getJSON("/jobs/"+job+"/checkpoints", &m); err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
+
+// browser is one headless Chromium tab.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+
+	mu     sync.Mutex
+	errors []string // uncaught exceptions and console errors of the page
+}
+
+func newBrowser(t *testing.T, execPath string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(execPath),
+		chromedp.NoSandbox,
+		chromedp.Headless,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.WindowSize(1280, 800),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	shots := os.Getenv("WEIR_WEBUI_SCREENSHOTS")
+	if shots == "" {
+		shots, _ = filepath.Abs("screenshots")
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &browser{t: t, ctx: ctx, shots: shots}
+	go func() {
+		for msg, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			if msg.Type == chromedp.ConsoleException || msg.Type == chromedp.ConsoleError {
+				b.mu.Lock()
+				b.errors = append(b.errors, msg.Text)
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// wait polls a JavaScript predicate in the page.
+func (b *browser) wait(what, expr string, timeout time.Duration) {
+	b.t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		b.shot("failure-" + strings.ReplaceAll(what, " ", "-"))
+		b.t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	p := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Error(err)
+	}
+	b.t.Logf("screenshot: %s", p)
+}
+
+func (b *browser) checkNoErrors() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errors) > 0 {
+		b.t.Errorf("the page logged errors: %q", b.errors)
+	}
+}
+
+func TestDashboard(t *testing.T) {
+	chrome := findChromium()
+	if chrome == "" {
+		t.Skip("no chromium binary found; install Debian's chromium to run the browser tests")
+	}
+	if testing.Short() {
+		t.Skip("browser tests are slow")
+	}
+	c := startCluster(t)
+	// Periodic checkpoints are off in effect (1h), so the test controls
+	// how many there are.
+	job := c.submit(spec("dashboard-demo", t.TempDir(), "{interval: 1h, timeout: 1m, retained: 3}"))
+	const triggered = 3
+	for i := 0; i < triggered; i++ {
+		c.checkpoint(job)
+	}
+	b := newBrowser(t, chrome)
+	q := strconv.Quote
+
+	t.Run("overview lists the TaskManagers and the job", func(t *testing.T) {
+		b.t = t
+		b.do(chromedp.Navigate(c.base + "/#/"))
+		b.wait("the TaskManagers", `document.querySelectorAll("#tms-table tr.tm-row").length === 2`, 30*time.Second)
+		b.wait("the job", fmt.Sprintf(`!!document.querySelector('tr.job-row[data-jid=%s]')`, q(job)), 30*time.Second)
+		for _, tm := range []string{"tm-1", "tm-2"} {
+			row := eval[string](b, fmt.Sprintf(`document.querySelector('tr.tm-row[data-tm=%s]').innerText`, q(tm)))
+			if !strings.Contains(row, "/ 2") || !strings.Contains(row, "127.0.0.1:") {
+				t.Errorf("TaskManager row %s = %q, want its slots and address", tm, row)
+			}
+		}
+		row := eval[string](b, fmt.Sprintf(`document.querySelector('tr.job-row[data-jid=%s]').innerText`, q(job)))
+		if !strings.Contains(row, "dashboard-demo") || !strings.Contains(row, "RUNNING") {
+			t.Errorf("job row = %q", row)
+		}
+		b.shot("overview")
+	})
+
+	t.Run("job page draws the graph", func(t *testing.T) {
+		b.t = t
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job))
+		b.wait("the graph", `document.querySelectorAll("#job-graph-svg .g-vertex").length === 3 && document.querySelectorAll("#job-graph-svg .g-edge").length === 2`, 30*time.Second)
+		edges := eval[string](b, `[...document.querySelectorAll("#job-graph-svg .g-edge text")].map(e => e.textContent).join(",")`)
+		if !strings.Contains(strings.ToLower(edges), "hash") || !strings.Contains(strings.ToLower(edges), "forward") {
+			t.Errorf("edge labels = %q, want the hash and forward partitioners", edges)
+		}
+		box := eval[string](b, `document.querySelector('#job-graph-svg .g-vertex[data-vertex="sum"]').textContent`)
+		if !strings.Contains(box, "parallelism 2") {
+			t.Errorf("sum vertex = %q, want its parallelism", box)
+		}
+		b.shot("job")
+	})
+
+	completedInChart := func() (points, attr int) {
+		points = eval[int](b, `document.querySelectorAll("#cp-chart-svg circle.cp-point").length`)
+		attr = eval[int](b, `+document.querySelector("#cp-chart-svg").dataset.completed`)
+		return
+	}
+	countCompleted := func(m map[string]any) (n int) {
+		for _, h := range m["history"].([]any) {
+			if h.(map[string]any)["className"] == "completed" {
+				n++
+			}
+		}
+		return n
+	}
+
+	t.Run("checkpoints chart has one point per completed checkpoint", func(t *testing.T) {
+		b.t = t
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job + "/checkpoints"))
+		b.wait("the chart", fmt.Sprintf(`document.querySelectorAll("#cp-chart-svg circle.cp-point").length === %d`, triggered), 30*time.Second)
+		want := countCompleted(c.checkpoints(job))
+		if points, attr := completedInChart(); points != want || attr != want {
+			t.Errorf("chart has %d points (data-completed %d), REST history has %d completed", points, attr, want)
+		}
+		rows := eval[int](b, `document.querySelectorAll("#cp-history-table tr.cp-row").length`)
+		if rows != want {
+			t.Errorf("history table has %d rows, want %d", rows, want)
+		}
+		b.shot("checkpoints")
+	})
+
+	t.Run("savepoint triggered from the page", func(t *testing.T) {
+		b.t = t
+		dir := filepath.Join(t.TempDir(), "from-the-page")
+		b.do(
+			chromedp.SetValue(chromedp.ID("savepoint-dir"), dir),
+			// Accept the confirmation dialog: a real dialog blocks the page.
+			chromedp.Evaluate[chromedp.Void](`window.__asked = []; window.confirm = (q) => { window.__asked.push(q); return true; }`),
+			chromedp.Click(chromedp.ID("btn-savepoint")),
+		)
+		b.wait("the savepoint result", `document.querySelector("#action-result.ok")?.textContent.includes("Savepoint completed")`, 60*time.Second)
+		if asked := eval[string](b, `window.__asked.join("|")`); !strings.Contains(asked, dir) {
+			t.Errorf("confirmation asked %q, want it to name %s", asked, dir)
+		}
+		result := eval[string](b, `document.querySelector("#action-result").textContent`)
+		resp, err := c.client.ListCheckpoints(context.Background(), &weirv1.ListCheckpointsRequest{JobId: job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := resp.GetLatestSavepoint()
+		if sp == nil || !sp.GetIsSavepoint() || !strings.HasPrefix(sp.GetExternalPath(), dir) {
+			t.Fatalf("ListCheckpoints latest savepoint = %v, want one under %s", sp, dir)
+		}
+		if !strings.Contains(result, strings.TrimSuffix(sp.GetExternalPath(), "/_metadata")) {
+			t.Errorf("page says %q, want the savepoint's location %s", result, sp.GetExternalPath())
+		}
+		b.wait("the savepoint in the chart", `document.querySelectorAll("#cp-chart-svg circle.cp-point.savepoint").length === 1`, 30*time.Second)
+		b.wait("the savepoint as latest", fmt.Sprintf(`document.querySelector("#latest-savepoint").textContent.includes("#%d")`, sp.GetId()), 30*time.Second)
+		want := countCompleted(c.checkpoints(job))
+		b.wait("every completed checkpoint in the chart", fmt.Sprintf(`document.querySelectorAll("#cp-chart-svg circle.cp-point").length === %d`, want), 30*time.Second)
+		b.shot("checkpoints-after-savepoint")
+	})
+
+	t.Run("checkpoint detail shows every subtask", func(t *testing.T) {
+		b.t = t
+		latest := c.checkpoints(job)["latest"].(map[string]any)["completed"].(map[string]any)
+		id := int(latest["id"].(float64))
+		b.do(chromedp.Navigate(fmt.Sprintf("%s/#/jobs/%s/checkpoints/%d", c.base, job, id)))
+		b.wait("the subtasks", `document.querySelectorAll(".vertex-panel").length === 3 && document.querySelectorAll("tr.subtask-row").length === 6`, 30*time.Second)
+		head := eval[string](b, `document.querySelector("table.subtasks thead").innerText`)
+		for _, col := range []string{"Acknowledged", "Sync", "Async", "Alignment", "Start delay"} {
+			if !strings.Contains(head, col) {
+				t.Errorf("subtask table header %q lacks %s", head, col)
+			}
+		}
+		b.shot("checkpoint-detail")
+	})
+
+	t.Run("failed checkpoint is marked with its reason", func(t *testing.T) {
+		b.t = t
+		failing := c.submit(spec("always-expiring", t.TempDir(), "{interval: 100ms, timeout: 1ms, tolerable-failed-checkpoints: 1000000}"))
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + failing + "/checkpoints"))
+		b.wait("a failed checkpoint in the chart", `document.querySelectorAll("#cp-chart-svg g.cp-failed").length > 0`, 60*time.Second)
+		title := eval[string](b, `document.querySelector("#cp-chart-svg g.cp-failed title").textContent`)
+		if !strings.Contains(title, "failed") || !strings.Contains(title, "CHECKPOINT_EXPIRED") {
+			t.Errorf("failed checkpoint title = %q, want its reason", title)
+		}
+		b.wait("the latest failure", `document.querySelector("#latest-failed .err")?.textContent.trim().length > 0`, 30*time.Second)
+		b.shot("checkpoints-failed")
+
+		// Cancel it from the page, answering the confirmation.
+		b.do(
+			chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+			chromedp.Click(chromedp.ID("btn-cancel")),
+		)
+		c.waitFor(30*time.Second, "the job cancelled", func() bool {
+			var j map[string]any
+			return c.getJSON("/jobs/"+failing, &j) == nil && j["state"] == "CANCELED"
+		})
+	})
+
+	t.Run("narrow window and dark mode", func(t *testing.T) {
+		b.t = t
+		b.do(chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.base+"/#/"))
+		b.wait("the overview", `document.querySelectorAll("#tms-table tr.tm-row").length === 2`, 30*time.Second)
+		if overflow := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
+			t.Errorf("the overview scrolls sideways at 400px")
+		}
+		b.shot("overview-narrow")
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job + "/checkpoints"))
+		b.wait("the chart", `document.querySelectorAll("#cp-chart-svg circle.cp-point").length > 0`, 30*time.Second)
+		if overflow := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
+			t.Errorf("the checkpoints tab scrolls sideways at 400px")
+		}
+		b.shot("checkpoints-narrow")
+		b.do(chromedp.EmulateViewport(1280, 800), chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+			})
+			return err
+		}))
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job))
+		b.wait("the graph", `document.querySelectorAll("#job-graph-svg .g-vertex").length === 3`, 30*time.Second)
+		if bg := eval[string](b, `getComputedStyle(document.body).backgroundColor`); bg == "rgb(246, 247, 249)" {
+			t.Errorf("dark mode kept the light background %s", bg)
+		}
+		b.shot("job-dark")
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job + "/checkpoints"))
+		b.wait("the chart", `document.querySelectorAll("#cp-chart-svg circle.cp-point").length > 0`, 30*time.Second)
+		b.shot("checkpoints-dark")
+	})
+	b.t = t
+	b.checkNoErrors()
+}
