@@ -147,3 +147,46 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRescaleFromSavepoint stops a job at parallelism 2 with a savepoint and
+// resumes it at parallelism 3: keyed state follows its key groups, source
+// splits are handed to the new subtasks, and the output of both runs holds
+// every record exactly once.
+func TestRescaleFromSavepoint(t *testing.T) {
+	const count, keys = 30000, 16
+	c := startCluster(t, 3)
+	out := filepath.Join(c.dir, "out")
+	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
+	first := c.submit(spec)
+	c.waitFor(time.Minute, "two checkpoints", func() (bool, error) {
+		n, err := c.checkpointsCompleted(first)
+		return n >= 2, err
+	})
+	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", filepath.Join(c.dir, "savepoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	savepoint := strings.Fields(string(stopped))[1]
+	if job := c.waitJob(first, time.Minute); job.State != "FINISHED" {
+		t.Fatalf("stopped job ended %s: %s", job.State, job.FailureCause)
+	}
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rescaled := filepath.Join(c.dir, "rescaled.yaml")
+	if err := os.WriteFile(rescaled, []byte(strings.ReplaceAll(string(b), "parallelism: 2", "parallelism: 3")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := c.submit(rescaled, "--from", savepoint)
+	if job := c.waitJob(second, 2*time.Minute); job.State != "FINISHED" {
+		t.Fatalf("rescaled job ended %s: %s", job.State, job.FailureCause)
+	}
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -26,6 +26,7 @@ if [ -z "$deb" ]; then
 fi
 
 rm -rf "$dest" "$dest.pkg"
+mkdir -p "$(dirname "$dest")"
 dpkg-deb -x "$deb" "$dest.pkg"
 mkdir -p "$dest/usr/bin" "$dest/usr/share" "$dest/etc/prometheus" "$dest/prometheus" "$dest/tmp"
 cp "$dest.pkg/usr/bin/prometheus" "$dest.pkg/usr/bin/promtool" "$dest/usr/bin/"

@@ -31,8 +31,8 @@ const (
 	// a cluster started with `make up` (project "weir").
 	project = "weir-compose-test"
 	// The job: count records over keys, rate records/s per source subtask,
-	// so about count/(3*rate) = 60 s without failures.
-	count, keys, rate = 180000, 16, 1000
+	// so about count/(3*rate) = 80 s without failures: time for both kills.
+	count, keys, rate = 240000, 16, 1000
 	outputPath        = "/output/compose-test"
 	// Compose services the test never kills: it runs the CLI in them.
 	cliService = "taskmanager-3"
@@ -56,6 +56,7 @@ type cluster struct {
 	t       *testing.T
 	compose []string // the compose command with project and file options
 	env     []string
+	ids     map[string]string // compose service → container ID
 }
 
 func TestComposeCluster(t *testing.T) {
@@ -108,7 +109,11 @@ func TestComposeCluster(t *testing.T) {
 		}
 		return len(tms) == 3, fmt.Sprintf("%d TaskManagers", len(tms))
 	})
-	leader := c.leader(ctx)
+	var leader string
+	c.waitFor(ctx, time.Minute, "the leader in etcd", func() (bool, string) {
+		leader = c.leader(ctx)
+		return leader == "jobmanager-1" || leader == "jobmanager-2", leader
+	})
 	phase("%s leads, 3 TaskManagers registered", leader)
 	prom := "http://" + c.hostPort(ctx, "prometheus", 9090)
 	rest := map[string]string{
@@ -116,7 +121,7 @@ func TestComposeCluster(t *testing.T) {
 		"jobmanager-2": "http://" + c.hostPort(ctx, "jobmanager-2", 8081),
 	}
 
-	out, err := c.composeOut(ctx, strings.NewReader(jobSpec), "exec", "-T", cliService, "weir", "job", "submit", "-f", "-")
+	out, err := c.exec(ctx, strings.NewReader(jobSpec), cliService, "weir", "job", "submit", "-f", "-")
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
@@ -157,6 +162,7 @@ func TestComposeCluster(t *testing.T) {
 
 	// Kill a TaskManager that runs subtasks of the job.
 	victim := c.taskManagerOf(ctx, jobID)
+	c.mustRun(ctx, jobID)
 	before := c.latestCheckpoint(ctx, jobID)
 	c.kill(ctx, victim)
 	phase("killed %s (latest checkpoint %d)", victim, before)
@@ -167,22 +173,32 @@ func TestComposeCluster(t *testing.T) {
 		}
 		return j.Restarts >= 1 && j.State == "RUNNING", fmt.Sprintf("%s, %d restarts", j.State, j.Restarts)
 	})
-	c.waitForCheckpointAfter(ctx, jobID, before)
+	// A checkpoint completed before the kill may still show up; wait for
+	// one triggered after the restart.
+	c.waitForCheckpointAfter(ctx, jobID, max(before, c.latestCheckpoint(ctx, jobID)))
 	phase("job restarted and checkpoints again")
 	c.start(ctx, victim)
 
 	// Kill the leading JobManager: the standby takes over and recovers the
 	// job from its latest checkpoint in etcd.
+	c.mustRun(ctx, jobID)
 	before = c.latestCheckpoint(ctx, jobID)
 	c.kill(ctx, leader)
 	phase("killed the leader %s (latest checkpoint %d)", leader, before)
 	old := leader
 	c.waitFor(ctx, 2*time.Minute, "another JobManager to lead", func() (bool, string) {
 		leader = c.leader(ctx)
-		return leader != "" && leader != old, leader
+		return (leader == "jobmanager-1" || leader == "jobmanager-2") && leader != old, leader
 	})
 	phase("%s leads", leader)
-	c.waitForCheckpointAfter(ctx, jobID, before)
+	c.waitFor(ctx, 2*time.Minute, "the job to run on the new leader", func() (bool, string) {
+		j, err := c.job(ctx, jobID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return j.State == "RUNNING", j.State
+	})
+	c.waitForCheckpointAfter(ctx, jobID, max(before, c.latestCheckpoint(ctx, jobID)))
 	phase("job recovered on %s and checkpoints again", leader)
 	c.start(ctx, old)
 	c.waitFor(ctx, 2*time.Minute, "3 TaskManagers registered with the new leader", func() (bool, string) {
@@ -273,6 +289,7 @@ func newCluster(t *testing.T) *cluster {
 		// cluster from `make up`.
 		env: append(os.Environ(), "WEIR_BIND=127.0.0.1", "WEIR_PORT_JM1_RPC=", "WEIR_PORT_JM1_HTTP=",
 			"WEIR_PORT_JM2_RPC=", "WEIR_PORT_JM2_HTTP=", "WEIR_PORT_PROMETHEUS="),
+		ids: map[string]string{},
 	}
 	return c
 }
@@ -318,13 +335,30 @@ func (c *cluster) start(ctx context.Context, service string) {
 	}
 }
 
+// containerID is the container of a service; `docker start` after `docker
+// kill` keeps it.
 func (c *cluster) containerID(ctx context.Context, service string) string {
 	c.t.Helper()
+	if id, ok := c.ids[service]; ok {
+		return id
+	}
 	out, err := c.composeOut(ctx, nil, "ps", "-q", service)
 	if err != nil || strings.TrimSpace(out) == "" {
 		c.t.Fatalf("container of %s: %q %v", service, out, err)
 	}
-	return strings.TrimSpace(out)
+	c.ids[service] = strings.TrimSpace(out)
+	return c.ids[service]
+}
+
+// exec runs a command in a service's container (docker exec: much faster
+// than docker-compose 1.29's exec, so polls stay tight).
+func (c *cluster) exec(ctx context.Context, stdin io.Reader, service string, cmd ...string) (string, error) {
+	args := []string{"exec"}
+	if stdin != nil {
+		args = append(args, "-i")
+	}
+	args = append(append(args, c.containerID(ctx, service)), cmd...)
+	return c.run(ctx, stdin, "docker", args...)
 }
 
 // hostPort is the loopback address compose published a service port on.
@@ -344,8 +378,8 @@ func (c *cluster) hostPort(ctx context.Context, service string, port int) string
 // weirJSON runs the CLI in a container, where it finds the leader through
 // etcd, and decodes its -o json output.
 func (c *cluster) weirJSON(ctx context.Context, v any, args ...string) error {
-	args = append([]string{"exec", "-T", cliService, "weir", "--timeout=5s"}, args...)
-	out, err := c.composeOut(ctx, nil, append(args, "-o", "json")...)
+	args = append([]string{"weir", "--timeout=5s"}, args...)
+	out, err := c.exec(ctx, nil, cliService, append(args, "-o", "json")...)
 	if err != nil {
 		return err
 	}
@@ -355,7 +389,7 @@ func (c *cluster) weirJSON(ctx context.Context, v any, args ...string) error {
 // leader is the compose service of the leading JobManager, from etcd (the
 // lowest create revision under the election prefix leads).
 func (c *cluster) leader(ctx context.Context) string {
-	out, err := c.composeOut(ctx, nil, "exec", "-T", "etcd-1", "etcdctl", "--command-timeout=3s", "get", "--prefix",
+	out, err := c.exec(ctx, nil, "etcd-1", "etcdctl", "--command-timeout=3s", "get", "--prefix",
 		"--sort-by=CREATE", "--order=ASCEND", "--limit=1", "--print-value-only", "/weir/default/leader/")
 	if err != nil {
 		return ""
@@ -386,6 +420,16 @@ func (c *cluster) job(ctx context.Context, id string) (jobView, error) {
 	var j jobView
 	err := c.weirJSON(ctx, &j, "job", "get", id)
 	return j, err
+}
+
+// mustRun fails the test unless the job still runs: a kill after the job
+// ended would test nothing (a slower machine needs a longer job).
+func (c *cluster) mustRun(ctx context.Context, id string) {
+	c.t.Helper()
+	j, err := c.job(ctx, id)
+	if err != nil || j.State != "RUNNING" {
+		c.t.Fatalf("job %s should still run before the kill: %q %v", id, j.State, err)
+	}
 }
 
 // taskManagerOf picks a TaskManager, other than the CLI's, that runs a

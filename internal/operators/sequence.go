@@ -10,15 +10,19 @@ import (
 	"github.com/weirproject/weir/sdk"
 )
 
-// SequenceSource emits key = i mod keys, value = i for i in [0, count),
-// split across its subtasks: subtask s of p emits i = s, s+p, s+2p, …
-// Its position is operator state, so a restored source resumes exactly
-// after the last record that preceded the checkpoint's barrier.
+// SequenceSource emits key = i mod keys, value = i for i in [0, count).
+// The sequence is cut into splits, as Flink's sources are: a job started at
+// parallelism p has p splits, split s holding i = s, s+p, s+2p, …, and
+// subtask s of the first run reads split s. Each split's position is an
+// item of operator list state, so a restored source resumes every split
+// exactly after the last record that preceded the checkpoint's barrier, and
+// a restore at another parallelism hands the splits round-robin to the new
+// subtasks (each reads its splits in turn).
 type SequenceSource struct {
 	count, keys int64
 	rate        float64
-	stride      int64
-	next        int64 // the next i to emit
+	splits      []split
+	cur         int // the split the next record comes from
 	position    sdk.ListState
 
 	// rate limiting: records emitted since start at the configured rate
@@ -26,6 +30,13 @@ type SequenceSource struct {
 	emitted int64
 	now     func() time.Time // time.Now when nil; tests drive a fake clock
 }
+
+// split is an arithmetic progression of the sequence and its position.
+type split struct {
+	first, stride, next int64
+}
+
+func (sp split) done(count int64) bool { return count > 0 && sp.next >= count }
 
 // maxPerEmit bounds one Emit call so checkpoints are not delayed behind it.
 const maxPerEmit = 512
@@ -45,27 +56,29 @@ func (s *SequenceSource) Open(ctx sdk.Context) error {
 	if s.count < 0 || s.keys <= 0 || s.rate < 0 {
 		return fmt.Errorf("sequence-source: need count >= 0, keys > 0, rate >= 0 (got %d, %d, %v)", s.count, s.keys, s.rate)
 	}
-	s.stride = int64(ctx.Parallelism())
-	s.next = int64(ctx.SubtaskIndex())
 	s.position = ctx.ListState("position")
-	// Positions are stored per original subtask as (subtask, parallelism,
-	// next). A restore at the same parallelism gives each subtask its own
-	// entry back; any other split of the entries is a rescale.
 	items := s.position.Get()
+	if len(items) == 0 && ctx.RestoredCheckpointID() == 0 {
+		p, i := int64(ctx.Parallelism()), int64(ctx.SubtaskIndex())
+		s.splits = []split{{first: i, stride: p, next: i}}
+		return nil
+	}
 	for _, it := range items {
 		if len(it) != positionSize {
 			return fmt.Errorf("sequence-source: corrupt position state (%d bytes)", len(it))
 		}
-		sub, par, next := int64(binary.BigEndian.Uint64(it)), int64(binary.BigEndian.Uint64(it[8:])), int64(binary.BigEndian.Uint64(it[16:]))
-		if par != s.stride || sub != int64(ctx.SubtaskIndex()) || len(items) > 1 {
-			return fmt.Errorf("sequence-source: restored position of subtask %d at parallelism %d into subtask %d at parallelism %d (%d positions); rescaling this source is not supported",
-				sub, par, ctx.SubtaskIndex(), s.stride, len(items))
+		sp := split{
+			first:  int64(binary.BigEndian.Uint64(it)),
+			stride: int64(binary.BigEndian.Uint64(it[8:])),
+			next:   int64(binary.BigEndian.Uint64(it[16:])),
 		}
-		if next < 0 || next%s.stride != sub {
-			return fmt.Errorf("sequence-source: corrupt position state (subtask %d, next %d)", sub, next)
+		if sp.stride <= 0 || sp.first < 0 || sp.first >= sp.stride || sp.next < sp.first || (sp.next-sp.first)%sp.stride != 0 {
+			return fmt.Errorf("sequence-source: corrupt position state (split %d/%d at %d)", sp.first, sp.stride, sp.next)
 		}
-		s.next = next
+		s.splits = append(s.splits, sp)
 	}
+	// A restored subtask may get no split (more subtasks than splits): it
+	// has nothing to emit.
 	return nil
 }
 
@@ -94,30 +107,47 @@ func (s *SequenceSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 		n = min(n, due)
 	}
 	for ; n > 0; n-- {
-		if s.count > 0 && s.next >= s.count {
+		sp := s.nextSplit()
+		if sp == nil {
 			return sdk.SourceStatus{EndOfInput: true}, nil
 		}
 		out.Collect(sdk.Record{
-			Key:   strconv.AppendInt(nil, s.next%s.keys, 10),
-			Value: strconv.AppendInt(nil, s.next, 10),
+			Key:   strconv.AppendInt(nil, sp.next%s.keys, 10),
+			Value: strconv.AppendInt(nil, sp.next, 10),
 		})
-		s.next += s.stride
+		sp.next += sp.stride
 		s.emitted++
 	}
-	if s.count > 0 && s.next >= s.count {
+	if s.nextSplit() == nil {
 		return sdk.SourceStatus{EndOfInput: true}, nil
 	}
 	return sdk.SourceStatus{}, nil
 }
 
+// nextSplit picks the next split with records left, round-robin; nil when
+// every split is exhausted.
+func (s *SequenceSource) nextSplit() *split {
+	for range s.splits {
+		s.cur = (s.cur + 1) % len(s.splits)
+		if sp := &s.splits[s.cur]; !sp.done(s.count) {
+			return sp
+		}
+	}
+	return nil
+}
+
 // SnapshotState stores the position: the runtime calls it right after the
 // barrier went out, so every record before the barrier is covered.
 func (s *SequenceSource) SnapshotState(int64) error {
-	it := make([]byte, positionSize)
-	binary.BigEndian.PutUint64(it, uint64(s.next%s.stride))
-	binary.BigEndian.PutUint64(it[8:], uint64(s.stride))
-	binary.BigEndian.PutUint64(it[16:], uint64(s.next))
-	s.position.Update([][]byte{it})
+	items := make([][]byte, len(s.splits))
+	for i, sp := range s.splits {
+		it := make([]byte, positionSize)
+		binary.BigEndian.PutUint64(it, uint64(sp.first))
+		binary.BigEndian.PutUint64(it[8:], uint64(sp.stride))
+		binary.BigEndian.PutUint64(it[16:], uint64(sp.next))
+		items[i] = it
+	}
+	s.position.Update(items)
 	return nil
 }
 
