@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "weir_task_checkpoint_async_duration_seconds", Help: "Asynchronous part of the subtask's last checkpoint.",
 		}, labels),
 		processed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "weir_task_checkpoint_alignment_processed_bytes", Help: "Bytes the subtask processed between the first and the last barrier of its last checkpoint (blocked channels hold theirs back in the bounded exchange queues, so nothing is buffered).",
+			Name: "weir_task_alignment_buffered_bytes", Help: "Bytes the subtask processed between the first and the last barrier of its last checkpoint (blocked channels hold theirs back in the bounded exchange queues, so nothing is buffered).",
 		}, labels),
 		persisted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "weir_task_checkpoint_persisted_bytes", Help: "In-flight records the subtask's last checkpoint persisted as channel state (unaligned checkpoints only).",
