@@ -732,7 +732,7 @@ func (c *Coordinator) abort(p *pending, f *Failure) {
 		tasks = append(tasks, t.Attempt)
 	}
 	if p.location != "" {
-		c.emit(DiscardState{Location: p.location})
+		c.emit(DiscardState{ID: p.id, Location: p.location})
 	}
 	c.emit(NotifyAborted{ID: p.id, Tasks: tasks})
 	c.failRequest(p.req, p.id, f)

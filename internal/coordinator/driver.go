@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ type Deps struct {
 	Metrics *Metrics
 	JobName string
 	Logger  *slog.Logger
+	// Shared counts references to incremental checkpoints' shared files;
+	// a new one when nil.
+	Shared *SharedRegistry
 }
 
 // Result is the outcome of a manual trigger.
@@ -107,6 +111,9 @@ func NewDriver(cfg Config, deps Deps) *Driver {
 	}
 	if deps.Metrics == nil {
 		deps.Metrics = NewMetrics(nil)
+	}
+	if deps.Shared == nil {
+		deps.Shared = NewSharedRegistry()
 	}
 	cfg.OperatorCoordinators = len(deps.Coordinators) > 0
 	cfg.MasterHooks = len(deps.Hooks) > 0
@@ -234,7 +241,11 @@ func (d *Driver) TaskFinished(a *weirv1.ExecutionAttemptID) { d.post(func() { d.
 // Acknowledge feeds a subtask's ack.
 func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 	posted := d.post(func() {
-		if r := d.sm.Acknowledge(ack); r != AckSuccess {
+		r := d.sm.Acknowledge(ack)
+		if r == AckSuccess && ack.GetState() != nil {
+			d.deps.Shared.Register(ack.GetCheckpointId(), ack.GetState())
+		}
+		if r != AckSuccess {
 			d.log.Info("checkpoint ack not used", "checkpoint_id", ack.GetCheckpointId(), "attempt", attemptKey(ack.GetAttempt()), "result", r)
 		}
 	})
@@ -357,8 +368,15 @@ func (d *Driver) process(effects []Effect) {
 				})
 			}
 		case DiscardState:
+			// Decided on the loop, so no ack registers a file in between.
+			var free []string
+			if e.ID != 0 {
+				free = d.deps.Shared.Release(e.ID)
+			}
+			free = append(free, d.deps.Shared.Unreferenced(e.States...)...)
 			d.goIO(func(ctx context.Context) {
 				var errs []error
+				errs = append(errs, discardFiles(free))
 				if e.Location != "" {
 					errs = append(errs, d.deps.Storage.Discard(ctx, e.Location))
 				}
@@ -448,8 +466,28 @@ func (d *Driver) finalize(ctx context.Context, f Finalize) (string, int64, error
 		if err := d.deps.Storage.Discard(ctx, c.Dir); err != nil {
 			d.log.Warn("discarding subsumed checkpoint failed", "checkpoint_id", c.ID, "err", err)
 		}
+		if err := discardFiles(d.deps.Shared.Release(c.ID)); err != nil {
+			d.log.Warn("discarding shared state failed", "checkpoint_id", c.ID, "err", err)
+		}
 	}
 	return path, newest, nil
+}
+
+// RebuildShared rebuilds the shared-state registry from the retained
+// checkpoints' metadata (a JobManager that recovers a job).
+func (d *Driver) RebuildShared(retained []*weirv1.CheckpointMetadata) {
+	d.deps.Shared.Rebuild(retained)
+}
+
+// discardFiles deletes shared state files no checkpoint references.
+func discardFiles(paths []string) error {
+	var errs []error
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (d *Driver) finished(e RequestDone) {

@@ -80,6 +80,9 @@ type NotifyAborted struct {
 
 // DiscardState deletes a checkpoint location and/or acknowledged state.
 type DiscardState struct {
+	// ID is the aborted checkpoint whose location this is; its references
+	// to shared state are released. Zero when nothing was acknowledged.
+	ID       int64
 	Location string
 	States   []*weirv1.SubtaskState
 }

@@ -244,8 +244,8 @@ func (s *Server) DeclineCheckpoint(_ context.Context, req *weirv1.DeclineCheckpo
 // yet, rather than silently running them differently.
 func supported(g *weirv1.JobGraph) error {
 	switch {
-	case g.GetState().GetBackend() != weirv1.StateBackendConfig_BACKEND_HEAP || g.GetState().GetIncremental():
-		return errors.New("jobmanager: state: only the heap backend with full snapshots is supported yet")
+	case g.GetState().GetBackend() != weirv1.StateBackendConfig_BACKEND_PEBBLE && g.GetState().GetIncremental():
+		return errors.New("jobmanager: state: incremental checkpoints need the pebble backend")
 	}
 	return nil
 }

@@ -130,6 +130,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		JobName: g.GetName(),
 		Logger:  s.log,
 	})
+	j.rebuildShared()
 	go j.coord.Run()
 	if restore != nil {
 		if err := j.coord.Restore(context.Background(), restore.metadata, restore.path); err != nil {
@@ -375,6 +376,27 @@ func (j *jobMaster) restartAfter(settled <-chan struct{}, delay time.Duration) {
 		j.log.Info("restarting without state: no checkpoint completed yet")
 	}
 	j.trySchedule()
+}
+
+// rebuildShared counts the shared state files of the retained checkpoints,
+// so those no longer referenced after the next subsumption are deleted.
+// Unreadable metadata only means some files are kept.
+func (j *jobMaster) rebuildShared() {
+	all, err := j.store.All(context.Background())
+	if err != nil {
+		j.log.Warn("rebuilding the shared state registry failed", "err", err)
+		return
+	}
+	var mds []*weirv1.CheckpointMetadata
+	for _, c := range all {
+		md, err := storage.ReadMetadata(c.MetadataPath)
+		if err != nil {
+			j.log.Warn("shared state registry: unreadable checkpoint", "checkpoint_id", c.ID, "err", err)
+			continue
+		}
+		mds = append(mds, md)
+	}
+	j.coord.RebuildShared(mds)
 }
 
 // latestRestorePoint is the newest readable retained checkpoint; an

@@ -6,7 +6,6 @@ package state
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
 	"sort"
 
 	"github.com/weirproject/weir/internal/keygroup"
@@ -23,8 +22,10 @@ type Heap struct {
 	keyGroups      keygroup.Range
 	currentKey     string
 	values         map[string]map[string][]byte // state name → key → value
-	lists          map[string]*listState
+	lists          operatorLists
 }
+
+var _ Backend = (*Heap)(nil)
 
 // NewHeap returns an empty heap backend for a subtask owning keyGroups.
 func NewHeap(maxParallelism int, keyGroups keygroup.Range) *Heap {
@@ -32,9 +33,21 @@ func NewHeap(maxParallelism int, keyGroups keygroup.Range) *Heap {
 		maxParallelism: maxParallelism,
 		keyGroups:      keyGroups,
 		values:         map[string]map[string][]byte{},
-		lists:          map[string]*listState{},
+		lists:          operatorLists{},
 	}
 }
+
+// TakeSnapshot implements Backend; heap snapshots are always canonical.
+func (h *Heap) TakeSnapshot(SnapshotOptions) (StateSnapshot, error) { return h.Snapshot(), nil }
+
+// NotifyCheckpointComplete implements Backend.
+func (h *Heap) NotifyCheckpointComplete(int64) {}
+
+// Close implements Backend.
+func (h *Heap) Close() error { return nil }
+
+// Release implements StateSnapshot.
+func (s *Snapshot) Release() {}
 
 // SetCurrentKey scopes keyed state to key until the next call.
 func (h *Heap) SetCurrentKey(key []byte) { h.currentKey = string(key) }
@@ -51,12 +64,7 @@ func (h *Heap) ValueState(name string) sdk.ValueState {
 
 // ListState returns the named operator list state.
 func (h *Heap) ListState(name string, union bool) sdk.ListState {
-	l, ok := h.lists[name]
-	if !ok {
-		l = &listState{union: union}
-		h.lists[name] = l
-	}
-	return l
+	return h.lists.get(name, union)
 }
 
 type valueState struct {
@@ -98,7 +106,7 @@ func (h *Heap) Snapshot() *Snapshot {
 		maxParallelism: h.maxParallelism,
 		keyGroups:      h.keyGroups,
 		values:         make(map[string]map[string][]byte, len(h.values)),
-		lists:          make(map[string]listState, len(h.lists)),
+		lists:          h.lists.copy(),
 	}
 	for name, m := range h.values {
 		c := make(map[string][]byte, len(m))
@@ -106,9 +114,6 @@ func (h *Heap) Snapshot() *Snapshot {
 			c[k] = v
 		}
 		s.values[name] = c
-	}
-	for name, l := range h.lists {
-		s.lists[name] = listState{union: l.union, items: append([][]byte(nil), l.items...)}
 	}
 	return s
 }
@@ -122,7 +127,7 @@ func (s *Snapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.
 		Parallelism:  int32(parallelism),
 		KeyGroups:    &weirv1.KeyGroupRange{Start: int32(s.keyGroups.Start), End: int32(s.keyGroups.End)},
 	}
-	prefix := filepath.Join(dir, fmt.Sprintf("%s-%d", vertex, subtask))
+	prefix := filePrefix(dir, vertex, subtask)
 	if keyed := s.keyedSnapshot(); len(keyed.KeyGroups) > 0 {
 		n, err := storage.WriteProto(prefix+".keyed", keyed)
 		if err != nil {
@@ -131,15 +136,10 @@ func (s *Snapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.
 		st.KeyedState = &weirv1.StateHandle{Path: prefix + ".keyed", Size: n}
 		st.StateSize += n
 	}
-	if ops := s.operatorSnapshot(); len(ops.States) > 0 {
-		n, err := storage.WriteProto(prefix+".operator", ops)
-		if err != nil {
-			return nil, fmt.Errorf("state: write operator state: %w", err)
-		}
-		st.OperatorState = &weirv1.StateHandle{Path: prefix + ".operator", Size: n}
-		st.StateSize += n
-	}
 	st.CheckpointedSize = st.StateSize
+	if err := writeOperator(st, prefix, s.lists); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -167,80 +167,26 @@ func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
 	return out
 }
 
-func (s *Snapshot) operatorSnapshot() *weirv1.OperatorStateSnapshot {
-	out := &weirv1.OperatorStateSnapshot{}
-	for _, name := range sortedKeys(s.lists) {
-		l := s.lists[name]
-		out.States = append(out.States, &weirv1.OperatorStateSnapshot_ListState{Name: name, Union: l.union, Items: l.items})
-	}
-	return out
-}
-
 // Restore loads the state of a previous run. prev lists every subtask state
 // of the vertex in the restored checkpoint; keyed state is filtered to the
 // key groups this subtask owns and list state is redistributed round-robin
 // (union state is given whole).
 func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
 	for _, st := range prev {
-		if p := st.GetKeyedState().GetPath(); p != "" {
-			snap := &weirv1.KeyedStateSnapshot{}
-			if err := storage.ReadProto(p, snap); err != nil {
-				return fmt.Errorf("state: restore keyed state: %w", err)
-			}
-			if int(snap.GetMaxParallelism()) != h.maxParallelism {
-				return fmt.Errorf("state: restore keyed state: max parallelism %d, job has %d", snap.GetMaxParallelism(), h.maxParallelism)
-			}
-			for _, g := range snap.GetKeyGroups() {
-				if !h.keyGroups.Contains(int(g.GetKeyGroup())) {
-					continue
-				}
-				for _, e := range g.GetEntries() {
-					m, ok := h.values[e.GetState()]
-					if !ok {
-						m = map[string][]byte{}
-						h.values[e.GetState()] = m
-					}
-					m[string(e.GetKey())] = e.GetValue()
-				}
-			}
-		}
-	}
-	// Operator list state is concatenated in subtask order, then split, so
-	// the assignment does not depend on the order acks arrived in.
-	ordered := append([]*weirv1.SubtaskState(nil), prev...)
-	sort.Slice(ordered, func(i, j int) bool { return ordered[i].GetSubtaskIndex() < ordered[j].GetSubtaskIndex() })
-	all := map[string]*listState{}
-	var names []string
-	for _, st := range ordered {
-		p := st.GetOperatorState().GetPath()
-		if p == "" {
-			continue
-		}
-		snap := &weirv1.OperatorStateSnapshot{}
-		if err := storage.ReadProto(p, snap); err != nil {
-			return fmt.Errorf("state: restore operator state: %w", err)
-		}
-		for _, ls := range snap.GetStates() {
-			l, ok := all[ls.GetName()]
+		err := readKeyed(st, h.maxParallelism, h.keyGroups.Contains, func(state string, key, value []byte) error {
+			m, ok := h.values[state]
 			if !ok {
-				l = &listState{union: ls.GetUnion()}
-				all[ls.GetName()] = l
-				names = append(names, ls.GetName())
+				m = map[string][]byte{}
+				h.values[state] = m
 			}
-			l.items = append(l.items, ls.GetItems()...)
+			m[string(key)] = value
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
-	for _, name := range names {
-		l := all[name]
-		mine := &listState{union: l.union}
-		for i, it := range l.items {
-			if l.union || i%parallelism == subtask {
-				mine.items = append(mine.items, it)
-			}
-		}
-		h.lists[name] = mine
-	}
-	return nil
+	return restoreOperator(h.lists, prev, subtask, parallelism)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

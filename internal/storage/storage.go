@@ -197,7 +197,8 @@ func Discard(dir string) error {
 // acks that arrive for a checkpoint that no longer exists.
 func DiscardHandles(st *weirv1.SubtaskState) error {
 	var errs []error
-	for _, h := range []*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()} {
+	handles := append([]*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()}, st.GetSharedFiles()...)
+	for _, h := range handles {
 		if h.GetPath() == "" || h.GetShared() {
 			continue
 		}

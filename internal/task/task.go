@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type Config struct {
 	Responder  Responder
 	Metrics    *Metrics
 	Logger     *slog.Logger
+	// StateDir is where an embedded state backend keeps its local files
+	// (the TaskManager's working directory); os.TempDir when empty.
+	StateDir string
 	// OnRunning is called once the subtask is connected and about to process.
 	OnRunning func()
 	// OnEndOfInput is called once the subtask received all its input.
@@ -80,7 +84,7 @@ type Task struct {
 	// Everything below is owned by the goroutine running Run.
 	src       sdk.Source
 	op        sdk.Operator
-	backend   *state.Heap
+	backend   state.Backend
 	inputs    []exchange.InputChannel
 	barriers  *BarrierHandler
 	inputNote chan struct{}
@@ -177,8 +181,26 @@ func New(cfg Config) (*Task, error) {
 		outputNote: make(chan struct{}, 1),
 	}
 	maxP, p, i := int(d.GetMaxParallelism()), int(d.GetParallelism()), int(a.GetSubtaskIndex())
-	t.backend = state.NewHeap(maxP, keygroup.RangeFor(maxP, p, i))
+	sb := d.GetStateBackend()
+	t.backend, err = state.New(state.Config{
+		Kind:           sb.GetBackend(),
+		Incremental:    sb.GetIncremental() || d.GetCheckpointOptions().GetIncremental(),
+		MaxParallelism: maxP,
+		KeyGroups:      keygroup.RangeFor(maxP, p, i),
+		LocalDir:       cfg.StateDir,
+		SharedDir:      filepath.Join(storage.Storage{Dir: d.GetCheckpointDir()}.JobDir(a.GetJobId()), "shared"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("task: state backend: %w", err)
+	}
 	return t, nil
+}
+
+// Abandon releases a subtask that was built but will never Run.
+func (t *Task) Abandon() {
+	if err := t.backend.Close(); err != nil {
+		t.log.Warn("closing state backend failed", "err", err)
+	}
 }
 
 // TriggerCheckpoint asks a source subtask to start checkpoint id.
@@ -222,6 +244,7 @@ func (t *Task) BackPressured() time.Duration {
 // for the subtasks still draining (a finished source cannot be triggered).
 func (t *Task) NotifyCheckpointComplete(id int64, final bool) {
 	t.mailbox.put(func() error {
+		t.backend.NotifyCheckpointComplete(id)
 		if l, ok := t.operator().(sdk.CheckpointListener); ok {
 			if err := l.NotifyCheckpointComplete(id); err != nil {
 				return fmt.Errorf("task: notify checkpoint %d complete: %w", id, err)
@@ -769,7 +792,11 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 			return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
 		}
 	}
-	snap := t.backend.Snapshot()
+	snap, err := t.backend.TakeSnapshot(state.SnapshotOptions{CheckpointID: id, Canonical: state.IsSavepoint(b.GetOptions().GetType())})
+	if err != nil {
+		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, err.Error())
+		return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
+	}
 	switch b.GetOptions().GetType() {
 	case weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND, weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE:
 		// Stop-with-savepoint: nothing more is emitted, and the subtask
@@ -809,13 +836,14 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 // completeAsync is the asynchronous part of checkpoint b: it writes the
 // state files, waits for the channel state of an unaligned checkpoint and
 // writes it too, and acknowledges (or declines on a storage error).
-func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap *state.Snapshot, rec *channelRecorder, stats ckptStats) {
+func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap state.StateSnapshot, rec *channelRecorder, stats ckptStats) {
 	id := b.GetCheckpointId()
 	asyncStart := t.now()
 	dir := storageDir(t.desc, b)
 	if _, err := os.Stat(dir); err != nil {
 		// The JobManager creates the directory before triggering and
 		// removes it on abort: a missing one means the checkpoint is gone.
+		snap.Release()
 		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
 		return
 	}
@@ -1037,6 +1065,9 @@ func (t *Task) cleanup() {
 	}
 	if err != nil {
 		t.log.Warn("closing operator failed", "err", err)
+	}
+	if err := t.backend.Close(); err != nil {
+		t.log.Warn("closing state backend failed", "err", err)
 	}
 	for _, in := range t.inputs {
 		in.Close()

@@ -359,6 +359,7 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 	if _, dup := s.mu.tasks[key]; dup {
 		s.mu.Unlock()
 		cancel()
+		t.Abandon()
 		return nil, status.Errorf(codes.AlreadyExists, "taskmanager: subtask %s already deployed", key)
 	}
 	s.mu.tasks[key] = r

@@ -1,0 +1,219 @@
+package state
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/weirproject/weir/internal/keygroup"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Backend is a subtask's state backend: keyed value state scoped by the
+// current key, operator list state, and checkpoints of both. Every method is
+// called on the mailbox goroutine except StateSnapshot.Write.
+type Backend interface {
+	// SetCurrentKey scopes keyed state to key until the next call.
+	SetCurrentKey(key []byte)
+	// ValueState returns the named keyed state.
+	ValueState(name string) sdk.ValueState
+	// ListState returns the named operator list state.
+	ListState(name string, union bool) sdk.ListState
+	// TakeSnapshot is the synchronous part of a checkpoint: a consistent
+	// view that later changes do not reach.
+	TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error)
+	// Restore loads the state of every subtask of the vertex in the
+	// restored checkpoint, keeping the key groups this subtask owns and
+	// its share of the list state.
+	Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error
+	// NotifyCheckpointComplete confirms checkpoint id is durable, so its
+	// files may be referenced by later incremental checkpoints.
+	NotifyCheckpointComplete(id int64)
+	// Close releases local resources (files, the embedded store).
+	Close() error
+}
+
+// SnapshotOptions say what kind of snapshot a checkpoint takes.
+type SnapshotOptions struct {
+	CheckpointID int64
+	// Canonical asks for the backend-independent format (savepoints).
+	Canonical bool
+}
+
+// IsSavepoint reports whether a checkpoint type is a savepoint, which is
+// always written in the canonical format.
+func IsSavepoint(t weirv1.CheckpointType) bool {
+	switch t {
+	case weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT,
+		weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND,
+		weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE:
+		return true
+	}
+	return false
+}
+
+// StateSnapshot is the asynchronous part of a checkpoint.
+type StateSnapshot interface {
+	// Write writes the snapshot's files into dir, named after the
+	// subtask, and returns the subtask state to acknowledge. It releases
+	// the snapshot's resources, whether it succeeds or not.
+	Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error)
+	// Release drops a snapshot that will not be written.
+	Release()
+}
+
+// Config chooses and configures a backend.
+type Config struct {
+	Kind           weirv1.StateBackendConfig_Backend
+	Incremental    bool
+	MaxParallelism int
+	// KeyGroups is the inclusive range of key groups the subtask owns.
+	KeyGroups keygroup.Range
+	// LocalDir is where an embedded store keeps its files (a fresh
+	// directory is made under it); os.TempDir when empty.
+	LocalDir string
+	// SharedDir is where incremental checkpoints upload their files:
+	// <checkpoint-dir>/<job-id>/shared.
+	SharedDir string
+}
+
+// New builds the backend cfg asks for.
+func New(cfg Config) (Backend, error) {
+	switch cfg.Kind {
+	case weirv1.StateBackendConfig_BACKEND_UNSPECIFIED, weirv1.StateBackendConfig_BACKEND_HEAP:
+		if cfg.Incremental {
+			return nil, fmt.Errorf("state: the heap backend has no incremental checkpoints")
+		}
+		return NewHeap(cfg.MaxParallelism, cfg.KeyGroups), nil
+	case weirv1.StateBackendConfig_BACKEND_PEBBLE:
+		return OpenPebble(cfg)
+	}
+	return nil, fmt.Errorf("state: unknown backend %v", cfg.Kind)
+}
+
+// operatorLists is operator (non-keyed) list state, kept in memory by every
+// backend: it is small (source positions) and redistributed on restore.
+type operatorLists map[string]*listState
+
+func (o operatorLists) get(name string, union bool) *listState {
+	l, ok := o[name]
+	if !ok {
+		l = &listState{union: union}
+		o[name] = l
+	}
+	return l
+}
+
+func (o operatorLists) copy() map[string]listState {
+	out := make(map[string]listState, len(o))
+	for name, l := range o {
+		out[name] = listState{union: l.union, items: append([][]byte(nil), l.items...)}
+	}
+	return out
+}
+
+func operatorSnapshotOf(lists map[string]listState) *weirv1.OperatorStateSnapshot {
+	out := &weirv1.OperatorStateSnapshot{}
+	for _, name := range sortedKeys(lists) {
+		l := lists[name]
+		out.States = append(out.States, &weirv1.OperatorStateSnapshot_ListState{Name: name, Union: l.union, Items: l.items})
+	}
+	return out
+}
+
+// writeOperator writes operator list state next to the keyed state.
+func writeOperator(st *weirv1.SubtaskState, prefix string, lists map[string]listState) error {
+	ops := operatorSnapshotOf(lists)
+	if len(ops.States) == 0 {
+		return nil
+	}
+	n, err := storage.WriteProto(prefix+".operator", ops)
+	if err != nil {
+		return fmt.Errorf("state: write operator state: %w", err)
+	}
+	st.OperatorState = &weirv1.StateHandle{Path: prefix + ".operator", Size: n}
+	st.StateSize += n
+	st.CheckpointedSize += n
+	return nil
+}
+
+func filePrefix(dir, vertex string, subtask int) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-%d", vertex, subtask))
+}
+
+// restoreOperator concatenates list state in subtask order, then splits it
+// round-robin (union state is given whole), so the assignment does not
+// depend on the order acks arrived in.
+func restoreOperator(into operatorLists, prev []*weirv1.SubtaskState, subtask, parallelism int) error {
+	ordered := append([]*weirv1.SubtaskState(nil), prev...)
+	sort.Slice(ordered, func(i, j int) bool { return ordered[i].GetSubtaskIndex() < ordered[j].GetSubtaskIndex() })
+	all := map[string]*listState{}
+	var names []string
+	for _, st := range ordered {
+		p := st.GetOperatorState().GetPath()
+		if p == "" {
+			continue
+		}
+		snap := &weirv1.OperatorStateSnapshot{}
+		if err := storage.ReadProto(p, snap); err != nil {
+			return fmt.Errorf("state: restore operator state: %w", err)
+		}
+		for _, ls := range snap.GetStates() {
+			l, ok := all[ls.GetName()]
+			if !ok {
+				l = &listState{union: ls.GetUnion()}
+				all[ls.GetName()] = l
+				names = append(names, ls.GetName())
+			}
+			l.items = append(l.items, ls.GetItems()...)
+		}
+	}
+	for _, name := range names {
+		l := all[name]
+		mine := &listState{union: l.union}
+		for i, it := range l.items {
+			if l.union || i%parallelism == subtask {
+				mine.items = append(mine.items, it)
+			}
+		}
+		into[name] = mine
+	}
+	return nil
+}
+
+// readKeyed calls fn for every keyed-state entry of st in the key groups
+// owns accepts, whichever format st was written in.
+func readKeyed(st *weirv1.SubtaskState, maxParallelism int, owns func(kg int) bool, fn func(state string, key, value []byte) error) error {
+	if isNative(st) {
+		return readNative(st, maxParallelism, owns, fn)
+	}
+	if p := st.GetKeyedState().GetPath(); p != "" {
+		return readCanonical(p, maxParallelism, owns, fn)
+	}
+	return nil
+}
+
+// readCanonical calls fn for every entry of a canonical keyed-state file
+// in the key groups owns accepts.
+func readCanonical(path string, maxParallelism int, owns func(kg int) bool, fn func(state string, key, value []byte) error) error {
+	snap := &weirv1.KeyedStateSnapshot{}
+	if err := storage.ReadProto(path, snap); err != nil {
+		return fmt.Errorf("state: restore keyed state: %w", err)
+	}
+	if int(snap.GetMaxParallelism()) != maxParallelism {
+		return fmt.Errorf("state: restore keyed state: max parallelism %d, job has %d", snap.GetMaxParallelism(), maxParallelism)
+	}
+	for _, g := range snap.GetKeyGroups() {
+		if !owns(int(g.GetKeyGroup())) {
+			continue
+		}
+		for _, e := range g.GetEntries() {
+			if err := fn(e.GetState(), e.GetKey(), e.GetValue()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,540 @@
+package state
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/weirproject/weir/internal/keygroup"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Pebble keeps keyed state in an embedded Pebble store on local disk, one
+// per subtask. A key is the key group (2 bytes, big endian), the state
+// name's length (2 bytes) and name, then the record key, so the entries of
+// a key-group range are one contiguous span. Operator list state stays in
+// memory, as with the heap backend.
+//
+// Checkpoints are either canonical (a Pebble snapshot streamed into the
+// backend-independent KeyedStateSnapshot format; savepoints always are) or,
+// with Incremental, native: a Pebble checkpoint whose immutable SST files
+// are uploaded once to the job's shared directory and referenced by every
+// later checkpoint that still contains them.
+type Pebble struct {
+	cfg   Config
+	dir   string // the local directory holding db/ and checkpoint staging
+	db    *pebble.DB
+	uid   string // names this store's files in shared storage
+	seq   int
+	wo    *pebble.WriteOptions
+	kg    int
+	key   []byte
+	buf   []byte
+	lists operatorLists
+
+	mu sync.Mutex
+	// pending holds, per checkpoint written but not yet confirmed, the
+	// shared files it references, by local file name.
+	pending map[int64]map[string]*weirv1.StateHandle
+	// confirmed are the shared files of the newest completed checkpoint:
+	// they stay in shared storage until a newer checkpoint completes, so a
+	// checkpoint taken now may reference them instead of uploading.
+	confirmed map[string]*weirv1.StateHandle
+}
+
+var _ Backend = (*Pebble)(nil)
+
+// OpenPebble opens an empty store in a fresh directory under cfg.LocalDir.
+func OpenPebble(cfg Config) (*Pebble, error) {
+	if cfg.Incremental && cfg.SharedDir == "" {
+		return nil, errors.New("state: incremental checkpoints need a shared directory")
+	}
+	base := cfg.LocalDir
+	if base == "" {
+		base = os.TempDir()
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, fmt.Errorf("state: pebble local dir: %w", err)
+	}
+	dir, err := os.MkdirTemp(base, "weir-pebble-")
+	if err != nil {
+		return nil, fmt.Errorf("state: pebble local dir: %w", err)
+	}
+	db, err := openDB(filepath.Join(dir, "db"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	var uid [8]byte
+	rand.Read(uid[:])
+	return &Pebble{
+		cfg: cfg, dir: dir, db: db, uid: hex.EncodeToString(uid[:]), wo: pebble.NoSync,
+		lists: operatorLists{}, pending: map[int64]map[string]*weirv1.StateHandle{},
+	}, nil
+}
+
+func openDB(dir string) (*pebble.DB, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, MemTableSize: 8 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("state: open pebble %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+// quietLogger drops Pebble's informational lines.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)              {}
+func (quietLogger) Errorf(string, ...any)             {}
+func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// Dir is the store's local directory (tests).
+func (p *Pebble) Dir() string { return p.dir }
+
+// Close closes the store and removes its local files.
+func (p *Pebble) Close() error {
+	var err error
+	if p.db != nil {
+		err = p.db.Close()
+		p.db = nil
+	}
+	return errors.Join(err, os.RemoveAll(p.dir))
+}
+
+// SetCurrentKey implements Backend.
+func (p *Pebble) SetCurrentKey(key []byte) {
+	p.key = append(p.key[:0], key...)
+	p.kg = keygroup.Of(key, p.cfg.MaxParallelism)
+}
+
+// ValueState implements Backend.
+func (p *Pebble) ValueState(name string) sdk.ValueState { return &pebbleValue{p: p, name: name} }
+
+// ListState implements Backend.
+func (p *Pebble) ListState(name string, union bool) sdk.ListState { return p.lists.get(name, union) }
+
+func encodeKey(dst []byte, kg int, name string, key []byte) []byte {
+	dst = binary.BigEndian.AppendUint16(dst[:0], uint16(kg))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name)))
+	dst = append(dst, name...)
+	return append(dst, key...)
+}
+
+func decodeKey(k []byte) (kg int, name string, key []byte, ok bool) {
+	if len(k) < 4 {
+		return 0, "", nil, false
+	}
+	n := int(binary.BigEndian.Uint16(k[2:4]))
+	if len(k) < 4+n {
+		return 0, "", nil, false
+	}
+	return int(binary.BigEndian.Uint16(k[:2])), string(k[4 : 4+n]), k[4+n:], true
+}
+
+type pebbleValue struct {
+	p    *Pebble
+	name string
+}
+
+func (v *pebbleValue) k() []byte {
+	v.p.buf = encodeKey(v.p.buf, v.p.kg, v.name, v.p.key)
+	return v.p.buf
+}
+
+func (v *pebbleValue) Value() ([]byte, bool) {
+	b, closer, err := v.p.db.Get(v.k())
+	if err != nil {
+		if !errors.Is(err, pebble.ErrNotFound) {
+			panic(fmt.Sprintf("state: pebble get: %v", err))
+		}
+		return nil, false
+	}
+	out := bytes.Clone(b)
+	closer.Close()
+	if out == nil {
+		out = []byte{}
+	}
+	return out, true
+}
+
+func (v *pebbleValue) Update(b []byte) {
+	if err := v.p.db.Set(v.k(), b, v.p.wo); err != nil {
+		panic(fmt.Sprintf("state: pebble set: %v", err))
+	}
+}
+
+func (v *pebbleValue) Clear() {
+	if err := v.p.db.Delete(v.k(), v.p.wo); err != nil {
+		panic(fmt.Sprintf("state: pebble delete: %v", err))
+	}
+}
+
+// TakeSnapshot implements Backend. Both kinds are cheap on the mailbox: a
+// Pebble snapshot is a sequence number, a Pebble checkpoint hard-links the
+// SST files and copies the (small) WAL and manifest.
+func (p *Pebble) TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error) {
+	lists := p.lists.copy()
+	if opts.Canonical || !p.cfg.Incremental {
+		return &pebbleCanonical{p: p, snap: p.db.NewSnapshot(), lists: lists}, nil
+	}
+	p.seq++
+	local := filepath.Join(p.dir, fmt.Sprintf("chk-%d-%d", opts.CheckpointID, p.seq))
+	if err := p.db.Checkpoint(local, pebble.WithFlushedWAL()); err != nil {
+		os.RemoveAll(local)
+		return nil, fmt.Errorf("state: pebble checkpoint: %w", err)
+	}
+	p.mu.Lock()
+	confirmed := p.confirmed
+	p.mu.Unlock()
+	return &pebbleNative{p: p, id: opts.CheckpointID, local: local, confirmed: confirmed, lists: lists}, nil
+}
+
+// NotifyCheckpointComplete implements Backend: the files of checkpoint id
+// may be referenced from now on, those of older ones no longer.
+func (p *Pebble) NotifyCheckpointComplete(id int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if files, ok := p.pending[id]; ok {
+		p.confirmed = files
+	}
+	for c := range p.pending {
+		if c <= id {
+			delete(p.pending, c)
+		}
+	}
+}
+
+type pebbleCanonical struct {
+	p     *Pebble
+	snap  *pebble.Snapshot
+	lists map[string]listState
+}
+
+func (s *pebbleCanonical) Release() {
+	if s.snap != nil {
+		s.snap.Close()
+		s.snap = nil
+	}
+}
+
+func (s *pebbleCanonical) Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error) {
+	defer s.Release()
+	kgs := s.p.cfg.KeyGroups
+	st := &weirv1.SubtaskState{
+		Vertex: vertex, SubtaskIndex: int32(subtask), Parallelism: int32(parallelism),
+		KeyGroups: &weirv1.KeyGroupRange{Start: int32(kgs.Start), End: int32(kgs.End)},
+	}
+	out := &weirv1.KeyedStateSnapshot{MaxParallelism: int32(s.p.cfg.MaxParallelism)}
+	it, err := s.snap.NewIter(nil)
+	if err != nil {
+		return nil, fmt.Errorf("state: pebble iterate: %w", err)
+	}
+	var g *weirv1.KeyGroupSnapshot
+	for it.First(); it.Valid(); it.Next() {
+		kg, name, key, ok := decodeKey(it.Key())
+		if !ok {
+			continue
+		}
+		if g == nil || int(g.KeyGroup) != kg {
+			g = &weirv1.KeyGroupSnapshot{KeyGroup: int32(kg)}
+			out.KeyGroups = append(out.KeyGroups, g)
+		}
+		g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{State: name, Key: bytes.Clone(key), Value: bytes.Clone(it.Value())})
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, fmt.Errorf("state: pebble iterate: %w", err)
+	}
+	// Entries are in (state, key) order within a group, as the heap writes them.
+	prefix := filePrefix(dir, vertex, subtask)
+	if len(out.KeyGroups) > 0 {
+		n, err := storage.WriteProto(prefix+".keyed", out)
+		if err != nil {
+			return nil, fmt.Errorf("state: write keyed state: %w", err)
+		}
+		st.KeyedState = &weirv1.StateHandle{Path: prefix + ".keyed", Size: n}
+		st.StateSize, st.CheckpointedSize = n, n
+	}
+	if err := writeOperator(st, prefix, s.lists); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+type pebbleNative struct {
+	p         *Pebble
+	id        int64
+	local     string
+	confirmed map[string]*weirv1.StateHandle
+	lists     map[string]listState
+}
+
+func (s *pebbleNative) Release() { os.RemoveAll(s.local) }
+
+// isImmutable: SST and blob files never change once written, so they are
+// uploaded once and shared; the manifest, options, markers and WAL are
+// exclusive to a checkpoint.
+func isImmutable(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
+}
+
+func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error) {
+	defer s.Release()
+	kgs := s.p.cfg.KeyGroups
+	st := &weirv1.SubtaskState{
+		Vertex: vertex, SubtaskIndex: int32(subtask), Parallelism: int32(parallelism),
+		KeyGroups: &weirv1.KeyGroupRange{Start: int32(kgs.Start), End: int32(kgs.End)},
+	}
+	entries, err := os.ReadDir(s.local)
+	if err != nil {
+		return nil, fmt.Errorf("state: read pebble checkpoint: %w", err)
+	}
+	prefix := filePrefix(dir, vertex, subtask)
+	exclusive := prefix + ".pebble"
+	// Mkdir, not MkdirAll: a checkpoint directory removed by an abort
+	// must not come back.
+	if err := os.Mkdir(exclusive, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("state: write pebble checkpoint: %w", err)
+	}
+	if err := os.MkdirAll(s.p.cfg.SharedDir, 0o755); err != nil {
+		return nil, fmt.Errorf("state: write pebble checkpoint: %w", err)
+	}
+	referenced := map[string]*weirv1.StateHandle{}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		src := filepath.Join(s.local, name)
+		if isImmutable(name) {
+			if h, ok := s.confirmed[name]; ok {
+				referenced[name] = h
+				st.SharedFiles = append(st.SharedFiles, h)
+				st.StateSize += h.GetSize()
+				continue
+			}
+			// Named after the store and the checkpoint that uploads it: two
+			// in-flight checkpoints never share an upload, so aborting one
+			// cannot delete the other's file.
+			dst := filepath.Join(s.p.cfg.SharedDir, fmt.Sprintf("%s_%d_%s", s.p.uid, s.id, name))
+			n, err := copyFile(src, dst)
+			if err != nil {
+				return nil, fmt.Errorf("state: upload %s: %w", name, err)
+			}
+			h := &weirv1.StateHandle{Path: dst, Size: n, Shared: true}
+			referenced[name] = h
+			st.SharedFiles = append(st.SharedFiles, h)
+			st.StateSize += n
+			st.CheckpointedSize += n
+			continue
+		}
+		dst := filepath.Join(exclusive, name)
+		n, err := copyFile(src, dst)
+		if err != nil {
+			return nil, fmt.Errorf("state: write %s: %w", name, err)
+		}
+		st.SharedFiles = append(st.SharedFiles, &weirv1.StateHandle{Path: dst, Size: n})
+		st.StateSize += n
+		st.CheckpointedSize += n
+	}
+	if err := writeOperator(st, prefix, s.lists); err != nil {
+		return nil, err
+	}
+	s.p.mu.Lock()
+	s.p.pending[s.id] = referenced
+	s.p.mu.Unlock()
+	return st, nil
+}
+
+// copyFile copies src to dst through a temporary file renamed into place.
+func copyFile(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return 0, err
+	}
+	return n, nil
+}
+
+// isNative reports whether st is a native (Pebble checkpoint) snapshot.
+func isNative(st *weirv1.SubtaskState) bool { return len(st.GetSharedFiles()) > 0 }
+
+// localName is the name a file of a native snapshot had in its store.
+func localName(h *weirv1.StateHandle) string {
+	name := filepath.Base(h.GetPath())
+	if h.GetShared() {
+		if i := strings.LastIndexByte(name, '_'); i >= 0 {
+			name = name[i+1:]
+		}
+	}
+	return name
+}
+
+// download copies a native snapshot's files into a fresh directory dir.
+func download(st *weirv1.SubtaskState, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, h := range st.GetSharedFiles() {
+		if _, err := copyFile(h.GetPath(), filepath.Join(dir, localName(h))); err != nil {
+			return fmt.Errorf("state: download %s: %w", h.GetPath(), err)
+		}
+	}
+	return nil
+}
+
+// readNative opens a copy of a native snapshot and calls fn for each entry
+// in the key groups owns accepts.
+func readNative(st *weirv1.SubtaskState, maxParallelism int, owns func(kg int) bool, fn func(state string, key, value []byte) error) error {
+	tmp, err := os.MkdirTemp("", "weir-restore-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := download(st, tmp); err != nil {
+		return err
+	}
+	db, err := openDB(tmp)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		kg, name, key, ok := decodeKey(it.Key())
+		if !ok || !owns(kg) {
+			continue
+		}
+		if err := fn(name, key, it.Value()); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
+}
+
+// Restore implements Backend. A native snapshot of exactly this subtask's
+// key groups is opened in place; anything else is copied, key group by key
+// group, into the store.
+func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
+	kgs := p.cfg.KeyGroups
+	if len(prev) > 0 {
+		var same *weirv1.SubtaskState
+		for _, st := range prev {
+			if r := st.GetKeyGroups(); isNative(st) && int(r.GetStart()) == kgs.Start && int(r.GetEnd()) == kgs.End {
+				same = st
+			}
+		}
+		if same != nil && len(prev) == 1 || same != nil && allOthersEmpty(prev, same, kgs) {
+			if err := p.openRestored(same); err != nil {
+				return err
+			}
+			return restoreOperator(p.lists, prev, subtask, parallelism)
+		}
+	}
+	for _, st := range prev {
+		if r := st.GetKeyGroups(); r != nil && (int(r.GetEnd()) < kgs.Start || int(r.GetStart()) > kgs.End) {
+			continue // owns none of our key groups
+		}
+		b := p.db.NewBatch()
+		err := readKeyed(st, p.cfg.MaxParallelism, kgs.Contains, func(state string, key, value []byte) error {
+			if err := b.Set(encodeKey(nil, keygroup.Of(key, p.cfg.MaxParallelism), state, key), value, nil); err != nil {
+				return err
+			}
+			if b.Len() > 4<<20 {
+				if err := b.Commit(p.wo); err != nil {
+					return err
+				}
+				b.Reset()
+			}
+			return nil
+		})
+		if err == nil {
+			err = b.Commit(p.wo)
+		}
+		b.Close()
+		if err != nil {
+			return fmt.Errorf("state: restore into pebble: %w", err)
+		}
+	}
+	return restoreOperator(p.lists, prev, subtask, parallelism)
+}
+
+// allOthersEmpty: the other subtask states hold none of kgs.
+func allOthersEmpty(prev []*weirv1.SubtaskState, same *weirv1.SubtaskState, kgs keygroup.Range) bool {
+	for _, st := range prev {
+		if st == same {
+			continue
+		}
+		r := st.GetKeyGroups()
+		if r == nil || !(int(r.GetEnd()) < kgs.Start || int(r.GetStart()) > kgs.End) {
+			return false
+		}
+	}
+	return true
+}
+
+// openRestored replaces the (empty) store with a copy of st.
+func (p *Pebble) openRestored(st *weirv1.SubtaskState) error {
+	if err := p.db.Close(); err != nil {
+		return err
+	}
+	p.db = nil
+	dbDir := filepath.Join(p.dir, "db")
+	if err := os.RemoveAll(dbDir); err != nil {
+		return err
+	}
+	if err := download(st, dbDir); err != nil {
+		return err
+	}
+	db, err := openDB(dbDir)
+	if err != nil {
+		return err
+	}
+	p.db = db
+	return nil
+}
+
+// sortedNames lists a directory's file names, sorted (tests).
+func sortedNames(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
