@@ -5,7 +5,7 @@ BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
-.PHONY: all build test test-short vet proto check-proto demo image chaos clean \
+.PHONY: all build test test-short vet proto check-proto demo image chaos bench clean \
 	etcd-image prometheus-image images up down compose-test
 
 all: build
@@ -31,6 +31,18 @@ CHAOS_ROUNDS ?= 100
 CHAOS_SEED   ?= 0
 chaos:
 	$(GO) test -count=1 -v -timeout 60m -run 'TestChaos' ./e2e -args -chaos.rounds=$(CHAOS_ROUNDS) -chaos.seed=$(CHAOS_SEED)
+
+# The benchmark suite (issue 9, bench/README.md): floors of this machine,
+# then every benchmark on real daemons; prints one table and writes it as
+# JSON. About 7 minutes. BENCH=B2 (an ID or name, comma-separated) runs
+# only those after the floors and writes bench/results/$(BENCH).json;
+# BENCH_FLAGS=-quick is a smoke run, -profile also saves CPU profiles.
+BENCH       ?=
+BENCH_FLAGS ?=
+comma       := ,
+bench: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager
+	$(BIN)/weir-bench -bin $(BIN) -out bench/results/$(if $(BENCH),$(subst $(comma),-,$(BENCH)),latest).json $(if $(BENCH),-only $(BENCH)) $(BENCH_FLAGS)
 
 # Regenerate the protobuf code from proto/ with pinned plugin versions.
 proto:

@@ -1,0 +1,174 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weirproject/weir/bench/internal/harness"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// idleSpec is an idle pipeline of n subtasks: idle-source (n/2) → hash →
+// ballast (n/2), every subtask holding stateBytes of operator state;
+// checkpoints only on request.
+func idleSpec(name string, n, stateBytes int) string {
+	return fmt.Sprintf(`name: %s
+checkpointing: {interval: 0s, mode: exactly-once, timeout: 1m, retained: 1}
+vertices:
+  - {name: source, operator: idle-source, parallelism: %d, config: {state-bytes: %d}}
+  - {name: state, operator: ballast, parallelism: %d, inputs: [{from: source, partition: hash}], config: {state-bytes: %d}}
+`, name, n/2, stateBytes, n/2, stateBytes)
+}
+
+// closedLoop triggers n checkpoints one after the other (each waits for
+// the previous to complete) and returns each one's latency as the client
+// sees it, and the total time.
+func closedLoop(e *Env, c *harness.Cluster, job string, n int) ([]time.Duration, time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		// Checkpoints time out after a minute (the specs' timeout); the
+		// call is bounded a little longer.
+		ctx, cancel := context.WithTimeout(e.Ctx, 90*time.Second)
+		t := time.Now()
+		_, err := c.Client.TriggerCheckpoint(ctx, &weirv1.TriggerCheckpointRequest{JobId: job})
+		d := time.Since(t)
+		cancel()
+		if err != nil {
+			return nil, 0, fmt.Errorf("checkpoint %d of %d: %w", i+1, n, err)
+		}
+		out = append(out, d)
+	}
+	return out, time.Since(start), nil
+}
+
+// serverDurations returns end_to_end_duration_ms of the newest completed
+// checkpoints in the JobManager's history (at most what it keeps).
+func serverDurations(e *Env, c *harness.Cluster, job string) ([]float64, error) {
+	r, err := c.Client.ListCheckpoints(e.Ctx, &weirv1.ListCheckpointsRequest{JobId: job})
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	for _, h := range r.GetHistory() {
+		if h.GetStatus() == weirv1.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			out = append(out, float64(h.GetEndToEndDurationMs()))
+		}
+	}
+	return out, nil
+}
+
+// B2: checkpoint latency of an idle pipeline.
+func runB2(e *Env, b *Bench) error {
+	c, err := e.Cluster("b2", harness.Config{TaskManagers: 2, Slots: 8})
+	if err != nil {
+		return err
+	}
+	defer e.StopCluster(c)
+	f := e.Floors
+	floor := 2*f.UnaryRTT + f.Fsync
+	n, warm := 300, 30
+	if e.Quick {
+		n, warm = 100, 10
+	}
+	for _, subtasks := range []int{4, 8, 16} {
+		e.Logf("B2: %d subtasks, %d checkpoints", subtasks, n)
+		err := runJob(e, c, idleSpec(fmt.Sprintf("b2-%d", subtasks), subtasks, 1024), func(job string) error {
+			if _, _, err := closedLoop(e, c, job, warm); err != nil {
+				return err
+			}
+			jm0, _ := harness.CPUTime(c.JM.Pid())
+			lat, total, err := closedLoop(e, c, job, n)
+			if err != nil {
+				return err
+			}
+			jm1, _ := harness.CPUTime(c.JM.Pid())
+			ms := make([]float64, len(lat))
+			for i, d := range lat {
+				ms[i] = float64(d) / float64(time.Millisecond)
+			}
+			p := b.Add(fmt.Sprintf("%d subtasks: trigger → completed (client)", subtasks), "ms", false, ms)
+			p.Against("floor 2×unary RTT + fsync", float64(floor)/float64(time.Millisecond), "ms")
+			rate := float64(n) / total.Seconds()
+			p.With("checkpoints_per_s", rate)
+			p.With("jm_cpu_ms_per_checkpoint", float64(jm1-jm0)/float64(time.Millisecond)/float64(n))
+			srv, err := serverDurations(e, c, job)
+			if err == nil && len(srv) > 0 {
+				p.With("jm_end_to_end_ms_median", median(srv))
+			}
+			if bd, err := breakdown(e, c, job); err == nil {
+				for k, v := range bd {
+					p.With(k, v)
+				}
+			}
+			b.Add(fmt.Sprintf("%d subtasks: closed-loop rate", subtasks), "ckpt/s", true, chunkRates(lat, 50))
+			if subtasks == 8 {
+				b.Goal("p50 latency at 8 subtasks", p.Median, "<=", 1.5, "ms")
+				b.Goal("p99 latency at 8 subtasks", p.P99, "<=", 15, "ms")
+				b.Goal("closed-loop checkpoints/s at 8 subtasks", rate, ">=", 300, "ckpt/s")
+				b.Goal("p50 / floor at 8 subtasks", p.Ratio, "<=", 3, "×")
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%d subtasks: %w", subtasks, err)
+		}
+	}
+	profileCheckpoints(e, b, "8-subtasks", harness.Config{TaskManagers: 2, Slots: 8}, idleSpec("b2-profile", 8, 1024), 5*time.Second)
+	b.Note("latency is timed by the client around TriggerCheckpoint (waits for completion), so it includes the client→JobManager round trip on top of the floor's two; each subtask holds 1 KiB of operator state and writes it with fsync; %d checkpoints one after the other per point, the rate is reported per run of 50 (goal checked on the overall rate)", n)
+	return nil
+}
+
+// breakdown describes the newest completed checkpoints in the history from
+// the subtasks' side (all in ms, the API's resolution): when the last ack
+// arrived after the trigger, and the subtasks' synchronous and
+// asynchronous (state write + fsync) parts.
+func breakdown(e *Env, c *harness.Cluster, job string) (map[string]float64, error) {
+	r, err := c.Client.ListCheckpoints(e.Ctx, &weirv1.ListCheckpointsRequest{JobId: job})
+	if err != nil {
+		return nil, err
+	}
+	var lastAck, async, sync, delay, align, persisted []float64
+	for _, h := range r.GetHistory() {
+		if h.GetStatus() != weirv1.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED {
+			continue
+		}
+		d, err := c.Client.GetCheckpoint(e.Ctx, &weirv1.GetCheckpointRequest{JobId: job, CheckpointId: h.GetId()})
+		if err != nil {
+			return nil, err
+		}
+		lastAck = append(lastAck, float64(h.GetLatestAckTimestampMs()-h.GetTriggerTimestampMs()))
+		for _, st := range d.GetSubtasks() {
+			m := st.GetMetrics()
+			async = append(async, float64(m.GetAsyncDurationMs()))
+			sync = append(sync, float64(m.GetSyncDurationMs()))
+			delay = append(delay, float64(m.GetStartDelayMs()))
+			align = append(align, float64(m.GetAlignmentDurationMs()))
+			persisted = append(persisted, float64(m.GetBytesPersistedDuringAlignment()))
+		}
+	}
+	return map[string]float64{
+		"last_ack_after_trigger_ms_median": median(lastAck),
+		"subtask_async_ms_median":          median(async),
+		"subtask_sync_ms_median":           median(sync),
+		"subtask_start_delay_ms_median":    median(delay),
+		"subtask_alignment_ms_median":      median(align),
+		"subtask_persisted_bytes_median":   median(persisted),
+		"history_checkpoints":              float64(len(lastAck)),
+	}, nil
+}
+
+// chunkRates splits closed-loop latencies into runs of size and returns
+// each run's rate (checkpoints per second of the run's total latency).
+func chunkRates(lat []time.Duration, size int) []float64 {
+	var out []float64
+	for i := 0; i+size <= len(lat); i += size {
+		var sum time.Duration
+		for _, l := range lat[i : i+size] {
+			sum += l
+		}
+		out = append(out, float64(size)/sum.Seconds())
+	}
+	return out
+}
