@@ -1,0 +1,62 @@
+// Package jmcmd is the jobmanager command: flags, environment and the
+// daemon's lifetime, shared by cmd/jobmanager and the benchmark build that
+// adds a profiling endpoint.
+package jmcmd
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/weirproject/weir/internal/daemon"
+	"github.com/weirproject/weir/internal/jobmanager"
+)
+
+// Run parses the jobmanager flags (each also WEIR_<FLAG>) and serves until
+// SIGINT or SIGTERM.
+func Run(args []string) error {
+	fs := flag.NewFlagSet("jobmanager", flag.ContinueOnError)
+	var cfg jobmanager.Config
+	var logging daemon.Logging
+	var haMode, etcdEndpoints string
+	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6123", "gRPC address for clients and TaskManagers")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8081", "HTTP address serving /metrics and /healthz")
+	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/tmp/weir/checkpoints", "checkpoint storage directory, shared with every TaskManager")
+	fs.StringVar(&haMode, "ha", "none", "high availability: none (standalone) or etcd")
+	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "localhost:2379", "etcd endpoints, comma-separated (with --ha etcd)")
+	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name: JobManagers and TaskManagers of one cluster share it in etcd")
+	fs.DurationVar(&cfg.Etcd.SessionTTL, "leader-lease", 5*time.Second, "leadership lease TTL: a dead leader is replaced after about this long")
+	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address others use to reach --rpc-addr (default 127.0.0.1:<port>)")
+	fs.StringVar(&cfg.AdvertiseHTTPAddr, "advertise-http-addr", "", "address others use to reach --http-addr (default 127.0.0.1:<port>)")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often TaskManagers heartbeat")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "silence after which a TaskManager is lost")
+	logging.Register(fs)
+	if err := daemon.Parse(fs, args); err != nil {
+		return err
+	}
+	log, err := logging.Logger("jobmanager")
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	cfg.HA = haMode
+	switch haMode {
+	case "none":
+	case "etcd":
+		client, err := daemon.EtcdClient(etcdEndpoints)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		cfg.Etcd.Client = client
+	default:
+		return fmt.Errorf("--ha: want none or etcd, got %q", haMode)
+	}
+	srv, err := jobmanager.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := daemon.SignalContext()
+	defer stop()
+	return srv.Run(ctx)
+}
