@@ -115,8 +115,11 @@ func (c *cluster) startTaskManager(binary, id string) *process {
 	if c.etcd != "" {
 		where = []string{"--etcd-endpoints", c.etcd, "--cluster-id", "e2e"}
 	}
+	// A state directory of the test's own: the default one is named after
+	// the ID only, and a TaskManager clears it at start, so tests running
+	// at the same time on this machine would clear each other's.
 	return c.start(binary, append(where, "--rpc-addr", freePort(c.t), "--http-addr", freePort(c.t),
-		"--slots", "2", "--id", id)...)
+		"--slots", "2", "--id", id, "--state-dir", filepath.Join(c.dir, "state-"+id))...)
 }
 
 // kill sends SIGKILL: the process gets no chance to clean up.

@@ -53,22 +53,25 @@ func startEtcd(t *testing.T) string {
 // haCluster is a cluster of JobManagers electing a leader in etcd.
 type haCluster struct {
 	*cluster
-	jms map[string]*process // RPC address → JobManager
+	jms  map[string]*process // RPC address → JobManager
+	http map[string]string   // RPC address → HTTP address
+	tms  []*process
 }
 
 func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), etcd: startEtcd(t)}
 	t.Cleanup(c.stop)
-	h := &haCluster{cluster: c, jms: map[string]*process{}}
+	h := &haCluster{cluster: c, jms: map[string]*process{}, http: map[string]string{}}
 	for i := 0; i < jobManagers; i++ {
 		addr := freePort(t)
+		h.http[addr] = freePort(t)
 		h.jms[addr] = c.start("jobmanager", "--ha", "etcd", "--etcd-endpoints", c.etcd, "--cluster-id", "e2e",
-			"--leader-lease", "2s", "--rpc-addr", addr, "--http-addr", freePort(t),
+			"--leader-lease", "2s", "--rpc-addr", addr, "--http-addr", h.http[addr],
 			"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--heartbeat-timeout", "3s")
 	}
 	for i := 0; i < taskManagers; i++ {
-		c.startTaskManager("taskmanager", fmt.Sprintf("tm-%d", i))
+		h.tms = append(h.tms, c.startTaskManager("taskmanager", fmt.Sprintf("tm-%d", i)))
 	}
 	c.waitFor(30*time.Second, "taskmanagers registered with the leader", func() (bool, error) {
 		var tms []map[string]any
@@ -111,21 +114,50 @@ func writeHASpec(t *testing.T, dir, out string, count, keys int) string {
 	return spec
 }
 
-// TestHALeaderFailover kills the leading JobManager with SIGKILL mid-job:
-// the standby takes over, recovers the job from etcd and its latest
-// checkpoint, checkpoint IDs keep increasing, and the output is exactly
-// once.
+// TestHALeaderFailover kills a TaskManager (the job restarts once), then
+// the leading JobManager with SIGKILL mid-job: the standby, whose REST API
+// answered for the leader until then, takes over, recovers the job from
+// etcd and its latest checkpoint with its restart count, checkpoint IDs
+// keep increasing, and the output is exactly once.
 func TestHALeaderFailover(t *testing.T) {
 	const count, keys = 40000, 16
 	h := startHACluster(t, 2, 2)
 	out := filepath.Join(h.dir, "out")
 	id := h.submit(writeHASpec(t, h.dir, out, count, keys))
-	h.waitFor(time.Minute, "three checkpoints", func() (bool, error) { return h.latestCompleted(id) >= 3, nil })
+	h.waitFor(time.Minute, "two checkpoints", func() (bool, error) { return h.latestCompleted(id) >= 2, nil })
+	h.kill(h.tms[0])
+	h.waitFor(time.Minute, "a restart and three checkpoints", func() (bool, error) {
+		var job jobDetail
+		if err := h.weirJSON(&job, "job", "get", id); err != nil {
+			return false, err
+		}
+		return job.Restarts >= 1 && job.State == "RUNNING" && h.latestCompleted(id) >= 3, nil
+	})
+	var job jobDetail
+	if err := h.weirJSON(&job, "job", "get", id); err != nil {
+		t.Fatal(err)
+	}
+	restarts := job.Restarts
 	before := h.latestCompleted(id)
 
 	oldAddr, old := h.leader()
 	if old == nil {
 		t.Fatal("no leader in etcd")
+	}
+	// The standby's REST API answers for the leader.
+	for addr, httpAddr := range h.http {
+		if addr == oldAddr {
+			continue
+		}
+		resp, err := http.Get("http://" + httpAddr + "/jobs/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), id) || resp.Header.Get("X-Weir-Leader") == "" {
+			t.Errorf("standby GET /jobs/%s: %d %s (X-Weir-Leader %q), want the leader's answer", id, resp.StatusCode, body, resp.Header.Get("X-Weir-Leader"))
+		}
 	}
 	killed := time.Now()
 	h.kill(old)
@@ -140,6 +172,12 @@ func TestHALeaderFailover(t *testing.T) {
 	})
 	t.Logf("leader killed after checkpoint %d; the new leader completed checkpoint %d %v later",
 		before, after, time.Since(killed).Round(time.Millisecond))
+	if err := h.weirJSON(&job, "job", "get", id); err != nil {
+		t.Fatal(err)
+	}
+	if job.Restarts < restarts {
+		t.Errorf("the new leader reports %d restarts, the old one %d: the count must carry over", job.Restarts, restarts)
+	}
 
 	if job := h.waitJob(id, 2*time.Minute); job.State != "FINISHED" {
 		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)

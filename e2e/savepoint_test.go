@@ -89,6 +89,17 @@ func TestStopWithSavepointAndResume(t *testing.T) {
 	if err := check.RunningSum(lines, count, keys); err != nil {
 		t.Fatal(err)
 	}
+
+	// The savepoint served its purpose: dispose of it, once.
+	if out, err := c.weir("savepoint", "dispose", savepoint); err != nil || !strings.Contains(string(out), "disposed") {
+		t.Fatalf("savepoint dispose: %v: %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Dir(savepoint)); !os.IsNotExist(err) {
+		t.Errorf("savepoint directory after dispose: %v, want it gone", err)
+	}
+	if _, err := c.weir("savepoint", "dispose", savepoint); err == nil || !strings.Contains(err.Error(), "no savepoint at") {
+		t.Errorf("second dispose: err %v; want a not-found error", err)
+	}
 }
 
 // TestResumeFromRetainedCheckpoint cancels a job that retains its
@@ -133,6 +144,14 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 	latest := cps.Latest.Completed.ExternalPath
 	if _, err := os.Stat(latest); err != nil {
 		t.Fatalf("retained checkpoint is gone after cancellation: %v", err)
+	}
+
+	// A checkpoint is not a savepoint: dispose refuses it and deletes nothing.
+	if _, err := c.weir("savepoint", "dispose", latest); err == nil || !strings.Contains(err.Error(), "not a savepoint") {
+		t.Errorf("dispose of a checkpoint: err %v; want a refusal", err)
+	}
+	if _, err := os.Stat(latest); err != nil {
+		t.Fatalf("dispose deleted a checkpoint: %v", err)
 	}
 
 	second := c.submit(spec, "--from", filepath.Dir(latest))

@@ -4,9 +4,19 @@
 // binary built with worker.Main runs every operator in its registry. The
 // runtime calls an operator only from its subtask's mailbox goroutine, so
 // operators need no locking.
+//
+// State comes in two scopes. Keyed state (ValueState, MapState,
+// ReducingState) is scoped to the key of the record being processed; on a
+// restore with another parallelism each key's state follows its key group
+// to the subtask that now owns it. Operator state (ListState,
+// UnionListState) belongs to the subtask and is split, or given whole, on
+// restore. Both are in every checkpoint and savepoint, whichever backend
+// (heap or Pebble) the job runs on, and a savepoint taken on one backend
+// restores on the other.
 package sdk
 
 import (
+	"iter"
 	"log/slog"
 	"time"
 )
@@ -39,6 +49,16 @@ type Context interface {
 	// ValueState is keyed state: it reads and writes the value of the key of
 	// the record being processed.
 	ValueState(name string) ValueState
+	// MapState is keyed state holding a map per key: it reads and writes
+	// the map of the key of the record being processed. Its entries are
+	// stored one by one, so a large map costs per entry touched, not per
+	// map, on an embedded (Pebble) backend.
+	MapState(name string) MapState
+	// ReducingState is keyed state folding everything added for a key
+	// into one value with reduce. reduce must not keep or modify its
+	// arguments; it returns the new aggregate (which may be acc itself).
+	// Every call must pass the same function for a name.
+	ReducingState(name string, reduce func(acc, v []byte) []byte) ReducingState
 	// ListState is operator state: on restore with a different parallelism
 	// its items are split round-robin across the new subtasks.
 	ListState(name string) ListState
@@ -52,6 +72,36 @@ type Context interface {
 type ValueState interface {
 	Value() ([]byte, bool)
 	Update([]byte)
+	Clear()
+}
+
+// MapState holds a map from user keys to values per key. A value state and
+// a map state with the same name are two different states.
+type MapState interface {
+	// Get returns the value of userKey.
+	Get(userKey []byte) ([]byte, bool)
+	// Put sets the value of userKey; the state keeps its own copies.
+	Put(userKey, value []byte)
+	Remove(userKey []byte)
+	Contains(userKey []byte) bool
+	// All iterates the entries in the byte order of their user keys, as
+	// they were when the iteration started: changes made during the loop
+	// are not seen by it. The slices are the caller's to keep.
+	All() iter.Seq2[[]byte, []byte]
+	IsEmpty() bool
+	// Clear removes every entry of the current key.
+	Clear()
+}
+
+// ReducingState holds one aggregate per key, folded by the state's reduce
+// function.
+type ReducingState interface {
+	// Get returns the aggregate, false if nothing was added since the
+	// last Clear.
+	Get() ([]byte, bool)
+	// Add folds v into the aggregate; the first value added is kept as
+	// is.
+	Add(v []byte)
 	Clear()
 }
 

@@ -38,6 +38,7 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":9249", "HTTP address serving /metrics and /healthz")
 	fs.IntVar(&cfg.Slots, "slots", 2, "task slots offered")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
+	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the subtasks' local state, cleared of an earlier run's leftovers at start (default <temp dir>/weir-<id>)")
 	var etcdEndpoints string
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")
 	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")

@@ -109,7 +109,7 @@ the checkpoint ID and its external path separated by a tab. It waits up to
 }
 
 func (a *app) savepointCommand() *cobra.Command {
-	cmd := group("savepoint", "Take savepoints of running jobs", "sp")
+	cmd := group("savepoint", "Take and dispose of savepoints", "sp")
 	var dir string
 	trigger := &cobra.Command{
 		Use:   "trigger JOB_ID [--dir DIR]",
@@ -133,6 +133,28 @@ the savepoint's checkpoint ID and path separated by a tab. It waits up to
 		},
 	}
 	trigger.Flags().StringVar(&dir, "dir", "", "directory to write the savepoint to (default: the job's savepoint directory)")
-	cmd.AddCommand(trigger)
+	dispose := &cobra.Command{
+		Use:   "dispose PATH",
+		Short: "Delete a savepoint",
+		Long: `Dispose deletes a savepoint: its directory (or the directory of the
+_metadata file given). The JobManager first checks that PATH holds a savepoint
+(not a checkpoint, not an unrelated directory) that no running job would
+restart from, and deletes nothing otherwise.`,
+		Args: exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			path := args[0]
+			if _, err := call(cmd.Context(), a, c.DisposeSavepoint, &weirv1.DisposeSavepointRequest{Path: path},
+				"dispose savepoint "+path, "no savepoint at "+path+" (no _metadata file there)"); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "Savepoint %s disposed.\n", path)
+			return err
+		},
+	}
+	cmd.AddCommand(trigger, dispose)
 	return cmd
 }

@@ -186,6 +186,42 @@ type checkpointListView struct {
 	Counts  checkpointCountsView `json:"counts"`
 	History []*checkpointView    `json:"history"`
 	Latest  latestView           `json:"latest"`
+	// NextCheckpoint is the REST API's next_checkpoint (a Weir addition).
+	NextCheckpoint *nextCheckpointView `json:"next_checkpoint,omitempty"`
+}
+
+type nextCheckpointView struct {
+	State        string `json:"state"`
+	Reason       string `json:"reason"`
+	Message      string `json:"message"`
+	DueTimestamp int64  `json:"due_timestamp"`
+	Queued       int32  `json:"queued"`
+}
+
+func newNextCheckpointView(n *weirv1.NextCheckpoint) *nextCheckpointView {
+	if n == nil {
+		return nil
+	}
+	return &nextCheckpointView{
+		State:        strings.TrimPrefix(n.GetState().String(), "STATE_"),
+		Reason:       strings.TrimPrefix(strings.TrimPrefix(n.GetReason().String(), "REASON_"), "UNSPECIFIED"),
+		Message:      n.GetMessage(),
+		DueTimestamp: n.GetDueTimestampMs(),
+		Queued:       n.GetQueued(),
+	}
+}
+
+// nextSummary is one line: the state, when it is due, and why.
+func nextSummary(n *weirv1.NextCheckpoint) string {
+	v := newNextCheckpointView(n)
+	if v == nil {
+		return "-"
+	}
+	s := strings.ToLower(strings.ReplaceAll(v.State, "_", " "))
+	if v.DueTimestamp > 0 {
+		s += " for " + formatTime(v.DueTimestamp)
+	}
+	return s + ": " + v.Message
 }
 
 func newCheckpointListView(r *weirv1.ListCheckpointsResponse) checkpointListView {
@@ -204,6 +240,7 @@ func newCheckpointListView(r *weirv1.ListCheckpointsResponse) checkpointListView
 			Savepoint: newCheckpointView(r.GetLatestSavepoint()),
 			Failed:    newCheckpointView(r.GetLatestFailed()),
 		},
+		NextCheckpoint: newNextCheckpointView(r.GetNextCheckpoint()),
 	}
 	for _, h := range r.GetHistory() {
 		if cv := newCheckpointView(h); cv != nil {
@@ -229,6 +266,7 @@ type subtaskCheckpointView struct {
 	AckTimestamp     int64  `json:"ack_timestamp"`
 	EndToEndDuration int64  `json:"end_to_end_duration"`
 	StateSize        int64  `json:"state_size"`
+	CheckpointedSize int64  `json:"checkpointed_size"`
 	Checkpoint       struct {
 		Sync  int64 `json:"sync"`
 		Async int64 `json:"async"`
@@ -261,6 +299,7 @@ func newCheckpointDetailView(r *weirv1.GetCheckpointResponse) checkpointDetailVi
 			AckTimestamp:     s.GetAckTimestampMs(),
 			EndToEndDuration: s.GetEndToEndDurationMs(),
 			StateSize:        s.GetStateSize(),
+			CheckpointedSize: s.GetCheckpointedSize(),
 		}
 		if s.GetAcknowledged() {
 			sv.Status = "completed"
@@ -408,6 +447,7 @@ func writeCheckpointList(w io.Writer, r *weirv1.ListCheckpointsResponse) error {
 		restored = fmt.Sprintf("%d (%s, %s) at %s", rs.GetId(), kind, dash(rs.GetExternalPath()), formatTime(rs.GetRestoreTimestampMs()))
 	}
 	t.row("Latest restored:", restored)
+	t.row("Next checkpoint:", nextSummary(r.GetNextCheckpoint()))
 	if err := t.flush(); err != nil {
 		return err
 	}

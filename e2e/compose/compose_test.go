@@ -147,6 +147,17 @@ func TestComposeCluster(t *testing.T) {
 		t.Fatalf("REST /jobs/%s/checkpoints: %d completed, latest %v; want >= 3", jobID, cps.Counts.Completed, cps.Latest.Completed)
 	}
 	phase("REST %s/jobs/%s/checkpoints: %d completed, latest %d", rest[leader], jobID, cps.Counts.Completed, cps.Latest.Completed.ID)
+	// The standby's published port answers too: it forwards to the leader.
+	standby := map[string]string{"jobmanager-1": "jobmanager-2", "jobmanager-2": "jobmanager-1"}[leader]
+	var viaStandby struct {
+		Counts struct {
+			Completed int `json:"completed"`
+		} `json:"counts"`
+	}
+	if err := getJSON(ctx, rest[standby]+"/jobs/"+jobID+"/checkpoints", &viaStandby); err != nil || viaStandby.Counts.Completed < 3 {
+		t.Fatalf("REST via the standby %s: %v, %d completed", standby, err, viaStandby.Counts.Completed)
+	}
+	phase("REST via the standby %s: %d completed", standby, viaStandby.Counts.Completed)
 	completedQuery := fmt.Sprintf(`sum(weir_job_checkpoints_completed_total{job_id=%q})`, jobID)
 	var first float64
 	c.waitFor(ctx, time.Minute, "Prometheus to see the checkpoint counter", func() (bool, string) {

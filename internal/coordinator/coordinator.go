@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"time"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -80,11 +81,20 @@ type Task struct {
 	Source  bool
 }
 
+// attemptKey is on the path of every ack: one allocation, no fmt.
 func attemptKey(a *weirv1.ExecutionAttemptID) string {
-	if s := a.GetSession(); s != "" {
-		return fmt.Sprintf("%s/%d/%d@%s", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), s)
+	v, s := a.GetVertex(), a.GetSession()
+	b := make([]byte, 0, len(v)+len(s)+24)
+	b = append(b, v...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(a.GetSubtaskIndex()), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(a.GetAttempt()), 10)
+	if s != "" {
+		b = append(b, '@')
+		b = append(b, s...)
 	}
-	return fmt.Sprintf("%s/%d/%d", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
+	return string(b)
 }
 
 // RequestKind orders requests in the queue.
@@ -97,6 +107,9 @@ const (
 	// SyncSavepoint is stop-with-savepoint: tasks stop after the savepoint
 	// and finish once it completed.
 	SyncSavepoint
+	// FullCheckpoint is a manual checkpoint that references no file of an
+	// earlier one, even on an incremental backend (Flink's FULL type).
+	FullCheckpoint
 )
 
 type request struct {
@@ -358,17 +371,11 @@ func (c *Coordinator) decide() {
 			continue
 		}
 		c.queue = c.queue[1:]
-		for _, t := range c.tasks {
-			if c.finished[attemptKey(t.Attempt)] {
-				c.failRequest(head, 0, &Failure{
-					Reason:  weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING,
-					Message: fmt.Sprintf("subtask %s is not running", attemptKey(t.Attempt)),
-				})
-				head = nil
-				break
-			}
-		}
-		if head == nil {
+		if a := c.notRunning(); a != nil {
+			c.failRequest(head, 0, &Failure{
+				Reason:  weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING,
+				Message: fmt.Sprintf("subtask %s is not running", attemptKey(a)),
+			})
 			continue
 		}
 		c.preparing = head
@@ -518,6 +525,9 @@ func (c *Coordinator) sendTrigger(p *pending) {
 		Unaligned:                  c.cfg.Options.GetUnaligned(),
 		AlignedCheckpointTimeoutMs: c.cfg.Options.GetAlignedCheckpointTimeoutMs(),
 		Incremental:                c.cfg.Options.GetIncremental(),
+	}
+	if r.kind == FullCheckpoint {
+		opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT
 	}
 	if r.savepoint() {
 		// Savepoints are self-contained and portable: aligned, full.
@@ -777,7 +787,11 @@ func (c *Coordinator) pendingIDs() []int64 {
 func (c *Coordinator) NumPending() int { return len(c.pending) }
 
 // Stats returns the checkpoint statistics for the API.
-func (c *Coordinator) Stats() *weirv1.ListCheckpointsResponse { return c.stats.snapshot() }
+func (c *Coordinator) Stats() *weirv1.ListCheckpointsResponse {
+	out := c.stats.snapshot()
+	out.NextCheckpoint = c.NextCheckpoint()
+	return out
+}
 
 // CheckpointDetail returns one checkpoint's statistics with per-subtask acks.
 func (c *Coordinator) CheckpointDetail(id int64) (*weirv1.GetCheckpointResponse, bool) {

@@ -20,7 +20,7 @@ package coordinator
 //	start tasks=src/0,src/1,sink/0 sources=src/0,src/1
 //	    the job turned RUNNING with these subtasks (vertex/index[#attempt]).
 //	stop reason=REASON
-//	trigger kind=periodic|manual|savepoint [forced=bool] [target=DIR]
+//	trigger kind=periodic|manual|full|savepoint [forced=bool] [target=DIR]
 //	    enqueue a request (savepoints are forced by default, as the Driver
 //	    does); prints its number.
 //	trigger kind=stop [drain] [target=DIR]
@@ -153,6 +153,8 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			kind = Periodic
 		case "manual":
 			kind = Manual
+		case "full":
+			kind = FullCheckpoint
 		case "savepoint":
 			kind = Savepoint
 		case "stop":
@@ -291,6 +293,16 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		a.done()
 		delete(h.finalizing, h.locations[id])
 		h.c.Finalized(id, path, subsumed, err)
+	case "progress":
+		at := h.attempt(t, a.str("task", ""), a.int("attempt", -1))
+		phase, ok := weirv1.CheckpointPhase_value["CHECKPOINT_PHASE_"+a.str("phase", "")]
+		if !ok {
+			t.Fatalf("%s: unknown phase", td.Pos)
+		}
+		p := &weirv1.CheckpointProgress{CheckpointId: a.int("id", -1), Phase: weirv1.CheckpointPhase(phase),
+			BarriersReceived: int32(a.int("received", 0)), Channels: int32(a.int("channels", 0))}
+		a.done()
+		h.c.Progress(at, []*weirv1.CheckpointProgress{p})
 	case "task-finished":
 		at := h.attempt(t, a.str("task", ""), a.int("attempt", -1))
 		a.done()
@@ -305,6 +317,10 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	case "state":
 		a.done()
 		h.state(&b)
+	case "next":
+		a.done()
+		n := h.c.NextCheckpoint()
+		fmt.Fprintf(&b, "%s %s queued=%d due=%s\n%s\n", n.GetState(), n.GetReason(), n.GetQueued(), h.fmtMs(n.GetDueTimestampMs()), n.GetMessage())
 	default:
 		t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 	}
@@ -449,7 +465,12 @@ func (h *harness) fmtTime(t time.Time) string {
 	return "+" + t.Sub(epoch).String()
 }
 
-func (h *harness) fmtMs(ms int64) string { return h.fmtTime(time.UnixMilli(ms)) }
+func (h *harness) fmtMs(ms int64) string {
+	if ms == 0 {
+		return "none"
+	}
+	return h.fmtTime(time.UnixMilli(ms))
+}
 
 func shortReason(r weirv1.CheckpointFailureReason) string {
 	return strings.TrimPrefix(r.String(), "CHECKPOINT_FAILURE_REASON_")
@@ -630,6 +651,13 @@ func (h *harness) detail(b *strings.Builder, id int64) {
 			fmt.Fprintf(b, "  %s/%d pending", st.GetVertex(), st.GetSubtaskIndex())
 			if st.GetDeclined() {
 				fmt.Fprintf(b, " declined (%s)", st.GetDeclineMessage())
+			}
+			if ph := st.GetPhase(); ph != weirv1.CheckpointPhase_CHECKPOINT_PHASE_UNSPECIFIED && !st.GetDeclined() {
+				fmt.Fprintf(b, " phase=%s", strings.TrimPrefix(ph.String(), "CHECKPOINT_PHASE_"))
+				if st.GetChannels() > 0 {
+					fmt.Fprintf(b, " barriers=%d/%d", st.GetBarriersReceived(), st.GetChannels())
+				}
+				fmt.Fprintf(b, " reported=%s", h.fmtMs(st.GetPhaseReportedMs()))
 			}
 			b.WriteByte('\n')
 			continue

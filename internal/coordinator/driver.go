@@ -96,6 +96,10 @@ type Driver struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	waiters map[int64]chan Result // owned by the loop
+	// timer is the loop's one wake-up timer on the wall clock, reused so
+	// that an event costs no timer allocation (nil with an injected clock).
+	timer *time.Timer
+	disc  *discarder
 }
 
 // NewDriver makes a driver; Run starts it.
@@ -118,10 +122,11 @@ func NewDriver(cfg Config, deps Deps) *Driver {
 	cfg.OperatorCoordinators = len(deps.Coordinators) > 0
 	cfg.MasterHooks = len(deps.Hooks) > 0
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Driver{
+	log := deps.Logger.With("job_id", cfg.JobID)
+	d := &Driver{
 		sm:      New(cfg, deps.Clock, deps.Rand),
 		deps:    deps,
-		log:     deps.Logger.With("job_id", cfg.JobID),
+		log:     log,
 		metrics: deps.Metrics.forJob(cfg.JobID, deps.JobName),
 		events:  make(chan func(), 64),
 		done:    make(chan struct{}),
@@ -129,35 +134,69 @@ func NewDriver(cfg Config, deps Deps) *Driver {
 		cancel:  cancel,
 		waiters: map[int64]chan Result{},
 	}
+	d.disc = newDiscarder(deps.Storage, log)
+	return d
 }
 
 // Run owns the coordinator until Close.
 func (d *Driver) Run() {
 	defer close(d.done)
+	defer d.stopTimer()
 	var wake <-chan time.Time
+	var armed time.Time // the deadline wake fires for; zero: none
 	for {
 		select {
 		case f := <-d.events:
 			f()
 		case <-wake:
+			wake, armed = nil, time.Time{}
 			d.sm.Tick()
 		case <-d.ctx.Done():
 			return
 		}
 		d.process(d.sm.Ready())
-		wake = nil
-		if next := d.sm.NextDeadline(); !next.IsZero() {
-			wake = d.deps.Clock.After(max(next.Sub(d.deps.Clock.Now()), 0))
+		// Most events (acks) leave the deadline as it was: the armed timer
+		// still fires at the right time.
+		if next := d.sm.NextDeadline(); !next.Equal(armed) {
+			armed = next
+			wake = d.arm(next)
 		}
 	}
 }
 
-// Close stops the loop and waits for every I/O goroutine. Requests still
-// waiting fail with ErrShutDown.
+// arm sets the loop's timer to fire at deadline (never when it is zero).
+func (d *Driver) arm(deadline time.Time) <-chan time.Time {
+	if deadline.IsZero() {
+		d.stopTimer()
+		return nil
+	}
+	wait := max(deadline.Sub(d.deps.Clock.Now()), 0)
+	if _, wall := d.deps.Clock.(realClock); !wall {
+		return d.deps.Clock.After(wait)
+	}
+	if d.timer == nil {
+		d.timer = time.NewTimer(wait)
+	} else {
+		// Since Go 1.23 Reset also drops a value the channel still held, so
+		// a stale expiry never fires for the new deadline.
+		d.timer.Reset(wait)
+	}
+	return d.timer.C
+}
+
+func (d *Driver) stopTimer() {
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+}
+
+// Close stops the loop and waits for every I/O goroutine, then for the
+// discards queued until then. Requests still waiting fail with ErrShutDown.
 func (d *Driver) Close() {
 	d.cancel()
 	<-d.done
 	d.wg.Wait()
+	d.disc.close()
 	for _, ch := range d.waiters {
 		ch <- Result{Err: ErrShutDown}
 	}
@@ -374,19 +413,7 @@ func (d *Driver) process(effects []Effect) {
 				free = d.deps.Shared.Release(e.ID)
 			}
 			free = append(free, d.deps.Shared.Unreferenced(e.States...)...)
-			d.goIO(func(ctx context.Context) {
-				var errs []error
-				errs = append(errs, discardFiles(free))
-				if e.Location != "" {
-					errs = append(errs, d.deps.Storage.Discard(ctx, e.Location))
-				}
-				if len(e.States) > 0 {
-					errs = append(errs, d.deps.Storage.DiscardStates(ctx, e.States))
-				}
-				if err := errors.Join(errs...); err != nil {
-					d.log.Warn("discarding checkpoint state failed", "location", e.Location, "err", err)
-				}
-			})
+			d.disc.add(discard{id: e.ID, location: e.Location, states: e.States, shared: free})
 		case RequestDone:
 			d.finished(e)
 		case FailJob:
@@ -463,12 +490,10 @@ func (d *Driver) finalize(ctx context.Context, f Finalize) (string, int64, error
 	var newest int64
 	for _, c := range subsumed {
 		newest = max(newest, c.ID)
-		if err := d.deps.Storage.Discard(ctx, c.Dir); err != nil {
-			d.log.Warn("discarding subsumed checkpoint failed", "checkpoint_id", c.ID, "err", err)
-		}
-		if err := discardFiles(d.deps.Shared.Release(c.ID)); err != nil {
-			d.log.Warn("discarding shared state failed", "checkpoint_id", c.ID, "err", err)
-		}
+		// The store no longer names c, so deleting its files cannot hurt a
+		// recovery; the completion does not wait for it (a RemoveAll per
+		// checkpoint was most of the finalize time).
+		d.disc.add(discard{id: c.ID, location: c.Dir, shared: d.deps.Shared.Release(c.ID)})
 	}
 	return path, newest, nil
 }
@@ -514,4 +539,89 @@ func (d *Driver) finished(e RequestDone) {
 	default:
 		d.log.Debug("checkpoint request not run", "err", e.Err)
 	}
+}
+
+// discard is the state one subsumed or aborted checkpoint leaves behind.
+type discard struct {
+	id       int64 // the checkpoint, for the log; 0 if unknown
+	location string
+	states   []*weirv1.SubtaskState
+	shared   []string // shared files no checkpoint references any more
+}
+
+// discarder deletes checkpoint state in the background, one discard after
+// the other in the order queued, so neither the loop nor a completion
+// waits for a RemoveAll. A worker goroutine runs while the queue is not
+// empty; close waits for it to empty the queue.
+type discarder struct {
+	storage Storage
+	log     *slog.Logger
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	queue   []discard
+	running bool
+	closed  bool
+}
+
+func newDiscarder(s Storage, log *slog.Logger) *discarder {
+	return &discarder{storage: s, log: log}
+}
+
+func (q *discarder) add(x discard) {
+	q.mu.Lock()
+	if q.closed {
+		// Nothing is left to run it later: do not leak the files.
+		q.mu.Unlock()
+		q.do(x)
+		return
+	}
+	q.queue = append(q.queue, x)
+	if !q.running {
+		q.running = true
+		q.wg.Add(1)
+		go q.work()
+	}
+	q.mu.Unlock()
+}
+
+func (q *discarder) work() {
+	defer q.wg.Done()
+	for {
+		q.mu.Lock()
+		batch := q.queue
+		q.queue = nil
+		if len(batch) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		for _, x := range batch {
+			q.do(x)
+		}
+	}
+}
+
+// do deletes with a context of its own: discards queued before Close still
+// run to the end after the driver's context was cancelled.
+func (q *discarder) do(x discard) {
+	ctx := context.Background()
+	errs := []error{discardFiles(x.shared)}
+	if x.location != "" {
+		errs = append(errs, q.storage.Discard(ctx, x.location))
+	}
+	if len(x.states) > 0 {
+		errs = append(errs, q.storage.DiscardStates(ctx, x.states))
+	}
+	if err := errors.Join(errs...); err != nil {
+		q.log.Warn("discarding checkpoint state failed", "checkpoint_id", x.id, "location", x.location, "err", err)
+	}
+}
+
+// close waits until everything queued was discarded.
+func (q *discarder) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.wg.Wait()
 }

@@ -154,8 +154,8 @@ func (c *timerClock) Advance(d time.Duration) {
 	c.timers = keep
 }
 
-// waitArmed waits until the driver armed a timer due at at (it re-arms
-// after every event, so this also tells the event was processed).
+// waitArmed waits until the driver armed a timer due at at (it arms one
+// whenever the deadline changes).
 func (c *timerClock) waitArmed(t *testing.T, at time.Time) {
 	t.Helper()
 	timeout := time.After(waitTimeout)

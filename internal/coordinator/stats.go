@@ -68,6 +68,7 @@ func (s *Stats) declined(id int64, d *weirv1.DeclineCheckpointRequest) {
 	}
 	if st := e.subtasks[attemptKey(d.GetAttempt())]; st != nil {
 		st.Declined, st.DeclineMessage = true, d.GetMessage()
+		st.Phase = weirv1.CheckpointPhase_CHECKPOINT_PHASE_DECLINED
 	}
 }
 
@@ -92,7 +93,23 @@ func (s *Stats) acked(id int64, now time.Time, ack *weirv1.AcknowledgeCheckpoint
 		Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex(), Acknowledged: true,
 		AckTimestampMs: now.UnixMilli(), EndToEndDurationMs: now.UnixMilli() - st.TriggerTimestampMs,
 		StateSize: ack.GetState().GetStateSize(), CheckpointedSize: ack.GetState().GetCheckpointedSize(), Metrics: ack.GetMetrics(),
+		Phase: weirv1.CheckpointPhase_CHECKPOINT_PHASE_ACKNOWLEDGED, PhaseReportedMs: now.UnixMilli(),
 	}
+}
+
+// progress records how far a subtask got with checkpoint id, as its
+// TaskManager reported it at now, while the subtask has neither acked
+// nor declined: an expired checkpoint then says where each subtask was.
+func (s *Stats) progress(id int64, a *weirv1.ExecutionAttemptID, p *weirv1.CheckpointProgress, now time.Time) {
+	e := s.byID[id]
+	if e == nil || e.stats.GetStatus() != weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
+		return
+	}
+	st := e.subtasks[attemptKey(a)]
+	if st == nil || st.GetAcknowledged() || st.GetDeclined() {
+		return
+	}
+	st.Phase, st.BarriersReceived, st.Channels, st.PhaseReportedMs = p.GetPhase(), p.GetBarriersReceived(), p.GetChannels(), now.UnixMilli()
 }
 
 func (s *Stats) completed(id int64, now time.Time, path string) {

@@ -15,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/weirproject/weir/internal/rpc"
 )
 
 // EnvName maps a flag name to its environment variable: checkpoint-dir →
@@ -73,17 +75,24 @@ func (l *Logging) Logger(component string) (*slog.Logger, error) {
 	return slog.New(h).With("component", component), nil
 }
 
-// Parse parses args, applies the environment and describes the flags in
-// usage output.
+// Parse adds the flags every daemon has (--pprof), parses args, applies
+// the environment and describes the flags in usage output.
 func Parse(fs *flag.FlagSet, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s (every flag can also be set as WEIR_<FLAG>, e.g. %s):\n", fs.Name(), EnvName("rpc-addr"))
 		fs.PrintDefaults()
 	}
+	pprof := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ on the HTTP address (CPU and heap profiles; off by default: it exposes internals)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return ApplyEnv(fs)
+	if err := ApplyEnv(fs); err != nil {
+		return err
+	}
+	if *pprof {
+		rpc.EnablePprof()
+	}
+	return nil
 }
 
 // SignalContext is cancelled on SIGINT or SIGTERM, for graceful shutdown.

@@ -11,7 +11,9 @@
 package exchange
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -74,16 +76,16 @@ func (b Buffer) Size() int64 {
 	return n
 }
 
-// ToProto converts b for the wire.
+// ToProto converts b for the wire. A records batch is one packed payload,
+// allocated per message: gRPC does not promise it is done with a sent
+// message when Send returns, so the payload is never reused.
 func (b Buffer) ToProto() *weirv1.ExchangeMessage {
 	m := &weirv1.ExchangeMessage{Priority: b.Priority}
 	switch b.Kind {
 	case KindRecords:
-		recs := make([]*weirv1.Record, len(b.Records))
-		for i, r := range b.Records {
-			recs[i] = &weirv1.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-		}
-		m.Kind = &weirv1.ExchangeMessage_Batch{Batch: &weirv1.RecordBatch{Records: recs}}
+		m.Kind = &weirv1.ExchangeMessage_Packed{Packed: &weirv1.PackedRecords{
+			Data: AppendRecords(nil, b.Records), Count: int32(len(b.Records)),
+		}}
 	case KindBarrier:
 		m.Kind = &weirv1.ExchangeMessage_Barrier{Barrier: b.Barrier}
 	case KindCancelMarker:
@@ -96,6 +98,68 @@ func (b Buffer) ToProto() *weirv1.ExchangeMessage {
 	return m
 }
 
+// AppendRecords appends recs in the PackedRecords layout.
+func AppendRecords(dst []byte, recs []sdk.Record) []byte {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value) + 2 + binary.MaxVarintLen64
+	}
+	dst = slices.Grow(dst, n)
+	for _, r := range recs {
+		dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
+		dst = append(dst, r.Key...)
+		dst = binary.AppendUvarint(dst, uint64(len(r.Value)))
+		dst = append(dst, r.Value...)
+		dst = binary.AppendVarint(dst, r.Timestamp)
+	}
+	return dst
+}
+
+// DecodeRecords decodes count records in the PackedRecords layout. Keys
+// and values point into data, which the records then own.
+func DecodeRecords(data []byte, count int) ([]sdk.Record, error) {
+	if count < 0 || count > len(data) {
+		return nil, fmt.Errorf("exchange: packed records: bad count %d for %d bytes", count, len(data))
+	}
+	recs := make([]sdk.Record, count)
+	for i := range recs {
+		var err error
+		var key, value []byte
+		if key, data, err = cutBytes(data); err != nil {
+			return nil, err
+		}
+		if value, data, err = cutBytes(data); err != nil {
+			return nil, err
+		}
+		ts, n := binary.Varint(data)
+		if n <= 0 {
+			return nil, errPacked
+		}
+		data = data[n:]
+		recs[i] = sdk.Record{Key: key, Value: value, Timestamp: ts}
+	}
+	if len(data) != 0 {
+		return nil, fmt.Errorf("exchange: packed records: %d bytes after the last record", len(data))
+	}
+	return recs, nil
+}
+
+var errPacked = fmt.Errorf("exchange: packed records: truncated or corrupt")
+
+// cutBytes splits a uvarint-length-prefixed byte string off data; the
+// string is capped so that appending to it never writes into the next.
+func cutBytes(data []byte) (b, rest []byte, err error) {
+	l, n := binary.Uvarint(data)
+	if n <= 0 || l > uint64(len(data)-n) {
+		return nil, nil, errPacked
+	}
+	end := n + int(l)
+	if l == 0 {
+		return nil, data[end:], nil
+	}
+	return data[n:end:end], data[end:], nil
+}
+
 // FromProto converts a message received from the wire.
 func FromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 	b, err := fromProto(m)
@@ -105,6 +169,12 @@ func FromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 
 func fromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 	switch k := m.GetKind().(type) {
+	case *weirv1.ExchangeMessage_Packed:
+		recs, err := DecodeRecords(k.Packed.GetData(), int(k.Packed.GetCount()))
+		if err != nil {
+			return Buffer{}, err
+		}
+		return Buffer{Kind: KindRecords, Records: recs}, nil
 	case *weirv1.ExchangeMessage_Batch:
 		recs := make([]sdk.Record, len(k.Batch.GetRecords()))
 		for i, r := range k.Batch.GetRecords() {

@@ -54,8 +54,9 @@ func (c *localChannel) Close() { c.sub.SetListener(nil) }
 // it granted, plus priority events, which travel without credit and go to
 // the head of the queue.
 type remoteChannel struct {
-	notify func()
-	cancel context.CancelFunc
+	notify  func()
+	metrics *Metrics
+	cancel  context.CancelFunc
 	// creditReady wakes the goroutine that returns credits to the producer.
 	creditReady chan struct{}
 	done        chan struct{}
@@ -74,6 +75,12 @@ type remoteChannel struct {
 // NewRemoteChannel subscribes to a subpartition on the TaskManager behind
 // conn. credits bounds the buffers in flight for this channel.
 func NewRemoteChannel(ctx context.Context, conn grpc.ClientConnInterface, id *weirv1.ResultPartitionID, subpartition, credits int, notify func()) (InputChannel, error) {
+	return (*Metrics)(nil).NewRemoteChannel(ctx, conn, id, subpartition, credits, notify)
+}
+
+// NewRemoteChannel is the package's NewRemoteChannel counting what the
+// channel receives in m.
+func (m *Metrics) NewRemoteChannel(ctx context.Context, conn grpc.ClientConnInterface, id *weirv1.ResultPartitionID, subpartition, credits int, notify func()) (InputChannel, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	stream, err := weirv1.NewDataExchangeServiceClient(conn).Subscribe(ctx)
 	if err != nil {
@@ -87,7 +94,7 @@ func NewRemoteChannel(ctx context.Context, conn grpc.ClientConnInterface, id *we
 		cancel()
 		return nil, fmt.Errorf("exchange: subscribe to %s: %w", PartitionKey(id), err)
 	}
-	c := &remoteChannel{notify: notify, cancel: cancel, creditReady: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &remoteChannel{notify: notify, metrics: m, cancel: cancel, creditReady: make(chan struct{}, 1), done: make(chan struct{})}
 	go c.receive(stream)
 	go c.grantCredits(ctx, stream)
 	return c, nil
@@ -101,6 +108,7 @@ func (c *remoteChannel) receive(stream weirv1.DataExchangeService_SubscribeClien
 			var b Buffer
 			b, err = FromProto(m)
 			if err == nil {
+				c.metrics.received(m, len(b.Records))
 				c.mu.Lock()
 				var wake bool
 				if b.Priority {
@@ -218,6 +226,7 @@ func (c *remoteChannel) Close() {
 type Server struct {
 	weirv1.UnimplementedDataExchangeServiceServer
 	Partitions *Registry
+	Metrics    *Metrics // nil: not counted
 }
 
 // Subscribe streams one subpartition, one buffer per granted credit;
@@ -290,6 +299,7 @@ func (s *Server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) er
 			if err := stream.Send(m); err != nil {
 				return err
 			}
+			s.Metrics.sent(m, len(b.Records))
 			if !b.Priority {
 				mu.Lock()
 				credit--

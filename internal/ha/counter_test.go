@@ -172,6 +172,7 @@ func TestFencingRejectsDeposedLeader(t *testing.T) {
 	mustNotLeader(t, "A store shutdown", err)
 	mustNotLeader(t, "A job put", ja.Put(bg(t), "job-2", []byte("graph-2")))
 	mustNotLeader(t, "A job put over", ja.Put(bg(t), "job-1", []byte("graph-1-by-a")))
+	mustNotLeader(t, "A job status put", ja.PutStatus(bg(t), "job-1", []byte(`{"restarts":1}`)))
 	mustNotLeader(t, "A job delete", ja.Delete(bg(t), "job-1"))
 	awaitClosed(t, la.Done(), "A.Done")
 	mustNotLeader(t, "A.Err", la.Err())

@@ -13,6 +13,8 @@
 //	/weir/<cluster>/leader/<lease-id-hex>            JSON LeaderInfo of one candidate JobManager,
 //	                                                 attached to its session lease
 //	/weir/<cluster>/jobs/<job-id>                    submitted job graph (bytes the caller marshalled)
+//	/weir/<cluster>/job-status/<job-id>              the job's status record (bytes the caller marshalled:
+//	                                                 JSON {"restarts","submitted_ms"} from the JobManager)
 //	/weir/<cluster>/checkpoints/<job-id>/counter     last checkpoint ID issued, decimal ("0" never stored)
 //	/weir/<cluster>/checkpoints/<job-id>/completed/<20-digit-id>
 //	                                                 JSON {"id","metadata_path","dir"} of one retained

@@ -126,6 +126,14 @@ func (k Keys) Jobs() string { return k.root + "/jobs/" }
 // Job is the key holding the submitted job graph of jobID.
 func (k Keys) Job(jobID string) string { return k.Jobs() + jobID }
 
+// JobStatuses is the prefix of the jobs' status records, with a trailing
+// '/'. They live beside Jobs, not under it, so listing jobs lists graphs.
+func (k Keys) JobStatuses() string { return k.root + "/job-status/" }
+
+// JobStatus is the key holding what a new leader must carry on for jobID
+// besides its graph (restart count, submission time).
+func (k Keys) JobStatus(jobID string) string { return k.JobStatuses() + jobID }
+
 // Checkpoints is the prefix of all checkpoint keys of jobID, with a
 // trailing '/'.
 func (k Keys) Checkpoints(jobID string) string { return k.root + "/checkpoints/" + jobID + "/" }

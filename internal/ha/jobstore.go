@@ -7,11 +7,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// StoredJob is a submitted job graph as the job store holds it: the bytes
-// the caller marshalled (the JobGraph proto).
+// StoredJob is a submitted job as the job store holds it: the bytes the
+// caller marshalled for its graph (the JobGraph proto) and for its status
+// (nil if none was put).
 type StoredJob struct {
-	ID    string
-	Graph []byte
+	ID     string
+	Graph  []byte
+	Status []byte
 }
 
 // EtcdJobStore keeps the submitted job graphs of a cluster, one key per
@@ -51,7 +53,22 @@ func (s *EtcdJobStore) Put(ctx context.Context, jobID string, graph []byte) erro
 	return nil
 }
 
-// Delete removes the graph of jobID; deleting an absent job is no error.
+// PutStatus stores (or replaces) the status record of jobID.
+func (s *EtcdJobStore) PutStatus(ctx context.Context, jobID string, status []byte) error {
+	if err := checkName("job ID", jobID); err != nil {
+		return fmt.Errorf("ha: job store: put status: %w", err)
+	}
+	ctx, cancel := s.cfg.bound(ctx)
+	defer cancel()
+	key := s.keys.JobStatus(jobID)
+	if _, _, err := fencedTxn(ctx, s.cfg.Client, s.fence, nil, []clientv3.Op{clientv3.OpPut(key, string(status))}); err != nil {
+		return fmt.Errorf("ha: job store: put %s: %w", key, err)
+	}
+	return nil
+}
+
+// Delete removes the graph and status of jobID; deleting an absent job is
+// no error.
 func (s *EtcdJobStore) Delete(ctx context.Context, jobID string) error {
 	if err := checkName("job ID", jobID); err != nil {
 		return fmt.Errorf("ha: job store: delete: %w", err)
@@ -59,7 +76,8 @@ func (s *EtcdJobStore) Delete(ctx context.Context, jobID string) error {
 	ctx, cancel := s.cfg.bound(ctx)
 	defer cancel()
 	key := s.keys.Job(jobID)
-	if _, _, err := fencedTxn(ctx, s.cfg.Client, s.fence, nil, []clientv3.Op{clientv3.OpDelete(key)}); err != nil {
+	ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.keys.JobStatus(jobID))}
+	if _, _, err := fencedTxn(ctx, s.cfg.Client, s.fence, nil, ops); err != nil {
 		return fmt.Errorf("ha: job store: delete %s: %w", key, err)
 	}
 	return nil
@@ -91,10 +109,20 @@ func (s *EtcdJobStore) List(ctx context.Context) ([]StoredJob, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ha: job store: list %s: %w", s.keys.Jobs(), err)
 	}
+	// Both prefixes at one revision, so a status never outlives its graph.
+	st, err := s.cfg.Client.Get(ctx, s.keys.JobStatuses(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision))
+	if err != nil {
+		return nil, fmt.Errorf("ha: job store: list %s: %w", s.keys.JobStatuses(), err)
+	}
+	status := make(map[string][]byte, len(st.Kvs))
+	for _, kv := range st.Kvs {
+		id, _ := trimPrefix(kv.Key, s.keys.JobStatuses())
+		status[id] = kv.Value
+	}
 	out := make([]StoredJob, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		id, _ := trimPrefix(kv.Key, s.keys.Jobs())
-		out = append(out, StoredJob{ID: id, Graph: kv.Value})
+		out = append(out, StoredJob{ID: id, Graph: kv.Value, Status: status[id]})
 	}
 	return out, nil
 }

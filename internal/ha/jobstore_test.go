@@ -21,7 +21,11 @@ func TestEtcdJobStorePutListDelete(t *testing.T) {
 		}
 		out := ""
 		for _, j := range jobs {
-			out += fmt.Sprintf("%s=%s ", j.ID, j.Graph)
+			out += fmt.Sprintf("%s=%s", j.ID, j.Graph)
+			if j.Status != nil {
+				out += fmt.Sprintf("(%s)", j.Status)
+			}
+			out += " "
 		}
 		return out
 	}
@@ -36,6 +40,12 @@ func TestEtcdJobStorePutListDelete(t *testing.T) {
 	if got := list(); got != "a1=graph-a b2=graph-b2 " {
 		t.Fatalf("list %q", got)
 	}
+	if err := s.PutStatus(bg(t), "a1", []byte("restarts=2")); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); got != "a1=graph-a(restarts=2) b2=graph-b2 " {
+		t.Fatalf("list with a status %q", got)
+	}
 	if g, ok, err := s.Get(bg(t), "a1"); err != nil || !ok || string(g) != "graph-a" {
 		t.Fatalf("get a1: %q %v %v", g, ok, err)
 	}
@@ -47,6 +57,17 @@ func TestEtcdJobStorePutListDelete(t *testing.T) {
 	}
 	if got := list(); got != "b2=graph-b2 " {
 		t.Fatalf("list after delete %q", got)
+	}
+	// Deleting a job deleted its status too: a job of the same ID starts
+	// afresh.
+	if err := s.Put(bg(t), "a1", []byte("graph-a2")); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); got != "a1=graph-a2 b2=graph-b2 " {
+		t.Fatalf("list after re-put %q", got)
+	}
+	if err := s.Delete(bg(t), "a1"); err != nil {
+		t.Fatal(err)
 	}
 	if _, ok, err := s.Get(bg(t), "a1"); err != nil || ok {
 		t.Fatalf("get deleted: %v %v", ok, err)

@@ -49,6 +49,10 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 		_ = services.removeJob(ctx, id)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	if err := services.putStatus(ctx, id, jobStatus{SubmittedMs: j.submitted.UnixMilli()}); err != nil {
+		_ = services.removeJob(ctx, id)
+		return nil, status.Errorf(codes.Unavailable, "jobmanager: store job status: %v", err)
+	}
 	s.mu.Lock()
 	s.mu.jobs[id] = j
 	s.mu.Unlock()
@@ -136,7 +140,11 @@ func (s *Server) trigger(ctx context.Context, jobID string, kind coordinator.Req
 
 // TriggerCheckpoint takes a checkpoint now and waits for it to complete.
 func (s *Server) TriggerCheckpoint(ctx context.Context, req *weirv1.TriggerCheckpointRequest) (*weirv1.TriggerCheckpointResponse, error) {
-	r, err := s.trigger(ctx, req.GetJobId(), coordinator.Manual, "")
+	kind := coordinator.Manual
+	if req.GetFull() {
+		kind = coordinator.FullCheckpoint
+	}
+	r, err := s.trigger(ctx, req.GetJobId(), kind, "")
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package jobmanager
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -30,8 +31,22 @@ type checkpointStore interface {
 type haServices interface {
 	jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error)
 	putJob(ctx context.Context, id string, g *weirv1.JobGraph) error
+	// putStatus records what a new leader carries on besides the graph.
+	putStatus(ctx context.Context, id string, st jobStatus) error
 	removeJob(ctx context.Context, id string) error
-	jobs(ctx context.Context) (map[string]*weirv1.JobGraph, error)
+	jobs(ctx context.Context) (map[string]storedJob, error)
+}
+
+// jobStatus is the part of a job's history that survives a change of
+// leader, so that the restart count and uptime users see do not start over.
+type jobStatus struct {
+	Restarts    int32 `json:"restarts"`
+	SubmittedMs int64 `json:"submitted_ms"`
+}
+
+type storedJob struct {
+	graph  *weirv1.JobGraph
+	status jobStatus // zero when none was stored
 }
 
 // standaloneServices keeps jobs in memory: a restarted standalone
@@ -47,10 +62,9 @@ func (h standaloneServices) jobServices(jobID string, retained int) (checkpointC
 }
 
 func (standaloneServices) putJob(context.Context, string, *weirv1.JobGraph) error { return nil }
+func (standaloneServices) putStatus(context.Context, string, jobStatus) error     { return nil }
 func (standaloneServices) removeJob(context.Context, string) error                { return nil }
-func (standaloneServices) jobs(context.Context) (map[string]*weirv1.JobGraph, error) {
-	return nil, nil
-}
+func (standaloneServices) jobs(context.Context) (map[string]storedJob, error)     { return nil, nil }
 
 type standaloneCounter struct{ *ha.StandaloneCounter }
 
@@ -92,22 +106,37 @@ func (h *etcdServices) putJob(ctx context.Context, id string, g *weirv1.JobGraph
 	return h.jobs_.Put(ctx, id, b)
 }
 
+func (h *etcdServices) putStatus(ctx context.Context, id string, st jobStatus) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return h.jobs_.PutStatus(ctx, id, b)
+}
+
 func (h *etcdServices) removeJob(ctx context.Context, id string) error {
 	return h.jobs_.Delete(ctx, id)
 }
 
-func (h *etcdServices) jobs(ctx context.Context) (map[string]*weirv1.JobGraph, error) {
+func (h *etcdServices) jobs(ctx context.Context) (map[string]storedJob, error) {
 	stored, err := h.jobs_.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*weirv1.JobGraph{}
+	out := map[string]storedJob{}
 	for _, sj := range stored {
 		g := &weirv1.JobGraph{}
 		if err := proto.Unmarshal(sj.Graph, g); err != nil {
 			return nil, fmt.Errorf("jobmanager: stored job %s: %w", sj.ID, err)
 		}
-		out[sj.ID] = g
+		var st jobStatus
+		if sj.Status != nil {
+			if err := json.Unmarshal(sj.Status, &st); err != nil {
+				// Only counters are lost; the job itself is recovered.
+				st = jobStatus{}
+			}
+		}
+		out[sj.ID] = storedJob{graph: g, status: st}
 	}
 	return out, nil
 }

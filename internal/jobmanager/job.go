@@ -352,7 +352,10 @@ func (j *jobMaster) fail(cause string) {
 // restart delay passed, from the latest completed checkpoint.
 func (j *jobMaster) restartAfter(settled <-chan struct{}, delay time.Duration) {
 	<-settled
+	j.persistStatus()
 	time.Sleep(delay) // the restart strategy's pause, not a wait for a condition
+	// Every subtask stopped and none is deployed yet.
+	j.sweepCheckpoints("restart", -1)
 	rp, err := j.latestRestorePoint()
 	j.mu.Lock()
 	if j.mu.state != weirv1.JobState_JOB_STATE_RESTARTING {
@@ -376,6 +379,19 @@ func (j *jobMaster) restartAfter(settled <-chan struct{}, delay time.Duration) {
 		j.log.Info("restarting without state: no checkpoint completed yet")
 	}
 	j.trySchedule()
+}
+
+// persistStatus stores the restart count, so that a new leader carries it
+// on. Losing it loses only the count, so a failure is logged, not fatal.
+func (j *jobMaster) persistStatus() {
+	j.mu.Lock()
+	st := jobStatus{Restarts: j.mu.restarts, SubmittedMs: j.submitted.UnixMilli()}
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := j.services.putStatus(ctx, j.id, st); err != nil {
+		j.log.Warn("storing the job's restart count failed", "restarts", st.Restarts, "err", err)
+	}
 }
 
 // rebuildShared counts the shared state files of the retained checkpoints,
@@ -581,10 +597,11 @@ func (j *jobMaster) info() *weirv1.JobInfo {
 			if e.vertex == v {
 				vi.Subtasks = append(vi.Subtasks, &weirv1.SubtaskInfo{
 					Index: e.attempt.GetSubtaskIndex(), Attempt: e.attempt.GetAttempt(), State: e.state,
-					TaskmanagerId: e.tm.id, FailureCause: e.failure,
+					TaskmanagerId: e.tm.id, FailureCause: e.failure, Load: e.load(),
 				})
 			}
 		}
+		addVertexLoad(vi)
 		info.Vertices = append(info.Vertices, vi)
 	}
 	return info
@@ -611,6 +628,7 @@ func (j *jobMaster) cleanupCheckpoints(st weirv1.JobState) {
 		keep = j.graph.GetCheckpointing().GetExternalizedRetention() == weirv1.ExternalizedRetention_EXTERNALIZED_RETENTION_RETAIN_ON_CANCELLATION
 	}
 	if keep {
+		j.sweepCheckpoints(stateName(st), 0)
 		return
 	}
 	if err := storage.Discard(j.s.storage.JobDir(j.id)); err != nil {

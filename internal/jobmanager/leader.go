@@ -12,7 +12,6 @@ import (
 
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/storage"
-	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
 // advertise derives a reachable address from a listener when none is set.
@@ -104,8 +103,8 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 		s.log.Error("recovering jobs failed", "err", err)
 		return
 	}
-	for id, g := range jobs {
-		if err := s.recoverJob(ctx, services, id, g); err != nil {
+	for id, sj := range jobs {
+		if err := s.recoverJob(ctx, services, id, sj); err != nil {
 			s.log.Error("recovering job failed", "job_id", id, "err", err)
 		}
 	}
@@ -116,7 +115,8 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 // recoverJob rebuilds one stored job, starting from the newest readable
 // checkpoint in its store (an unreadable newest one is skipped for the one
 // before it).
-func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id string, g *weirv1.JobGraph) error {
+func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id string, sj storedJob) error {
+	g := sj.graph
 	var origin *restorePoint
 	if g.GetRestoreFrom() != "" {
 		var err error
@@ -150,6 +150,13 @@ func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id stri
 	j, err := s.newJob(services, id, g, origin, start)
 	if err != nil {
 		return err
+	}
+	if st := sj.status; st.SubmittedMs > 0 {
+		j.submitted = time.UnixMilli(st.SubmittedMs)
+		j.mu.restarts = st.Restarts
+		// The counter starts where the job's count is, so that it agrees
+		// with the REST API on this leader.
+		s.restarts.WithLabelValues(id, g.GetName()).Add(float64(st.Restarts))
 	}
 	s.mu.Lock()
 	s.mu.jobs[id] = j

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -191,11 +192,21 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	rest := restapi.New(s, s.log)
 	defer rest.Close()
+	var api http.Handler = rest
+	if s.cfg.HA == "etcd" {
+		proxy := newLeaderProxy(s, rest)
+		api = proxy
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			proxy.follow(ctx)
+		}()
+	}
 	mux := rpc.HTTPMux(s.reg)
 	// Flink's REST API, from the same core as the gRPC client API; its
 	// paths, with and without Flink's /v1 prefix.
-	for _, p := range []string{"/overview", "/jobs", "/jobs/", "/taskmanagers", "/taskmanagers/", "/v1/"} {
-		mux.Handle(p, rest)
+	for _, p := range []string{"/overview", "/jobs", "/jobs/", "/taskmanagers", "/taskmanagers/", "/savepoint-disposal", "/savepoint-disposal/", "/v1/"} {
+		mux.Handle(p, api)
 	}
 	// The web dashboard is everything else.
 	mux.Handle("/", webui.Handler())

@@ -26,6 +26,8 @@ type taskManager struct {
 	confirmed bool
 	conn      *grpc.ClientConn
 	client    weirv1.TaskExecutorServiceClient
+	// loads are the subtask loads of the latest heartbeat.
+	loads subtaskLoads
 }
 
 // RegisterTaskManager admits a TaskManager or renews its registration.
@@ -68,6 +70,16 @@ func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*we
 		return &weirv1.HeartbeatResponse{Reregister: true}, nil
 	}
 	tm.lastHeartbeat = time.Now()
+	tm.loads.replace(req.GetLoads())
+	for _, r := range req.GetLoads() {
+		if len(r.GetCheckpoints()) == 0 {
+			continue
+		}
+		// Held s.mu: the job map is read directly; Progress only posts.
+		if j, ok := s.mu.jobs[r.GetAttempt().GetJobId()]; ok {
+			j.coord.Progress(r.GetAttempt(), r.GetCheckpoints())
+		}
+	}
 	if !tm.confirmed {
 		tm.confirmed = true
 		go s.scheduleWaiting()

@@ -59,7 +59,11 @@ func (c *testCtx) AttemptNumber() int                    { return c.attempt }
 func (c *testCtx) Config() sdk.Config                    { return c.cfg }
 func (c *testCtx) Logger() *slog.Logger                  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func (c *testCtx) ValueState(name string) sdk.ValueState { return c.heap.ValueState(name) }
-func (c *testCtx) ListState(name string) sdk.ListState   { return c.heap.ListState(name, false) }
+func (c *testCtx) MapState(name string) sdk.MapState     { return c.heap.MapState(name) }
+func (c *testCtx) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
+	return c.heap.ReducingState(name, reduce)
+}
+func (c *testCtx) ListState(name string) sdk.ListState { return c.heap.ListState(name, false) }
 func (c *testCtx) UnionListState(name string) sdk.ListState {
 	return c.heap.ListState(name, true)
 }

@@ -29,6 +29,8 @@ type SequenceSource struct {
 	start   time.Time
 	emitted int64
 	now     func() time.Time // time.Now when nil; tests drive a fake clock
+
+	arena decimalArena
 }
 
 // split is an arithmetic progression of the sequence and its position.
@@ -112,8 +114,8 @@ func (s *SequenceSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			return sdk.SourceStatus{EndOfInput: true}, nil
 		}
 		out.Collect(sdk.Record{
-			Key:   strconv.AppendInt(nil, sp.next%s.keys, 10),
-			Value: strconv.AppendInt(nil, sp.next, 10),
+			Key:   s.arena.appendInt(sp.next % s.keys),
+			Value: s.arena.appendInt(sp.next),
 		})
 		sp.next += sp.stride
 		s.emitted++
@@ -152,3 +154,53 @@ func (s *SequenceSource) SnapshotState(int64) error {
 }
 
 func (s *SequenceSource) Close() error { return nil }
+
+// decimalArena formats the decimal keys and values of emitted records into
+// shared chunks: one allocation per chunk rather than one per number. A
+// chunk is never written again where it handed out bytes, so a record stays
+// valid while downstream holds it; a chunk is freed with its last record.
+type decimalArena struct{ buf []byte }
+
+const arenaChunk = 8 << 10
+
+func (a *decimalArena) appendInt(v int64) []byte {
+	if cap(a.buf)-len(a.buf) < 20 { // the longest int64: "-9223372036854775808"
+		a.buf = make([]byte, 0, arenaChunk)
+	}
+	start := len(a.buf)
+	a.buf = strconv.AppendInt(a.buf, v, 10)
+	// Capped: a consumer appending to the record reallocates instead of
+	// overwriting the next one.
+	return a.buf[start:len(a.buf):len(a.buf)]
+}
+
+// parseDecimal parses a decimal int64 without converting b to a string
+// (which allocates); ok is false for anything strconv would have to judge.
+func parseDecimal(b []byte) (v int64, ok bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 { // 18 digits cannot overflow
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// parseInt is strconv.ParseInt for b, without its allocation in the
+// common case.
+func parseInt(b []byte) (int64, error) {
+	if v, ok := parseDecimal(b); ok {
+		return v, nil
+	}
+	return strconv.ParseInt(string(b), 10, 64)
+}

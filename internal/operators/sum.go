@@ -2,7 +2,6 @@ package operators
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/weirproject/weir/sdk"
 )
@@ -10,7 +9,8 @@ import (
 // KeyedSum keeps a running sum per key and emits (key, sum) for every input.
 // Values are decimal integers.
 type KeyedSum struct {
-	sums sdk.ValueState
+	sums  sdk.ValueState
+	arena decimalArena
 }
 
 func (k *KeyedSum) Open(ctx sdk.Context) error {
@@ -19,18 +19,20 @@ func (k *KeyedSum) Open(ctx sdk.Context) error {
 }
 
 func (k *KeyedSum) ProcessRecord(r sdk.Record, out sdk.Collector) error {
-	v, err := strconv.ParseInt(string(r.Value), 10, 64)
+	v, err := parseInt(r.Value)
 	if err != nil {
 		return fmt.Errorf("keyed-sum: value of key %q: %w", r.Key, err)
 	}
 	var sum int64
 	if b, ok := k.sums.Value(); ok {
-		if sum, err = strconv.ParseInt(string(b), 10, 64); err != nil {
+		if sum, err = parseInt(b); err != nil {
 			return fmt.Errorf("keyed-sum: corrupt state of key %q: %w", r.Key, err)
 		}
 	}
 	sum += v
-	b := strconv.AppendInt(nil, sum, 10)
+	// Both state backends copy on Update; the record, which downstream
+	// holds for a while, takes the arena's bytes.
+	b := k.arena.appendInt(sum)
 	k.sums.Update(b)
 	out.Collect(sdk.Record{Key: r.Key, Value: b, Timestamp: r.Timestamp})
 	return nil

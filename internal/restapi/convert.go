@@ -269,7 +269,7 @@ func toJobDetailsInfo(info *weirv1.JobInfo, now int64) jobDetailsInfo {
 		}
 		out.Vertices = append(out.Vertices, jobVertexDetailInfo{
 			ID: v.id, Name: v.name, MaxParallelism: maxPar, Parallelism: int(v.parallelism), Status: vs,
-			StartTime: vStart, EndTime: vEnd, Duration: vDur, Tasks: counts,
+			StartTime: vStart, EndTime: vEnd, Duration: vDur, Tasks: counts, Metrics: toIOMetrics(v),
 		})
 	}
 	for _, gv := range info.GetGraph().GetVertices() {
@@ -420,33 +420,44 @@ func toFailed(c *weirv1.CheckpointStats, f inFlight, tasks map[string]taskCheckp
 		FailureTimestamp:     c.GetFailureTimestampMs(),
 		FailureMessage:       strPtr(c.GetFailureMessage()),
 		FailureReason:        failureReasonName(c.GetFailureReason()),
-		// declined_subtasks stays empty: SubtaskCheckpointStats has no
-		// field saying which subtask declined (the decline is only named in
-		// failure_message). pending_subtasks lists the subtasks the core
-		// reports as not acknowledged; the coordinator reports acknowledged
-		// subtasks only so far, which leaves the list empty and omitted.
-		PendingSubtasks: unacknowledged(job, subs),
+		DeclinedSubtasks:     unacknowledged(job, subs, true),
+		PendingSubtasks:      unacknowledged(job, subs, false),
 	}
 }
 
 func toPending(c *weirv1.CheckpointStats, f inFlight, tasks map[string]taskCheckpointStatistics, job *jobView, subs []*weirv1.SubtaskCheckpointStats) *pendingCheckpointStatistics {
 	return &pendingCheckpointStatistics{
 		checkpointStatistics: baseCheckpoint(c, classInProgress, f, tasks),
-		PendingSubtasks:      unacknowledged(job, subs),
+		PendingSubtasks:      unacknowledged(job, subs, false),
 	}
 }
 
-// unacknowledged lists the subtasks the core reported with acknowledged=false.
-func unacknowledged(job *jobView, subs []*weirv1.SubtaskCheckpointStats) []subtaskRef {
+// unacknowledged lists the subtasks the core reported with
+// acknowledged=false that declined (or did not), with how far each got.
+func unacknowledged(job *jobView, subs []*weirv1.SubtaskCheckpointStats, declined bool) []subtaskRef {
 	var out []subtaskRef
 	for _, s := range subs {
-		if s.GetAcknowledged() {
+		if s.GetAcknowledged() || s.GetDeclined() != declined {
 			continue
 		}
-		ref := subtaskRef{Vertex: s.GetVertex(), Subtask: s.GetSubtaskIndex(), VertexID: VertexID(job.info.GetId(), s.GetVertex())}
+		ref := subtaskRef{Vertex: s.GetVertex(), Subtask: s.GetSubtaskIndex(), VertexID: VertexID(job.info.GetId(), s.GetVertex()),
+			DeclineMessage: s.GetDeclineMessage(), checkpointPhase: phaseOf(s)}
 		out = append(out, ref)
 	}
 	return out
+}
+
+// phaseOf says how far a subtask that has not acknowledged got.
+func phaseOf(s *weirv1.SubtaskCheckpointStats) checkpointPhase {
+	p := checkpointPhase{Phase: "WAITING", PhaseTimestamp: s.GetPhaseReportedMs()}
+	if ph := s.GetPhase(); ph != weirv1.CheckpointPhase_CHECKPOINT_PHASE_UNSPECIFIED {
+		p.Phase = strings.TrimPrefix(ph.String(), "CHECKPOINT_PHASE_")
+	}
+	if s.GetChannels() > 0 {
+		received, channels := s.GetBarriersReceived(), s.GetChannels()
+		p.BarriersReceived, p.Channels = &received, &channels
+	}
+	return p
 }
 
 // toCheckpoint converts one checkpoint to its CheckpointStatistics subtype.
@@ -471,10 +482,10 @@ func acked(v vertexView, subs []*weirv1.SubtaskCheckpointStats) map[int32]*weirv
 	return m
 }
 
-// subtaskCheckpointedSize is a subtask's checkpointed size. The core reports
-// only the state size per subtask; the JobManager takes full snapshots
-// only, where the two are equal.
-func subtaskCheckpointedSize(s *weirv1.SubtaskCheckpointStats) int64 { return s.GetStateSize() }
+// subtaskCheckpointedSize is what a subtask uploaded for a checkpoint: less
+// than its state size when an incremental checkpoint referenced files of
+// earlier ones.
+func subtaskCheckpointedSize(s *weirv1.SubtaskCheckpointStats) int64 { return s.GetCheckpointedSize() }
 
 func toTaskStats(c *weirv1.CheckpointStats, v vertexView, subs []*weirv1.SubtaskCheckpointStats) taskCheckpointStatistics {
 	t := taskCheckpointStatistics{
@@ -518,7 +529,8 @@ func toSubtaskDetails(c *weirv1.CheckpointStats, v vertexView, subs []*weirv1.Su
 	for i := int32(0); i < v.parallelism; i++ {
 		s, ok := byIndex[i]
 		if !ok {
-			out.Subtasks = append(out.Subtasks, pendingSubtaskCheckpointStatistics{ClassName: classPending, Index: i, Status: "pending_or_failed"})
+			out.Subtasks = append(out.Subtasks, pendingSubtaskCheckpointStatistics{ClassName: classPending, Index: i, Status: "pending_or_failed",
+				checkpointPhase: phaseOf(unackedOf(v, subs, i))})
 			continue
 		}
 		m := s.GetMetrics()
@@ -612,5 +624,25 @@ func toCheckpointingStatistics(list *weirv1.ListCheckpointsResponse, job *jobVie
 			ExternalPath: strPtr(pointer(r.GetExternalPath())),
 		}
 	}
+	if n := list.GetNextCheckpoint(); n != nil {
+		out.NextCheckpoint = &nextCheckpoint{
+			State:        strings.TrimPrefix(n.GetState().String(), "STATE_"),
+			Reason:       strings.TrimPrefix(strings.TrimPrefix(n.GetReason().String(), "REASON_"), "UNSPECIFIED"),
+			Message:      n.GetMessage(),
+			DueTimestamp: n.GetDueTimestampMs(),
+			Queued:       n.GetQueued(),
+		}
+	}
 	return out
+}
+
+// unackedOf returns the statistics of subtask i of v, which has not
+// acknowledged; a bare entry when the core has none.
+func unackedOf(v vertexView, subs []*weirv1.SubtaskCheckpointStats, i int32) *weirv1.SubtaskCheckpointStats {
+	for _, s := range subs {
+		if s.GetVertex() == v.name && s.GetSubtaskIndex() == i {
+			return s
+		}
+	}
+	return &weirv1.SubtaskCheckpointStats{}
 }

@@ -55,6 +55,16 @@ type savepointTriggerRequest struct {
 	FormatType *string `json:"formatType"`
 }
 
+// SavepointDisposalRequest.
+type savepointDisposalRequest struct {
+	SavepointPath string `json:"savepoint-path"`
+}
+
+// AsynchronousOperationInfo: the result of an operation with no value.
+type asynchronousOperationInfo struct {
+	FailureCause *serializedThrowable `json:"failure-cause,omitempty"`
+}
+
 // StopWithSavepointRequestBody.
 type stopWithSavepointRequest struct {
 	TargetDirectory *string `json:"targetDirectory"`
@@ -147,18 +157,27 @@ type jobVertexDetailInfo struct {
 	Metrics        ioMetricsInfo  `json:"metrics"`
 }
 
-// IOMetricsInfo. Weir does not report I/O per vertex to the JobManager, so
-// the values are 0 and every *-complete flag is false (Flink's way of
-// saying the numbers are incomplete).
+// IOMetricsInfo: the records and times the vertex's subtasks reported with
+// the TaskManagers' heartbeats (backpressure.go). Bytes are not measured:
+// they stay 0 with read-bytes-complete and write-bytes-complete false,
+// Flink's way of saying the numbers are incomplete.
 type ioMetricsInfo struct {
-	ReadBytes            int64 `json:"read-bytes"`
-	ReadBytesComplete    bool  `json:"read-bytes-complete"`
-	WriteBytes           int64 `json:"write-bytes"`
-	WriteBytesComplete   bool  `json:"write-bytes-complete"`
-	ReadRecords          int64 `json:"read-records"`
-	ReadRecordsComplete  bool  `json:"read-records-complete"`
-	WriteRecords         int64 `json:"write-records"`
-	WriteRecordsComplete bool  `json:"write-records-complete"`
+	ReadBytes                    int64   `json:"read-bytes"`
+	ReadBytesComplete            bool    `json:"read-bytes-complete"`
+	WriteBytes                   int64   `json:"write-bytes"`
+	WriteBytesComplete           bool    `json:"write-bytes-complete"`
+	ReadRecords                  int64   `json:"read-records"`
+	ReadRecordsComplete          bool    `json:"read-records-complete"`
+	WriteRecords                 int64   `json:"write-records"`
+	WriteRecordsComplete         bool    `json:"write-records-complete"`
+	AccumulatedBackpressuredTime int64   `json:"accumulated-backpressured-time"`
+	AccumulatedIdleTime          int64   `json:"accumulated-idle-time"`
+	AccumulatedBusyTime          float64 `json:"accumulated-busy-time"`
+	// Weir additions: the vertex's records per second over the last
+	// heartbeat interval, summed over its subtasks (Flink has them only as
+	// the numRecordsInPerSecond and numRecordsOutPerSecond metrics).
+	ReadRecordsPerSecond  float64 `json:"read-records-per-second"`
+	WriteRecordsPerSecond float64 `json:"write-records-per-second"`
 }
 
 // The JSON plan (JsonPlanGenerator).
@@ -215,6 +234,18 @@ type checkpointingStatistics struct {
 	Summary checkpointingSummary `json:"summary"`
 	Latest  latestCheckpoints    `json:"latest"`
 	History []any                `json:"history"`
+	// Weir addition: when the next checkpoint is due and what holds it back.
+	NextCheckpoint *nextCheckpoint `json:"next_checkpoint,omitempty"`
+}
+
+// nextCheckpoint is a Weir addition to CheckpointingStatistics: the
+// scheduler's answer to "why is the next checkpoint not happening yet".
+type nextCheckpoint struct {
+	State        string `json:"state"`  // SCHEDULED | DELAYED | NOT_SCHEDULED
+	Reason       string `json:"reason"` // "" | MIN_PAUSE | MAX_CONCURRENT | TASKS_NOT_RUNNING | QUEUED | STOPPED | PERIODIC_OFF
+	Message      string `json:"message"`
+	DueTimestamp int64  `json:"due_timestamp"` // unix ms, 0 when it waits for an event
+	Queued       int32  `json:"queued"`
 }
 
 // CheckpointingStatistics.Counts.
@@ -329,6 +360,9 @@ type subtaskRef struct {
 	VertexID string `json:"vertex_id"`
 	Vertex   string `json:"vertex"`
 	Subtask  int32  `json:"subtask"`
+	// DeclineMessage is the subtask's reason, for a declined one.
+	DeclineMessage string `json:"decline_message,omitempty"`
+	checkpointPhase
 }
 
 // TaskCheckpointStatistics.
@@ -410,6 +444,19 @@ type pendingSubtaskCheckpointStatistics struct {
 	ClassName string `json:"className"`
 	Index     int32  `json:"index"`
 	Status    string `json:"status"` // "pending_or_failed", as in Flink
+	checkpointPhase
+}
+
+// checkpointPhase is how far a subtask that has not acknowledged got with
+// a checkpoint, as its TaskManager last reported it (Weir addition):
+// WAITING (no barrier reached it yet, or nothing reported), ALIGNING (with
+// barriers_received of channels), SNAPSHOTTING, UPLOADING or DECLINED.
+type checkpointPhase struct {
+	Phase            string `json:"phase"`
+	BarriersReceived *int32 `json:"barriers_received,omitempty"`
+	Channels         *int32 `json:"channels,omitempty"`
+	// PhaseTimestamp is when it was reported (unix ms), 0 if never.
+	PhaseTimestamp int64 `json:"phase_timestamp"`
 }
 
 // CheckpointConfigInfo.

@@ -22,6 +22,8 @@ type opGroup string
 const (
 	groupCheckpoint opGroup = "checkpoints"
 	groupSavepoint  opGroup = "savepoints"
+	// groupDisposal holds savepoint disposals, which belong to no job.
+	groupDisposal opGroup = "savepoint-disposal"
 )
 
 // opKey identifies an operation. Trigger IDs are per job, as in Flink.

@@ -83,6 +83,9 @@ func New(api weirv1.ClientServiceServer, log *slog.Logger) *Handler {
 		{"jobs/:jobid/savepoints", methods{http.MethodPost: h.postSavepoint}},
 		{"jobs/:jobid/savepoints/:triggerid", methods{http.MethodGet: h.getSavepointStatus}},
 		{"jobs/:jobid/stop", methods{http.MethodPost: h.postStop}},
+		{"savepoint-disposal", methods{http.MethodPost: h.postSavepointDisposal}},
+		{"savepoint-disposal/:triggerid", methods{http.MethodGet: h.getSavepointDisposalStatus}},
+		{"jobs/:jobid/vertices/:vertexid/backpressure", methods{http.MethodGet: h.getVertexBackPressure}},
 	}
 	return h
 }
@@ -753,4 +756,47 @@ func (h *Handler) getSavepointStatus(w http.ResponseWriter, _ *http.Request, p p
 		}
 		return res.value
 	})
+}
+
+func (h *Handler) postSavepointDisposal(w http.ResponseWriter, r *http.Request, _ params) error {
+	var body savepointDisposalRequest
+	if err := decodeBody(r, "SavepointDisposalRequest", &body); err != nil {
+		return err
+	}
+	if body.SavepointPath == "" {
+		return errorf(http.StatusBadRequest, "request body does not match SavepointDisposalRequest: \"savepoint-path\" is required")
+	}
+	// Disposals belong to no job; Flink polls them by request-id alone.
+	tid := newTriggerID()
+	_, err := h.ops.start(opKey{group: groupDisposal, trigger: tid}, func(ctx context.Context) (any, error) {
+		_, err := h.api.DisposeSavepoint(ctx, &weirv1.DisposeSavepointRequest{Path: body.SavepointPath})
+		return asynchronousOperationInfo{}, err
+	})
+	switch {
+	case errors.Is(err, errStoreClosed), errors.Is(err, errStoreFull):
+		return errorf(http.StatusServiceUnavailable, "%v", err)
+	case err != nil:
+		return err
+	}
+	h.writeJSON(w, http.StatusAccepted, triggerResponse{RequestID: tid})
+	return nil
+}
+
+func (h *Handler) getSavepointDisposalStatus(w http.ResponseWriter, _ *http.Request, p params) error {
+	tid, err := triggerIDParam(p)
+	if err != nil {
+		return err
+	}
+	found, done, res := h.ops.get(opKey{group: groupDisposal, trigger: tid})
+	switch {
+	case !found:
+		return errorf(http.StatusNotFound, "There is no savepoint disposal with request ID %s (results are kept for %v after the operation finished)", tid, storeDuration)
+	case !done:
+		h.writeJSON(w, http.StatusOK, asynchronousOperationResult{Status: queueStatus{ID: "IN_PROGRESS"}})
+	case res.err != nil:
+		h.writeJSON(w, http.StatusOK, asynchronousOperationResult{Status: queueStatus{ID: "COMPLETED"}, Operation: asynchronousOperationInfo{FailureCause: failureCause(res.err)}})
+	default:
+		h.writeJSON(w, http.StatusOK, asynchronousOperationResult{Status: queueStatus{ID: "COMPLETED"}, Operation: res.value})
+	}
+	return nil
 }

@@ -435,6 +435,12 @@ func TestRESTAPI(t *testing.T) {
 			t.Errorf("latest.restored = %v, want null", latest["restored"])
 		}
 		latestID = num(t, "latest.completed.id", completed["id"])
+		// Weir addition: the scheduler says when the next checkpoint comes.
+		next := obj(t, "next_checkpoint", b["next_checkpoint"])
+		requireKeys(t, "next_checkpoint", next, "state", "reason", "message", "due_timestamp", "queued")
+		if st := next["state"]; st != "SCHEDULED" && st != "DELAYED" || next["message"] == "" {
+			t.Errorf("next_checkpoint = %v, want a scheduled or delayed periodic checkpoint with a message", next)
+		}
 		history := arr(t, "history", b["history"])
 		if len(history) == 0 {
 			t.Fatal("empty history")
@@ -550,6 +556,28 @@ func TestRESTAPI(t *testing.T) {
 		}
 		if c.jobState(job) != "RUNNING" {
 			t.Errorf("job is %s after a savepoint without cancel-job", c.jobState(job))
+		}
+	})
+
+	t.Run("savepoint disposal", func(t *testing.T) {
+		dir := t.TempDir()
+		tid := c.trigger("/jobs/"+job+"/savepoints", fmt.Sprintf(`{"target-directory": %q}`, dir))
+		loc, _ := c.awaitOperation("/jobs/" + job + "/savepoints/" + tid)["location"].(string)
+		tid = c.trigger("/savepoint-disposal", fmt.Sprintf(`{"savepoint-path": %q}`, loc))
+		if op := c.awaitOperation("/savepoint-disposal/" + tid); op["failure-cause"] != nil {
+			t.Fatalf("disposal failed: %v", op)
+		}
+		if _, err := os.Stat(loc); !os.IsNotExist(err) {
+			t.Errorf("savepoint after disposal: %v, want it gone", err)
+		}
+		// Disposing of it again fails, and says why.
+		tid = c.trigger("/savepoint-disposal", fmt.Sprintf(`{"savepoint-path": %q}`, loc))
+		cause := obj(t, "failure-cause", c.awaitOperation("/savepoint-disposal/" + tid)["failure-cause"])
+		if trace, _ := cause["stack-trace"].(string); !strings.Contains(trace, "no savepoint at") {
+			t.Errorf("second disposal failure-cause = %v", cause)
+		}
+		if r := c.do(http.MethodPost, "/savepoint-disposal", `{}`); r.code != http.StatusBadRequest || !strings.Contains(r.raw, "savepoint-path") {
+			t.Errorf("disposal without a path: %d %s, want 400 naming savepoint-path", r.code, r.raw)
 		}
 	})
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,9 +67,25 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// HTTPMux serves /metrics from reg and /healthz.
+// pprofOn makes HTTPMux serve /debug/pprof; set once at start-up
+// (EnablePprof), before any mux is built.
+var pprofOn bool
+
+// EnablePprof makes every HTTPMux built from now on serve net/http/pprof
+// under /debug/pprof/ (the daemons' --pprof flag).
+func EnablePprof() { pprofOn = true }
+
+// HTTPMux serves /metrics from reg and /healthz, and /debug/pprof/ after
+// EnablePprof.
 func HTTPMux(reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -19,6 +20,10 @@ type Backend interface {
 	SetCurrentKey(key []byte)
 	// ValueState returns the named keyed state.
 	ValueState(name string) sdk.ValueState
+	// MapState returns the named keyed map state.
+	MapState(name string) sdk.MapState
+	// ReducingState returns the named keyed state folded by reduce.
+	ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState
 	// ListState returns the named operator list state.
 	ListState(name string, union bool) sdk.ListState
 	// TakeSnapshot is the synchronous part of a checkpoint: a consistent
@@ -40,6 +45,10 @@ type SnapshotOptions struct {
 	CheckpointID int64
 	// Canonical asks for the backend-independent format (savepoints).
 	Canonical bool
+	// Full asks an incremental backend to upload every file instead of
+	// referencing those of earlier checkpoints (Flink's FULL checkpoint
+	// type): the checkpoint depends on no other.
+	Full bool
 }
 
 // IsSavepoint reports whether a checkpoint type is a savepoint, which is
@@ -183,11 +192,22 @@ func restoreOperator(into operatorLists, prev []*weirv1.SubtaskState, subtask, p
 	return nil
 }
 
+// entry is one keyed-state entry as snapshots carry it. Its slices may be
+// reused once the callback it is passed to returns.
+type entry struct {
+	kind    weirv1.KeyedStateEntry_Kind
+	state   string
+	key     []byte
+	userKey []byte // map state only
+	value   []byte
+}
+
 // readKeyed calls fn for every keyed-state entry of st in the key groups
-// owns accepts, whichever format st was written in.
-func readKeyed(st *weirv1.SubtaskState, maxParallelism int, owns func(kg int) bool, fn func(state string, key, value []byte) error) error {
+// owns accepts, whichever format st was written in. A native snapshot is
+// copied into a temporary directory under tmpDir (os.TempDir when empty).
+func readKeyed(st *weirv1.SubtaskState, maxParallelism int, tmpDir string, owns func(kg int) bool, fn func(e entry) error) error {
 	if isNative(st) {
-		return readNative(st, maxParallelism, owns, fn)
+		return readNative(st, tmpDir, owns, fn)
 	}
 	if p := st.GetKeyedState().GetPath(); p != "" {
 		return readCanonical(p, maxParallelism, owns, fn)
@@ -197,7 +217,7 @@ func readKeyed(st *weirv1.SubtaskState, maxParallelism int, owns func(kg int) bo
 
 // readCanonical calls fn for every entry of a canonical keyed-state file
 // in the key groups owns accepts.
-func readCanonical(path string, maxParallelism int, owns func(kg int) bool, fn func(state string, key, value []byte) error) error {
+func readCanonical(path string, maxParallelism int, owns func(kg int) bool, fn func(e entry) error) error {
 	snap := &weirv1.KeyedStateSnapshot{}
 	if err := storage.ReadProto(path, snap); err != nil {
 		return fmt.Errorf("state: restore keyed state: %w", err)
@@ -210,10 +230,34 @@ func readCanonical(path string, maxParallelism int, owns func(kg int) bool, fn f
 			continue
 		}
 		for _, e := range g.GetEntries() {
-			if err := fn(e.GetState(), e.GetKey(), e.GetValue()); err != nil {
+			if err := fn(entry{kind: e.GetKind(), state: e.GetState(), key: e.GetKey(), userKey: e.GetUserKey(), value: e.GetValue()}); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// reducingState folds values into a value state. copyAcc is set for
+// backends whose Value returns their own slice, which reduce must not
+// modify in place: a heap snapshot being written may share it.
+type reducingState struct {
+	v       sdk.ValueState
+	reduce  func(acc, v []byte) []byte
+	copyAcc bool
+}
+
+func (r *reducingState) Get() ([]byte, bool) { return r.v.Value() }
+func (r *reducingState) Clear()              { r.v.Clear() }
+
+func (r *reducingState) Add(b []byte) {
+	acc, ok := r.v.Value()
+	if !ok {
+		r.v.Update(b)
+		return
+	}
+	if r.copyAcc {
+		acc = bytes.Clone(acc)
+	}
+	r.v.Update(r.reduce(acc, b))
 }

@@ -108,11 +108,18 @@ func TestConformanceValueAndList(t *testing.T) {
 	})
 }
 
-// fill writes sum=k*10 for the keys 0..n-1 subtask owns, and one operator
-// list entry; it returns what it wrote.
+// concat is a reduce function that builds a new slice, as users should.
+func concat(acc, v []byte) []byte { return append(append([]byte(nil), acc...), v...) }
+
+// fill writes, for the keys 0..n-1 subtask owns, sum=k*10 (value state),
+// a map state of k%4+1 entries, and a reducing state fed twice (every
+// third key leaves the map empty and the reducing state unset); and one
+// operator list entry. It returns what it wrote, as read renders it.
 func fill(b Backend, n, parallelism, subtask int, round int) map[string]string {
 	want := map[string]string{}
 	v := b.ValueState("sum")
+	m := b.MapState("m")
+	r := b.ReducingState("r", concat)
 	for k := 0; k < n; k++ {
 		key := fmt.Sprint(k)
 		if !owned(key, parallelism, subtask) {
@@ -122,6 +129,23 @@ func fill(b Backend, n, parallelism, subtask int, round int) map[string]string {
 		val := fmt.Sprint(k*10 + round)
 		v.Update([]byte(val))
 		want[key] = val
+		if k%3 == 0 {
+			continue
+		}
+		var entries []string
+		for i := k%4 + 1; i > 0; i-- { // out of order: All sorts
+			uk := fmt.Sprintf("u%d", i)
+			m.Put([]byte(uk), []byte(fmt.Sprint(k*i)))
+			entries = append([]string{uk + "=" + fmt.Sprint(k*i)}, entries...)
+		}
+		if k%5 == 0 {
+			m.Put([]byte{}, []byte("empty user key"))
+			entries = append([]string{"=empty user key"}, entries...)
+		}
+		want["m/"+key] = strings.Join(entries, ",")
+		r.Add([]byte(key))
+		r.Add([]byte("+"))
+		want["r/"+key] = key + "+"
 	}
 	b.ListState("offsets", false).Update([][]byte{[]byte(fmt.Sprint("off", subtask))})
 	b.ListState("all", true).Update([][]byte{[]byte(fmt.Sprint("u", subtask))})
@@ -131,17 +155,35 @@ func fill(b Backend, n, parallelism, subtask int, round int) map[string]string {
 func read(t *testing.T, b Backend, n, parallelism, subtask int, got map[string]string) {
 	t.Helper()
 	v := b.ValueState("sum")
+	m := b.MapState("m")
+	r := b.ReducingState("r", concat)
 	for k := 0; k < n; k++ {
 		key := fmt.Sprint(k)
 		b.SetCurrentKey([]byte(key))
 		val, ok := v.Value()
-		if !ok {
+		var entries []string
+		for uk, uv := range m.All() {
+			entries = append(entries, string(uk)+"="+string(uv))
+		}
+		if m.IsEmpty() != (len(entries) == 0) {
+			t.Fatalf("key %s: IsEmpty %v with %d entries", key, m.IsEmpty(), len(entries))
+		}
+		agg, rok := r.Get()
+		if !ok && len(entries) == 0 && !rok {
 			continue
 		}
 		if !owned(key, parallelism, subtask) {
 			t.Fatalf("subtask %d/%d restored key %q it does not own", subtask, parallelism, key)
 		}
-		got[key] = string(val)
+		if ok {
+			got[key] = string(val)
+		}
+		if len(entries) > 0 {
+			got["m/"+key] = strings.Join(entries, ",")
+		}
+		if rok {
+			got["r/"+key] = string(agg)
+		}
 	}
 }
 
@@ -158,8 +200,16 @@ func snapshotAll(t *testing.T, bs []Backend, dir string, opts SnapshotOptions) [
 		snaps = append(snaps, s)
 		b.SetCurrentKey([]byte("late"))
 		b.ValueState("sum").Update([]byte("x"))
+		b.MapState("m").Put([]byte("late"), []byte("x"))
 		b.SetCurrentKey([]byte("0"))
 		b.ValueState("sum").Update([]byte("changed"))
+		b.ReducingState("r", concat).Add([]byte("late"))
+		for _, k := range []string{"1", "2"} {
+			b.SetCurrentKey([]byte(k))
+			b.MapState("m").Put([]byte("u1"), []byte("changed"))
+			b.MapState("m").Remove([]byte("u2"))
+			b.ReducingState("r", concat).Add([]byte("late"))
+		}
 		b.ListState("offsets", false).Add([]byte("late"))
 	}
 	var out []*weirv1.SubtaskState
@@ -249,32 +299,37 @@ func TestConformanceSnapshotRestoreRescale(t *testing.T) {
 	})
 }
 
-// A savepoint written by one backend restores into every other, at
-// another parallelism.
-func TestConformanceSavepointAcrossBackends(t *testing.T) {
+// A savepoint or checkpoint written by one backend restores into every
+// other (heap to Pebble, Pebble to heap, native incremental to either), at
+// the same and at another parallelism.
+func TestConformanceRestoreAcrossBackends(t *testing.T) {
 	const n = 150
 	for _, from := range kinds {
 		for _, to := range kinds {
-			t.Run(from.name+"->"+to.name, func(t *testing.T) {
-				dir, shared := checkpointDir(t)
-				want := map[string]string{}
-				var bs []Backend
-				for i := 0; i < 3; i++ {
-					b := newBackend(t, from, shared, 3, i)
-					for key, v := range fill(b, n, 3, i, 0) {
-						want[key] = v
-					}
-					bs = append(bs, b)
+			for _, savepoint := range []bool{true, false} {
+				for _, newP := range []int{3, 2} {
+					t.Run(fmt.Sprintf("%s->%s/savepoint=%v/3to%d", from.name, to.name, savepoint, newP), func(t *testing.T) {
+						dir, shared := checkpointDir(t)
+						want := map[string]string{}
+						var bs []Backend
+						for i := 0; i < 3; i++ {
+							b := newBackend(t, from, shared, 3, i)
+							for key, v := range fill(b, n, 3, i, 0) {
+								want[key] = v
+							}
+							bs = append(bs, b)
+						}
+						prev := snapshotAll(t, bs, dir, SnapshotOptions{CheckpointID: 1, Canonical: savepoint})
+						got, offsets, _ := restoreAll(t, to, prev, shared, newP, n)
+						if fmt.Sprint(got) != fmt.Sprint(want) {
+							t.Fatalf("restored %v\nwant %v", got, want)
+						}
+						if fmt.Sprint(offsets) != "[off0 off1 off2]" {
+							t.Fatalf("offsets %v", offsets)
+						}
+					})
 				}
-				prev := snapshotAll(t, bs, dir, SnapshotOptions{CheckpointID: 1, Canonical: true})
-				got, offsets, _ := restoreAll(t, to, prev, shared, 2, n)
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("restored %v\nwant %v", got, want)
-				}
-				if fmt.Sprint(offsets) != "[off0 off1 off2]" {
-					t.Fatalf("offsets %v", offsets)
-				}
-			})
+			}
 		}
 	}
 }

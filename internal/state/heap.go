@@ -6,6 +6,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"sort"
 
 	"github.com/weirproject/weir/internal/keygroup"
@@ -22,7 +23,10 @@ type Heap struct {
 	keyGroups      keygroup.Range
 	currentKey     string
 	values         map[string]map[string][]byte // state name → key → value
-	lists          operatorLists
+	// maps holds map state: state name → key → user key → value. A
+	// snapshot copies the per-key maps, as Put changes them in place.
+	maps  map[string]map[string]map[string][]byte
+	lists operatorLists
 }
 
 var _ Backend = (*Heap)(nil)
@@ -33,6 +37,7 @@ func NewHeap(maxParallelism int, keyGroups keygroup.Range) *Heap {
 		maxParallelism: maxParallelism,
 		keyGroups:      keyGroups,
 		values:         map[string]map[string][]byte{},
+		maps:           map[string]map[string]map[string][]byte{},
 		lists:          operatorLists{},
 	}
 }
@@ -62,6 +67,21 @@ func (h *Heap) ValueState(name string) sdk.ValueState {
 	return &valueState{h: h, m: m}
 }
 
+// MapState returns the named keyed map state.
+func (h *Heap) MapState(name string) sdk.MapState {
+	m, ok := h.maps[name]
+	if !ok {
+		m = map[string]map[string][]byte{}
+		h.maps[name] = m
+	}
+	return &mapState{h: h, m: m}
+}
+
+// ReducingState returns the named keyed state folded by reduce.
+func (h *Heap) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
+	return &reducingState{v: h.ValueState(name), reduce: reduce, copyAcc: true}
+}
+
 // ListState returns the named operator list state.
 func (h *Heap) ListState(name string, union bool) sdk.ListState {
 	return h.lists.get(name, union)
@@ -75,6 +95,57 @@ type valueState struct {
 func (v *valueState) Value() ([]byte, bool) { b, ok := v.m[v.h.currentKey]; return b, ok }
 func (v *valueState) Update(b []byte)       { v.m[v.h.currentKey] = bytes.Clone(b) }
 func (v *valueState) Clear()                { delete(v.m, v.h.currentKey) }
+
+type mapState struct {
+	h *Heap
+	m map[string]map[string][]byte
+}
+
+func (s *mapState) Get(uk []byte) ([]byte, bool) {
+	v, ok := s.m[s.h.currentKey][string(uk)]
+	return v, ok
+}
+
+func (s *mapState) Put(uk, v []byte) {
+	um, ok := s.m[s.h.currentKey]
+	if !ok {
+		um = map[string][]byte{}
+		s.m[s.h.currentKey] = um
+	}
+	um[string(uk)] = bytes.Clone(v)
+}
+
+func (s *mapState) Remove(uk []byte) {
+	um, ok := s.m[s.h.currentKey]
+	if !ok {
+		return
+	}
+	delete(um, string(uk))
+	if len(um) == 0 {
+		delete(s.m, s.h.currentKey)
+	}
+}
+
+func (s *mapState) Contains(uk []byte) bool { _, ok := s.m[s.h.currentKey][string(uk)]; return ok }
+func (s *mapState) IsEmpty() bool           { return len(s.m[s.h.currentKey]) == 0 }
+func (s *mapState) Clear()                  { delete(s.m, s.h.currentKey) }
+
+// All sorts the user keys, so both backends iterate in the same order.
+func (s *mapState) All() iter.Seq2[[]byte, []byte] {
+	um := s.m[s.h.currentKey]
+	keys := sortedKeys(um)
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		vals[i] = um[k]
+	}
+	return func(yield func([]byte, []byte) bool) {
+		for i, k := range keys {
+			if !yield([]byte(k), bytes.Clone(vals[i])) {
+				return
+			}
+		}
+	}
+}
 
 type listState struct {
 	union bool
@@ -97,6 +168,7 @@ type Snapshot struct {
 	maxParallelism int
 	keyGroups      keygroup.Range
 	values         map[string]map[string][]byte
+	maps           map[string]map[string]map[string][]byte
 	lists          map[string]listState
 }
 
@@ -106,6 +178,7 @@ func (h *Heap) Snapshot() *Snapshot {
 		maxParallelism: h.maxParallelism,
 		keyGroups:      h.keyGroups,
 		values:         make(map[string]map[string][]byte, len(h.values)),
+		maps:           make(map[string]map[string]map[string][]byte, len(h.maps)),
 		lists:          h.lists.copy(),
 	}
 	for name, m := range h.values {
@@ -114,6 +187,17 @@ func (h *Heap) Snapshot() *Snapshot {
 			c[k] = v
 		}
 		s.values[name] = c
+	}
+	for name, m := range h.maps {
+		c := make(map[string]map[string][]byte, len(m))
+		for k, um := range m {
+			cu := make(map[string][]byte, len(um))
+			for uk, v := range um {
+				cu[uk] = v
+			}
+			c[k] = cu
+		}
+		s.maps[name] = c
 	}
 	return s
 }
@@ -147,16 +231,32 @@ func (s *Snapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.
 // exactly the key groups a new subtask owns.
 func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
 	groups := map[int32]*weirv1.KeyGroupSnapshot{}
+	group := func(k string) *weirv1.KeyGroupSnapshot {
+		kg := int32(keygroup.Of([]byte(k), s.maxParallelism))
+		g, ok := groups[kg]
+		if !ok {
+			g = &weirv1.KeyGroupSnapshot{KeyGroup: kg}
+			groups[kg] = g
+		}
+		return g
+	}
 	for _, name := range sortedKeys(s.values) {
 		m := s.values[name]
 		for _, k := range sortedKeys(m) {
-			kg := int32(keygroup.Of([]byte(k), s.maxParallelism))
-			g, ok := groups[kg]
-			if !ok {
-				g = &weirv1.KeyGroupSnapshot{KeyGroup: kg}
-				groups[kg] = g
-			}
+			g := group(k)
 			g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{State: name, Key: []byte(k), Value: m[k]})
+		}
+	}
+	for _, name := range sortedKeys(s.maps) {
+		m := s.maps[name]
+		for _, k := range sortedKeys(m) {
+			g := group(k)
+			um := m[k]
+			for _, uk := range sortedKeys(um) {
+				g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{
+					Kind: weirv1.KeyedStateEntry_KIND_MAP, State: name, Key: []byte(k), UserKey: []byte(uk), Value: um[uk],
+				})
+			}
 		}
 	}
 	out := &weirv1.KeyedStateSnapshot{MaxParallelism: int32(s.maxParallelism)}
@@ -173,13 +273,28 @@ func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
 // (union state is given whole).
 func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
 	for _, st := range prev {
-		err := readKeyed(st, h.maxParallelism, h.keyGroups.Contains, func(state string, key, value []byte) error {
-			m, ok := h.values[state]
+		err := readKeyed(st, h.maxParallelism, "", h.keyGroups.Contains, func(e entry) error {
+			// The entry's slices may be reused by the reader: keep copies.
+			if e.kind == weirv1.KeyedStateEntry_KIND_MAP {
+				m, ok := h.maps[e.state]
+				if !ok {
+					m = map[string]map[string][]byte{}
+					h.maps[e.state] = m
+				}
+				um, ok := m[string(e.key)]
+				if !ok {
+					um = map[string][]byte{}
+					m[string(e.key)] = um
+				}
+				um[string(e.userKey)] = bytes.Clone(e.value)
+				return nil
+			}
+			m, ok := h.values[e.state]
 			if !ok {
 				m = map[string][]byte{}
-				h.values[state] = m
+				h.values[e.state] = m
 			}
-			m[string(key)] = value
+			m[string(e.key)] = bytes.Clone(e.value)
 			return nil
 		})
 		if err != nil {

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -22,9 +24,12 @@ import (
 )
 
 // Pebble keeps keyed state in an embedded Pebble store on local disk, one
-// per subtask. A key is the key group (2 bytes, big endian), the state
-// name's length (2 bytes) and name, then the record key, so the entries of
-// a key-group range are one contiguous span. Operator list state stays in
+// per subtask. A value-state key is the key group (2 bytes, big endian),
+// the state name's length (2 bytes) and name, then the record key, so the
+// entries of a key-group range are one contiguous span. A map-state key
+// sets the top bit of the name length and puts the record key's length (4
+// bytes) before it and the user key after it, so one record key's map is a
+// contiguous span ordered by user key. Operator list state stays in
 // memory, as with the heap backend.
 //
 // Checkpoints are either canonical (a Pebble snapshot streamed into the
@@ -68,7 +73,7 @@ func OpenPebble(cfg Config) (*Pebble, error) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, fmt.Errorf("state: pebble local dir: %w", err)
 	}
-	dir, err := os.MkdirTemp(base, "weir-pebble-")
+	dir, err := os.MkdirTemp(base, pebbleDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("state: pebble local dir: %w", err)
 	}
@@ -120,10 +125,37 @@ func (p *Pebble) SetCurrentKey(key []byte) {
 }
 
 // ValueState implements Backend.
-func (p *Pebble) ValueState(name string) sdk.ValueState { return &pebbleValue{p: p, name: name} }
+func (p *Pebble) ValueState(name string) sdk.ValueState {
+	checkName(name)
+	return &pebbleValue{p: p, name: name}
+}
+
+// MapState implements Backend.
+func (p *Pebble) MapState(name string) sdk.MapState {
+	checkName(name)
+	return &pebbleMap{p: p, name: name}
+}
+
+// ReducingState implements Backend.
+func (p *Pebble) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
+	// Value already returns a copy reduce may change.
+	return &reducingState{v: p.ValueState(name), reduce: reduce}
+}
+
+// checkName: the key encoding keeps the name's length in 15 bits.
+func checkName(name string) {
+	if len(name) > maxNameLen {
+		panic(fmt.Sprintf("state: state name of %d bytes; at most %d", len(name), maxNameLen))
+	}
+}
 
 // ListState implements Backend.
 func (p *Pebble) ListState(name string, union bool) sdk.ListState { return p.lists.get(name, union) }
+
+const (
+	maxNameLen = 1<<15 - 1
+	mapFlag    = 1 << 15 // in the name length: a map-state key
+)
 
 func encodeKey(dst []byte, kg int, name string, key []byte) []byte {
 	dst = binary.BigEndian.AppendUint16(dst[:0], uint16(kg))
@@ -132,15 +164,65 @@ func encodeKey(dst []byte, kg int, name string, key []byte) []byte {
 	return append(dst, key...)
 }
 
-func decodeKey(k []byte) (kg int, name string, key []byte, ok bool) {
+// encodeMapPrefix is the start of every entry of key's map.
+func encodeMapPrefix(dst []byte, kg int, name string, key []byte) []byte {
+	dst = binary.BigEndian.AppendUint16(dst[:0], uint16(kg))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name))|mapFlag)
+	dst = append(dst, name...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
+	return append(dst, key...)
+}
+
+func encodeMapKey(dst []byte, kg int, name string, key, userKey []byte) []byte {
+	return append(encodeMapPrefix(dst, kg, name, key), userKey...)
+}
+
+// encodeEntry is the store key of e.
+func encodeEntry(dst []byte, kg int, e entry) []byte {
+	if e.kind == weirv1.KeyedStateEntry_KIND_MAP {
+		return encodeMapKey(dst, kg, e.state, e.key, e.userKey)
+	}
+	return encodeKey(dst, kg, e.state, e.key)
+}
+
+// prefixEnd is the smallest key greater than every key starting with
+// prefix; a key-group prefix never is all 0xff.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// decodeKey splits a store key; e's slices alias k.
+func decodeKey(k []byte) (kg int, e entry, ok bool) {
 	if len(k) < 4 {
-		return 0, "", nil, false
+		return 0, entry{}, false
 	}
 	n := int(binary.BigEndian.Uint16(k[2:4]))
+	isMap := n&mapFlag != 0
+	n &^= mapFlag
 	if len(k) < 4+n {
-		return 0, "", nil, false
+		return 0, entry{}, false
 	}
-	return int(binary.BigEndian.Uint16(k[:2])), string(k[4 : 4+n]), k[4+n:], true
+	kg, e.state, k = int(binary.BigEndian.Uint16(k[:2])), string(k[4:4+n]), k[4+n:]
+	if !isMap {
+		e.key = k
+		return kg, e, true
+	}
+	if len(k) < 4 {
+		return 0, entry{}, false
+	}
+	kl := int(binary.BigEndian.Uint32(k[:4]))
+	if len(k) < 4+kl {
+		return 0, entry{}, false
+	}
+	e.kind, e.key, e.userKey = weirv1.KeyedStateEntry_KIND_MAP, k[4:4+kl], k[4+kl:]
+	return kg, e, true
 }
 
 type pebbleValue struct {
@@ -153,8 +235,11 @@ func (v *pebbleValue) k() []byte {
 	return v.p.buf
 }
 
-func (v *pebbleValue) Value() ([]byte, bool) {
-	b, closer, err := v.p.db.Get(v.k())
+func (v *pebbleValue) Value() ([]byte, bool) { return v.p.get(v.k()) }
+
+// get reads a store key; the value is the caller's.
+func (p *Pebble) get(k []byte) ([]byte, bool) {
+	b, closer, err := p.db.Get(k)
 	if err != nil {
 		if !errors.Is(err, pebble.ErrNotFound) {
 			panic(fmt.Sprintf("state: pebble get: %v", err))
@@ -181,23 +266,33 @@ func (v *pebbleValue) Clear() {
 	}
 }
 
-// TakeSnapshot implements Backend. Both kinds are cheap on the mailbox: a
-// Pebble snapshot is a sequence number, a Pebble checkpoint hard-links the
-// SST files and copies the (small) WAL and manifest.
+// TakeSnapshot implements Backend. A canonical snapshot is a Pebble
+// snapshot, a sequence number. A native one first flushes the memtable, as
+// Flink's RocksDB backend does, so that all state is in immutable SST files
+// and the checkpoint uploads no WAL: without it, state smaller than a
+// memtable would travel whole in every checkpoint's WAL copy. The flush
+// writes at most one memtable (MemTableSize), which bounds the mailbox's
+// synchronous part; the checkpoint itself hard-links the SST files.
 func (p *Pebble) TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error) {
 	lists := p.lists.copy()
 	if opts.Canonical || !p.cfg.Incremental {
 		return &pebbleCanonical{p: p, snap: p.db.NewSnapshot(), lists: lists}, nil
 	}
+	if err := p.db.Flush(); err != nil {
+		return nil, fmt.Errorf("state: pebble flush for checkpoint %d: %w", opts.CheckpointID, err)
+	}
 	p.seq++
 	local := filepath.Join(p.dir, fmt.Sprintf("chk-%d-%d", opts.CheckpointID, p.seq))
-	if err := p.db.Checkpoint(local, pebble.WithFlushedWAL()); err != nil {
+	if err := p.db.Checkpoint(local); err != nil {
 		os.RemoveAll(local)
-		return nil, fmt.Errorf("state: pebble checkpoint: %w", err)
+		return nil, fmt.Errorf("state: pebble checkpoint %d: %w", opts.CheckpointID, err)
 	}
-	p.mu.Lock()
-	confirmed := p.confirmed
-	p.mu.Unlock()
+	var confirmed map[string]*weirv1.StateHandle
+	if !opts.Full {
+		p.mu.Lock()
+		confirmed = p.confirmed
+		p.mu.Unlock()
+	}
 	return &pebbleNative{p: p, id: opts.CheckpointID, local: local, confirmed: confirmed, lists: lists}, nil
 }
 
@@ -243,7 +338,7 @@ func (s *pebbleCanonical) Write(dir, vertex string, subtask, parallelism int) (*
 	}
 	var g *weirv1.KeyGroupSnapshot
 	for it.First(); it.Valid(); it.Next() {
-		kg, name, key, ok := decodeKey(it.Key())
+		kg, e, ok := decodeKey(it.Key())
 		if !ok {
 			continue
 		}
@@ -251,7 +346,9 @@ func (s *pebbleCanonical) Write(dir, vertex string, subtask, parallelism int) (*
 			g = &weirv1.KeyGroupSnapshot{KeyGroup: int32(kg)}
 			out.KeyGroups = append(out.KeyGroups, g)
 		}
-		g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{State: name, Key: bytes.Clone(key), Value: bytes.Clone(it.Value())})
+		g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{
+			Kind: e.kind, State: e.state, Key: bytes.Clone(e.key), UserKey: bytes.Clone(e.userKey), Value: bytes.Clone(it.Value()),
+		})
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return nil, fmt.Errorf("state: pebble iterate: %w", err)
@@ -283,11 +380,16 @@ type pebbleNative struct {
 func (s *pebbleNative) Release() { os.RemoveAll(s.local) }
 
 // isImmutable: SST and blob files never change once written, so they are
-// uploaded once and shared; the manifest, options, markers and WAL are
+// uploaded once and shared; the manifest, options and markers are
 // exclusive to a checkpoint.
 func isImmutable(name string) bool {
 	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
 }
+
+// isWAL: the snapshot flushed the memtable and nothing was written before
+// the checkpoint, so the WAL files it copied hold nothing the SSTs lack
+// (Pebble may also copy older logs awaiting deletion).
+func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
 func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error) {
 	defer s.Release()
@@ -317,6 +419,9 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 		}
 		name := e.Name()
 		src := filepath.Join(s.local, name)
+		if isWAL(name) {
+			continue
+		}
 		if isImmutable(name) {
 			if h, ok := s.confirmed[name]; ok {
 				referenced[name] = h
@@ -327,7 +432,7 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 			// Named after the store and the checkpoint that uploads it: two
 			// in-flight checkpoints never share an upload, so aborting one
 			// cannot delete the other's file.
-			dst := filepath.Join(s.p.cfg.SharedDir, fmt.Sprintf("%s_%d_%s", s.p.uid, s.id, name))
+			dst := filepath.Join(s.p.cfg.SharedDir, sharedFileName(s.p.uid, s.id, name))
 			n, err := copyFile(src, dst)
 			if err != nil {
 				return nil, fmt.Errorf("state: upload %s: %w", name, err)
@@ -355,6 +460,23 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 	s.p.pending[s.id] = referenced
 	s.p.mu.Unlock()
 	return st, nil
+}
+
+// sharedFileName names an upload to the shared directory:
+// <store uid>_<checkpoint id>_<local name>.
+func sharedFileName(uid string, id int64, local string) string {
+	return fmt.Sprintf("%s_%d_%s", uid, id, local)
+}
+
+// SharedFileCheckpoint is the checkpoint that uploaded a file of the
+// shared directory, by the file's name (a partial upload's too).
+func SharedFileCheckpoint(name string) (int64, bool) {
+	parts := strings.SplitN(name, "_", 3)
+	if len(parts) != 3 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(parts[1], 10, 64)
+	return id, err == nil
 }
 
 // copyFile copies src to dst through a temporary file renamed into place.
@@ -415,8 +537,8 @@ func download(st *weirv1.SubtaskState, dir string) error {
 
 // readNative opens a copy of a native snapshot and calls fn for each entry
 // in the key groups owns accepts.
-func readNative(st *weirv1.SubtaskState, maxParallelism int, owns func(kg int) bool, fn func(state string, key, value []byte) error) error {
-	tmp, err := os.MkdirTemp("", "weir-restore-")
+func readNative(st *weirv1.SubtaskState, tmpDir string, owns func(kg int) bool, fn func(e entry) error) error {
+	tmp, err := os.MkdirTemp(tmpDir, restoreDirPrefix)
 	if err != nil {
 		return err
 	}
@@ -434,11 +556,12 @@ func readNative(st *weirv1.SubtaskState, maxParallelism int, owns func(kg int) b
 		return err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		kg, name, key, ok := decodeKey(it.Key())
+		kg, e, ok := decodeKey(it.Key())
 		if !ok || !owns(kg) {
 			continue
 		}
-		if err := fn(name, key, it.Value()); err != nil {
+		e.value = it.Value()
+		if err := fn(e); err != nil {
 			it.Close()
 			return err
 		}
@@ -462,6 +585,7 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 			if err := p.openRestored(same); err != nil {
 				return err
 			}
+			p.confirmRestored(same)
 			return restoreOperator(p.lists, prev, subtask, parallelism)
 		}
 	}
@@ -470,8 +594,11 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 			continue // owns none of our key groups
 		}
 		b := p.db.NewBatch()
-		err := readKeyed(st, p.cfg.MaxParallelism, kgs.Contains, func(state string, key, value []byte) error {
-			if err := b.Set(encodeKey(nil, keygroup.Of(key, p.cfg.MaxParallelism), state, key), value, nil); err != nil {
+		var buf []byte
+		err := readKeyed(st, p.cfg.MaxParallelism, p.dir, kgs.Contains, func(e entry) error {
+			// Set copies key and value into the batch.
+			buf = encodeEntry(buf, keygroup.Of(e.key, p.cfg.MaxParallelism), e)
+			if err := b.Set(buf, e.value, nil); err != nil {
 				return err
 			}
 			if b.Len() > 4<<20 {
@@ -507,6 +634,27 @@ func allOthersEmpty(prev []*weirv1.SubtaskState, same *weirv1.SubtaskState, kgs 
 	return true
 }
 
+// confirmRestored lets the first checkpoint after a restore reference the
+// restored SST files instead of uploading them again: they belong to a
+// completed checkpoint the JobManager retains until a newer one completes.
+// Only files in this job's shared directory qualify: those of another
+// job's checkpoint (a job started from it) are not this job's to keep
+// alive, so they are uploaded again, as Flink's NO_CLAIM restore mode does.
+func (p *Pebble) confirmRestored(st *weirv1.SubtaskState) {
+	if !p.cfg.Incremental {
+		return
+	}
+	files := map[string]*weirv1.StateHandle{}
+	for _, h := range st.GetSharedFiles() {
+		if h.GetShared() && filepath.Dir(filepath.Clean(h.GetPath())) == filepath.Clean(p.cfg.SharedDir) {
+			files[localName(h)] = h
+		}
+	}
+	p.mu.Lock()
+	p.confirmed = files
+	p.mu.Unlock()
+}
+
 // openRestored replaces the (empty) store with a copy of st.
 func (p *Pebble) openRestored(st *weirv1.SubtaskState) error {
 	if err := p.db.Close(); err != nil {
@@ -537,4 +685,96 @@ func sortedNames(dir string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+type pebbleMap struct {
+	p    *Pebble
+	name string
+}
+
+func (m *pebbleMap) k(userKey []byte) []byte {
+	m.p.buf = encodeMapKey(m.p.buf, m.p.kg, m.name, m.p.key, userKey)
+	return m.p.buf
+}
+
+func (m *pebbleMap) Get(userKey []byte) ([]byte, bool) { return m.p.get(m.k(userKey)) }
+
+func (m *pebbleMap) Contains(userKey []byte) bool {
+	_, ok := m.Get(userKey)
+	return ok
+}
+
+func (m *pebbleMap) Put(userKey, value []byte) {
+	if err := m.p.db.Set(m.k(userKey), value, m.p.wo); err != nil {
+		panic(fmt.Sprintf("state: pebble set: %v", err))
+	}
+}
+
+func (m *pebbleMap) Remove(userKey []byte) {
+	if err := m.p.db.Delete(m.k(userKey), m.p.wo); err != nil {
+		panic(fmt.Sprintf("state: pebble delete: %v", err))
+	}
+}
+
+func (m *pebbleMap) bounds() *pebble.IterOptions {
+	lower := encodeMapPrefix(nil, m.p.kg, m.name, m.p.key)
+	return &pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)}
+}
+
+// iter opens an iterator over the map of the key bounds were taken for.
+func (m *pebbleMap) iter(bounds *pebble.IterOptions) *pebble.Iterator {
+	it, err := m.p.db.NewIter(bounds)
+	if err != nil {
+		panic(fmt.Sprintf("state: pebble iterate: %v", err))
+	}
+	return it
+}
+
+func (m *pebbleMap) IsEmpty() bool {
+	it := m.iter(m.bounds())
+	empty := !it.First()
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		panic(fmt.Sprintf("state: pebble iterate: %v", err))
+	}
+	return empty
+}
+
+// All implements sdk.MapState: a Pebble iterator reads the store as it
+// was when it was opened, so writes during the loop are not seen. The key
+// is the one current when All was called.
+func (m *pebbleMap) All() iter.Seq2[[]byte, []byte] {
+	bounds := m.bounds()
+	n := len(bounds.LowerBound)
+	return func(yield func([]byte, []byte) bool) {
+		it := m.iter(bounds)
+		defer func() {
+			if err := errors.Join(it.Error(), it.Close()); err != nil {
+				panic(fmt.Sprintf("state: pebble iterate: %v", err))
+			}
+		}()
+		for valid := it.First(); valid; valid = it.Next() {
+			if !yield(bytes.Clone(it.Key()[n:]), bytes.Clone(it.Value())) {
+				return
+			}
+		}
+	}
+}
+
+// Clear deletes the entries one by one: a range tombstone per call would
+// pile up and slow reads down when maps are cleared per record.
+func (m *pebbleMap) Clear() {
+	it := m.iter(m.bounds())
+	b := m.p.db.NewBatch()
+	defer b.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := b.Delete(it.Key(), nil); err != nil {
+			panic(fmt.Sprintf("state: pebble delete: %v", err))
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		panic(fmt.Sprintf("state: pebble iterate: %v", err))
+	}
+	if err := b.Commit(m.p.wo); err != nil {
+		panic(fmt.Sprintf("state: pebble delete: %v", err))
+	}
 }

@@ -179,6 +179,17 @@ func (h *BarrierHandler) Recording(ch int) bool {
 // Aligning returns the checkpoint in progress, 0 if none.
 func (h *BarrierHandler) Aligning() int64 { return h.current }
 
+// Arrived reports how many of the input channels delivered the barrier of
+// the checkpoint in progress; a closed channel counts as delivered.
+func (h *BarrierHandler) Arrived() (received, channels int) {
+	for i := range h.arrived {
+		if h.arrived[i] || !h.open[i] {
+			received++
+		}
+	}
+	return received, len(h.arrived)
+}
+
 // Unaligned reports whether the checkpoint in progress went unaligned.
 func (h *BarrierHandler) Unaligned() bool { return h.current != 0 && h.unaligned }
 

@@ -133,6 +133,8 @@ type Task struct {
 
 	asyncCtx context.Context
 	async    sync.WaitGroup
+	// progress is read by the heartbeat; it has its own lock.
+	progress progress
 }
 
 // New validates the descriptor and builds the subtask; Run starts it.
@@ -243,6 +245,7 @@ func (t *Task) BackPressured() time.Duration {
 // or it was a stop-with-savepoint. Finishing earlier would stop checkpoints
 // for the subtasks still draining (a finished source cannot be triggered).
 func (t *Task) NotifyCheckpointComplete(id int64, final bool) {
+	t.progress.doneUpTo(id)
 	t.mailbox.put(func() error {
 		t.backend.NotifyCheckpointComplete(id)
 		if l, ok := t.operator().(sdk.CheckpointListener); ok {
@@ -259,6 +262,7 @@ func (t *Task) NotifyCheckpointComplete(id int64, final bool) {
 
 // NotifyCheckpointAborted tells the subtask checkpoint id will never complete.
 func (t *Task) NotifyCheckpointAborted(id int64) {
+	t.progress.done(id)
 	t.mailbox.put(func() error {
 		if l, ok := t.operator().(sdk.CheckpointListener); ok {
 			if err := l.NotifyCheckpointAborted(id); err != nil {
@@ -304,6 +308,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		t.cfg.OnRunning()
 	}
 	t.lastFlush = t.now()
+	t.metrics.load.begin(t.lastFlush)
 	var timer *time.Timer
 	for !t.finished {
 		idle, wait, err := t.cycle()
@@ -324,6 +329,12 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			}
 			wake = timer.C
 		}
+		// Waiting with room in the output is Flink's idle time; waiting
+		// for room is back-pressure, which markBackpressured accounts.
+		waitIdle := t.bpSince.IsZero()
+		if waitIdle {
+			t.metrics.load.enter(loadIdle, t.now())
+		}
 		select {
 		case <-t.mailbox.notify:
 		case <-t.inputNote:
@@ -331,6 +342,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		case <-wake:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		if waitIdle {
+			t.metrics.load.leave(t.now())
 		}
 		if timer != nil && wake != nil {
 			timer.Stop()
@@ -678,6 +692,11 @@ func (t *Task) apply(d Decision, now time.Time, overtaken func(*channelRecorder)
 	if overtaken != nil && t.rec != nil {
 		overtaken(t.rec)
 	}
+	if t.barriers != nil && t.barriers.Aligning() != 0 {
+		id := t.barriers.Aligning()
+		received, channels := t.barriers.Arrived()
+		t.progress.advance(id, weirv1.CheckpointPhase_CHECKPOINT_PHASE_ALIGNING, received, channels)
+	}
 	if d.Completed != 0 {
 		alignment := now.Sub(t.align.start)
 		if len(t.inputs) <= 1 {
@@ -748,6 +767,7 @@ type ckptStats struct {
 func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Time, unaligned bool) error {
 	id := b.GetCheckpointId()
 	start := now
+	t.progress.advance(id, weirv1.CheckpointPhase_CHECKPOINT_PHASE_SNAPSHOTTING, 0, 0)
 	if h, ok := t.operator().(sdk.PreBarrierHook); ok {
 		t.out.count = 0
 		if err := h.PrepareSnapshotPreBarrier(id, t.out); err != nil {
@@ -792,7 +812,11 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 			return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
 		}
 	}
-	snap, err := t.backend.TakeSnapshot(state.SnapshotOptions{CheckpointID: id, Canonical: state.IsSavepoint(b.GetOptions().GetType())})
+	snap, err := t.backend.TakeSnapshot(state.SnapshotOptions{
+		CheckpointID: id,
+		Canonical:    state.IsSavepoint(b.GetOptions().GetType()),
+		Full:         b.GetOptions().GetType() == weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT,
+	})
 	if err != nil {
 		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, err.Error())
 		return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
@@ -825,6 +849,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 			t.rec = rec
 		}
 	}
+	t.progress.advance(id, weirv1.CheckpointPhase_CHECKPOINT_PHASE_UPLOADING, 0, 0)
 	t.async.Add(1)
 	go func() {
 		defer t.async.Done()
@@ -878,6 +903,7 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap state.StateSnapsh
 	t.metrics.asyncDuration.Set(asyncDur.Seconds())
 	t.metrics.processed.Set(float64(stats.processed))
 	t.metrics.persisted.Set(float64(stats.persisted))
+	t.progress.done(id)
 	err = t.cfg.Responder.Acknowledge(t.asyncCtx, &weirv1.AcknowledgeCheckpointRequest{
 		Attempt: t.attempt, CheckpointId: id, State: st, EndOfInput: stats.endOfInput,
 		Metrics: &weirv1.CheckpointMetrics{
@@ -975,6 +1001,7 @@ func storageDir(d *weirv1.TaskDeploymentDescriptor, b *weirv1.CheckpointBarrier)
 
 func (t *Task) decline(id int64, reason weirv1.CheckpointFailureReason, msg string) {
 	t.log.Info("declining checkpoint", "checkpoint_id", id, "reason", reason, "msg", msg)
+	t.progress.done(id)
 	t.async.Add(1)
 	go func() {
 		defer t.async.Done()
@@ -1026,9 +1053,11 @@ func (t *Task) markBackpressured(now time.Time, bp bool) {
 	switch {
 	case bp && t.bpSince.IsZero():
 		t.bpSince = now
+		t.metrics.load.enter(loadBackpressured, now)
 	case !bp && !t.bpSince.IsZero():
 		t.addBackpressured(now.Sub(t.bpSince))
 		t.bpSince = time.Time{}
+		t.metrics.load.leave(now)
 	}
 }
 
@@ -1037,6 +1066,7 @@ func (t *Task) collectBlocked() {
 	for _, w := range t.writers {
 		if w.Backpressured > 0 {
 			t.addBackpressured(w.Backpressured)
+			t.metrics.load.addBackpressured(w.Backpressured)
 			w.Backpressured = 0
 		}
 	}
@@ -1120,4 +1150,8 @@ func (c *opContext) ValueState(name string) sdk.ValueState { return c.t.backend.
 func (c *opContext) ListState(name string) sdk.ListState   { return c.t.backend.ListState(name, false) }
 func (c *opContext) UnionListState(name string) sdk.ListState {
 	return c.t.backend.ListState(name, true)
+}
+func (c *opContext) MapState(name string) sdk.MapState { return c.t.backend.MapState(name) }
+func (c *opContext) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
+	return c.t.backend.ReducingState(name, reduce)
 }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/task"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -47,6 +50,10 @@ type Config struct {
 	Credits int
 	// QueueCapacity bounds each output subpartition, in buffers.
 	QueueCapacity int
+	// StateDir is where subtasks keep local state (embedded stores);
+	// <os temp dir>/weir-<id> when empty. Leftovers of an earlier run with
+	// the same directory are removed at start.
+	StateDir string
 }
 
 // Validate checks the configuration and fills defaults.
@@ -64,6 +71,9 @@ func (c *Config) Validate() error {
 		b := make([]byte, 6)
 		_, _ = rand.Read(b)
 		c.ID = "tm-" + hex.EncodeToString(b)
+	}
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join(os.TempDir(), "weir-"+c.ID)
 	}
 	if c.Credits <= 0 {
 		c.Credits = 4
@@ -94,6 +104,9 @@ type Server struct {
 	jmAddr     string
 	jmClient   weirv1.JobManagerGatewayServiceClient
 
+	// exchangeMetrics counts the remote channels' traffic.
+	exchangeMetrics *exchange.Metrics
+
 	wg sync.WaitGroup
 	mu struct {
 		sync.Mutex
@@ -120,6 +133,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// A TaskManager killed before its subtasks closed their stores left
+	// them behind; nothing restores from local files, so they go.
+	removed, err := state.CleanLocalDir(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("taskmanager: %w", err)
+	}
+	cfg.Logger.Info("local state directory ready", "dir", cfg.StateDir, "leftovers_removed", removed)
 	rpcLis, err := net.Listen("tcp", cfg.RPCAddr)
 	if err != nil {
 		return fmt.Errorf("taskmanager: listen rpc: %w", err)
@@ -143,7 +163,8 @@ func Run(ctx context.Context, cfg Config) error {
 	defer s.conns.close()
 	g, _ := rpc.NewServer(grpc.ChainUnaryInterceptor(s.fromLeaderOnly))
 	weirv1.RegisterTaskExecutorServiceServer(g, s)
-	weirv1.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions})
+	s.exchangeMetrics = exchange.NewMetrics(reg)
+	weirv1.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions, Metrics: s.exchangeMetrics})
 	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", s.httpAddr, "slots", cfg.Slots, "jobmanager", cfg.JobManager)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -187,6 +208,9 @@ func (s *Server) stayRegistered(ctx context.Context) {
 	interval, timeout := time.Second, 5*time.Second
 	var lastOK time.Time
 	registered := false
+	// prev is the last measurement of every running subtask, so each
+	// heartbeat reports rates over its own interval.
+	prev := map[string]loadMark{}
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -239,7 +263,7 @@ func (s *Server) stayRegistered(ctx context.Context) {
 		reg := s.mu.registration
 		s.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, interval)
-		resp, err := jm.Heartbeat(cctx, &weirv1.HeartbeatRequest{TaskmanagerId: s.cfg.ID, RegistrationId: reg})
+		resp, err := jm.Heartbeat(cctx, &weirv1.HeartbeatRequest{TaskmanagerId: s.cfg.ID, RegistrationId: reg, Loads: s.measureLoads(time.Now(), prev)})
 		cancel()
 		switch {
 		case err == nil && !resp.GetReregister():
@@ -344,7 +368,7 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 	ctx, cancel := context.WithCancel(context.Background())
 	t, err := task.New(task.Config{
 		Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
-		Logger: s.log, QueueCapacity: s.cfg.QueueCapacity,
+		Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
 		OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
 		OnEndOfInput: func() {
 			s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
@@ -486,7 +510,7 @@ func (s *Server) OpenChannel(ctx context.Context, ch *weirv1.InputChannelDescrip
 	if err != nil {
 		return nil, err
 	}
-	return exchange.NewRemoteChannel(ctx, conn, ch.GetPartition(), int(ch.GetSubpartition()), s.cfg.Credits, notify)
+	return s.exchangeMetrics.NewRemoteChannel(ctx, conn, ch.GetPartition(), int(ch.GetSubpartition()), s.cfg.Credits, notify)
 }
 
 // Acknowledge implements task.Responder.
@@ -541,4 +565,66 @@ func (p *connPool) close() {
 	for _, c := range p.conns {
 		c.Close()
 	}
+}
+
+// loadMark is a subtask's measurement at one heartbeat.
+type loadMark struct {
+	at   time.Time
+	load task.Load
+}
+
+// measureLoads reports every running subtask's load for a heartbeat, as
+// Flink's task metrics would show it: the time split in ms per second and
+// the records per second since the previous heartbeat (since the subtask
+// started, for one not measured before), and the totals. prev is updated;
+// subtasks that stopped leave it.
+func (s *Server) measureLoads(now time.Time, prev map[string]loadMark) []*weirv1.SubtaskLoadReport {
+	s.mu.Lock()
+	tasks := make(map[string]*task.Task, len(s.mu.tasks))
+	for k, r := range s.mu.tasks {
+		tasks[k] = r.task
+	}
+	s.mu.Unlock()
+	reports := make([]*weirv1.SubtaskLoadReport, 0, len(tasks))
+	for k, t := range tasks {
+		l, ok := t.Load(now)
+		if !ok {
+			continue // still connecting its channels
+		}
+		p, seen := prev[k]
+		if !seen {
+			p = loadMark{at: now.Add(-(l.Idle + l.Backpressured + l.Busy))}
+		}
+		prev[k] = loadMark{at: now, load: l}
+		idle, bp, busy := l.Idle-p.load.Idle, l.Backpressured-p.load.Backpressured, l.Busy-p.load.Busy
+		// The three shares are of their own sum, so they add up to 1000
+		// as Flink's do (busy is what is neither idle nor back-pressured).
+		split := idle + bp + busy
+		perSecond := func(d time.Duration) float64 {
+			if split <= 0 {
+				return 0
+			}
+			return min(1000, max(0, 1000*float64(d)/float64(split)))
+		}
+		wall := now.Sub(p.at).Seconds()
+		rate := func(n int64) float64 {
+			if wall <= 0 {
+				return 0
+			}
+			return max(0, float64(n)/wall)
+		}
+		reports = append(reports, &weirv1.SubtaskLoadReport{Attempt: t.Attempt(), Load: &weirv1.SubtaskInfo_Load{
+			IdleMsPerSecond: perSecond(idle), BackpressuredMsPerSecond: perSecond(bp), BusyMsPerSecond: perSecond(busy),
+			RecordsInPerSecond: rate(l.RecordsIn - p.load.RecordsIn), RecordsOutPerSecond: rate(l.RecordsOut - p.load.RecordsOut),
+			RecordsIn: l.RecordsIn, RecordsOut: l.RecordsOut,
+			IdleMs: l.Idle.Milliseconds(), BackpressuredMs: l.Backpressured.Milliseconds(), BusyMs: l.Busy.Milliseconds(),
+			IntervalMs: now.Sub(p.at).Milliseconds(), TimestampMs: now.UnixMilli(),
+		}, Checkpoints: t.CheckpointProgress()})
+	}
+	for k := range prev {
+		if _, ok := tasks[k]; !ok {
+			delete(prev, k)
+		}
+	}
+	return reports
 }

@@ -76,6 +76,7 @@ func startCluster(t *testing.T) *cluster {
 	for i := 1; i <= 2; i++ {
 		reg := sdk.NewRegistry()
 		operators.Register(reg)
+		reg.RegisterOperator("slow-sink", func() sdk.Operator { return slowSink{} })
 		cfg := taskmanager.Config{
 			ID: fmt.Sprintf("tm-%d", i), JobManager: rpcAddr, RPCAddr: freeAddr(t), HTTPAddr: freeAddr(t),
 			Slots: 2, Operators: reg, Logger: log,
@@ -102,6 +103,17 @@ func startCluster(t *testing.T) *cluster {
 	})
 	return c
 }
+
+// slowSink takes a millisecond per record, so whatever feeds it faster is
+// back-pressured.
+type slowSink struct{}
+
+func (slowSink) Open(sdk.Context) error { return nil }
+func (slowSink) ProcessRecord(sdk.Record, sdk.Collector) error {
+	time.Sleep(time.Millisecond) // the work of a slow sink, not a wait
+	return nil
+}
+func (slowSink) Close() error { return nil }
 
 func (c *cluster) getJSON(path string, v any) error {
 	resp, err := http.Get(c.base + path)
@@ -378,6 +390,7 @@ func TestDashboard(t *testing.T) {
 		if rows != want {
 			t.Errorf("history table has %d rows, want %d", rows, want)
 		}
+		checkNextCheckpoint(t, b, c, job)
 		b.shot("checkpoints")
 	})
 
@@ -426,6 +439,101 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 		b.shot("checkpoint-detail")
+	})
+
+	t.Run("job graph shows back-pressure", func(t *testing.T) {
+		b.t = t
+		// The source emits as fast as it can; the sink takes a millisecond
+		// per record, so the source and the sum in between wait for room.
+		slow := c.submit(`name: slow-sink
+checkpointing: {interval: 1h, timeout: 1m}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 2, config: {count: 0, keys: 8, rate: 0}}
+  - {name: sum, operator: keyed-sum, parallelism: 2, inputs: [{from: source, partition: hash}]}
+  - {name: sink, operator: slow-sink, parallelism: 2, inputs: [{from: sum, partition: forward}]}
+`)
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + slow))
+		vertex := func(name string) string {
+			return fmt.Sprintf(`document.querySelector('#job-graph-svg .g-vertex[data-vertex=%s]')`, q(name))
+		}
+		b.wait("the source back-pressured high", vertex("source")+`?.dataset.bp === "high"`, 60*time.Second)
+		b.wait("the sum back-pressured high", vertex("sum")+`?.dataset.bp === "high"`, 60*time.Second)
+		b.wait("the sink not back-pressured", vertex("sink")+`?.dataset.bp === "ok"`, 60*time.Second)
+		// Records per second on the boxes, as the job details report them.
+		outRate := func(name string) string {
+			return fmt.Sprintf(`parseFloat((%s?.querySelector(".g-io")?.textContent || "").split("out ")[1] || "0")`, vertex(name))
+		}
+		b.wait("records per second on the source", outRate("source")+" > 0", 30*time.Second)
+		b.wait("records per second on the sum", outRate("sum")+` > 0 && /in [1-9]/.test(`+vertex("sum")+`.querySelector(".g-io").textContent)`, 30*time.Second)
+		// The colours differ between the levels, and the legend names them.
+		fill := func(name string) string {
+			return eval[string](b, fmt.Sprintf(`getComputedStyle(%s.querySelector("rect")).fill`, vertex(name)))
+		}
+		if high, ok := fill("source"), fill("sink"); high == ok {
+			t.Errorf("a high and an ok vertex have the same fill %s", high)
+		}
+		if legend := eval[string](b, `document.querySelector("#bp-legend").textContent`); !strings.Contains(legend, "high") || !strings.Contains(legend, "low") {
+			t.Errorf("legend = %q, want the levels", legend)
+		}
+		b.shot("job-backpressure")
+
+		// A click on a vertex lists its subtasks.
+		b.do(chromedp.Click(chromedp.CSS(`#job-graph-svg .g-vertex[data-vertex="source"]`)))
+		b.wait("the source's subtasks", `document.querySelector('#bp-table[data-vertex="source"]') && document.querySelectorAll("#bp-table tr.bp-row").length === 2`, 30*time.Second)
+		b.wait("a subtask back-pressured high", `document.querySelectorAll('#bp-table tr.bp-row[data-level="high"]').length > 0`, 30*time.Second)
+		if head := eval[string](b, `document.querySelector("#bp-table thead").innerText`); !strings.Contains(head, "Back-pressured") || !strings.Contains(head, "Idle") || !strings.Contains(head, "Busy") {
+			t.Errorf("subtask table header = %q", head)
+		}
+		b.shot("job-backpressure-subtasks")
+
+		b.do(chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+			})
+			return err
+		}))
+		b.wait("the source still high", vertex("source")+`?.dataset.bp === "high"`, 30*time.Second)
+		if fill("source") == fill("sink") {
+			t.Errorf("dark mode: a high and an ok vertex have the same fill")
+		}
+		b.shot("job-backpressure-dark")
+		b.do(chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "light"}},
+			})
+			return err
+		}))
+
+		// At phone width the graph and the tables scroll inside their
+		// panels, not the page.
+		b.do(chromedp.EmulateViewport(400, 800))
+		b.wait("the subtasks at 400px", `document.querySelectorAll("#bp-table tr.bp-row").length === 2`, 30*time.Second)
+		if overflow := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
+			t.Errorf("the job page scrolls sideways at 400px")
+		}
+		b.shot("job-backpressure-narrow")
+		b.do(chromedp.EmulateViewport(1280, 800))
+
+		// The checkpoints tab of the same job says when the next one is due.
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + slow + "/checkpoints"))
+		b.wait("the counts", `document.querySelectorAll("#cp-counts .card").length === 5`, 30*time.Second)
+		checkNextCheckpoint(t, b, c, slow)
+		b.shot("checkpoints-next")
+
+		// Free the slots for the next job.
+		req, err := http.NewRequest(http.MethodPatch, c.base+"/jobs/"+slow+"?mode=cancel", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		c.waitFor(30*time.Second, "the slow job cancelled", func() bool {
+			var j map[string]any
+			return c.getJSON("/jobs/"+slow, &j) == nil && j["state"] == "CANCELED"
+		})
 	})
 
 	t.Run("failed checkpoint is marked with its reason", func(t *testing.T) {
@@ -483,4 +591,27 @@ func TestDashboard(t *testing.T) {
 	})
 	b.t = t
 	b.checkNoErrors()
+}
+
+// checkNextCheckpoint checks the checkpoints tab's "next checkpoint" line
+// against the REST answer: shown with the scheduler's state when the
+// JobManager sends next_checkpoint, hidden when it does not.
+func checkNextCheckpoint(t *testing.T, b *browser, c *cluster, job string) {
+	t.Helper()
+	next, ok := c.checkpoints(job)["next_checkpoint"].(map[string]any)
+	if !ok {
+		t.Log("the JobManager sends no next_checkpoint; the line must stay hidden")
+		b.wait("the next-checkpoint line hidden", `document.querySelector("#cp-next").hidden`, 30*time.Second)
+		return
+	}
+	want := map[string]string{"SCHEDULED": "Next checkpoint:", "DELAYED": "Next checkpoint delayed:", "NOT_SCHEDULED": "No checkpoint scheduled:"}[next["state"].(string)]
+	if want == "" {
+		t.Fatalf("next_checkpoint.state = %v, want SCHEDULED, DELAYED or NOT_SCHEDULED", next["state"])
+	}
+	b.wait("the next-checkpoint line", fmt.Sprintf(`!document.querySelector("#cp-next").hidden && document.querySelector("#cp-next").textContent.startsWith(%s)`, strconv.Quote(want)), 30*time.Second)
+	text := eval[string](b, `document.querySelector("#cp-next").textContent`)
+	if due, _ := next["due_timestamp"].(float64); next["state"] == "SCHEDULED" && due > 0 && !strings.Contains(text, "due ") {
+		t.Errorf("next checkpoint line = %q, want when it is due (%v)", text, next)
+	}
+	t.Logf("next checkpoint: %s (REST %v)", text, next)
 }

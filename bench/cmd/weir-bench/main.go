@@ -74,6 +74,7 @@ func run() error {
 	timeout := flag.Duration("timeout", 30*time.Minute, "give up (and stop every process) after this long")
 	quietWait := flag.Duration("quiet-wait", 60*time.Second, "before benchmarks, wait for other processes to calm down, up to this long in the whole run (0: never wait)")
 	quietCores := flag.Float64("quiet-cores", 0.3, "CPU cores other processes may use for the host to count as quiet")
+	stateBytes := flag.Int64("state-bytes", 0, "keyed state S1 loads, in bytes (default 1 GiB, 64 MiB with -quick)")
 	flag.Parse()
 
 	self, err := os.Executable()
@@ -137,7 +138,7 @@ func run() error {
 		Options:       suite.Options{Only: sel, Quick: *quick, Profile: *profile, WorkDir: *work},
 	}
 	e := &suite.Env{Ctx: ctx, Bin: bins, Self: self, Work: *work, Results: results, Quick: *quick, Profile: *profile,
-		QuietWait: *quietWait, QuietCores: *quietCores}
+		QuietWait: *quietWait, QuietCores: *quietCores, StateBytes: *stateBytes}
 	func() {
 		defer harness.KillAll()
 		defer e.Close()

@@ -25,7 +25,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/internal/exchange"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
 )
 
 // Stream modes, chosen by the client in SubscribePartition.subpartition.
@@ -64,14 +66,15 @@ func (server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) error
 		}
 	case modeFlood:
 		n := int(sub.GetInitialCredit())
-		recs := make([]*weirv1.Record, n)
+		recs := make([]sdk.Record, n)
 		for i := range recs {
 			k, v := make([]byte, 8), make([]byte, 8)
 			binary.BigEndian.PutUint64(k, uint64(i))
 			binary.BigEndian.PutUint64(v, uint64(i))
-			recs[i] = &weirv1.Record{Key: k, Value: v}
+			recs[i] = sdk.Record{Key: k, Value: v}
 		}
-		msg := &weirv1.ExchangeMessage{Kind: &weirv1.ExchangeMessage_Batch{Batch: &weirv1.RecordBatch{Records: recs}}}
+		// The runtime's own wire format, so the floor follows it.
+		msg := exchange.Buffer{Kind: exchange.KindRecords, Records: recs}.ToProto()
 		for stream.Context().Err() == nil {
 			if err := stream.Send(msg); err != nil {
 				return nil
@@ -207,9 +210,13 @@ func (c *Client) StreamFlood(ctx context.Context, batch int, warmup, d time.Dura
 			}
 		}
 		if measuring {
-			recs := m.GetBatch().GetRecords()
+			b, err := exchange.FromProto(m)
+			if err != nil {
+				return Throughput{}, err
+			}
+			recs := b.Records
 			for _, r := range recs {
-				sink += len(r.GetKey()) + len(r.GetValue())
+				sink += len(r.Key) + len(r.Value)
 			}
 			t.Records += int64(len(recs))
 			t.Messages++

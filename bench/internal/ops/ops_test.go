@@ -24,14 +24,18 @@ type fakeCtx struct {
 	restored int64
 }
 
-func (c *fakeCtx) JobID() string                       { return "job" }
-func (c *fakeCtx) TaskName() string                    { return "source" }
-func (c *fakeCtx) SubtaskIndex() int                   { return 0 }
-func (c *fakeCtx) Parallelism() int                    { return 1 }
-func (c *fakeCtx) AttemptNumber() int                  { return 0 }
-func (c *fakeCtx) Config() sdk.Config                  { return c.cfg }
-func (c *fakeCtx) Logger() *slog.Logger                { return slog.Default() }
-func (c *fakeCtx) ValueState(string) sdk.ValueState    { return nil }
+func (c *fakeCtx) JobID() string                    { return "job" }
+func (c *fakeCtx) TaskName() string                 { return "source" }
+func (c *fakeCtx) SubtaskIndex() int                { return 0 }
+func (c *fakeCtx) Parallelism() int                 { return 1 }
+func (c *fakeCtx) AttemptNumber() int               { return 0 }
+func (c *fakeCtx) Config() sdk.Config               { return c.cfg }
+func (c *fakeCtx) Logger() *slog.Logger             { return slog.Default() }
+func (c *fakeCtx) ValueState(string) sdk.ValueState { return nil }
+func (c *fakeCtx) MapState(string) sdk.MapState     { return nil }
+func (c *fakeCtx) ReducingState(string, func(acc, v []byte) []byte) sdk.ReducingState {
+	return nil
+}
 func (c *fakeCtx) UnionListState(string) sdk.ListState { return &list{} }
 func (c *fakeCtx) RestoredCheckpointID() int64         { return c.restored }
 func (c *fakeCtx) ListState(name string) sdk.ListState {

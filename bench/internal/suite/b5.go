@@ -73,7 +73,7 @@ func runB5(e *Env, b *Bench) error {
 		{"stateless map (source → rebalance → map → sink)", "rebalance", "bench-map"},
 		{"keyed running sum (source → hash → keyed-sum → sink)", "hash", "keyed-sum"},
 	}
-	type acc struct{ perCore, rate, cores, wireBytes, segs []float64 }
+	type acc struct{ perCore, rate, cores, wireBytes, segs, msgs, exBytes []float64 }
 	res := map[string]*acc{}
 	for r := 0; r < rounds; r++ {
 		for _, pp := range pipes {
@@ -100,6 +100,11 @@ func runB5(e *Env, b *Bench) error {
 					remote := w.Records / 2
 					a.wireBytes = append(a.wireBytes, float64(w.Net.LoBytes)/remote)
 					a.segs = append(a.segs, float64(w.Net.TCPOutSegs)/remote)
+					// Exact: what the exchange itself counted as sent.
+					if x := w.Exchange; x.Records > 0 {
+						a.msgs = append(a.msgs, x.Messages/x.Records)
+						a.exBytes = append(a.exBytes, x.Bytes/x.Records)
+					}
 				}
 				if r == rounds-1 {
 					profileTMs(e, b, c, pp.op, 5*time.Second)
@@ -128,6 +133,8 @@ func runB5(e *Env, b *Bench) error {
 		p.With("cpu_cores_used", median(a.cores))
 		p.With("loopback_bytes_per_remote_record", median(a.wireBytes))
 		p.With("tcp_segments_per_remote_record", median(a.segs))
+		p.With("exchange_messages_per_remote_record", median(a.msgs))
+		p.With("exchange_bytes_per_remote_record", median(a.exBytes))
 		lp := b.Add("  plain Go loop, one goroutine: "+map[bool]string{false: "pass-through", true: "running sum"}[keyed], "rec/s/core", true, loops[keyed])
 		p.With("framework_efficiency_vs_go_loop", p.Median/lp.Median)
 		target := 2e6
@@ -140,9 +147,11 @@ func runB5(e *Env, b *Bench) error {
 	// segment and ~100 bytes of framing per record.
 	for _, pp := range pipes {
 		a := res[pp.label]
+		b.Add("  wire, "+pp.op+": exchange messages per record sent across TaskManagers", "msg", false, a.msgs)
+		b.Add("  wire, "+pp.op+": exchange bytes (protobuf) per record sent across TaskManagers", "B", false, a.exBytes)
 		b.Add("  wire, "+pp.op+": loopback bytes per record crossing TaskManagers", "B", false, a.wireBytes)
 		b.Add("  wire, "+pp.op+": TCP segments per record crossing TaskManagers", "seg", false, a.segs)
 	}
-	b.Note("per core = records into the sink ÷ CPU time of the JobManager and both TaskManagers in the same 1 s window (%d windows × %d rounds); wire bytes and TCP segments are host-wide loopback counters per record that crossed TaskManagers (half of them), an upper bound", windows, rounds)
+	b.Note("per core = records into the sink ÷ CPU time of the JobManager and both TaskManagers in the same 1 s window (%d windows × %d rounds); exchange messages and bytes per record are the TaskManagers' weir_exchange_sent_{messages,bytes}_total ÷ weir_exchange_sent_records_total (exact, protobuf size without gRPC/HTTP2 framing); loopback bytes and TCP segments are host-wide counters per record that crossed TaskManagers (half of them), an upper bound", windows, rounds)
 	return nil
 }

@@ -20,17 +20,27 @@ type window struct {
 	Elapsed     time.Duration
 	CPU         time.Duration // all daemons: JobManager and TaskManagers
 	Net         harness.NetCounters
-	Checkpoints float64 // completed in the window
-	Failed      float64 // failed in the window
+	Exchange    exchangeCounters // both TaskManagers' remote channels
+	Checkpoints float64          // completed in the window
+	Failed      float64          // failed in the window
 }
 
 func (w window) rate() float64 { return w.Records / w.Elapsed.Seconds() }
+
+// exchangeCounters are the weir_exchange_sent_* counters of every
+// TaskManager: exactly what the remote channels sent.
+type exchangeCounters struct{ Messages, Bytes, Records float64 }
+
+func (a exchangeCounters) sub(b exchangeCounters) exchangeCounters {
+	return exchangeCounters{a.Messages - b.Messages, a.Bytes - b.Bytes, a.Records - b.Records}
+}
 
 type snapshot struct {
 	at          time.Time
 	records     float64
 	cpu         time.Duration
 	net         harness.NetCounters
+	exchange    exchangeCounters
 	completed   float64
 	failed      float64
 	backpressed float64
@@ -45,6 +55,11 @@ func takeSnapshot(ctx context.Context, c *harness.Cluster, job, task string) (sn
 	s.at = time.Now()
 	s.records = m.Sum("weir_task_records_in_total", map[string]string{"job_id": job, "task_name": task})
 	s.backpressed = m.Sum("weir_task_backpressured_seconds_total", map[string]string{"job_id": job})
+	s.exchange = exchangeCounters{
+		Messages: m.Sum("weir_exchange_sent_messages_total", nil),
+		Bytes:    m.Sum("weir_exchange_sent_bytes_total", nil),
+		Records:  m.Sum("weir_exchange_sent_records_total", nil),
+	}
 	for _, pid := range c.Pids() {
 		t, err := harness.CPUTime(pid)
 		if err != nil {
@@ -81,7 +96,7 @@ func sampleWindows(e *Env, c *harness.Cluster, job, task string, n int, d time.D
 		}
 		out = append(out, window{
 			Records: cur.records - prev.records, Elapsed: cur.at.Sub(prev.at), CPU: cur.cpu - prev.cpu,
-			Net: cur.net.Sub(prev.net), Checkpoints: cur.completed - prev.completed, Failed: cur.failed - prev.failed,
+			Net: cur.net.Sub(prev.net), Exchange: cur.exchange.sub(prev.exchange), Checkpoints: cur.completed - prev.completed, Failed: cur.failed - prev.failed,
 		})
 		prev = cur
 	}

@@ -35,6 +35,7 @@ var All = []Spec{
 	{"B6", "recovery", "recovery after SIGKILL of a TaskManager, 1 s checkpoints, ~100 MB heap state", runB6},
 	{"B7", "ha-cost", "coordinator and HA cost with etcd: etcd operations and JobManager CPU per checkpoint, max checkpoint rate", runB7},
 	{"X", "footprint", "idle RSS of the daemons and start-up time from process start to a job RUNNING", runFootprint},
+	{"S1", "state", "Pebble state backend in-process (backend + local storage, no RPC): checkpoint sync/async duration and bytes written, incremental vs full, 1 GiB keyed state, 1% of keys changing per interval (on demand: BENCH=S1)", runS1},
 }
 
 // Env is what benchmarks share.
@@ -46,6 +47,8 @@ type Env struct {
 	Results string // where profiles go
 	Quick   bool
 	Profile bool
+	// StateBytes sizes S1's keyed state; 0 for its default.
+	StateBytes int64
 	// QuietWait bounds how long, in the whole run, to wait before
 	// benchmarks for the rest of the host to use less than QuietCores of
 	// CPU.
@@ -136,8 +139,11 @@ func (e *Env) Close() {
 func Run(e *Env, r *Report, only []string) {
 	e.report = r
 	want := func(s Spec) bool {
-		if s.ID == "F" || len(only) == 0 {
+		if s.ID == "F" {
 			return true
+		}
+		if len(only) == 0 {
+			return !onDemand[s.ID]
 		}
 		for _, o := range only {
 			if strings.EqualFold(o, s.ID) || strings.EqualFold(o, s.Name) {

@@ -186,11 +186,41 @@ function jobView(jid, tab) {
     sub = checkpointsRefresher(jid, body);
   } else {
     body.innerHTML = `
-      <section class="panel"><h2>Job graph</h2><div class="scroll" id="job-graph"></div></section>
+      <section class="panel"><h2>Job graph</h2><div class="scroll" id="job-graph"></div>
+        <div class="legend" id="bp-legend"><span>Back-pressure (the most back-pressured subtask):</span>
+          <span><i class="sw bp-ok"></i>ok ≤ 10%</span><span><i class="sw bp-low"></i>low ≤ 50%</span>
+          <span><i class="sw bp-high"></i>high &gt; 50%</span><span><i class="sw bp-none"></i>not reported</span>
+          <span>· click a vertex for its subtasks</span></div></section>
+      <section class="panel" id="bp-panel"><h2 id="bp-title">Back-pressure</h2><div class="scroll" id="bp-subtasks"></div></section>
       <section class="panel"><h2>Vertices</h2><div class="scroll" id="job-vertices"></div></section>`;
     sub = null;
   }
-  const rates = new Map(); // vertex id -> {t, in, out}
+  // The overview tab keeps the last answers, so a click redraws at once
+  // instead of waiting for the next poll.
+  let selected = null; // vertex id whose subtasks are shown
+  let last = null; // {job, bps}
+  const draw = () => {
+    if (!last) return;
+    const { job, bps } = last;
+    if (selected && !(job.vertices || []).some((v) => v.id === selected)) selected = null;
+    setHTML(document.getElementById("job-graph"), jobGraph(job, bps, selected));
+    setHTML(document.getElementById("job-vertices"), verticesTable(job, bps, selected));
+    const v = (job.vertices || []).find((x) => x.id === selected);
+    setHTML(document.getElementById("bp-title"), v ? `Back-pressure of ${esc(v.name)} ${levelBadge(bps.get(v.id))}` : "Back-pressure");
+    setHTML(document.getElementById("bp-subtasks"), v ? subtaskLoadTable(v, bps.get(v.id))
+      : `<p class="muted" id="bp-hint">Click a vertex in the graph or the table to see how busy, idle and back-pressured each of its subtasks is.</p>`);
+  };
+  if (!sub) {
+    const pick = (e) => {
+      const el = e.target.closest("[data-vid]");
+      if (!el || (e.type === "keydown" && e.key !== "Enter" && e.key !== " ")) return;
+      e.preventDefault();
+      selected = el.dataset.vid === selected ? null : el.dataset.vid;
+      draw();
+    };
+    body.addEventListener("click", pick);
+    body.addEventListener("keydown", pick);
+  }
   return {
     async refresh() {
       const job = await api(`/jobs/${enc}`);
@@ -205,41 +235,88 @@ function jobView(jid, tab) {
       const running = job.state === "RUNNING";
       for (const b of document.querySelectorAll("[data-needs-running]")) b.disabled = !running;
       if (sub) return sub(job);
-      setHTML(document.getElementById("job-graph"), jobGraph(job));
-      setHTML(document.getElementById("job-vertices"), verticesTable(job, rates));
+      // Flink's dashboard asks each vertex for its back-pressure; so does this one.
+      const vs = job.vertices || [];
+      const answers = await Promise.all(vs.map((v) => api(`/jobs/${enc}/vertices/${encodeURIComponent(v.id)}/backpressure`).catch(() => null)));
+      last = { job, bps: new Map(vs.map((v, i) => [v.id, answers[i]])) };
+      draw();
     },
   };
 }
 
-function ioCell(m, key, rates, id, now) {
-  if (!m || !m[`${key}-complete`]) return `<span class="muted" title="not reported by the TaskManagers">n/a</span>`;
+// level is a vertex's back-pressure level, "none" without a report.
+const level = (bp) => (bp && bp.status === "ok" ? bp["backpressure-level"] || bp.backpressureLevel || "none" : "none");
+const levelBadge = (bp) => `<span class="badge bp-badge bp-${esc(level(bp))}">${level(bp) === "none" ? "no data" : esc(level(bp))}</span>`;
+const pct = (r) => (r == null ? "–" : `${Math.round(r * 100)}%`);
+
+function fmtRate(n) {
+  if (n == null || !isFinite(n)) return "–";
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
+  if (n >= 1e4) return `${(n / 1e3).toFixed(0)}k`;
+  if (n >= 100) return Math.round(n).toLocaleString();
+  return n.toFixed(n < 10 ? 1 : 0);
+}
+
+// vertexLoad sums up what the subtasks reported: the highest shares (the
+// bottleneck subtask decides) and the job details' records per second.
+function vertexLoad(v, bp) {
+  const subs = bp?.status === "ok" ? bp.subtasks || [] : [];
+  const m = v.metrics || {};
+  const reported = m["read-records-complete"] || m["write-records-complete"] || subs.length > 0;
+  return {
+    reported,
+    in: m["read-records-per-second"], out: m["write-records-per-second"],
+    bp: subs.length ? Math.max(...subs.map((s) => s.ratio)) : null,
+    busy: subs.length ? Math.max(...subs.map((s) => s.busyRatio)) : null,
+  };
+}
+
+function ioCell(m, key) {
+  if (!m || !m[`${key}-complete`]) return `<span class="muted" title="not reported by every subtask">n/a</span>`;
   return num(m[key]);
 }
 
-function verticesTable(job, rates) {
-  const now = Date.now();
-  return `<table id="vertices-table"><thead><tr><th>Vertex</th><th class="num">Parallelism</th><th>Status</th><th class="num">Records in</th><th class="num">Records out</th><th class="num hide-narrow">Tasks running</th><th class="num hide-narrow">Duration</th></tr></thead><tbody>
+function verticesTable(job, bps, selected) {
+  return `<table id="vertices-table"><thead><tr><th>Vertex</th><th class="num">Parallelism</th><th>Status</th><th>Back-pressure</th><th class="num">In/s</th><th class="num">Out/s</th><th class="num hide-narrow">Records in</th><th class="num hide-narrow">Records out</th><th class="num hide-narrow">Tasks running</th><th class="num hide-narrow">Duration</th></tr></thead><tbody>
     ${(job.vertices || []).map((v) => {
       const m = v.metrics || {};
-      let rate = "";
-      if (m["read-records-complete"] || m["write-records-complete"]) {
-        const prev = rates.get(v.id);
-        if (prev && now > prev.t) {
-          const rin = ((m["read-records"] - prev.in) * 1000) / (now - prev.t);
-          const rout = ((m["write-records"] - prev.out) * 1000) / (now - prev.t);
-          rate = ` <span class="muted">(${rin.toFixed(0)}/s in, ${rout.toFixed(0)}/s out)</span>`;
-        }
-        rates.set(v.id, { t: now, in: m["read-records"], out: m["write-records"] });
-      }
-      return `<tr><td>${esc(v.name)}${rate}</td><td class="num">${num(v.parallelism)}</td><td>${badge(v.status)}</td>
-        <td class="num">${ioCell(m, "read-records")}</td><td class="num">${ioCell(m, "write-records")}</td>
+      const l = vertexLoad(v, bps.get(v.id));
+      return `<tr class="vertex-row${v.id === selected ? " selected" : ""}" data-vid="${esc(v.id)}" data-vertex="${esc(v.name)}" tabindex="0">
+        <td><span class="link">${esc(v.name)}</span></td><td class="num">${num(v.parallelism)}</td><td>${badge(v.status)}</td>
+        <td>${levelBadge(bps.get(v.id))} ${l.bp == null ? "" : `<span class="muted">${pct(l.bp)}</span>`}</td>
+        <td class="num">${l.reported ? fmtRate(l.in) : "–"}</td><td class="num">${l.reported ? fmtRate(l.out) : "–"}</td>
+        <td class="num hide-narrow">${ioCell(m, "read-records")}</td><td class="num hide-narrow">${ioCell(m, "write-records")}</td>
         <td class="num hide-narrow">${num(v.tasks?.RUNNING ?? 0)}/${num(v.parallelism)}</td><td class="num hide-narrow">${fmtDur(v.duration)}</td></tr>`;
     }).join("")}</tbody></table>`;
 }
 
+// subtaskLoadTable shows how each subtask of v spends its time: a stacked
+// bar of busy, idle and back-pressured, as in Flink's back-pressure tab.
+function subtaskLoadTable(v, bp) {
+  const subs = bp?.status === "ok" ? bp.subtasks || [] : [];
+  if (!subs.length) return `<p class="muted">No subtask of ${esc(v.name)} reported its load yet; the TaskManagers report running subtasks with every heartbeat.</p>`;
+  const bar = (s) => {
+    const w = (r) => Math.max(0, Math.min(100, r * 100));
+    const busy = w(s.busyRatio), idle = w(s.idleRatio), back = w(s.ratio);
+    return `<svg class="load-bar" width="120" height="12" viewBox="0 0 100 12" preserveAspectRatio="none" aria-hidden="true">
+      <rect class="lb-busy" x="0" width="${busy}" height="12"/><rect class="lb-idle" x="${busy}" width="${idle}" height="12"/>
+      <rect class="lb-bp" x="${busy + idle}" width="${back}" height="12"/></svg>`;
+  };
+  return `<table id="bp-table" data-vertex="${esc(v.name)}"><thead><tr><th class="num">Subtask</th><th>Level</th><th class="num">Back-pressured</th><th class="num">Idle</th><th class="num">Busy</th><th class="hide-narrow"></th><th class="num">In/s</th><th class="num">Out/s</th></tr></thead><tbody>
+    ${subs.map((s) => `<tr class="bp-row bp-${esc(s["backpressure-level"])}" data-subtask="${s.subtask}" data-level="${esc(s["backpressure-level"])}">
+      <td class="num">${s.subtask}</td><td>${levelBadge({ status: "ok", "backpressure-level": s["backpressure-level"] })}</td>
+      <td class="num">${pct(s.ratio)}</td><td class="num">${pct(s.idleRatio)}</td><td class="num">${pct(s.busyRatio)}</td>
+      <td class="hide-narrow">${bar(s)}</td>
+      <td class="num">${fmtRate(s.numRecordsInPerSecond)}</td><td class="num">${fmtRate(s.numRecordsOutPerSecond)}</td></tr>`).join("")}
+    </tbody></table>
+    <div class="legend"><span><i class="lb-busy"></i>busy</span><span><i class="lb-idle"></i>idle (waiting for input)</span><span><i class="lb-bp"></i>back-pressured (waiting for room downstream)</span>
+    <span>over the last heartbeat interval, measured ${fmtTime(bp["end-timestamp"])}</span></div>`;
+}
+
 // jobGraph lays the plan out in columns by depth (sources left) and draws
-// edges as curves labelled with the partitioner.
-function jobGraph(job) {
+// edges as curves labelled with the partitioner. Each box is coloured by
+// the vertex's back-pressure level and shows its throughput.
+function jobGraph(job, bps, selected) {
   const nodes = job.plan?.nodes || [];
   if (!nodes.length) return `<p class="muted">No plan.</p>`;
   const byId = new Map(nodes.map((n) => [n.id, n]));
@@ -257,7 +334,8 @@ function jobGraph(job) {
   nodes.forEach((n) => dep(n));
   const cols = [];
   nodes.forEach((n) => (cols[depth.get(n.id)] ||= []).push(n));
-  const W = 190, H = 70, GX = 110, GY = 30, PAD = 20;
+  const W = 210, H = 88, GX = 100, GY = 30, PAD = 20;
+  const fed = new Set(nodes.flatMap((n) => (n.inputs || []).map((i) => i.id)));
   const pos = new Map();
   const rows = Math.max(...cols.map((c) => c.length));
   cols.forEach((c, ci) => c.forEach((n, ri) => {
@@ -279,17 +357,23 @@ function jobGraph(job) {
     }
     const v = vert.get(n.id) || {};
     const name = v.name || n.description || n.id;
-    const m = v.metrics || {};
-    const io = m["read-records-complete"] || m["write-records-complete"]
-      ? `in ${num(m["read-records"])} · out ${num(m["write-records"])}` : (n.operator || "");
-    boxes += `<g class="g-vertex s-${esc(v.status)}" data-vertex="${esc(name)}" transform="translate(${to.x},${to.y})">
-      <title>${esc(name)}: ${esc(n.operator)} ×${n.parallelism} (${esc(v.status)})</title>
+    const bp = bps.get(n.id);
+    const lv = level(bp);
+    const l = vertexLoad(v, bp);
+    // A source reads nothing and a sink writes nothing; their one rate says it all.
+    const rates = [(n.inputs || []).length ? `in ${fmtRate(l.in)}/s` : "", fed.has(n.id) ? `out ${fmtRate(l.out)}/s` : ""].filter(Boolean);
+    const io = l.reported && rates.length ? rates.join(" · ") : (n.operator || "");
+    const load = l.bp == null ? "" : `back-pressured ${pct(l.bp)} · busy ${pct(l.busy)}`;
+    boxes += `<g class="g-vertex s-${esc(v.status)} bp-${esc(lv)}${n.id === selected ? " selected" : ""}" data-vertex="${esc(name)}" data-vid="${esc(n.id)}" data-bp="${esc(lv)}" transform="translate(${to.x},${to.y})" tabindex="0" role="button" aria-label="${esc(name)}: back-pressure ${esc(lv)}">
+      <title>${esc(name)}: ${esc(n.operator)} ×${n.parallelism} (${esc(v.status)}), back-pressure ${lv === "none" ? "not reported" : esc(lv)}</title>
       <rect width="${W}" height="${H}" rx="8"/>
-      <text x="12" y="22" font-weight="600">${esc(name.length > 24 ? name.slice(0, 23) + "…" : name)}</text>
+      <text x="12" y="22" font-weight="600">${esc(name.length > 20 ? name.slice(0, 19) + "…" : name)}</text>
+      <text x="${W - 10}" y="22" text-anchor="end" class="bp-tag">${lv === "none" ? "" : esc(lv)}</text>
       <text x="12" y="41" class="muted">parallelism ${num(n.parallelism)} · ${esc(v.status || "")}</text>
-      <text x="12" y="58" class="muted">${esc(io)}</text></g>`;
+      <text x="12" y="59" class="g-io">${esc(io)}</text>
+      <text x="12" y="77" class="muted g-load">${esc(load)}</text></g>`;
   }
-  return `<svg id="job-graph-svg" viewBox="0 0 ${width} ${height}" width="${width}" role="img" aria-label="job graph">
+  return `<svg id="job-graph-svg" viewBox="0 0 ${width} ${height}" width="${width}" role="group" aria-label="job graph">
     <defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>
     ${edges}${boxes}</svg>`;
 }
@@ -362,6 +446,7 @@ function wireActions(jid) {
 
 function checkpointsSkeleton() {
   return `
+    <div class="next-cp" id="cp-next" role="status" hidden></div>
     <div class="cards" id="cp-counts"></div>
     <section class="panel"><h2>End-to-end duration and checkpointed size</h2><div id="cp-chart"></div>
       <div class="legend"><span><i style="background:var(--chart-line)"></i>duration (left axis)</span>
@@ -389,6 +474,7 @@ function checkpointsRefresher(jid, root) {
   return async () => {
     const [st, cfg] = await Promise.all([api(`/jobs/${enc}/checkpoints`), config ? Promise.resolve(config) : api(`/jobs/${enc}/checkpoints/config`).catch(() => null)]);
     config = cfg;
+    nextCheckpoint($("cp-next"), st.next_checkpoint);
     const c = st.counts || {};
     setHTML($("cp-counts"), [["Triggered", c.total], ["In progress", c.in_progress], ["Completed", c.completed], ["Failed", c.failed], ["Restored", c.restored]]
       .map(([k, v]) => `<div class="card" data-count="${k.toLowerCase().replace(" ", "_")}"><b>${num(v)}</b><span>${k}</span></div>`).join(""));
@@ -414,6 +500,26 @@ function checkpointsRefresher(jid, root) {
         <td class="err" title="${esc(h.failure_message)}">${esc(shorten(h.failure_message, 60))}</td></tr>`).join("")}
       </tbody></table>`);
   };
+}
+
+// nextCheckpoint renders the scheduler's answer (a Weir addition to
+// Flink's statistics) to "when is the next checkpoint, and what holds it
+// back"; the line is hidden when the JobManager does not send it.
+function nextCheckpoint(el, n) {
+  el.hidden = !n;
+  if (!n) return setHTML(el, "");
+  const due = n.due_timestamp > 0 ? n.due_timestamp - Date.now() : null;
+  const when = due == null ? "" : due > 0 ? `due in ${fmtDur(due)}` : "due now";
+  const queued = n.queued > 0 ? ` · ${num(n.queued)} queued` : "";
+  let text;
+  if (n.state === "SCHEDULED") text = `Next checkpoint: ${when || esc(n.message) || "scheduled"}`;
+  else if (n.state === "DELAYED") text = `Next checkpoint delayed: ${esc(n.message || n.reason)}${when ? ` (${when})` : ""}`;
+  else text = `No checkpoint scheduled: ${esc(n.message || n.reason)}`;
+  el.dataset.state = n.state || "";
+  el.dataset.reason = n.reason || "";
+  el.className = `next-cp next-${esc((n.state || "").toLowerCase())}`;
+  setHTML(el, `${text}${queued}`);
+  el.title = n.message || "";
 }
 
 const shorten = (s, n) => (!s ? "" : s.length > n ? s.slice(0, n - 1) + "…" : s);
@@ -502,7 +608,8 @@ function checkpointView(jid, cid) {
         <dt>Buffered during alignment</dt><dd>${fmtBytes(d.alignment_buffered)}</dd>
         ${d.external_path ? `<dt>Path</dt><dd><code>${esc(d.external_path)}</code></dd>` : ""}
         ${d.className === "failed" ? `<dt>Failure</dt><dd class="err">${esc(d.failure_reason || "")} ${esc(d.failure_message || "")}</dd>` : ""}
-        ${(d.pending_subtasks || []).length ? `<dt>Not acknowledged</dt><dd>${d.pending_subtasks.map((s) => `${esc(s.vertex)}[${s.subtask}]`).join(", ")}</dd>` : ""}
+        ${(d.declined_subtasks || []).length ? `<dt>Declined by</dt><dd>${d.declined_subtasks.map((s) => `${esc(s.vertex)}[${s.subtask}]${s.decline_message ? `: ${esc(s.decline_message)}` : ""}`).join(", ")}</dd>` : ""}
+        ${(d.pending_subtasks || []).length ? `<dt>Not acknowledged</dt><dd>${d.pending_subtasks.map((s) => `${esc(s.vertex)}[${s.subtask}] <span class="muted">${phaseText(s)}</span>`).join(", ")}</dd>` : ""}
       </dl>`);
       const order = (job.vertices || []).map((v) => v.id);
       const ids = Object.keys(d.tasks || {}).sort((a, b) => order.indexOf(a) - order.indexOf(b));
@@ -511,6 +618,22 @@ function checkpointView(jid, cid) {
       final = d.className !== "in_progress";
     },
   };
+}
+
+// phaseText says how far a subtask that has not acknowledged got, as its
+// TaskManager last reported it.
+function phaseText(s) {
+  const words = {
+    WAITING: "no barrier reached it",
+    ALIGNING: "aligning",
+    SNAPSHOTTING: "taking its snapshot",
+    UPLOADING: "writing its state",
+    DECLINED: "declined",
+  };
+  let t = words[s.phase] || (s.phase ? s.phase.toLowerCase() : "");
+  if (s.phase === "ALIGNING" && s.channels) t += ` (${num(s.barriers_received)}/${num(s.channels)} barriers)`;
+  if (s.phase_timestamp) t += `, reported ${fmtTime(s.phase_timestamp)}`;
+  return esc(t);
 }
 
 function subtaskPanel(trigger, task, sub) {
@@ -524,7 +647,7 @@ function subtaskPanel(trigger, task, sub) {
   return `<section class="panel vertex-panel" data-vertex="${esc(task.name)}"><h2>${esc(task.name)} <span class="muted">${num(task.num_acknowledged_subtasks)}/${num(task.num_subtasks)} acknowledged · ${fmtDur(task.end_to_end_duration)} · ${fmtBytes(task.checkpointed_size)}</span></h2>
     <div class="scroll"><table class="subtasks"><thead><tr><th class="num">Subtask</th><th>Status</th><th>Acknowledged</th><th class="num">End to end</th><th></th><th class="num">Checkpointed</th><th class="num">Sync</th><th class="num">Async</th><th class="num">Alignment</th><th class="num">Buffered</th><th class="num">Start delay</th></tr></thead><tbody>
     ${list.map((s) => s.className !== "completed"
-      ? `<tr class="subtask-row"><td class="num">${s.index}</td><td>${badge(s.status)}</td><td colspan="9" class="muted">not acknowledged</td></tr>`
+      ? `<tr class="subtask-row"><td class="num">${s.index}</td><td>${badge(s.status)}</td><td colspan="9" class="muted">not acknowledged: ${phaseText(s)}</td></tr>`
       : `<tr class="subtask-row${s === slowest ? " slow" : ""}" ${s === slowest ? `title="the slowest subtask"` : ""}>
         <td class="num">${s.index}</td><td>${badge(s.status)}${s.unaligned_checkpoint ? " unaligned" : ""}${s.aborted ? " aborted" : ""}</td>
         <td>${fmtTime(s.ack_timestamp)} <span class="muted">(+${fmtDur(s.ack_timestamp - trigger)})</span></td>

@@ -21,6 +21,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Kind tells the state kinds apart, which live in separate namespaces:
+// a value state and a map state may share a name.
+type KeyedStateEntry_Kind int32
+
+const (
+	// KIND_UNSPECIFIED is a value or reducing state: the only kind before
+	// map state, so files written then read as such.
+	KeyedStateEntry_KIND_UNSPECIFIED KeyedStateEntry_Kind = 0
+	KeyedStateEntry_KIND_MAP         KeyedStateEntry_Kind = 1
+)
+
+// Enum value maps for KeyedStateEntry_Kind.
+var (
+	KeyedStateEntry_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_MAP",
+	}
+	KeyedStateEntry_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_MAP":         1,
+	}
+)
+
+func (x KeyedStateEntry_Kind) Enum() *KeyedStateEntry_Kind {
+	p := new(KeyedStateEntry_Kind)
+	*p = x
+	return p
+}
+
+func (x KeyedStateEntry_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyedStateEntry_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_weir_v1_checkpoint_proto_enumTypes[0].Descriptor()
+}
+
+func (KeyedStateEntry_Kind) Type() protoreflect.EnumType {
+	return &file_weir_v1_checkpoint_proto_enumTypes[0]
+}
+
+func (x KeyedStateEntry_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyedStateEntry_Kind.Descriptor instead.
+func (KeyedStateEntry_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{6, 0}
+}
+
 // StateHandle points at one file in checkpoint storage.
 type StateHandle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -522,12 +572,16 @@ func (x *NamedState) GetData() []byte {
 	return nil
 }
 
-// KeyGroupEntries is one state's entries of one key group.
+// KeyedStateEntry is one entry of one keyed state: the value of a value
+// (or reducing) state for a key, or one mapping of a map state for a key.
 type KeyedStateEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	State         string                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State string                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Key   []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Kind  KeyedStateEntry_Kind   `protobuf:"varint,4,opt,name=kind,proto3,enum=weir.v1.KeyedStateEntry_Kind" json:"kind,omitempty"`
+	// user_key is a map state's key within the record key's map.
+	UserKey       []byte `protobuf:"bytes,5,opt,name=user_key,json=userKey,proto3" json:"user_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -579,6 +633,20 @@ func (x *KeyedStateEntry) GetKey() []byte {
 func (x *KeyedStateEntry) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *KeyedStateEntry) GetKind() KeyedStateEntry_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return KeyedStateEntry_KIND_UNSPECIFIED
+}
+
+func (x *KeyedStateEntry) GetUserKey() []byte {
+	if x != nil {
+		return x.UserKey
 	}
 	return nil
 }
@@ -1172,11 +1240,16 @@ const file_weir_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
 	"NamedState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"O\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xc9\x01\n" +
 	"\x0fKeyedStateEntry\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"c\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x121\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1d.weir.v1.KeyedStateEntry.KindR\x04kind\x12\x19\n" +
+	"\buser_key\x18\x05 \x01(\fR\auserKey\"*\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\f\n" +
+	"\bKIND_MAP\x10\x01\"c\n" +
 	"\x10KeyGroupSnapshot\x12\x1b\n" +
 	"\tkey_group\x18\x01 \x01(\x05R\bkeyGroup\x122\n" +
 	"\aentries\x18\x02 \x03(\v2\x18.weir.v1.KeyedStateEntryR\aentries\"w\n" +
@@ -1224,49 +1297,52 @@ func file_weir_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_weir_v1_checkpoint_proto_rawDescData
 }
 
+var file_weir_v1_checkpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_weir_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_weir_v1_checkpoint_proto_goTypes = []any{
-	(*StateHandle)(nil),                     // 0: weir.v1.StateHandle
-	(*KeyGroupRange)(nil),                   // 1: weir.v1.KeyGroupRange
-	(*SubtaskState)(nil),                    // 2: weir.v1.SubtaskState
-	(*CheckpointMetrics)(nil),               // 3: weir.v1.CheckpointMetrics
-	(*CheckpointMetadata)(nil),              // 4: weir.v1.CheckpointMetadata
-	(*NamedState)(nil),                      // 5: weir.v1.NamedState
-	(*KeyedStateEntry)(nil),                 // 6: weir.v1.KeyedStateEntry
-	(*KeyGroupSnapshot)(nil),                // 7: weir.v1.KeyGroupSnapshot
-	(*KeyedStateSnapshot)(nil),              // 8: weir.v1.KeyedStateSnapshot
-	(*OperatorStateSnapshot)(nil),           // 9: weir.v1.OperatorStateSnapshot
-	(*ChannelStateSnapshot)(nil),            // 10: weir.v1.ChannelStateSnapshot
-	(*InputChannelState)(nil),               // 11: weir.v1.InputChannelState
-	(*ResultSubpartitionState)(nil),         // 12: weir.v1.ResultSubpartitionState
-	(*InFlightBatch)(nil),                   // 13: weir.v1.InFlightBatch
-	(*InFlightRecord)(nil),                  // 14: weir.v1.InFlightRecord
-	(*OperatorStateSnapshot_ListState)(nil), // 15: weir.v1.OperatorStateSnapshot.ListState
-	(CheckpointType)(0),                     // 16: weir.v1.CheckpointType
+	(KeyedStateEntry_Kind)(0),               // 0: weir.v1.KeyedStateEntry.Kind
+	(*StateHandle)(nil),                     // 1: weir.v1.StateHandle
+	(*KeyGroupRange)(nil),                   // 2: weir.v1.KeyGroupRange
+	(*SubtaskState)(nil),                    // 3: weir.v1.SubtaskState
+	(*CheckpointMetrics)(nil),               // 4: weir.v1.CheckpointMetrics
+	(*CheckpointMetadata)(nil),              // 5: weir.v1.CheckpointMetadata
+	(*NamedState)(nil),                      // 6: weir.v1.NamedState
+	(*KeyedStateEntry)(nil),                 // 7: weir.v1.KeyedStateEntry
+	(*KeyGroupSnapshot)(nil),                // 8: weir.v1.KeyGroupSnapshot
+	(*KeyedStateSnapshot)(nil),              // 9: weir.v1.KeyedStateSnapshot
+	(*OperatorStateSnapshot)(nil),           // 10: weir.v1.OperatorStateSnapshot
+	(*ChannelStateSnapshot)(nil),            // 11: weir.v1.ChannelStateSnapshot
+	(*InputChannelState)(nil),               // 12: weir.v1.InputChannelState
+	(*ResultSubpartitionState)(nil),         // 13: weir.v1.ResultSubpartitionState
+	(*InFlightBatch)(nil),                   // 14: weir.v1.InFlightBatch
+	(*InFlightRecord)(nil),                  // 15: weir.v1.InFlightRecord
+	(*OperatorStateSnapshot_ListState)(nil), // 16: weir.v1.OperatorStateSnapshot.ListState
+	(CheckpointType)(0),                     // 17: weir.v1.CheckpointType
 }
 var file_weir_v1_checkpoint_proto_depIdxs = []int32{
-	1,  // 0: weir.v1.SubtaskState.key_groups:type_name -> weir.v1.KeyGroupRange
-	0,  // 1: weir.v1.SubtaskState.keyed_state:type_name -> weir.v1.StateHandle
-	0,  // 2: weir.v1.SubtaskState.operator_state:type_name -> weir.v1.StateHandle
-	0,  // 3: weir.v1.SubtaskState.channel_state:type_name -> weir.v1.StateHandle
-	0,  // 4: weir.v1.SubtaskState.shared_files:type_name -> weir.v1.StateHandle
-	16, // 5: weir.v1.CheckpointMetadata.type:type_name -> weir.v1.CheckpointType
-	2,  // 6: weir.v1.CheckpointMetadata.subtasks:type_name -> weir.v1.SubtaskState
-	5,  // 7: weir.v1.CheckpointMetadata.operator_coordinators:type_name -> weir.v1.NamedState
-	5,  // 8: weir.v1.CheckpointMetadata.master_states:type_name -> weir.v1.NamedState
-	6,  // 9: weir.v1.KeyGroupSnapshot.entries:type_name -> weir.v1.KeyedStateEntry
-	7,  // 10: weir.v1.KeyedStateSnapshot.key_groups:type_name -> weir.v1.KeyGroupSnapshot
-	15, // 11: weir.v1.OperatorStateSnapshot.states:type_name -> weir.v1.OperatorStateSnapshot.ListState
-	11, // 12: weir.v1.ChannelStateSnapshot.inputs:type_name -> weir.v1.InputChannelState
-	12, // 13: weir.v1.ChannelStateSnapshot.outputs:type_name -> weir.v1.ResultSubpartitionState
-	13, // 14: weir.v1.InputChannelState.batches:type_name -> weir.v1.InFlightBatch
-	13, // 15: weir.v1.ResultSubpartitionState.batches:type_name -> weir.v1.InFlightBatch
-	14, // 16: weir.v1.InFlightBatch.records:type_name -> weir.v1.InFlightRecord
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	2,  // 0: weir.v1.SubtaskState.key_groups:type_name -> weir.v1.KeyGroupRange
+	1,  // 1: weir.v1.SubtaskState.keyed_state:type_name -> weir.v1.StateHandle
+	1,  // 2: weir.v1.SubtaskState.operator_state:type_name -> weir.v1.StateHandle
+	1,  // 3: weir.v1.SubtaskState.channel_state:type_name -> weir.v1.StateHandle
+	1,  // 4: weir.v1.SubtaskState.shared_files:type_name -> weir.v1.StateHandle
+	17, // 5: weir.v1.CheckpointMetadata.type:type_name -> weir.v1.CheckpointType
+	3,  // 6: weir.v1.CheckpointMetadata.subtasks:type_name -> weir.v1.SubtaskState
+	6,  // 7: weir.v1.CheckpointMetadata.operator_coordinators:type_name -> weir.v1.NamedState
+	6,  // 8: weir.v1.CheckpointMetadata.master_states:type_name -> weir.v1.NamedState
+	0,  // 9: weir.v1.KeyedStateEntry.kind:type_name -> weir.v1.KeyedStateEntry.Kind
+	7,  // 10: weir.v1.KeyGroupSnapshot.entries:type_name -> weir.v1.KeyedStateEntry
+	8,  // 11: weir.v1.KeyedStateSnapshot.key_groups:type_name -> weir.v1.KeyGroupSnapshot
+	16, // 12: weir.v1.OperatorStateSnapshot.states:type_name -> weir.v1.OperatorStateSnapshot.ListState
+	12, // 13: weir.v1.ChannelStateSnapshot.inputs:type_name -> weir.v1.InputChannelState
+	13, // 14: weir.v1.ChannelStateSnapshot.outputs:type_name -> weir.v1.ResultSubpartitionState
+	14, // 15: weir.v1.InputChannelState.batches:type_name -> weir.v1.InFlightBatch
+	14, // 16: weir.v1.ResultSubpartitionState.batches:type_name -> weir.v1.InFlightBatch
+	15, // 17: weir.v1.InFlightBatch.records:type_name -> weir.v1.InFlightRecord
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_checkpoint_proto_init() }
@@ -1280,13 +1356,14 @@ func file_weir_v1_checkpoint_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_checkpoint_proto_rawDesc), len(file_weir_v1_checkpoint_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_weir_v1_checkpoint_proto_goTypes,
 		DependencyIndexes: file_weir_v1_checkpoint_proto_depIdxs,
+		EnumInfos:         file_weir_v1_checkpoint_proto_enumTypes,
 		MessageInfos:      file_weir_v1_checkpoint_proto_msgTypes,
 	}.Build()
 	File_weir_v1_checkpoint_proto = out.File

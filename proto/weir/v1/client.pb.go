@@ -73,6 +73,122 @@ func (CheckpointStatus) EnumDescriptor() ([]byte, []int) {
 	return file_weir_v1_client_proto_rawDescGZIP(), []int{0}
 }
 
+type NextCheckpoint_State int32
+
+const (
+	NextCheckpoint_STATE_UNSPECIFIED NextCheckpoint_State = 0
+	// SCHEDULED: the next periodic checkpoint triggers at due_timestamp_ms.
+	NextCheckpoint_STATE_SCHEDULED NextCheckpoint_State = 1
+	// DELAYED: a rule holds the next checkpoint back (reason).
+	NextCheckpoint_STATE_DELAYED NextCheckpoint_State = 2
+	// NOT_SCHEDULED: no checkpoint will trigger by itself (reason).
+	NextCheckpoint_STATE_NOT_SCHEDULED NextCheckpoint_State = 3
+)
+
+// Enum value maps for NextCheckpoint_State.
+var (
+	NextCheckpoint_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_SCHEDULED",
+		2: "STATE_DELAYED",
+		3: "STATE_NOT_SCHEDULED",
+	}
+	NextCheckpoint_State_value = map[string]int32{
+		"STATE_UNSPECIFIED":   0,
+		"STATE_SCHEDULED":     1,
+		"STATE_DELAYED":       2,
+		"STATE_NOT_SCHEDULED": 3,
+	}
+)
+
+func (x NextCheckpoint_State) Enum() *NextCheckpoint_State {
+	p := new(NextCheckpoint_State)
+	*p = x
+	return p
+}
+
+func (x NextCheckpoint_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NextCheckpoint_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_weir_v1_client_proto_enumTypes[1].Descriptor()
+}
+
+func (NextCheckpoint_State) Type() protoreflect.EnumType {
+	return &file_weir_v1_client_proto_enumTypes[1]
+}
+
+func (x NextCheckpoint_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NextCheckpoint_State.Descriptor instead.
+func (NextCheckpoint_State) EnumDescriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{19, 0}
+}
+
+type NextCheckpoint_Reason int32
+
+const (
+	NextCheckpoint_REASON_UNSPECIFIED       NextCheckpoint_Reason = 0
+	NextCheckpoint_REASON_MIN_PAUSE         NextCheckpoint_Reason = 1
+	NextCheckpoint_REASON_MAX_CONCURRENT    NextCheckpoint_Reason = 2
+	NextCheckpoint_REASON_TASKS_NOT_RUNNING NextCheckpoint_Reason = 3
+	NextCheckpoint_REASON_QUEUED            NextCheckpoint_Reason = 4
+	NextCheckpoint_REASON_STOPPED           NextCheckpoint_Reason = 5
+	NextCheckpoint_REASON_PERIODIC_OFF      NextCheckpoint_Reason = 6
+)
+
+// Enum value maps for NextCheckpoint_Reason.
+var (
+	NextCheckpoint_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_MIN_PAUSE",
+		2: "REASON_MAX_CONCURRENT",
+		3: "REASON_TASKS_NOT_RUNNING",
+		4: "REASON_QUEUED",
+		5: "REASON_STOPPED",
+		6: "REASON_PERIODIC_OFF",
+	}
+	NextCheckpoint_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":       0,
+		"REASON_MIN_PAUSE":         1,
+		"REASON_MAX_CONCURRENT":    2,
+		"REASON_TASKS_NOT_RUNNING": 3,
+		"REASON_QUEUED":            4,
+		"REASON_STOPPED":           5,
+		"REASON_PERIODIC_OFF":      6,
+	}
+)
+
+func (x NextCheckpoint_Reason) Enum() *NextCheckpoint_Reason {
+	p := new(NextCheckpoint_Reason)
+	*p = x
+	return p
+}
+
+func (x NextCheckpoint_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NextCheckpoint_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_weir_v1_client_proto_enumTypes[2].Descriptor()
+}
+
+func (NextCheckpoint_Reason) Type() protoreflect.EnumType {
+	return &file_weir_v1_client_proto_enumTypes[2]
+}
+
+func (x NextCheckpoint_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NextCheckpoint_Reason.Descriptor instead.
+func (NextCheckpoint_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{19, 1}
+}
+
 type SubmitJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *JobGraph              `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -519,11 +635,18 @@ func (x *JobInfo) GetGraph() *JobGraph {
 }
 
 type VertexInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
-	Parallelism   int32                  `protobuf:"varint,3,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
-	Subtasks      []*SubtaskInfo         `protobuf:"bytes,4,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Operator    string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Parallelism int32                  `protobuf:"varint,3,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	Subtasks    []*SubtaskInfo         `protobuf:"bytes,4,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
+	// load sums the loads of the subtasks that reported one (records and
+	// times added up, rates too; the ms-per-second figures are the maximum
+	// over the subtasks, which is how Flink rates a vertex's back-pressure).
+	// Unset when no subtask reported yet.
+	Load *SubtaskInfo_Load `protobuf:"bytes,5,opt,name=load,proto3" json:"load,omitempty"`
+	// load_reported counts the subtasks load sums over.
+	LoadReported  int32 `protobuf:"varint,6,opt,name=load_reported,json=loadReported,proto3" json:"load_reported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -586,6 +709,20 @@ func (x *VertexInfo) GetSubtasks() []*SubtaskInfo {
 	return nil
 }
 
+func (x *VertexInfo) GetLoad() *SubtaskInfo_Load {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+func (x *VertexInfo) GetLoadReported() int32 {
+	if x != nil {
+		return x.LoadReported
+	}
+	return 0
+}
+
 type SubtaskInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -593,6 +730,10 @@ type SubtaskInfo struct {
 	State         ExecutionState         `protobuf:"varint,3,opt,name=state,proto3,enum=weir.v1.ExecutionState" json:"state,omitempty"`
 	TaskmanagerId string                 `protobuf:"bytes,4,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
 	FailureCause  string                 `protobuf:"bytes,5,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
+	// load is what the running attempt did, as its TaskManager last reported
+	// it with a heartbeat; unset before the first report and once the attempt
+	// stopped running.
+	Load          *SubtaskInfo_Load `protobuf:"bytes,6,opt,name=load,proto3" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +801,13 @@ func (x *SubtaskInfo) GetFailureCause() string {
 		return x.FailureCause
 	}
 	return ""
+}
+
+func (x *SubtaskInfo) GetLoad() *SubtaskInfo_Load {
+	if x != nil {
+		return x.Load
+	}
+	return nil
 }
 
 type TriggerCheckpointRequest struct {
@@ -1038,8 +1186,11 @@ type ListCheckpointsResponse struct {
 	LatestSavepoint *CheckpointStats    `protobuf:"bytes,4,opt,name=latest_savepoint,json=latestSavepoint,proto3" json:"latest_savepoint,omitempty"`
 	LatestFailed    *CheckpointStats    `protobuf:"bytes,5,opt,name=latest_failed,json=latestFailed,proto3" json:"latest_failed,omitempty"`
 	LatestRestored  *RestoredCheckpoint `protobuf:"bytes,6,opt,name=latest_restored,json=latestRestored,proto3" json:"latest_restored,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// next_checkpoint says when the next periodic checkpoint is due and, if it
+	// is held back, why (Flink's API leaves users guessing).
+	NextCheckpoint *NextCheckpoint `protobuf:"bytes,7,opt,name=next_checkpoint,json=nextCheckpoint,proto3" json:"next_checkpoint,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListCheckpointsResponse) Reset() {
@@ -1114,6 +1265,94 @@ func (x *ListCheckpointsResponse) GetLatestRestored() *RestoredCheckpoint {
 	return nil
 }
 
+func (x *ListCheckpointsResponse) GetNextCheckpoint() *NextCheckpoint {
+	if x != nil {
+		return x.NextCheckpoint
+	}
+	return nil
+}
+
+// NextCheckpoint is the checkpoint scheduler's answer to "why is the next
+// checkpoint not happening yet".
+type NextCheckpoint struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	State   NextCheckpoint_State   `protobuf:"varint,1,opt,name=state,proto3,enum=weir.v1.NextCheckpoint_State" json:"state,omitempty"`
+	Reason  NextCheckpoint_Reason  `protobuf:"varint,2,opt,name=reason,proto3,enum=weir.v1.NextCheckpoint_Reason" json:"reason,omitempty"`
+	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// due_timestamp_ms is when the next checkpoint is expected to trigger; 0
+	// when unknown (it waits for an event, not a time).
+	DueTimestampMs int64 `protobuf:"varint,4,opt,name=due_timestamp_ms,json=dueTimestampMs,proto3" json:"due_timestamp_ms,omitempty"`
+	// queued counts checkpoint requests waiting behind the rules.
+	Queued        int32 `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextCheckpoint) Reset() {
+	*x = NextCheckpoint{}
+	mi := &file_weir_v1_client_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextCheckpoint) ProtoMessage() {}
+
+func (x *NextCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextCheckpoint.ProtoReflect.Descriptor instead.
+func (*NextCheckpoint) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *NextCheckpoint) GetState() NextCheckpoint_State {
+	if x != nil {
+		return x.State
+	}
+	return NextCheckpoint_STATE_UNSPECIFIED
+}
+
+func (x *NextCheckpoint) GetReason() NextCheckpoint_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return NextCheckpoint_REASON_UNSPECIFIED
+}
+
+func (x *NextCheckpoint) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *NextCheckpoint) GetDueTimestampMs() int64 {
+	if x != nil {
+		return x.DueTimestampMs
+	}
+	return 0
+}
+
+func (x *NextCheckpoint) GetQueued() int32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
 type GetCheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1124,7 +1363,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1375,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1388,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetCheckpointRequest) GetJobId() string {
@@ -1176,7 +1415,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1427,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1440,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() *CheckpointStats {
@@ -1231,7 +1470,7 @@ type CheckpointCounts struct {
 
 func (x *CheckpointCounts) Reset() {
 	*x = CheckpointCounts{}
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1482,7 @@ func (x *CheckpointCounts) String() string {
 func (*CheckpointCounts) ProtoMessage() {}
 
 func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1495,7 @@ func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCounts.ProtoReflect.Descriptor instead.
 func (*CheckpointCounts) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckpointCounts) GetRestored() int64 {
@@ -1320,7 +1559,7 @@ type CheckpointStats struct {
 
 func (x *CheckpointStats) Reset() {
 	*x = CheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1571,7 @@ func (x *CheckpointStats) String() string {
 func (*CheckpointStats) ProtoMessage() {}
 
 func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1584,7 @@ func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointStats.ProtoReflect.Descriptor instead.
 func (*CheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CheckpointStats) GetId() int64 {
@@ -1473,13 +1712,19 @@ type SubtaskCheckpointStats struct {
 	Declined         bool   `protobuf:"varint,8,opt,name=declined,proto3" json:"declined,omitempty"`
 	DeclineMessage   string `protobuf:"bytes,9,opt,name=decline_message,json=declineMessage,proto3" json:"decline_message,omitempty"`
 	CheckpointedSize int64  `protobuf:"varint,10,opt,name=checkpointed_size,json=checkpointedSize,proto3" json:"checkpointed_size,omitempty"`
+	// phase is how far the subtask got, as last reported (with
+	// barriers_received of channels while aligning) at phase_reported_ms.
+	Phase            CheckpointPhase `protobuf:"varint,11,opt,name=phase,proto3,enum=weir.v1.CheckpointPhase" json:"phase,omitempty"`
+	BarriersReceived int32           `protobuf:"varint,12,opt,name=barriers_received,json=barriersReceived,proto3" json:"barriers_received,omitempty"`
+	Channels         int32           `protobuf:"varint,13,opt,name=channels,proto3" json:"channels,omitempty"`
+	PhaseReportedMs  int64           `protobuf:"varint,14,opt,name=phase_reported_ms,json=phaseReportedMs,proto3" json:"phase_reported_ms,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubtaskCheckpointStats) Reset() {
 	*x = SubtaskCheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1736,7 @@ func (x *SubtaskCheckpointStats) String() string {
 func (*SubtaskCheckpointStats) ProtoMessage() {}
 
 func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1749,7 @@ func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskCheckpointStats.ProtoReflect.Descriptor instead.
 func (*SubtaskCheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubtaskCheckpointStats) GetVertex() string {
@@ -1577,6 +1822,34 @@ func (x *SubtaskCheckpointStats) GetCheckpointedSize() int64 {
 	return 0
 }
 
+func (x *SubtaskCheckpointStats) GetPhase() CheckpointPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return CheckpointPhase_CHECKPOINT_PHASE_UNSPECIFIED
+}
+
+func (x *SubtaskCheckpointStats) GetBarriersReceived() int32 {
+	if x != nil {
+		return x.BarriersReceived
+	}
+	return 0
+}
+
+func (x *SubtaskCheckpointStats) GetChannels() int32 {
+	if x != nil {
+		return x.Channels
+	}
+	return 0
+}
+
+func (x *SubtaskCheckpointStats) GetPhaseReportedMs() int64 {
+	if x != nil {
+		return x.PhaseReportedMs
+	}
+	return 0
+}
+
 type RestoredCheckpoint struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Id                 int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1589,7 +1862,7 @@ type RestoredCheckpoint struct {
 
 func (x *RestoredCheckpoint) Reset() {
 	*x = RestoredCheckpoint{}
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1874,7 @@ func (x *RestoredCheckpoint) String() string {
 func (*RestoredCheckpoint) ProtoMessage() {}
 
 func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1887,7 @@ func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoredCheckpoint.ProtoReflect.Descriptor instead.
 func (*RestoredCheckpoint) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RestoredCheckpoint) GetId() int64 {
@@ -1653,7 +1926,7 @@ type ListTaskManagersRequest struct {
 
 func (x *ListTaskManagersRequest) Reset() {
 	*x = ListTaskManagersRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1938,7 @@ func (x *ListTaskManagersRequest) String() string {
 func (*ListTaskManagersRequest) ProtoMessage() {}
 
 func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1951,7 @@ func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersRequest.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 type ListTaskManagersResponse struct {
@@ -1690,7 +1963,7 @@ type ListTaskManagersResponse struct {
 
 func (x *ListTaskManagersResponse) Reset() {
 	*x = ListTaskManagersResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1975,7 @@ func (x *ListTaskManagersResponse) String() string {
 func (*ListTaskManagersResponse) ProtoMessage() {}
 
 func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1988,7 @@ func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersResponse.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListTaskManagersResponse) GetTaskmanagers() []*TaskManagerInfo {
@@ -1739,7 +2012,7 @@ type TaskManagerInfo struct {
 
 func (x *TaskManagerInfo) Reset() {
 	*x = TaskManagerInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +2024,7 @@ func (x *TaskManagerInfo) String() string {
 func (*TaskManagerInfo) ProtoMessage() {}
 
 func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +2037,7 @@ func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerInfo.ProtoReflect.Descriptor instead.
 func (*TaskManagerInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TaskManagerInfo) GetId() string {
@@ -1809,6 +2082,229 @@ func (x *TaskManagerInfo) GetHttpAddress() string {
 	return ""
 }
 
+type DisposeSavepointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is the savepoint directory (or its _metadata file).
+	Path          string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisposeSavepointRequest) Reset() {
+	*x = DisposeSavepointRequest{}
+	mi := &file_weir_v1_client_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisposeSavepointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisposeSavepointRequest) ProtoMessage() {}
+
+func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisposeSavepointRequest.ProtoReflect.Descriptor instead.
+func (*DisposeSavepointRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DisposeSavepointRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type DisposeSavepointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisposeSavepointResponse) Reset() {
+	*x = DisposeSavepointResponse{}
+	mi := &file_weir_v1_client_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisposeSavepointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisposeSavepointResponse) ProtoMessage() {}
+
+func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisposeSavepointResponse.ProtoReflect.Descriptor instead.
+func (*DisposeSavepointResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{30}
+}
+
+// Load splits a subtask's time the way Flink's task metrics do and counts
+// its records. The rates are over the TaskManager's last heartbeat
+// interval; the totals are since the attempt started.
+type SubtaskInfo_Load struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Milliseconds per second (0..1000) of the interval the subtask waited
+	// for input (Flink's idleTimeMsPerSecond), waited for room in its output
+	// (backPressuredTimeMsPerSecond) and worked (busyTimeMsPerSecond).
+	IdleMsPerSecond          float64 `protobuf:"fixed64,1,opt,name=idle_ms_per_second,json=idleMsPerSecond,proto3" json:"idle_ms_per_second,omitempty"`
+	BackpressuredMsPerSecond float64 `protobuf:"fixed64,2,opt,name=backpressured_ms_per_second,json=backpressuredMsPerSecond,proto3" json:"backpressured_ms_per_second,omitempty"`
+	BusyMsPerSecond          float64 `protobuf:"fixed64,3,opt,name=busy_ms_per_second,json=busyMsPerSecond,proto3" json:"busy_ms_per_second,omitempty"`
+	// Flink's numRecordsInPerSecond and numRecordsOutPerSecond.
+	RecordsInPerSecond  float64 `protobuf:"fixed64,4,opt,name=records_in_per_second,json=recordsInPerSecond,proto3" json:"records_in_per_second,omitempty"`
+	RecordsOutPerSecond float64 `protobuf:"fixed64,5,opt,name=records_out_per_second,json=recordsOutPerSecond,proto3" json:"records_out_per_second,omitempty"`
+	// Flink's numRecordsIn and numRecordsOut.
+	RecordsIn  int64 `protobuf:"varint,6,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
+	RecordsOut int64 `protobuf:"varint,7,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
+	// Flink's accumulated idle, back-pressured and busy time, in ms.
+	IdleMs          int64 `protobuf:"varint,8,opt,name=idle_ms,json=idleMs,proto3" json:"idle_ms,omitempty"`
+	BackpressuredMs int64 `protobuf:"varint,9,opt,name=backpressured_ms,json=backpressuredMs,proto3" json:"backpressured_ms,omitempty"`
+	BusyMs          int64 `protobuf:"varint,10,opt,name=busy_ms,json=busyMs,proto3" json:"busy_ms,omitempty"`
+	// interval_ms is the span the rates cover; timestamp_ms is its end.
+	IntervalMs    int64 `protobuf:"varint,11,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	TimestampMs   int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubtaskInfo_Load) Reset() {
+	*x = SubtaskInfo_Load{}
+	mi := &file_weir_v1_client_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubtaskInfo_Load) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubtaskInfo_Load) ProtoMessage() {}
+
+func (x *SubtaskInfo_Load) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubtaskInfo_Load.ProtoReflect.Descriptor instead.
+func (*SubtaskInfo_Load) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{10, 0}
+}
+
+func (x *SubtaskInfo_Load) GetIdleMsPerSecond() float64 {
+	if x != nil {
+		return x.IdleMsPerSecond
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetBackpressuredMsPerSecond() float64 {
+	if x != nil {
+		return x.BackpressuredMsPerSecond
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetBusyMsPerSecond() float64 {
+	if x != nil {
+		return x.BusyMsPerSecond
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetRecordsInPerSecond() float64 {
+	if x != nil {
+		return x.RecordsInPerSecond
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetRecordsOutPerSecond() float64 {
+	if x != nil {
+		return x.RecordsOutPerSecond
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetRecordsIn() int64 {
+	if x != nil {
+		return x.RecordsIn
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetRecordsOut() int64 {
+	if x != nil {
+		return x.RecordsOut
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetIdleMs() int64 {
+	if x != nil {
+		return x.IdleMs
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetBackpressuredMs() int64 {
+	if x != nil {
+		return x.BackpressuredMs
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetBusyMs() int64 {
+	if x != nil {
+		return x.BusyMs
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetIntervalMs() int64 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
 var File_weir_v1_client_proto protoreflect.FileDescriptor
 
 const file_weir_v1_client_proto_rawDesc = "" +
@@ -1837,19 +2333,39 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\rfailure_cause\x18\x06 \x01(\tR\ffailureCause\x12\x1a\n" +
 	"\brestarts\x18\a \x01(\x05R\brestarts\x12/\n" +
 	"\bvertices\x18\b \x03(\v2\x13.weir.v1.VertexInfoR\bvertices\x12'\n" +
-	"\x05graph\x18\t \x01(\v2\x11.weir.v1.JobGraphR\x05graph\"\x90\x01\n" +
+	"\x05graph\x18\t \x01(\v2\x11.weir.v1.JobGraphR\x05graph\"\xe4\x01\n" +
 	"\n" +
 	"VertexInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x120\n" +
-	"\bsubtasks\x18\x04 \x03(\v2\x14.weir.v1.SubtaskInfoR\bsubtasks\"\xb8\x01\n" +
+	"\bsubtasks\x18\x04 \x03(\v2\x14.weir.v1.SubtaskInfoR\bsubtasks\x12-\n" +
+	"\x04load\x18\x05 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12#\n" +
+	"\rload_reported\x18\x06 \x01(\x05R\floadReported\"\xd2\x05\n" +
 	"\vSubtaskInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.weir.v1.ExecutionStateR\x05state\x12%\n" +
 	"\x0etaskmanager_id\x18\x04 \x01(\tR\rtaskmanagerId\x12#\n" +
-	"\rfailure_cause\x18\x05 \x01(\tR\ffailureCause\"E\n" +
+	"\rfailure_cause\x18\x05 \x01(\tR\ffailureCause\x12-\n" +
+	"\x04load\x18\x06 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x1a\xe8\x03\n" +
+	"\x04Load\x12+\n" +
+	"\x12idle_ms_per_second\x18\x01 \x01(\x01R\x0fidleMsPerSecond\x12=\n" +
+	"\x1bbackpressured_ms_per_second\x18\x02 \x01(\x01R\x18backpressuredMsPerSecond\x12+\n" +
+	"\x12busy_ms_per_second\x18\x03 \x01(\x01R\x0fbusyMsPerSecond\x121\n" +
+	"\x15records_in_per_second\x18\x04 \x01(\x01R\x12recordsInPerSecond\x123\n" +
+	"\x16records_out_per_second\x18\x05 \x01(\x01R\x13recordsOutPerSecond\x12\x1d\n" +
+	"\n" +
+	"records_in\x18\x06 \x01(\x03R\trecordsIn\x12\x1f\n" +
+	"\vrecords_out\x18\a \x01(\x03R\n" +
+	"recordsOut\x12\x17\n" +
+	"\aidle_ms\x18\b \x01(\x03R\x06idleMs\x12)\n" +
+	"\x10backpressured_ms\x18\t \x01(\x03R\x0fbackpressuredMs\x12\x17\n" +
+	"\abusy_ms\x18\n" +
+	" \x01(\x03R\x06busyMs\x12\x1f\n" +
+	"\vinterval_ms\x18\v \x01(\x03R\n" +
+	"intervalMs\x12!\n" +
+	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\"E\n" +
 	"\x18TriggerCheckpointRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\"e\n" +
@@ -1870,14 +2386,34 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12#\n" +
 	"\rexternal_path\x18\x02 \x01(\tR\fexternalPath\"/\n" +
 	"\x16ListCheckpointsRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x8f\x03\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xd1\x03\n" +
 	"\x17ListCheckpointsResponse\x121\n" +
 	"\x06counts\x18\x01 \x01(\v2\x19.weir.v1.CheckpointCountsR\x06counts\x122\n" +
 	"\ahistory\x18\x02 \x03(\v2\x18.weir.v1.CheckpointStatsR\ahistory\x12C\n" +
 	"\x10latest_completed\x18\x03 \x01(\v2\x18.weir.v1.CheckpointStatsR\x0flatestCompleted\x12C\n" +
 	"\x10latest_savepoint\x18\x04 \x01(\v2\x18.weir.v1.CheckpointStatsR\x0flatestSavepoint\x12=\n" +
 	"\rlatest_failed\x18\x05 \x01(\v2\x18.weir.v1.CheckpointStatsR\flatestFailed\x12D\n" +
-	"\x0flatest_restored\x18\x06 \x01(\v2\x1b.weir.v1.RestoredCheckpointR\x0elatestRestored\"R\n" +
+	"\x0flatest_restored\x18\x06 \x01(\v2\x1b.weir.v1.RestoredCheckpointR\x0elatestRestored\x12@\n" +
+	"\x0fnext_checkpoint\x18\a \x01(\v2\x17.weir.v1.NextCheckpointR\x0enextCheckpoint\"\xec\x03\n" +
+	"\x0eNextCheckpoint\x123\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1d.weir.v1.NextCheckpoint.StateR\x05state\x126\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x1e.weir.v1.NextCheckpoint.ReasonR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12(\n" +
+	"\x10due_timestamp_ms\x18\x04 \x01(\x03R\x0edueTimestampMs\x12\x16\n" +
+	"\x06queued\x18\x05 \x01(\x05R\x06queued\"_\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fSTATE_SCHEDULED\x10\x01\x12\x11\n" +
+	"\rSTATE_DELAYED\x10\x02\x12\x17\n" +
+	"\x13STATE_NOT_SCHEDULED\x10\x03\"\xaf\x01\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10REASON_MIN_PAUSE\x10\x01\x12\x19\n" +
+	"\x15REASON_MAX_CONCURRENT\x10\x02\x12\x1c\n" +
+	"\x18REASON_TASKS_NOT_RUNNING\x10\x03\x12\x11\n" +
+	"\rREASON_QUEUED\x10\x04\x12\x12\n" +
+	"\x0eREASON_STOPPED\x10\x05\x12\x17\n" +
+	"\x13REASON_PERIODIC_OFF\x10\x06\"R\n" +
 	"\x14GetCheckpointRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\"\x8e\x01\n" +
@@ -1911,7 +2447,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x0ffailure_message\x18\r \x01(\tR\x0efailureMessage\x120\n" +
 	"\x14failure_timestamp_ms\x18\x0e \x01(\x03R\x12failureTimestampMs\x12\x1c\n" +
 	"\tdiscarded\x18\x0f \x01(\bR\tdiscarded\x12@\n" +
-	"\x0fcheckpoint_type\x18\x10 \x01(\x0e2\x17.weir.v1.CheckpointTypeR\x0echeckpointType\"\x9e\x03\n" +
+	"\x0fcheckpoint_type\x18\x10 \x01(\x0e2\x17.weir.v1.CheckpointTypeR\x0echeckpointType\"\xc3\x04\n" +
 	"\x16SubtaskCheckpointStats\x12\x16\n" +
 	"\x06vertex\x18\x01 \x01(\tR\x06vertex\x12#\n" +
 	"\rsubtask_index\x18\x02 \x01(\x05R\fsubtaskIndex\x12\"\n" +
@@ -1924,7 +2460,11 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\bdeclined\x18\b \x01(\bR\bdeclined\x12'\n" +
 	"\x0fdecline_message\x18\t \x01(\tR\x0edeclineMessage\x12+\n" +
 	"\x11checkpointed_size\x18\n" +
-	" \x01(\x03R\x10checkpointedSize\"\x9e\x01\n" +
+	" \x01(\x03R\x10checkpointedSize\x12.\n" +
+	"\x05phase\x18\v \x01(\x0e2\x18.weir.v1.CheckpointPhaseR\x05phase\x12+\n" +
+	"\x11barriers_received\x18\f \x01(\x05R\x10barriersReceived\x12\x1a\n" +
+	"\bchannels\x18\r \x01(\x05R\bchannels\x12*\n" +
+	"\x11phase_reported_ms\x18\x0e \x01(\x03R\x0fphaseReportedMs\"\x9e\x01\n" +
 	"\x12RestoredCheckpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x120\n" +
 	"\x14restore_timestamp_ms\x18\x02 \x01(\x03R\x12restoreTimestampMs\x12!\n" +
@@ -1940,12 +2480,15 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\n" +
 	"free_slots\x18\x04 \x01(\x05R\tfreeSlots\x12*\n" +
 	"\x11last_heartbeat_ms\x18\x05 \x01(\x03R\x0flastHeartbeatMs\x12!\n" +
-	"\fhttp_address\x18\x06 \x01(\tR\vhttpAddress*\x97\x01\n" +
+	"\fhttp_address\x18\x06 \x01(\tR\vhttpAddress\"-\n" +
+	"\x17DisposeSavepointRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\x1a\n" +
+	"\x18DisposeSavepointResponse*\x97\x01\n" +
 	"\x10CheckpointStatus\x12!\n" +
 	"\x1dCHECKPOINT_STATUS_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dCHECKPOINT_STATUS_IN_PROGRESS\x10\x01\x12\x1f\n" +
 	"\x1bCHECKPOINT_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18CHECKPOINT_STATUS_FAILED\x10\x032\xa3\x06\n" +
+	"\x18CHECKPOINT_STATUS_FAILED\x10\x032\xfc\x06\n" +
 	"\rClientService\x12B\n" +
 	"\tSubmitJob\x12\x19.weir.v1.SubmitJobRequest\x1a\x1a.weir.v1.SubmitJobResponse\x12B\n" +
 	"\tCancelJob\x12\x19.weir.v1.CancelJobRequest\x1a\x1a.weir.v1.CancelJobResponse\x129\n" +
@@ -1956,7 +2499,8 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x11StopWithSavepoint\x12!.weir.v1.StopWithSavepointRequest\x1a\".weir.v1.StopWithSavepointResponse\x12T\n" +
 	"\x0fListCheckpoints\x12\x1f.weir.v1.ListCheckpointsRequest\x1a .weir.v1.ListCheckpointsResponse\x12N\n" +
 	"\rGetCheckpoint\x12\x1d.weir.v1.GetCheckpointRequest\x1a\x1e.weir.v1.GetCheckpointResponse\x12W\n" +
-	"\x10ListTaskManagers\x12 .weir.v1.ListTaskManagersRequest\x1a!.weir.v1.ListTaskManagersResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\x10ListTaskManagers\x12 .weir.v1.ListTaskManagersRequest\x1a!.weir.v1.ListTaskManagersResponse\x12W\n" +
+	"\x10DisposeSavepoint\x12 .weir.v1.DisposeSavepointRequest\x1a!.weir.v1.DisposeSavepointResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_client_proto_rawDescOnce sync.Once
@@ -1970,92 +2514,107 @@ func file_weir_v1_client_proto_rawDescGZIP() []byte {
 	return file_weir_v1_client_proto_rawDescData
 }
 
-var file_weir_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_weir_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_weir_v1_client_proto_goTypes = []any{
 	(CheckpointStatus)(0),             // 0: weir.v1.CheckpointStatus
-	(*SubmitJobRequest)(nil),          // 1: weir.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),         // 2: weir.v1.SubmitJobResponse
-	(*CancelJobRequest)(nil),          // 3: weir.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),         // 4: weir.v1.CancelJobResponse
-	(*GetJobRequest)(nil),             // 5: weir.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 6: weir.v1.GetJobResponse
-	(*ListJobsRequest)(nil),           // 7: weir.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 8: weir.v1.ListJobsResponse
-	(*JobInfo)(nil),                   // 9: weir.v1.JobInfo
-	(*VertexInfo)(nil),                // 10: weir.v1.VertexInfo
-	(*SubtaskInfo)(nil),               // 11: weir.v1.SubtaskInfo
-	(*TriggerCheckpointRequest)(nil),  // 12: weir.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 13: weir.v1.TriggerCheckpointResponse
-	(*TriggerSavepointRequest)(nil),   // 14: weir.v1.TriggerSavepointRequest
-	(*TriggerSavepointResponse)(nil),  // 15: weir.v1.TriggerSavepointResponse
-	(*StopWithSavepointRequest)(nil),  // 16: weir.v1.StopWithSavepointRequest
-	(*StopWithSavepointResponse)(nil), // 17: weir.v1.StopWithSavepointResponse
-	(*ListCheckpointsRequest)(nil),    // 18: weir.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),   // 19: weir.v1.ListCheckpointsResponse
-	(*GetCheckpointRequest)(nil),      // 20: weir.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),     // 21: weir.v1.GetCheckpointResponse
-	(*CheckpointCounts)(nil),          // 22: weir.v1.CheckpointCounts
-	(*CheckpointStats)(nil),           // 23: weir.v1.CheckpointStats
-	(*SubtaskCheckpointStats)(nil),    // 24: weir.v1.SubtaskCheckpointStats
-	(*RestoredCheckpoint)(nil),        // 25: weir.v1.RestoredCheckpoint
-	(*ListTaskManagersRequest)(nil),   // 26: weir.v1.ListTaskManagersRequest
-	(*ListTaskManagersResponse)(nil),  // 27: weir.v1.ListTaskManagersResponse
-	(*TaskManagerInfo)(nil),           // 28: weir.v1.TaskManagerInfo
-	(*JobGraph)(nil),                  // 29: weir.v1.JobGraph
-	(JobState)(0),                     // 30: weir.v1.JobState
-	(ExecutionState)(0),               // 31: weir.v1.ExecutionState
-	(CheckpointFailureReason)(0),      // 32: weir.v1.CheckpointFailureReason
-	(CheckpointType)(0),               // 33: weir.v1.CheckpointType
-	(*CheckpointMetrics)(nil),         // 34: weir.v1.CheckpointMetrics
+	(NextCheckpoint_State)(0),         // 1: weir.v1.NextCheckpoint.State
+	(NextCheckpoint_Reason)(0),        // 2: weir.v1.NextCheckpoint.Reason
+	(*SubmitJobRequest)(nil),          // 3: weir.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),         // 4: weir.v1.SubmitJobResponse
+	(*CancelJobRequest)(nil),          // 5: weir.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),         // 6: weir.v1.CancelJobResponse
+	(*GetJobRequest)(nil),             // 7: weir.v1.GetJobRequest
+	(*GetJobResponse)(nil),            // 8: weir.v1.GetJobResponse
+	(*ListJobsRequest)(nil),           // 9: weir.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),          // 10: weir.v1.ListJobsResponse
+	(*JobInfo)(nil),                   // 11: weir.v1.JobInfo
+	(*VertexInfo)(nil),                // 12: weir.v1.VertexInfo
+	(*SubtaskInfo)(nil),               // 13: weir.v1.SubtaskInfo
+	(*TriggerCheckpointRequest)(nil),  // 14: weir.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 15: weir.v1.TriggerCheckpointResponse
+	(*TriggerSavepointRequest)(nil),   // 16: weir.v1.TriggerSavepointRequest
+	(*TriggerSavepointResponse)(nil),  // 17: weir.v1.TriggerSavepointResponse
+	(*StopWithSavepointRequest)(nil),  // 18: weir.v1.StopWithSavepointRequest
+	(*StopWithSavepointResponse)(nil), // 19: weir.v1.StopWithSavepointResponse
+	(*ListCheckpointsRequest)(nil),    // 20: weir.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),   // 21: weir.v1.ListCheckpointsResponse
+	(*NextCheckpoint)(nil),            // 22: weir.v1.NextCheckpoint
+	(*GetCheckpointRequest)(nil),      // 23: weir.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),     // 24: weir.v1.GetCheckpointResponse
+	(*CheckpointCounts)(nil),          // 25: weir.v1.CheckpointCounts
+	(*CheckpointStats)(nil),           // 26: weir.v1.CheckpointStats
+	(*SubtaskCheckpointStats)(nil),    // 27: weir.v1.SubtaskCheckpointStats
+	(*RestoredCheckpoint)(nil),        // 28: weir.v1.RestoredCheckpoint
+	(*ListTaskManagersRequest)(nil),   // 29: weir.v1.ListTaskManagersRequest
+	(*ListTaskManagersResponse)(nil),  // 30: weir.v1.ListTaskManagersResponse
+	(*TaskManagerInfo)(nil),           // 31: weir.v1.TaskManagerInfo
+	(*DisposeSavepointRequest)(nil),   // 32: weir.v1.DisposeSavepointRequest
+	(*DisposeSavepointResponse)(nil),  // 33: weir.v1.DisposeSavepointResponse
+	(*SubtaskInfo_Load)(nil),          // 34: weir.v1.SubtaskInfo.Load
+	(*JobGraph)(nil),                  // 35: weir.v1.JobGraph
+	(JobState)(0),                     // 36: weir.v1.JobState
+	(ExecutionState)(0),               // 37: weir.v1.ExecutionState
+	(CheckpointFailureReason)(0),      // 38: weir.v1.CheckpointFailureReason
+	(CheckpointType)(0),               // 39: weir.v1.CheckpointType
+	(*CheckpointMetrics)(nil),         // 40: weir.v1.CheckpointMetrics
+	(CheckpointPhase)(0),              // 41: weir.v1.CheckpointPhase
 }
 var file_weir_v1_client_proto_depIdxs = []int32{
-	29, // 0: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
-	9,  // 1: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
-	9,  // 2: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
-	30, // 3: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
-	10, // 4: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
-	29, // 5: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
-	11, // 6: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
-	31, // 7: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
-	22, // 8: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
-	23, // 9: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
-	23, // 10: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
-	23, // 11: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
-	23, // 12: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
-	25, // 13: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
-	23, // 14: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
-	24, // 15: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
-	0,  // 16: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
-	32, // 17: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
-	33, // 18: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
-	34, // 19: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
-	28, // 20: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
-	1,  // 21: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
-	3,  // 22: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
-	5,  // 23: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
-	7,  // 24: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
-	12, // 25: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
-	14, // 26: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
-	16, // 27: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
-	18, // 28: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
-	20, // 29: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
-	26, // 30: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
-	2,  // 31: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
-	4,  // 32: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
-	6,  // 33: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
-	8,  // 34: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
-	13, // 35: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
-	15, // 36: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
-	17, // 37: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
-	19, // 38: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
-	21, // 39: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
-	27, // 40: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	35, // 0: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
+	11, // 1: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
+	11, // 2: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
+	36, // 3: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
+	12, // 4: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
+	35, // 5: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
+	13, // 6: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
+	34, // 7: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	37, // 8: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
+	34, // 9: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	25, // 10: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
+	26, // 11: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
+	26, // 12: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
+	26, // 13: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
+	26, // 14: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
+	28, // 15: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
+	22, // 16: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
+	1,  // 17: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
+	2,  // 18: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
+	26, // 19: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
+	27, // 20: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
+	0,  // 21: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
+	38, // 22: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
+	39, // 23: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
+	40, // 24: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
+	41, // 25: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
+	31, // 26: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
+	3,  // 27: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
+	5,  // 28: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
+	7,  // 29: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
+	9,  // 30: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
+	14, // 31: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
+	16, // 32: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
+	18, // 33: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
+	20, // 34: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
+	23, // 35: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
+	29, // 36: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
+	32, // 37: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
+	4,  // 38: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
+	6,  // 39: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
+	8,  // 40: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
+	10, // 41: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
+	15, // 42: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
+	17, // 43: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
+	19, // 44: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
+	21, // 45: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
+	24, // 46: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
+	30, // 47: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
+	33, // 48: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
+	38, // [38:49] is the sub-list for method output_type
+	27, // [27:38] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_client_proto_init() }
@@ -2071,8 +2630,8 @@ func file_weir_v1_client_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_client_proto_rawDesc), len(file_weir_v1_client_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   28,
+			NumEnums:      3,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

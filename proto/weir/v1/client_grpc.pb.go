@@ -29,6 +29,7 @@ const (
 	ClientService_ListCheckpoints_FullMethodName   = "/weir.v1.ClientService/ListCheckpoints"
 	ClientService_GetCheckpoint_FullMethodName     = "/weir.v1.ClientService/GetCheckpoint"
 	ClientService_ListTaskManagers_FullMethodName  = "/weir.v1.ClientService/ListTaskManagers"
+	ClientService_DisposeSavepoint_FullMethodName  = "/weir.v1.ClientService/DisposeSavepoint"
 )
 
 // ClientServiceClient is the client API for ClientService service.
@@ -47,6 +48,10 @@ type ClientServiceClient interface {
 	ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
 	GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error)
 	ListTaskManagers(ctx context.Context, in *ListTaskManagersRequest, opts ...grpc.CallOption) (*ListTaskManagersResponse, error)
+	// DisposeSavepoint deletes a savepoint's directory after checking that it
+	// holds a savepoint (a _metadata file of type savepoint), so a typo in the
+	// path cannot delete a checkpoint or an unrelated directory.
+	DisposeSavepoint(ctx context.Context, in *DisposeSavepointRequest, opts ...grpc.CallOption) (*DisposeSavepointResponse, error)
 }
 
 type clientServiceClient struct {
@@ -157,6 +162,16 @@ func (c *clientServiceClient) ListTaskManagers(ctx context.Context, in *ListTask
 	return out, nil
 }
 
+func (c *clientServiceClient) DisposeSavepoint(ctx context.Context, in *DisposeSavepointRequest, opts ...grpc.CallOption) (*DisposeSavepointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DisposeSavepointResponse)
+	err := c.cc.Invoke(ctx, ClientService_DisposeSavepoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientServiceServer is the server API for ClientService service.
 // All implementations must embed UnimplementedClientServiceServer
 // for forward compatibility.
@@ -173,6 +188,10 @@ type ClientServiceServer interface {
 	ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
 	GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error)
 	ListTaskManagers(context.Context, *ListTaskManagersRequest) (*ListTaskManagersResponse, error)
+	// DisposeSavepoint deletes a savepoint's directory after checking that it
+	// holds a savepoint (a _metadata file of type savepoint), so a typo in the
+	// path cannot delete a checkpoint or an unrelated directory.
+	DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error)
 	mustEmbedUnimplementedClientServiceServer()
 }
 
@@ -212,6 +231,9 @@ func (UnimplementedClientServiceServer) GetCheckpoint(context.Context, *GetCheck
 }
 func (UnimplementedClientServiceServer) ListTaskManagers(context.Context, *ListTaskManagersRequest) (*ListTaskManagersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTaskManagers not implemented")
+}
+func (UnimplementedClientServiceServer) DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DisposeSavepoint not implemented")
 }
 func (UnimplementedClientServiceServer) mustEmbedUnimplementedClientServiceServer() {}
 func (UnimplementedClientServiceServer) testEmbeddedByValue()                       {}
@@ -414,6 +436,24 @@ func _ClientService_ListTaskManagers_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientService_DisposeSavepoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DisposeSavepointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientServiceServer).DisposeSavepoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientService_DisposeSavepoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientServiceServer).DisposeSavepoint(ctx, req.(*DisposeSavepointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientService_ServiceDesc is the grpc.ServiceDesc for ClientService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -460,6 +500,10 @@ var ClientService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTaskManagers",
 			Handler:    _ClientService_ListTaskManagers_Handler,
+		},
+		{
+			MethodName: "DisposeSavepoint",
+			Handler:    _ClientService_DisposeSavepoint_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

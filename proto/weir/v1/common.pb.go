@@ -224,6 +224,76 @@ func (CheckpointType) EnumDescriptor() ([]byte, []int) {
 	return file_weir_v1_common_proto_rawDescGZIP(), []int{2}
 }
 
+// CheckpointPhase is how far a subtask got with a checkpoint, as its
+// TaskManager last reported it, so that a slow or expired checkpoint says
+// where each subtask was stuck.
+type CheckpointPhase int32
+
+const (
+	// UNSPECIFIED: nothing reported yet; for a subtask with inputs this
+	// means no barrier of the checkpoint had reached it.
+	CheckpointPhase_CHECKPOINT_PHASE_UNSPECIFIED CheckpointPhase = 0
+	// ALIGNING: some, not all, of its input channels delivered the barrier.
+	CheckpointPhase_CHECKPOINT_PHASE_ALIGNING CheckpointPhase = 1
+	// SNAPSHOTTING: the synchronous part (operators' pre-barrier hooks and
+	// the state backend's snapshot) on the mailbox thread.
+	CheckpointPhase_CHECKPOINT_PHASE_SNAPSHOTTING CheckpointPhase = 2
+	// UPLOADING: the asynchronous part, writing state and channel state to
+	// checkpoint storage.
+	CheckpointPhase_CHECKPOINT_PHASE_UPLOADING CheckpointPhase = 3
+	// ACKNOWLEDGED: the JobManager holds its acknowledgement.
+	CheckpointPhase_CHECKPOINT_PHASE_ACKNOWLEDGED CheckpointPhase = 4
+	// DECLINED: the subtask declined the checkpoint.
+	CheckpointPhase_CHECKPOINT_PHASE_DECLINED CheckpointPhase = 5
+)
+
+// Enum value maps for CheckpointPhase.
+var (
+	CheckpointPhase_name = map[int32]string{
+		0: "CHECKPOINT_PHASE_UNSPECIFIED",
+		1: "CHECKPOINT_PHASE_ALIGNING",
+		2: "CHECKPOINT_PHASE_SNAPSHOTTING",
+		3: "CHECKPOINT_PHASE_UPLOADING",
+		4: "CHECKPOINT_PHASE_ACKNOWLEDGED",
+		5: "CHECKPOINT_PHASE_DECLINED",
+	}
+	CheckpointPhase_value = map[string]int32{
+		"CHECKPOINT_PHASE_UNSPECIFIED":  0,
+		"CHECKPOINT_PHASE_ALIGNING":     1,
+		"CHECKPOINT_PHASE_SNAPSHOTTING": 2,
+		"CHECKPOINT_PHASE_UPLOADING":    3,
+		"CHECKPOINT_PHASE_ACKNOWLEDGED": 4,
+		"CHECKPOINT_PHASE_DECLINED":     5,
+	}
+)
+
+func (x CheckpointPhase) Enum() *CheckpointPhase {
+	p := new(CheckpointPhase)
+	*p = x
+	return p
+}
+
+func (x CheckpointPhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CheckpointPhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_weir_v1_common_proto_enumTypes[3].Descriptor()
+}
+
+func (CheckpointPhase) Type() protoreflect.EnumType {
+	return &file_weir_v1_common_proto_enumTypes[3]
+}
+
+func (x CheckpointPhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CheckpointPhase.Descriptor instead.
+func (CheckpointPhase) EnumDescriptor() ([]byte, []int) {
+	return file_weir_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
 // CheckpointFailureReason follows Flink's CheckpointFailureReason.
 type CheckpointFailureReason int32
 
@@ -321,11 +391,11 @@ func (x CheckpointFailureReason) String() string {
 }
 
 func (CheckpointFailureReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_weir_v1_common_proto_enumTypes[3].Descriptor()
+	return file_weir_v1_common_proto_enumTypes[4].Descriptor()
 }
 
 func (CheckpointFailureReason) Type() protoreflect.EnumType {
-	return &file_weir_v1_common_proto_enumTypes[3]
+	return &file_weir_v1_common_proto_enumTypes[4]
 }
 
 func (x CheckpointFailureReason) Number() protoreflect.EnumNumber {
@@ -334,7 +404,7 @@ func (x CheckpointFailureReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CheckpointFailureReason.Descriptor instead.
 func (CheckpointFailureReason) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_common_proto_rawDescGZIP(), []int{3}
+	return file_weir_v1_common_proto_rawDescGZIP(), []int{4}
 }
 
 // ExecutionAttemptID names one run of one subtask.
@@ -549,7 +619,14 @@ const file_weir_v1_common_proto_rawDesc = "" +
 	"\x19CHECKPOINT_TYPE_SAVEPOINT\x10\x02\x12%\n" +
 	"!CHECKPOINT_TYPE_SAVEPOINT_SUSPEND\x10\x03\x12'\n" +
 	"#CHECKPOINT_TYPE_SAVEPOINT_TERMINATE\x10\x04\x12#\n" +
-	"\x1fCHECKPOINT_TYPE_FULL_CHECKPOINT\x10\x05*\xe7\n" +
+	"\x1fCHECKPOINT_TYPE_FULL_CHECKPOINT\x10\x05*\xd7\x01\n" +
+	"\x0fCheckpointPhase\x12 \n" +
+	"\x1cCHECKPOINT_PHASE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19CHECKPOINT_PHASE_ALIGNING\x10\x01\x12!\n" +
+	"\x1dCHECKPOINT_PHASE_SNAPSHOTTING\x10\x02\x12\x1e\n" +
+	"\x1aCHECKPOINT_PHASE_UPLOADING\x10\x03\x12!\n" +
+	"\x1dCHECKPOINT_PHASE_ACKNOWLEDGED\x10\x04\x12\x1d\n" +
+	"\x19CHECKPOINT_PHASE_DECLINED\x10\x05*\xe7\n" +
 	"\n" +
 	"\x17CheckpointFailureReason\x12)\n" +
 	"%CHECKPOINT_FAILURE_REASON_UNSPECIFIED\x10\x00\x129\n" +
@@ -590,15 +667,16 @@ func file_weir_v1_common_proto_rawDescGZIP() []byte {
 	return file_weir_v1_common_proto_rawDescData
 }
 
-var file_weir_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_weir_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_weir_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_weir_v1_common_proto_goTypes = []any{
 	(JobState)(0),                // 0: weir.v1.JobState
 	(ExecutionState)(0),          // 1: weir.v1.ExecutionState
 	(CheckpointType)(0),          // 2: weir.v1.CheckpointType
-	(CheckpointFailureReason)(0), // 3: weir.v1.CheckpointFailureReason
-	(*ExecutionAttemptID)(nil),   // 4: weir.v1.ExecutionAttemptID
-	(*CheckpointOptions)(nil),    // 5: weir.v1.CheckpointOptions
+	(CheckpointPhase)(0),         // 3: weir.v1.CheckpointPhase
+	(CheckpointFailureReason)(0), // 4: weir.v1.CheckpointFailureReason
+	(*ExecutionAttemptID)(nil),   // 5: weir.v1.ExecutionAttemptID
+	(*CheckpointOptions)(nil),    // 6: weir.v1.CheckpointOptions
 }
 var file_weir_v1_common_proto_depIdxs = []int32{
 	2, // 0: weir.v1.CheckpointOptions.type:type_name -> weir.v1.CheckpointType
@@ -619,7 +697,7 @@ func file_weir_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_common_proto_rawDesc), len(file_weir_v1_common_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,

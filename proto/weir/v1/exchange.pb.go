@@ -268,6 +268,62 @@ func (x *RecordBatch) GetRecords() []*Record {
 	return nil
 }
 
+// PackedRecords is a batch of records in one payload, so a batch costs one
+// message to encode and decode rather than one per record. data holds
+// count records one after the other, each: uvarint key length, key,
+// uvarint value length, value, zigzag varint timestamp.
+type PackedRecords struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PackedRecords) Reset() {
+	*x = PackedRecords{}
+	mi := &file_weir_v1_exchange_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PackedRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PackedRecords) ProtoMessage() {}
+
+func (x *PackedRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_exchange_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PackedRecords.ProtoReflect.Descriptor instead.
+func (*PackedRecords) Descriptor() ([]byte, []int) {
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PackedRecords) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *PackedRecords) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type CheckpointBarrier struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CheckpointId  int64                  `protobuf:"varint,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
@@ -279,7 +335,7 @@ type CheckpointBarrier struct {
 
 func (x *CheckpointBarrier) Reset() {
 	*x = CheckpointBarrier{}
-	mi := &file_weir_v1_exchange_proto_msgTypes[4]
+	mi := &file_weir_v1_exchange_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +347,7 @@ func (x *CheckpointBarrier) String() string {
 func (*CheckpointBarrier) ProtoMessage() {}
 
 func (x *CheckpointBarrier) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_exchange_proto_msgTypes[4]
+	mi := &file_weir_v1_exchange_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +360,7 @@ func (x *CheckpointBarrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointBarrier.ProtoReflect.Descriptor instead.
 func (*CheckpointBarrier) Descriptor() ([]byte, []int) {
-	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CheckpointBarrier) GetCheckpointId() int64 {
@@ -337,7 +393,7 @@ type CancelCheckpointMarker struct {
 
 func (x *CancelCheckpointMarker) Reset() {
 	*x = CancelCheckpointMarker{}
-	mi := &file_weir_v1_exchange_proto_msgTypes[5]
+	mi := &file_weir_v1_exchange_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +405,7 @@ func (x *CancelCheckpointMarker) String() string {
 func (*CancelCheckpointMarker) ProtoMessage() {}
 
 func (x *CancelCheckpointMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_exchange_proto_msgTypes[5]
+	mi := &file_weir_v1_exchange_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +418,7 @@ func (x *CancelCheckpointMarker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCheckpointMarker.ProtoReflect.Descriptor instead.
 func (*CancelCheckpointMarker) Descriptor() ([]byte, []int) {
-	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelCheckpointMarker) GetCheckpointId() int64 {
@@ -382,7 +438,7 @@ type EndOfData struct {
 
 func (x *EndOfData) Reset() {
 	*x = EndOfData{}
-	mi := &file_weir_v1_exchange_proto_msgTypes[6]
+	mi := &file_weir_v1_exchange_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +450,7 @@ func (x *EndOfData) String() string {
 func (*EndOfData) ProtoMessage() {}
 
 func (x *EndOfData) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_exchange_proto_msgTypes[6]
+	mi := &file_weir_v1_exchange_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +463,7 @@ func (x *EndOfData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndOfData.ProtoReflect.Descriptor instead.
 func (*EndOfData) Descriptor() ([]byte, []int) {
-	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{7}
 }
 
 // EndOfPartition says the producer finished; nothing follows on this channel.
@@ -419,7 +475,7 @@ type EndOfPartition struct {
 
 func (x *EndOfPartition) Reset() {
 	*x = EndOfPartition{}
-	mi := &file_weir_v1_exchange_proto_msgTypes[7]
+	mi := &file_weir_v1_exchange_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +487,7 @@ func (x *EndOfPartition) String() string {
 func (*EndOfPartition) ProtoMessage() {}
 
 func (x *EndOfPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_exchange_proto_msgTypes[7]
+	mi := &file_weir_v1_exchange_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +500,7 @@ func (x *EndOfPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndOfPartition.ProtoReflect.Descriptor instead.
 func (*EndOfPartition) Descriptor() ([]byte, []int) {
-	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{8}
 }
 
 type ExchangeMessage struct {
@@ -456,6 +512,7 @@ type ExchangeMessage struct {
 	//	*ExchangeMessage_Cancel
 	//	*ExchangeMessage_EndOfData
 	//	*ExchangeMessage_EndOfPartition
+	//	*ExchangeMessage_Packed
 	Kind isExchangeMessage_Kind `protobuf_oneof:"kind"`
 	// backlog is how many buffers the producer holds for this channel after this one.
 	Backlog int32 `protobuf:"varint,10,opt,name=backlog,proto3" json:"backlog,omitempty"`
@@ -469,7 +526,7 @@ type ExchangeMessage struct {
 
 func (x *ExchangeMessage) Reset() {
 	*x = ExchangeMessage{}
-	mi := &file_weir_v1_exchange_proto_msgTypes[8]
+	mi := &file_weir_v1_exchange_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +538,7 @@ func (x *ExchangeMessage) String() string {
 func (*ExchangeMessage) ProtoMessage() {}
 
 func (x *ExchangeMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_exchange_proto_msgTypes[8]
+	mi := &file_weir_v1_exchange_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +551,7 @@ func (x *ExchangeMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeMessage.ProtoReflect.Descriptor instead.
 func (*ExchangeMessage) Descriptor() ([]byte, []int) {
-	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExchangeMessage) GetKind() isExchangeMessage_Kind {
@@ -549,6 +606,15 @@ func (x *ExchangeMessage) GetEndOfPartition() *EndOfPartition {
 	return nil
 }
 
+func (x *ExchangeMessage) GetPacked() *PackedRecords {
+	if x != nil {
+		if x, ok := x.Kind.(*ExchangeMessage_Packed); ok {
+			return x.Packed
+		}
+	}
+	return nil
+}
+
 func (x *ExchangeMessage) GetBacklog() int32 {
 	if x != nil {
 		return x.Backlog
@@ -587,6 +653,11 @@ type ExchangeMessage_EndOfPartition struct {
 	EndOfPartition *EndOfPartition `protobuf:"bytes,5,opt,name=end_of_partition,json=endOfPartition,proto3,oneof"`
 }
 
+type ExchangeMessage_Packed struct {
+	// packed is how producers send records; batch is still read.
+	Packed *PackedRecords `protobuf:"bytes,6,opt,name=packed,proto3,oneof"`
+}
+
 func (*ExchangeMessage_Batch) isExchangeMessage_Kind() {}
 
 func (*ExchangeMessage_Barrier) isExchangeMessage_Kind() {}
@@ -596,6 +667,8 @@ func (*ExchangeMessage_Cancel) isExchangeMessage_Kind() {}
 func (*ExchangeMessage_EndOfData) isExchangeMessage_Kind() {}
 
 func (*ExchangeMessage_EndOfPartition) isExchangeMessage_Kind() {}
+
+func (*ExchangeMessage_Packed) isExchangeMessage_Kind() {}
 
 var File_weir_v1_exchange_proto protoreflect.FileDescriptor
 
@@ -615,7 +688,10 @@ const file_weir_v1_exchange_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
 	"\ttimestamp\x18\x03 \x01(\x03R\ttimestamp\"8\n" +
 	"\vRecordBatch\x12)\n" +
-	"\arecords\x18\x01 \x03(\v2\x0f.weir.v1.RecordR\arecords\"\x91\x01\n" +
+	"\arecords\x18\x01 \x03(\v2\x0f.weir.v1.RecordR\arecords\"9\n" +
+	"\rPackedRecords\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\x91\x01\n" +
 	"\x11CheckpointBarrier\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12!\n" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x124\n" +
@@ -623,13 +699,14 @@ const file_weir_v1_exchange_proto_rawDesc = "" +
 	"\x16CancelCheckpointMarker\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"\v\n" +
 	"\tEndOfData\"\x10\n" +
-	"\x0eEndOfPartition\"\xeb\x02\n" +
+	"\x0eEndOfPartition\"\x9d\x03\n" +
 	"\x0fExchangeMessage\x12,\n" +
 	"\x05batch\x18\x01 \x01(\v2\x14.weir.v1.RecordBatchH\x00R\x05batch\x126\n" +
 	"\abarrier\x18\x02 \x01(\v2\x1a.weir.v1.CheckpointBarrierH\x00R\abarrier\x129\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x1f.weir.v1.CancelCheckpointMarkerH\x00R\x06cancel\x124\n" +
 	"\vend_of_data\x18\x04 \x01(\v2\x12.weir.v1.EndOfDataH\x00R\tendOfData\x12C\n" +
-	"\x10end_of_partition\x18\x05 \x01(\v2\x17.weir.v1.EndOfPartitionH\x00R\x0eendOfPartition\x12\x18\n" +
+	"\x10end_of_partition\x18\x05 \x01(\v2\x17.weir.v1.EndOfPartitionH\x00R\x0eendOfPartition\x120\n" +
+	"\x06packed\x18\x06 \x01(\v2\x16.weir.v1.PackedRecordsH\x00R\x06packed\x12\x18\n" +
 	"\abacklog\x18\n" +
 	" \x01(\x05R\abacklog\x12\x1a\n" +
 	"\bpriority\x18\v \x01(\bR\bpriorityB\x06\n" +
@@ -649,37 +726,39 @@ func file_weir_v1_exchange_proto_rawDescGZIP() []byte {
 	return file_weir_v1_exchange_proto_rawDescData
 }
 
-var file_weir_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_weir_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_weir_v1_exchange_proto_goTypes = []any{
 	(*ExchangeRequest)(nil),        // 0: weir.v1.ExchangeRequest
 	(*SubscribePartition)(nil),     // 1: weir.v1.SubscribePartition
 	(*Record)(nil),                 // 2: weir.v1.Record
 	(*RecordBatch)(nil),            // 3: weir.v1.RecordBatch
-	(*CheckpointBarrier)(nil),      // 4: weir.v1.CheckpointBarrier
-	(*CancelCheckpointMarker)(nil), // 5: weir.v1.CancelCheckpointMarker
-	(*EndOfData)(nil),              // 6: weir.v1.EndOfData
-	(*EndOfPartition)(nil),         // 7: weir.v1.EndOfPartition
-	(*ExchangeMessage)(nil),        // 8: weir.v1.ExchangeMessage
-	(*ResultPartitionID)(nil),      // 9: weir.v1.ResultPartitionID
-	(*CheckpointOptions)(nil),      // 10: weir.v1.CheckpointOptions
+	(*PackedRecords)(nil),          // 4: weir.v1.PackedRecords
+	(*CheckpointBarrier)(nil),      // 5: weir.v1.CheckpointBarrier
+	(*CancelCheckpointMarker)(nil), // 6: weir.v1.CancelCheckpointMarker
+	(*EndOfData)(nil),              // 7: weir.v1.EndOfData
+	(*EndOfPartition)(nil),         // 8: weir.v1.EndOfPartition
+	(*ExchangeMessage)(nil),        // 9: weir.v1.ExchangeMessage
+	(*ResultPartitionID)(nil),      // 10: weir.v1.ResultPartitionID
+	(*CheckpointOptions)(nil),      // 11: weir.v1.CheckpointOptions
 }
 var file_weir_v1_exchange_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.ExchangeRequest.subscribe:type_name -> weir.v1.SubscribePartition
-	9,  // 1: weir.v1.SubscribePartition.partition:type_name -> weir.v1.ResultPartitionID
+	10, // 1: weir.v1.SubscribePartition.partition:type_name -> weir.v1.ResultPartitionID
 	2,  // 2: weir.v1.RecordBatch.records:type_name -> weir.v1.Record
-	10, // 3: weir.v1.CheckpointBarrier.options:type_name -> weir.v1.CheckpointOptions
+	11, // 3: weir.v1.CheckpointBarrier.options:type_name -> weir.v1.CheckpointOptions
 	3,  // 4: weir.v1.ExchangeMessage.batch:type_name -> weir.v1.RecordBatch
-	4,  // 5: weir.v1.ExchangeMessage.barrier:type_name -> weir.v1.CheckpointBarrier
-	5,  // 6: weir.v1.ExchangeMessage.cancel:type_name -> weir.v1.CancelCheckpointMarker
-	6,  // 7: weir.v1.ExchangeMessage.end_of_data:type_name -> weir.v1.EndOfData
-	7,  // 8: weir.v1.ExchangeMessage.end_of_partition:type_name -> weir.v1.EndOfPartition
-	0,  // 9: weir.v1.DataExchangeService.Subscribe:input_type -> weir.v1.ExchangeRequest
-	8,  // 10: weir.v1.DataExchangeService.Subscribe:output_type -> weir.v1.ExchangeMessage
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	5,  // 5: weir.v1.ExchangeMessage.barrier:type_name -> weir.v1.CheckpointBarrier
+	6,  // 6: weir.v1.ExchangeMessage.cancel:type_name -> weir.v1.CancelCheckpointMarker
+	7,  // 7: weir.v1.ExchangeMessage.end_of_data:type_name -> weir.v1.EndOfData
+	8,  // 8: weir.v1.ExchangeMessage.end_of_partition:type_name -> weir.v1.EndOfPartition
+	4,  // 9: weir.v1.ExchangeMessage.packed:type_name -> weir.v1.PackedRecords
+	0,  // 10: weir.v1.DataExchangeService.Subscribe:input_type -> weir.v1.ExchangeRequest
+	9,  // 11: weir.v1.DataExchangeService.Subscribe:output_type -> weir.v1.ExchangeMessage
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_exchange_proto_init() }
@@ -693,12 +772,13 @@ func file_weir_v1_exchange_proto_init() {
 		(*ExchangeRequest_Subscribe)(nil),
 		(*ExchangeRequest_Credit)(nil),
 	}
-	file_weir_v1_exchange_proto_msgTypes[8].OneofWrappers = []any{
+	file_weir_v1_exchange_proto_msgTypes[9].OneofWrappers = []any{
 		(*ExchangeMessage_Batch)(nil),
 		(*ExchangeMessage_Barrier)(nil),
 		(*ExchangeMessage_Cancel)(nil),
 		(*ExchangeMessage_EndOfData)(nil),
 		(*ExchangeMessage_EndOfPartition)(nil),
+		(*ExchangeMessage_Packed)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -706,7 +786,7 @@ func file_weir_v1_exchange_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_exchange_proto_rawDesc), len(file_weir_v1_exchange_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -164,7 +164,10 @@ type HeartbeatRequest struct {
 	TaskmanagerId  string                 `protobuf:"bytes,1,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
 	RegistrationId string                 `protobuf:"bytes,2,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	// running lists the attempts the TaskManager currently runs.
-	Running       []*ExecutionAttemptID `protobuf:"bytes,3,rep,name=running,proto3" json:"running,omitempty"`
+	Running []*ExecutionAttemptID `protobuf:"bytes,3,rep,name=running,proto3" json:"running,omitempty"`
+	// loads has one entry per running subtask: what it did since the previous
+	// heartbeat. The JobManager keeps the latest per attempt.
+	Loads         []*SubtaskLoadReport `protobuf:"bytes,4,rep,name=loads,proto3" json:"loads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +223,146 @@ func (x *HeartbeatRequest) GetRunning() []*ExecutionAttemptID {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetLoads() []*SubtaskLoadReport {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
+// SubtaskLoadReport is one running subtask's load, measured by its
+// TaskManager (the message the client API shows it in).
+type SubtaskLoadReport struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Attempt *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Load    *SubtaskInfo_Load      `protobuf:"bytes,2,opt,name=load,proto3" json:"load,omitempty"`
+	// checkpoints are the checkpoints the subtask is working on.
+	Checkpoints   []*CheckpointProgress `protobuf:"bytes,3,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubtaskLoadReport) Reset() {
+	*x = SubtaskLoadReport{}
+	mi := &file_weir_v1_gateway_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubtaskLoadReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubtaskLoadReport) ProtoMessage() {}
+
+func (x *SubtaskLoadReport) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_gateway_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubtaskLoadReport.ProtoReflect.Descriptor instead.
+func (*SubtaskLoadReport) Descriptor() ([]byte, []int) {
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubtaskLoadReport) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *SubtaskLoadReport) GetLoad() *SubtaskInfo_Load {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
+func (x *SubtaskLoadReport) GetCheckpoints() []*CheckpointProgress {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return nil
+}
+
+// CheckpointProgress is how far one subtask got with one checkpoint.
+type CheckpointProgress struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	CheckpointId int64                  `protobuf:"varint,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	Phase        CheckpointPhase        `protobuf:"varint,2,opt,name=phase,proto3,enum=weir.v1.CheckpointPhase" json:"phase,omitempty"`
+	// barriers_received of channels input channels delivered the barrier.
+	BarriersReceived int32 `protobuf:"varint,3,opt,name=barriers_received,json=barriersReceived,proto3" json:"barriers_received,omitempty"`
+	Channels         int32 `protobuf:"varint,4,opt,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CheckpointProgress) Reset() {
+	*x = CheckpointProgress{}
+	mi := &file_weir_v1_gateway_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointProgress) ProtoMessage() {}
+
+func (x *CheckpointProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_gateway_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointProgress.ProtoReflect.Descriptor instead.
+func (*CheckpointProgress) Descriptor() ([]byte, []int) {
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CheckpointProgress) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+func (x *CheckpointProgress) GetPhase() CheckpointPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return CheckpointPhase_CHECKPOINT_PHASE_UNSPECIFIED
+}
+
+func (x *CheckpointProgress) GetBarriersReceived() int32 {
+	if x != nil {
+		return x.BarriersReceived
+	}
+	return 0
+}
+
+func (x *CheckpointProgress) GetChannels() int32 {
+	if x != nil {
+		return x.Channels
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// reregister asks the TaskManager to register again (unknown or stale).
@@ -230,7 +373,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[3]
+	mi := &file_weir_v1_gateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +385,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[3]
+	mi := &file_weir_v1_gateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +398,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{3}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HeartbeatResponse) GetReregister() bool {
@@ -280,7 +423,7 @@ type UpdateTaskExecutionStateRequest struct {
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[4]
+	mi := &file_weir_v1_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +435,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[4]
+	mi := &file_weir_v1_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +448,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetAttempt() *ExecutionAttemptID {
@@ -351,7 +494,7 @@ type UpdateTaskExecutionStateResponse struct {
 
 func (x *UpdateTaskExecutionStateResponse) Reset() {
 	*x = UpdateTaskExecutionStateResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[5]
+	mi := &file_weir_v1_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +506,7 @@ func (x *UpdateTaskExecutionStateResponse) String() string {
 func (*UpdateTaskExecutionStateResponse) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[5]
+	mi := &file_weir_v1_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +519,7 @@ func (x *UpdateTaskExecutionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 type AcknowledgeCheckpointRequest struct {
@@ -394,7 +537,7 @@ type AcknowledgeCheckpointRequest struct {
 
 func (x *AcknowledgeCheckpointRequest) Reset() {
 	*x = AcknowledgeCheckpointRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[6]
+	mi := &file_weir_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +549,7 @@ func (x *AcknowledgeCheckpointRequest) String() string {
 func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[6]
+	mi := &file_weir_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +562,7 @@ func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcknowledgeCheckpointRequest) GetAttempt() *ExecutionAttemptID {
@@ -465,7 +608,7 @@ type AcknowledgeCheckpointResponse struct {
 
 func (x *AcknowledgeCheckpointResponse) Reset() {
 	*x = AcknowledgeCheckpointResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[7]
+	mi := &file_weir_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +620,7 @@ func (x *AcknowledgeCheckpointResponse) String() string {
 func (*AcknowledgeCheckpointResponse) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[7]
+	mi := &file_weir_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +633,7 @@ func (x *AcknowledgeCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 type DeclineCheckpointRequest struct {
@@ -506,7 +649,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[8]
+	mi := &file_weir_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +661,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[8]
+	mi := &file_weir_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +674,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeclineCheckpointRequest) GetAttempt() *ExecutionAttemptID {
@@ -577,7 +720,7 @@ type DeclineCheckpointResponse struct {
 
 func (x *DeclineCheckpointResponse) Reset() {
 	*x = DeclineCheckpointResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[9]
+	mi := &file_weir_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +732,7 @@ func (x *DeclineCheckpointResponse) String() string {
 func (*DeclineCheckpointResponse) ProtoMessage() {}
 
 func (x *DeclineCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[9]
+	mi := &file_weir_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,14 +745,14 @@ func (x *DeclineCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 var File_weir_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x15weir/v1/gateway.proto\x12\aweir.v1\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/common.proto\"\x9d\x01\n" +
+	"\x15weir/v1/gateway.proto\x12\aweir.v1\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/client.proto\x1a\x14weir/v1/common.proto\"\x9d\x01\n" +
 	"\x1aRegisterTaskManagerRequest\x12%\n" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12\x1f\n" +
 	"\vrpc_address\x18\x02 \x01(\tR\n" +
@@ -620,11 +763,21 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12#\n" +
 	"\rjobmanager_id\x18\x02 \x01(\tR\fjobmanagerId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +
-	"\x14heartbeat_timeout_ms\x18\x04 \x01(\x03R\x12heartbeatTimeoutMs\"\x99\x01\n" +
+	"\x14heartbeat_timeout_ms\x18\x04 \x01(\x03R\x12heartbeatTimeoutMs\"\xcb\x01\n" +
 	"\x10HeartbeatRequest\x12%\n" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12'\n" +
 	"\x0fregistration_id\x18\x02 \x01(\tR\x0eregistrationId\x125\n" +
-	"\arunning\x18\x03 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\arunning\"3\n" +
+	"\arunning\x18\x03 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\arunning\x120\n" +
+	"\x05loads\x18\x04 \x03(\v2\x1a.weir.v1.SubtaskLoadReportR\x05loads\"\xb8\x01\n" +
+	"\x11SubtaskLoadReport\x125\n" +
+	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12-\n" +
+	"\x04load\x18\x02 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12=\n" +
+	"\vcheckpoints\x18\x03 \x03(\v2\x1b.weir.v1.CheckpointProgressR\vcheckpoints\"\xb2\x01\n" +
+	"\x12CheckpointProgress\x12#\n" +
+	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12.\n" +
+	"\x05phase\x18\x02 \x01(\x0e2\x18.weir.v1.CheckpointPhaseR\x05phase\x12+\n" +
+	"\x11barriers_received\x18\x03 \x01(\x05R\x10barriersReceived\x12\x1a\n" +
+	"\bchannels\x18\x04 \x01(\x05R\bchannels\"3\n" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
@@ -671,49 +824,58 @@ func file_weir_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_weir_v1_gateway_proto_rawDescData
 }
 
-var file_weir_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_weir_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_weir_v1_gateway_proto_goTypes = []any{
 	(*RegisterTaskManagerRequest)(nil),       // 0: weir.v1.RegisterTaskManagerRequest
 	(*RegisterTaskManagerResponse)(nil),      // 1: weir.v1.RegisterTaskManagerResponse
 	(*HeartbeatRequest)(nil),                 // 2: weir.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                // 3: weir.v1.HeartbeatResponse
-	(*UpdateTaskExecutionStateRequest)(nil),  // 4: weir.v1.UpdateTaskExecutionStateRequest
-	(*UpdateTaskExecutionStateResponse)(nil), // 5: weir.v1.UpdateTaskExecutionStateResponse
-	(*AcknowledgeCheckpointRequest)(nil),     // 6: weir.v1.AcknowledgeCheckpointRequest
-	(*AcknowledgeCheckpointResponse)(nil),    // 7: weir.v1.AcknowledgeCheckpointResponse
-	(*DeclineCheckpointRequest)(nil),         // 8: weir.v1.DeclineCheckpointRequest
-	(*DeclineCheckpointResponse)(nil),        // 9: weir.v1.DeclineCheckpointResponse
-	(*ExecutionAttemptID)(nil),               // 10: weir.v1.ExecutionAttemptID
-	(ExecutionState)(0),                      // 11: weir.v1.ExecutionState
-	(*SubtaskState)(nil),                     // 12: weir.v1.SubtaskState
-	(*CheckpointMetrics)(nil),                // 13: weir.v1.CheckpointMetrics
-	(CheckpointFailureReason)(0),             // 14: weir.v1.CheckpointFailureReason
+	(*SubtaskLoadReport)(nil),                // 3: weir.v1.SubtaskLoadReport
+	(*CheckpointProgress)(nil),               // 4: weir.v1.CheckpointProgress
+	(*HeartbeatResponse)(nil),                // 5: weir.v1.HeartbeatResponse
+	(*UpdateTaskExecutionStateRequest)(nil),  // 6: weir.v1.UpdateTaskExecutionStateRequest
+	(*UpdateTaskExecutionStateResponse)(nil), // 7: weir.v1.UpdateTaskExecutionStateResponse
+	(*AcknowledgeCheckpointRequest)(nil),     // 8: weir.v1.AcknowledgeCheckpointRequest
+	(*AcknowledgeCheckpointResponse)(nil),    // 9: weir.v1.AcknowledgeCheckpointResponse
+	(*DeclineCheckpointRequest)(nil),         // 10: weir.v1.DeclineCheckpointRequest
+	(*DeclineCheckpointResponse)(nil),        // 11: weir.v1.DeclineCheckpointResponse
+	(*ExecutionAttemptID)(nil),               // 12: weir.v1.ExecutionAttemptID
+	(*SubtaskInfo_Load)(nil),                 // 13: weir.v1.SubtaskInfo.Load
+	(CheckpointPhase)(0),                     // 14: weir.v1.CheckpointPhase
+	(ExecutionState)(0),                      // 15: weir.v1.ExecutionState
+	(*SubtaskState)(nil),                     // 16: weir.v1.SubtaskState
+	(*CheckpointMetrics)(nil),                // 17: weir.v1.CheckpointMetrics
+	(CheckpointFailureReason)(0),             // 18: weir.v1.CheckpointFailureReason
 }
 var file_weir_v1_gateway_proto_depIdxs = []int32{
-	10, // 0: weir.v1.HeartbeatRequest.running:type_name -> weir.v1.ExecutionAttemptID
-	10, // 1: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	11, // 2: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
-	10, // 3: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	12, // 4: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
-	13, // 5: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	10, // 6: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	14, // 7: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
-	13, // 8: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	0,  // 9: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
-	2,  // 10: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
-	4,  // 11: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
-	6,  // 12: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
-	8,  // 13: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
-	1,  // 14: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
-	3,  // 15: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
-	5,  // 16: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
-	7,  // 17: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
-	9,  // 18: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	12, // 0: weir.v1.HeartbeatRequest.running:type_name -> weir.v1.ExecutionAttemptID
+	3,  // 1: weir.v1.HeartbeatRequest.loads:type_name -> weir.v1.SubtaskLoadReport
+	12, // 2: weir.v1.SubtaskLoadReport.attempt:type_name -> weir.v1.ExecutionAttemptID
+	13, // 3: weir.v1.SubtaskLoadReport.load:type_name -> weir.v1.SubtaskInfo.Load
+	4,  // 4: weir.v1.SubtaskLoadReport.checkpoints:type_name -> weir.v1.CheckpointProgress
+	14, // 5: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
+	12, // 6: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	15, // 7: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
+	12, // 8: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 9: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
+	17, // 10: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	12, // 11: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	18, // 12: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
+	17, // 13: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	0,  // 14: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
+	2,  // 15: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
+	6,  // 16: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
+	8,  // 17: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
+	10, // 18: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
+	1,  // 19: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
+	5,  // 20: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
+	7,  // 21: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
+	9,  // 22: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
+	11, // 23: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_gateway_proto_init() }
@@ -722,6 +884,7 @@ func file_weir_v1_gateway_proto_init() {
 		return
 	}
 	file_weir_v1_checkpoint_proto_init()
+	file_weir_v1_client_proto_init()
 	file_weir_v1_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -729,7 +892,7 @@ func file_weir_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_gateway_proto_rawDesc), len(file_weir_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

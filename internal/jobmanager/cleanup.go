@@ -1,0 +1,201 @@
+package jobmanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/weirproject/weir/internal/state"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// sweepCheckpoints removes from the job's checkpoint directory every file
+// that no retained completed checkpoint references: what subtasks wrote for
+// a checkpoint that was aborted, expired or still in flight when the job
+// stopped. The coordinator discards an aborted checkpoint's directory and
+// the files of late acks, but a subtask may go on writing after the abort,
+// or be cancelled before it acknowledges, and nothing tells the
+// JobManager about those files.
+//
+// It runs once every subtask stopped, so no subtask of this job writes any
+// more: at a terminal state, after the coordinator closed, everything
+// unreferenced goes (maxID 0); before a restart redeploys, the coordinator
+// is only stopped and a checkpoint whose metadata was being written may
+// still complete, so only files of checkpoints up to the newest retained
+// one go (maxID -1), the rest at the next sweep. Only the layout
+// checkpoints use is touched (chk-<n>/, shared/, taskowned/); anything else
+// in the directory, such as a savepoint a user chose to put there, stays.
+// When the retained checkpoints cannot all be read, nothing is removed:
+// their references are unknown.
+func (j *jobMaster) sweepCheckpoints(why string, maxID int64) {
+	all, err := j.store.All(context.Background())
+	if err != nil {
+		j.log.Warn("checkpoint storage sweep skipped: cannot list retained checkpoints", "why", why, "err", err)
+		return
+	}
+	var retained []*weirv1.CheckpointMetadata
+	var paths []string
+	for _, c := range all {
+		md, err := storage.ReadMetadata(c.MetadataPath)
+		if err != nil {
+			j.log.Warn("checkpoint storage sweep skipped: unreadable retained checkpoint", "why", why, "checkpoint_id", c.ID, "err", err)
+			return
+		}
+		retained = append(retained, md)
+		paths = append(paths, c.MetadataPath)
+	}
+	if maxID < 0 {
+		maxID = 0
+		for _, md := range retained {
+			maxID = max(maxID, md.GetCheckpointId())
+		}
+		if maxID == 0 {
+			return // nothing completed: any checkpoint may still be finishing
+		}
+	}
+	removed, err := SweepUnreferenced(j.s.storage.JobDir(j.id), paths, retained, maxID)
+	if err != nil {
+		j.log.Warn("checkpoint storage sweep incomplete", "why", why, "err", err)
+	}
+	if len(removed) > 0 {
+		j.log.Info("removed checkpoint files no retained checkpoint references", "why", why, "files", len(removed), "retained", len(retained))
+	}
+}
+
+// Unreferenced lists, sorted, the files under jobDir's checkpoint layout
+// that none of the retained checkpoints references: neither one of their
+// metadata files (metadataPaths) nor a state handle in their metadata.
+// With maxID > 0 it lists only files known to belong to a checkpoint up to
+// maxID: in chk-<n> with n <= maxID, or uploaded to shared/ by one.
+func Unreferenced(jobDir string, metadataPaths []string, retained []*weirv1.CheckpointMetadata, maxID int64) ([]string, error) {
+	refs := map[string]bool{}
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			refs[abs] = true
+		}
+	}
+	for _, p := range metadataPaths {
+		add(p)
+	}
+	for _, md := range retained {
+		for _, st := range md.GetSubtasks() {
+			add(st.GetKeyedState().GetPath())
+			add(st.GetOperatorState().GetPath())
+			add(st.GetChannelState().GetPath())
+			for _, h := range st.GetSharedFiles() {
+				add(h.GetPath())
+			}
+		}
+	}
+	root, err := filepath.Abs(jobDir)
+	if err != nil {
+		return nil, fmt.Errorf("jobmanager: checkpoint dir %s: %w", jobDir, err)
+	}
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jobmanager: list checkpoint dir: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() || !isCheckpointLayout(e.Name()) {
+			continue
+		}
+		dirID, isChk := checkpointDirID(e.Name())
+		if maxID > 0 && isChk && dirID > maxID {
+			continue
+		}
+		err := filepath.WalkDir(filepath.Join(root, e.Name()), func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed meanwhile by a discard
+			}
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || refs[p] {
+				return nil
+			}
+			if maxID > 0 && !isChk {
+				if id, ok := state.SharedFileCheckpoint(d.Name()); !ok || id > maxID {
+					return nil
+				}
+			}
+			out = append(out, p)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("jobmanager: walk checkpoint dir: %w", err)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// isCheckpointLayout: the entries of a job's directory checkpoints write.
+func isCheckpointLayout(name string) bool {
+	return strings.HasPrefix(name, "chk-") || name == "shared" || name == "taskowned"
+}
+
+func checkpointDirID(name string) (int64, bool) {
+	n, ok := strings.CutPrefix(name, "chk-")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(n, 10, 64)
+	return id, err == nil
+}
+
+// SweepUnreferenced removes the files Unreferenced lists, then the
+// checkpoint directories left empty, and returns the files removed.
+func SweepUnreferenced(jobDir string, metadataPaths []string, retained []*weirv1.CheckpointMetadata, maxID int64) ([]string, error) {
+	files, err := Unreferenced(jobDir, metadataPaths, retained, maxID)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, f)
+	}
+	// Empty chk-<n> directories of aborted checkpoints go too; shared/
+	// stays for the checkpoints to come. Deepest first, so a directory
+	// emptied by removing its children is removed as well.
+	var dirs []string
+	entries, _ := os.ReadDir(jobDir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "chk-") {
+			_ = filepath.WalkDir(filepath.Join(jobDir, e.Name()), func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+	for _, d := range dirs {
+		if left, err := os.ReadDir(d); err != nil || len(left) > 0 {
+			continue
+		}
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}

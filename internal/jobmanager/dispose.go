@@ -1,0 +1,88 @@
+package jobmanager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirproject/weir/internal/state"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// DisposeSavepoint deletes a savepoint (Flink's `savepoint --dispose`). It
+// refuses anything that is not provably a savepoint, so a wrong path cannot
+// delete a checkpoint a job still needs or an unrelated directory, and a
+// savepoint that a running job would restart from.
+func (s *Server) DisposeSavepoint(ctx context.Context, req *weirv1.DisposeSavepointRequest) (*weirv1.DisposeSavepointResponse, error) {
+	if req.GetPath() == "" {
+		return nil, status.Error(codes.InvalidArgument, "jobmanager: dispose savepoint: no path")
+	}
+	dir := filepath.Clean(req.GetPath())
+	if filepath.Base(dir) == storage.MetadataFile {
+		dir = filepath.Dir(dir)
+	}
+	md, err := storage.ReadMetadata(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, status.Errorf(codes.NotFound, "jobmanager: dispose savepoint: there is no savepoint at %s (no %s file)", dir, storage.MetadataFile)
+	case err != nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: dispose savepoint: %s is not a readable savepoint, nothing was deleted: %v", dir, err)
+	}
+	if !state.IsSavepoint(md.GetType()) {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"jobmanager: dispose savepoint: %s holds checkpoint %d of job %s, not a savepoint; nothing was deleted (checkpoints are removed by their job's retention)",
+			dir, md.GetCheckpointId(), md.GetJobId())
+	}
+	if j := s.needsForRestart(dir); j != nil {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"jobmanager: dispose savepoint: job %s started from %s and has no completed checkpoint yet, so a restart would need it; nothing was deleted",
+			j.id, dir)
+	}
+	// A savepoint is self-contained (canonical format), so deleting its
+	// directory deletes all of it; a handle outside it would belong to
+	// something else and is left alone.
+	for _, st := range md.GetSubtasks() {
+		for _, h := range []*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()} {
+			if p := h.GetPath(); p != "" && !within(dir, p) {
+				s.log.Warn("savepoint references a file outside its directory; leaving it", "savepoint", dir, "path", p)
+			}
+		}
+	}
+	if err := storage.Discard(dir); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "jobmanager: dispose savepoint: %v", err)
+	}
+	s.log.Info("savepoint disposed", "path", dir, "checkpoint_id", md.GetCheckpointId(), "job_id", md.GetJobId())
+	return &weirv1.DisposeSavepointResponse{}, nil
+}
+
+// needsForRestart returns a job that is not over, started from the
+// savepoint in dir, and would restart from it because it has completed no
+// checkpoint of its own yet.
+func (s *Server) needsForRestart(dir string) *jobMaster {
+	for _, j := range s.jobsSorted() {
+		if j.restore == nil || filepath.Dir(filepath.Clean(j.restore.path)) != dir {
+			continue
+		}
+		j.mu.Lock()
+		over := terminal(j.mu.state)
+		j.mu.Unlock()
+		if over {
+			continue
+		}
+		if all, err := j.store.All(context.Background()); err != nil || len(all) == 0 {
+			return j
+		}
+	}
+	return nil
+}
+
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}

@@ -1,0 +1,84 @@
+package jobmanager
+
+import (
+	"fmt"
+	"sync"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// subtaskLoads holds the latest load a TaskManager reported for each
+// subtask attempt it runs. Every heartbeat replaces the whole set, so the
+// attempts that stopped running there drop out; a TaskManager that is lost
+// takes its set with it. Its own lock is a leaf: it is taken under s.mu
+// (heartbeats) and under a job's lock (job info) but never holds either.
+type subtaskLoads struct {
+	mu sync.Mutex
+	m  map[string]*weirv1.SubtaskInfo_Load
+}
+
+func loadKey(a *weirv1.ExecutionAttemptID) string {
+	return fmt.Sprintf("%s/%s/%d/%d@%s", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), a.GetSession())
+}
+
+// replace makes reports the TaskManager's current set.
+func (l *subtaskLoads) replace(reports []*weirv1.SubtaskLoadReport) {
+	m := make(map[string]*weirv1.SubtaskInfo_Load, len(reports))
+	for _, r := range reports {
+		if r.GetAttempt() != nil && r.GetLoad() != nil {
+			m[loadKey(r.GetAttempt())] = r.GetLoad()
+		}
+	}
+	l.mu.Lock()
+	l.m = m
+	l.mu.Unlock()
+}
+
+// get returns the latest load of attempt a, nil when none was reported.
+// The message is shared: callers must not modify it.
+func (l *subtaskLoads) get(a *weirv1.ExecutionAttemptID) *weirv1.SubtaskInfo_Load {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[loadKey(a)]
+}
+
+// load is the latest load reported for a running execution. A stopped one
+// has none, even while its lost TaskManager still holds its last report.
+func (e *execution) load() *weirv1.SubtaskInfo_Load {
+	if e.state != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || e.tm == nil {
+		return nil
+	}
+	return e.tm.loads.get(e.attempt)
+}
+
+// addVertexLoad fills v's load from its subtasks' loads: records, times and
+// record rates add up; the ms-per-second figures are the maximum over the
+// subtasks, the way Flink rates a vertex's back-pressure (its busiest or
+// most back-pressured subtask is the bottleneck).
+func addVertexLoad(v *weirv1.VertexInfo) {
+	var sum *weirv1.SubtaskInfo_Load
+	n := int32(0)
+	for _, st := range v.GetSubtasks() {
+		l := st.GetLoad()
+		if l == nil {
+			continue
+		}
+		n++
+		if sum == nil {
+			sum = &weirv1.SubtaskInfo_Load{}
+		}
+		sum.IdleMsPerSecond = max(sum.IdleMsPerSecond, l.GetIdleMsPerSecond())
+		sum.BackpressuredMsPerSecond = max(sum.BackpressuredMsPerSecond, l.GetBackpressuredMsPerSecond())
+		sum.BusyMsPerSecond = max(sum.BusyMsPerSecond, l.GetBusyMsPerSecond())
+		sum.RecordsInPerSecond += l.GetRecordsInPerSecond()
+		sum.RecordsOutPerSecond += l.GetRecordsOutPerSecond()
+		sum.RecordsIn += l.GetRecordsIn()
+		sum.RecordsOut += l.GetRecordsOut()
+		sum.IdleMs += l.GetIdleMs()
+		sum.BackpressuredMs += l.GetBackpressuredMs()
+		sum.BusyMs += l.GetBusyMs()
+		sum.IntervalMs = max(sum.IntervalMs, l.GetIntervalMs())
+		sum.TimestampMs = max(sum.TimestampMs, l.GetTimestampMs())
+	}
+	v.Load, v.LoadReported = sum, n
+}
