@@ -120,7 +120,9 @@ func writeHASpec(t *testing.T, dir, out string, count, keys int) string {
 // etcd and its latest checkpoint with its restart count, checkpoint IDs
 // keep increasing, and the output is exactly once.
 func TestHALeaderFailover(t *testing.T) {
-	const count, keys = 40000, 16
+	// At 2000 records/s per source subtask: about 25 s, enough for a
+	// TaskManager failover and then a leader failover before the end.
+	const count, keys = 100000, 16
 	h := startHACluster(t, 2, 2)
 	out := filepath.Join(h.dir, "out")
 	id := h.submit(writeHASpec(t, h.dir, out, count, keys))

@@ -1,19 +1,14 @@
 package restapi_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/weirproject/weir/internal/jobmanager"
-	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/restapi"
-	"github.com/weirproject/weir/internal/taskmanager"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -28,48 +23,18 @@ func (slowSink) ProcessRecord(sdk.Record, sdk.Collector) error {
 }
 func (slowSink) Close() error { return nil }
 
-// startSlowCluster is startCluster with the slow-sink operator registered
-// on one TaskManager with four slots, so the whole job runs there; it
-// returns the TaskManager's /metrics URL too. extra registers more
-// operators.
+// startSlowCluster is a cluster of one TaskManager with four slots, so
+// the whole job runs there, with the slow-sink operator registered (and
+// those extra registers); it returns the TaskManager's /metrics URL too.
 func startSlowCluster(t *testing.T, extra ...func(*sdk.Registry)) (c *cluster, metricsURL string) {
 	t.Helper()
-	log := testLogger()
-	rpcAddr := freeAddr(t)
-	jm, err := jobmanager.New(jobmanager.Config{RPCAddr: rpcAddr, HTTPAddr: "127.0.0.1:0", CheckpointDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	go func() { done <- jm.Run(ctx) }()
-	reg := sdk.NewRegistry()
-	operators.Register(reg)
-	reg.RegisterOperator("slow-sink", func() sdk.Operator { return slowSink{} })
-	for _, f := range extra {
-		f(reg)
-	}
-	tmHTTP := freeAddr(t)
-	cfg := taskmanager.Config{JobManager: rpcAddr, RPCAddr: "127.0.0.1:0", HTTPAddr: tmHTTP, Slots: 4, Operators: reg, Logger: log}
-	go func() { done <- taskmanager.Run(ctx, cfg) }()
-	h := restapi.New(jm, log)
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() {
-		h.Close()
-		ts.Close()
-		cancel()
-		for i := 0; i < 2; i++ {
-			if err := <-done; err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		}
-	})
-	c = &cluster{t: t, jm: jm, url: ts.URL}
+	slow := func(r *sdk.Registry) { r.RegisterOperator("slow-sink", func() sdk.Operator { return slowSink{} }) }
+	c, metrics := startClusterWith(t, 1, 4, append(extra, slow)...)
 	waitFor(t, 20*time.Second, "the TaskManager", func() (bool, string) {
 		tms := arr(t, "taskmanagers", c.get("/taskmanagers", http.StatusOK)["taskmanagers"])
 		return len(tms) == 1, fmt.Sprint(tms)
 	})
-	return c, "http://" + tmHTTP + "/metrics"
+	return c, metrics[0]
 }
 
 func TestBackPressure(t *testing.T) {

@@ -658,10 +658,17 @@ func (h *Handler) status(w http.ResponseWriter, p params, group opGroup, what st
 	if err != nil {
 		return err
 	}
-	found, done, res := h.ops.get(opKey{job: jobID, group: group, trigger: tid})
+	notFound := errorf(http.StatusNotFound, "There is no %s operation with trigger ID %s for job %s (results are kept for %v after the operation finished)",
+		what, tid, jobID, storeDuration)
+	return h.writeOperation(w, opKey{job: jobID, group: group, trigger: tid}, notFound, render)
+}
+
+// writeOperation answers the AsynchronousOperationResult of key, or
+// notFound.
+func (h *Handler) writeOperation(w http.ResponseWriter, key opKey, notFound error, render func(opResult) any) error {
+	found, done, res := h.ops.get(key)
 	if !found {
-		return errorf(http.StatusNotFound, "There is no %s operation with trigger ID %s for job %s (results are kept for %v after the operation finished)",
-			what, tid, jobID, storeDuration)
+		return notFound
 	}
 	if !done {
 		h.writeJSON(w, http.StatusOK, asynchronousOperationResult{Status: queueStatus{ID: "IN_PROGRESS"}})
@@ -787,16 +794,11 @@ func (h *Handler) getSavepointDisposalStatus(w http.ResponseWriter, _ *http.Requ
 	if err != nil {
 		return err
 	}
-	found, done, res := h.ops.get(opKey{group: groupDisposal, trigger: tid})
-	switch {
-	case !found:
-		return errorf(http.StatusNotFound, "There is no savepoint disposal with request ID %s (results are kept for %v after the operation finished)", tid, storeDuration)
-	case !done:
-		h.writeJSON(w, http.StatusOK, asynchronousOperationResult{Status: queueStatus{ID: "IN_PROGRESS"}})
-	case res.err != nil:
-		h.writeJSON(w, http.StatusOK, asynchronousOperationResult{Status: queueStatus{ID: "COMPLETED"}, Operation: asynchronousOperationInfo{FailureCause: failureCause(res.err)}})
-	default:
-		h.writeJSON(w, http.StatusOK, asynchronousOperationResult{Status: queueStatus{ID: "COMPLETED"}, Operation: res.value})
-	}
-	return nil
+	notFound := errorf(http.StatusNotFound, "There is no savepoint disposal with request ID %s (results are kept for %v after the operation finished)", tid, storeDuration)
+	return h.writeOperation(w, opKey{group: groupDisposal, trigger: tid}, notFound, func(res opResult) any {
+		if res.err != nil {
+			return asynchronousOperationInfo{FailureCause: failureCause(res.err)}
+		}
+		return res.value
+	})
 }

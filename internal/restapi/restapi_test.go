@@ -50,6 +50,14 @@ func testLogger() *slog.Logger {
 }
 
 func startCluster(t *testing.T) *cluster {
+	c, _ := startClusterWith(t, 2, 2)
+	return c
+}
+
+// startClusterWith starts a JobManager and tms TaskManagers of slots
+// slots each, with the built-in operators and those extra registers; it
+// returns each TaskManager's /metrics URL too.
+func startClusterWith(t *testing.T, tms, slots int, extra ...func(*sdk.Registry)) (*cluster, []string) {
 	t.Helper()
 	log := testLogger()
 	// Server.Run listens itself and does not expose the bound address, so
@@ -62,13 +70,20 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 3)
+	done := make(chan error, tms+1)
 	go func() { done <- jm.Run(ctx) }()
-	for i := 0; i < 2; i++ {
+	var metrics []string
+	for i := 0; i < tms; i++ {
 		reg := sdk.NewRegistry()
 		operators.Register(reg)
+		for _, f := range extra {
+			f(reg)
+		}
+		httpAddr := freeAddr(t)
+		metrics = append(metrics, "http://"+httpAddr+"/metrics")
 		cfg := taskmanager.Config{
-			JobManager: rpcAddr, RPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Slots: 2, Operators: reg, Logger: log,
+			JobManager: rpcAddr, RPCAddr: "127.0.0.1:0", HTTPAddr: httpAddr, Slots: slots, Operators: reg, Logger: log,
+			StateDir: t.TempDir(),
 		}
 		go func() { done <- taskmanager.Run(ctx, cfg) }()
 	}
@@ -78,13 +93,13 @@ func startCluster(t *testing.T) *cluster {
 		h.Close()
 		ts.Close()
 		cancel()
-		for i := 0; i < 3; i++ {
+		for i := 0; i < tms+1; i++ {
 			if err := <-done; err != nil {
 				t.Errorf("daemon: %v", err)
 			}
 		}
 	})
-	return &cluster{t: t, jm: jm, url: ts.URL}
+	return &cluster{t: t, jm: jm, url: ts.URL}, metrics
 }
 
 func runningSumSpec(name, sinkDir, checkpointing string) string {
