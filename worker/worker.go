@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/taskmanager"
 	"github.com/weirproject/weir/sdk"
 )
@@ -39,6 +40,7 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.IntVar(&cfg.Slots, "slots", 2, "task slots offered")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the subtasks' local state, cleared of an earlier run's leftovers at start (default <temp dir>/weir-<id>)")
+	fs.IntVar(&cfg.StateInlineThreshold, "state-inline-threshold", storage.DefaultInlineThreshold, "state smaller than this many bytes goes into the checkpoint's _metadata instead of a file of its own (Flink's state.storage.fs.memory-threshold); 0 writes every file")
 	var etcdEndpoints string
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")
 	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")

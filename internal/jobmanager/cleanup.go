@@ -78,7 +78,7 @@ func Unreferenced(jobDir string, metadataPaths []string, retained []*weirv1.Chec
 	refs := map[string]bool{}
 	add := func(p string) {
 		if p == "" {
-			return
+			return // inline state lives in the _metadata file
 		}
 		if abs, err := filepath.Abs(p); err == nil {
 			refs[abs] = true

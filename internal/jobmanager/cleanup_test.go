@@ -32,11 +32,18 @@ func plantJobDir(t *testing.T) (jobDir string, mdPaths []string, retained []*wei
 			{Path: write("shared/aa_2_000004.sst"), Shared: true}, // uploaded by 2, still used
 			{Path: write("shared/aa_3_000007.sst"), Shared: true},
 		},
+	}, {
+		// Below the inline threshold: the state is in _metadata, so a
+		// file under its name is an orphan, not this subtask's state.
+		KeyedState:    &weirv1.StateHandle{InlineData: []byte("k"), Size: 1},
+		OperatorState: &weirv1.StateHandle{InlineData: []byte("o"), Size: 1},
+		ChannelState:  &weirv1.StateHandle{InlineData: []byte("c"), Size: 1},
 	}}}
 	mdPaths = []string{write("chk-3/_metadata")}
 	for _, orphan := range []string{
 		"chk-1/op-0.keyed",                  // aborted, older
 		"chk-3/op-1.keyed.tmp",              // a partial write next to a retained checkpoint
+		"chk-3/op-2.keyed",                  // an earlier attempt's file; the retained state is inline
 		"chk-4/op-0.pebble/MANIFEST-000009", // in flight at the stop
 		"shared/aa_4_000009.sst",            // uploaded by the one in flight
 		"shared/bb_2_000003.sst.tmp",        // a partial upload of an aborted one
@@ -71,7 +78,7 @@ func TestUnreferencedFindsPlantedOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "chk-1/op-0.keyed chk-3/op-1.keyed.tmp chk-4/op-0.pebble/MANIFEST-000009 shared/aa_4_000009.sst shared/bb_2_000003.sst.tmp taskowned/whatever"
+	want := "chk-1/op-0.keyed chk-3/op-1.keyed.tmp chk-3/op-2.keyed chk-4/op-0.pebble/MANIFEST-000009 shared/aa_4_000009.sst shared/bb_2_000003.sst.tmp taskowned/whatever"
 	if s := relAll(t, jobDir, got); s != want {
 		t.Fatalf("unreferenced:\n got %s\nwant %s", s, want)
 	}
@@ -80,7 +87,7 @@ func TestUnreferencedFindsPlantedOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = "chk-1/op-0.keyed chk-3/op-1.keyed.tmp shared/bb_2_000003.sst.tmp"
+	want = "chk-1/op-0.keyed chk-3/op-1.keyed.tmp chk-3/op-2.keyed shared/bb_2_000003.sst.tmp"
 	if s := relAll(t, jobDir, got); s != want {
 		t.Fatalf("unreferenced up to 3:\n got %s\nwant %s", s, want)
 	}
@@ -92,7 +99,7 @@ func TestSweepUnreferencedKeepsRetained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(removed) != 6 {
+	if len(removed) != 7 {
 		t.Fatalf("removed %v", removed)
 	}
 	left, err := Unreferenced(jobDir, mds, retained, 0)

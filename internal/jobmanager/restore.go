@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -62,7 +64,28 @@ func (rp *restorePoint) taskRestore(vertex string, index, parallelism, maxParall
 	r := keygroup.RangeFor(maxParallelism, parallelism, index)
 	return &weirv1.TaskRestore{
 		CheckpointId: rp.metadata.GetCheckpointId(),
-		Subtasks:     rp.byVertex[vertex],
+		Subtasks:     forKeyGroups(rp.byVertex[vertex], r),
 		KeyGroups:    &weirv1.KeyGroupRange{Start: int32(r.Start), End: int32(r.End)},
 	}
+}
+
+// forKeyGroups is what a subtask owning key groups r needs of the old
+// subtasks' state: all of their operator and channel state (list state is
+// redistributed across every subtask), but keyed state only where its key
+// groups overlap r. Small state travels inline, so sending every old
+// subtask's keyed state to every new one would grow each deployment with
+// the parallelism squared.
+func forKeyGroups(prev []*weirv1.SubtaskState, r keygroup.Range) []*weirv1.SubtaskState {
+	out := make([]*weirv1.SubtaskState, 0, len(prev))
+	for _, st := range prev {
+		kg := st.GetKeyGroups()
+		if kg == nil || (int(kg.GetStart()) <= r.End && r.Start <= int(kg.GetEnd())) {
+			out = append(out, st)
+			continue
+		}
+		trimmed := proto.Clone(st).(*weirv1.SubtaskState)
+		trimmed.KeyedState, trimmed.SharedFiles = nil, nil
+		out = append(out, trimmed)
+	}
+	return out
 }

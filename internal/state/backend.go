@@ -86,6 +86,11 @@ type Config struct {
 	// SharedDir is where incremental checkpoints upload their files:
 	// <checkpoint-dir>/<job-id>/shared.
 	SharedDir string
+	// InlineThreshold: keyed, operator and channel state smaller than
+	// this many bytes is acknowledged inline instead of written to a file
+	// (storage.WriteHandle); 0 writes every file. Shared (incremental)
+	// files are never inlined: later checkpoints reference them by path.
+	InlineThreshold int
 }
 
 // New builds the backend cfg asks for.
@@ -95,7 +100,9 @@ func New(cfg Config) (Backend, error) {
 		if cfg.Incremental {
 			return nil, fmt.Errorf("state: the heap backend has no incremental checkpoints")
 		}
-		return NewHeap(cfg.MaxParallelism, cfg.KeyGroups), nil
+		h := NewHeap(cfg.MaxParallelism, cfg.KeyGroups)
+		h.inline = cfg.InlineThreshold
+		return h, nil
 	case weirv1.StateBackendConfig_BACKEND_PEBBLE:
 		return OpenPebble(cfg)
 	}
@@ -132,17 +139,19 @@ func operatorSnapshotOf(lists map[string]listState) *weirv1.OperatorStateSnapsho
 	return out
 }
 
-// writeOperator writes operator list state next to the keyed state.
-func writeOperator(st *weirv1.SubtaskState, prefix string, lists map[string]listState) error {
+// writeOperator writes operator list state next to the keyed state, or
+// inline below the threshold.
+func writeOperator(st *weirv1.SubtaskState, prefix string, lists map[string]listState, inline int) error {
 	ops := operatorSnapshotOf(lists)
 	if len(ops.States) == 0 {
 		return nil
 	}
-	n, err := storage.WriteProto(prefix+".operator", ops)
+	h, err := storage.WriteHandle(prefix+".operator", ops, inline)
 	if err != nil {
 		return fmt.Errorf("state: write operator state: %w", err)
 	}
-	st.OperatorState = &weirv1.StateHandle{Path: prefix + ".operator", Size: n}
+	st.OperatorState = h
+	n := h.GetSize()
 	st.StateSize += n
 	st.CheckpointedSize += n
 	return nil
@@ -161,12 +170,11 @@ func restoreOperator(into operatorLists, prev []*weirv1.SubtaskState, subtask, p
 	all := map[string]*listState{}
 	var names []string
 	for _, st := range ordered {
-		p := st.GetOperatorState().GetPath()
-		if p == "" {
+		if !storage.HasState(st.GetOperatorState()) {
 			continue
 		}
 		snap := &weirv1.OperatorStateSnapshot{}
-		if err := storage.ReadProto(p, snap); err != nil {
+		if err := storage.ReadHandle(st.GetOperatorState(), snap); err != nil {
 			return fmt.Errorf("state: restore operator state: %w", err)
 		}
 		for _, ls := range snap.GetStates() {
@@ -193,13 +201,17 @@ func restoreOperator(into operatorLists, prev []*weirv1.SubtaskState, subtask, p
 }
 
 // entry is one keyed-state entry as snapshots carry it. Its slices may be
-// reused once the callback it is passed to returns.
+// reused once the callback it is passed to returns, unless owned is set.
 type entry struct {
 	kind    weirv1.KeyedStateEntry_Kind
 	state   string
 	key     []byte
 	userKey []byte // map state only
 	value   []byte
+	// owned: the slices are the callback's to keep. Decoding a canonical
+	// snapshot allocates every value afresh; copying them again cost the
+	// heap backend's restore 45 % more bytes allocated (B6 restores 100 MB).
+	owned bool
 }
 
 // readKeyed calls fn for every keyed-state entry of st in the key groups
@@ -209,17 +221,17 @@ func readKeyed(st *weirv1.SubtaskState, maxParallelism int, tmpDir string, owns 
 	if isNative(st) {
 		return readNative(st, tmpDir, owns, fn)
 	}
-	if p := st.GetKeyedState().GetPath(); p != "" {
-		return readCanonical(p, maxParallelism, owns, fn)
+	if h := st.GetKeyedState(); storage.HasState(h) {
+		return readCanonical(h, maxParallelism, owns, fn)
 	}
 	return nil
 }
 
-// readCanonical calls fn for every entry of a canonical keyed-state file
-// in the key groups owns accepts.
-func readCanonical(path string, maxParallelism int, owns func(kg int) bool, fn func(e entry) error) error {
+// readCanonical calls fn for every entry of canonical keyed state (a file
+// or inline) in the key groups owns accepts.
+func readCanonical(h *weirv1.StateHandle, maxParallelism int, owns func(kg int) bool, fn func(e entry) error) error {
 	snap := &weirv1.KeyedStateSnapshot{}
-	if err := storage.ReadProto(path, snap); err != nil {
+	if err := storage.ReadHandle(h, snap); err != nil {
 		return fmt.Errorf("state: restore keyed state: %w", err)
 	}
 	if int(snap.GetMaxParallelism()) != maxParallelism {
@@ -230,7 +242,7 @@ func readCanonical(path string, maxParallelism int, owns func(kg int) bool, fn f
 			continue
 		}
 		for _, e := range g.GetEntries() {
-			if err := fn(entry{kind: e.GetKind(), state: e.GetState(), key: e.GetKey(), userKey: e.GetUserKey(), value: e.GetValue()}); err != nil {
+			if err := fn(entry{kind: e.GetKind(), state: e.GetState(), key: e.GetKey(), userKey: e.GetUserKey(), value: e.GetValue(), owned: true}); err != nil {
 				return err
 			}
 		}

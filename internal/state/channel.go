@@ -17,18 +17,19 @@ import (
 var ErrChannelStateRescale = errors.New("state: channel state of an unaligned checkpoint can only be restored at the same parallelism")
 
 // WriteChannelState is the asynchronous part of a subtask's channel state:
-// it writes cs into dir as <vertex>-<subtask>.channel and returns its
-// handle, or nil when cs holds no records (nothing was in flight).
-func WriteChannelState(dir, vertex string, subtask int, cs *weirv1.ChannelStateSnapshot) (*weirv1.StateHandle, error) {
+// it writes cs into dir as <vertex>-<subtask>.channel, or inline when
+// smaller than inlineThreshold bytes, and returns its handle; nil when cs
+// holds no records (nothing was in flight).
+func WriteChannelState(dir, vertex string, subtask int, cs *weirv1.ChannelStateSnapshot, inlineThreshold int) (*weirv1.StateHandle, error) {
 	if ChannelStateRecords(cs) == 0 {
 		return nil, nil
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.channel", vertex, subtask))
-	n, err := storage.WriteProto(path, cs)
+	h, err := storage.WriteHandle(path, cs, inlineThreshold)
 	if err != nil {
 		return nil, fmt.Errorf("state: write channel state: %w", err)
 	}
-	return &weirv1.StateHandle{Path: path, Size: n}, nil
+	return h, nil
 }
 
 // RestoreChannelState returns the channel state subtask (of parallelism
@@ -38,7 +39,7 @@ func WriteChannelState(dir, vertex string, subtask int, cs *weirv1.ChannelStateS
 func RestoreChannelState(prev []*weirv1.SubtaskState, subtask, parallelism int) (*weirv1.ChannelStateSnapshot, error) {
 	var mine *weirv1.SubtaskState
 	for _, st := range prev {
-		if st.GetChannelState().GetPath() == "" {
+		if !storage.HasState(st.GetChannelState()) {
 			continue
 		}
 		if int(st.GetParallelism()) != parallelism {
@@ -53,7 +54,7 @@ func RestoreChannelState(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 		return nil, nil
 	}
 	cs := &weirv1.ChannelStateSnapshot{}
-	if err := storage.ReadProto(mine.GetChannelState().GetPath(), cs); err != nil {
+	if err := storage.ReadHandle(mine.GetChannelState(), cs); err != nil {
 		return nil, fmt.Errorf("state: restore channel state: %w", err)
 	}
 	return cs, nil

@@ -6,13 +6,19 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
 
-// Channel state round-trips through its file and comes back to the
-// subtask that wrote it; nothing is written when nothing was in flight.
+// Channel state round-trips through its file, or inline, and comes back to
+// the subtask that wrote it; nothing is written when nothing was in flight.
 func TestChannelStateRoundTrip(t *testing.T) {
+	t.Run("file", func(t *testing.T) { testChannelStateRoundTrip(t, 0) })
+	t.Run("inline", func(t *testing.T) { testChannelStateRoundTrip(t, storage.DefaultInlineThreshold) })
+}
+
+func testChannelStateRoundTrip(t *testing.T, inline int) {
 	dir := t.TempDir()
 	recs := []sdk.Record{{Key: []byte("k1"), Value: []byte("1"), Timestamp: 7}, {Key: []byte("k2"), Value: []byte("2")}}
 	cs := &weirv1.ChannelStateSnapshot{
@@ -22,12 +28,12 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	if n := ChannelStateRecords(cs); n != 3 {
 		t.Fatalf("ChannelStateRecords = %d, want 3", n)
 	}
-	h, err := WriteChannelState(dir, "sum", 1, cs)
+	h, err := WriteChannelState(dir, "sum", 1, cs, inline)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.GetPath() == "" || h.GetSize() == 0 {
-		t.Fatalf("handle %v", h)
+	if (h.GetPath() == "") != (inline > 0) || h.GetSize() == 0 {
+		t.Fatalf("handle %v with inline threshold %d", h, inline)
 	}
 	prev := []*weirv1.SubtaskState{
 		{Vertex: "sum", SubtaskIndex: 0, Parallelism: 2},
@@ -47,7 +53,7 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	if got, err := RestoreChannelState(prev, 0, 2); err != nil || got != nil {
 		t.Fatalf("subtask 0 restored %v, %v; it had no channel state", got, err)
 	}
-	if h, err := WriteChannelState(dir, "sum", 0, &weirv1.ChannelStateSnapshot{}); err != nil || h != nil {
+	if h, err := WriteChannelState(dir, "sum", 0, &weirv1.ChannelStateSnapshot{}, inline); err != nil || h != nil {
 		t.Fatalf("empty channel state written: %v, %v", h, err)
 	}
 }
@@ -57,7 +63,7 @@ func TestChannelStateRoundTrip(t *testing.T) {
 func TestChannelStateRefusesRescale(t *testing.T) {
 	h, err := WriteChannelState(t.TempDir(), "sum", 0, &weirv1.ChannelStateSnapshot{
 		Inputs: []*weirv1.InputChannelState{{Batches: []*weirv1.InFlightBatch{InFlightBatch([]sdk.Record{{Key: []byte("k")}})}}},
-	})
+	}, storage.DefaultInlineThreshold)
 	if err != nil {
 		t.Fatal(err)
 	}

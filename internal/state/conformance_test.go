@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/weirproject/weir/internal/keygroup"
+	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -18,12 +19,19 @@ type backendKind struct {
 	name        string
 	kind        weirv1.StateBackendConfig_Backend
 	incremental bool
+	// inline is Config.InlineThreshold: the suite's state is small, so
+	// with the default every exclusive handle is inline, with 0 a file.
+	inline int
 }
 
+// The first three write files (tests pick kinds[2] for incremental).
 var kinds = []backendKind{
-	{"heap", weirv1.StateBackendConfig_BACKEND_HEAP, false},
-	{"pebble", weirv1.StateBackendConfig_BACKEND_PEBBLE, false},
-	{"pebble-incremental", weirv1.StateBackendConfig_BACKEND_PEBBLE, true},
+	{"heap", weirv1.StateBackendConfig_BACKEND_HEAP, false, 0},
+	{"pebble", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, 0},
+	{"pebble-incremental", weirv1.StateBackendConfig_BACKEND_PEBBLE, true, 0},
+	{"heap-inline", weirv1.StateBackendConfig_BACKEND_HEAP, false, storage.DefaultInlineThreshold},
+	{"pebble-inline", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, storage.DefaultInlineThreshold},
+	{"pebble-incremental-inline", weirv1.StateBackendConfig_BACKEND_PEBBLE, true, storage.DefaultInlineThreshold},
 }
 
 func newBackend(t *testing.T, k backendKind, shared string, parallelism, subtask int) Backend {
@@ -31,7 +39,7 @@ func newBackend(t *testing.T, k backendKind, shared string, parallelism, subtask
 	b, err := New(Config{
 		Kind: k.kind, Incremental: k.incremental, MaxParallelism: confMaxP,
 		KeyGroups: keygroup.RangeFor(confMaxP, parallelism, subtask),
-		LocalDir:  t.TempDir(), SharedDir: shared,
+		LocalDir:  t.TempDir(), SharedDir: shared, InlineThreshold: k.inline,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +293,19 @@ func TestConformanceSnapshotRestoreRescale(t *testing.T) {
 						}
 					} else if len(prev[0].GetSharedFiles()) == 0 {
 						t.Fatal("incremental snapshot has no files")
+					}
+					for _, st := range prev {
+						for _, h := range []*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState()} {
+							if h != nil && (h.GetPath() == "") != (k.inline > 0) {
+								t.Fatalf("inline threshold %d, handle %v", k.inline, h)
+							}
+						}
+						// Later checkpoints reference these by path.
+						for _, h := range st.GetSharedFiles() {
+							if h.GetPath() == "" || len(h.GetInlineData()) > 0 {
+								t.Fatalf("native file inlined: %v", h)
+							}
+						}
 					}
 					got, offsets, _ := restoreAll(t, k, prev, shared, newP, n)
 					if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -27,6 +27,8 @@ type Heap struct {
 	// snapshot copies the per-key maps, as Put changes them in place.
 	maps  map[string]map[string]map[string][]byte
 	lists operatorLists
+	// inline is Config.InlineThreshold.
+	inline int
 }
 
 var _ Backend = (*Heap)(nil)
@@ -170,6 +172,7 @@ type Snapshot struct {
 	values         map[string]map[string][]byte
 	maps           map[string]map[string]map[string][]byte
 	lists          map[string]listState
+	inline         int
 }
 
 // Snapshot takes the synchronous part of a checkpoint.
@@ -180,6 +183,7 @@ func (h *Heap) Snapshot() *Snapshot {
 		values:         make(map[string]map[string][]byte, len(h.values)),
 		maps:           make(map[string]map[string]map[string][]byte, len(h.maps)),
 		lists:          h.lists.copy(),
+		inline:         h.inline,
 	}
 	for name, m := range h.values {
 		c := make(map[string][]byte, len(m))
@@ -213,15 +217,15 @@ func (s *Snapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.
 	}
 	prefix := filePrefix(dir, vertex, subtask)
 	if keyed := s.keyedSnapshot(); len(keyed.KeyGroups) > 0 {
-		n, err := storage.WriteProto(prefix+".keyed", keyed)
+		h, err := storage.WriteHandle(prefix+".keyed", keyed, s.inline)
 		if err != nil {
 			return nil, fmt.Errorf("state: write keyed state: %w", err)
 		}
-		st.KeyedState = &weirv1.StateHandle{Path: prefix + ".keyed", Size: n}
-		st.StateSize += n
+		st.KeyedState = h
+		st.StateSize += h.GetSize()
 	}
 	st.CheckpointedSize = st.StateSize
-	if err := writeOperator(st, prefix, s.lists); err != nil {
+	if err := writeOperator(st, prefix, s.lists, s.inline); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -274,7 +278,9 @@ func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
 func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
 	for _, st := range prev {
 		err := readKeyed(st, h.maxParallelism, "", h.keyGroups.Contains, func(e entry) error {
-			// The entry's slices may be reused by the reader: keep copies.
+			if !e.owned {
+				e.value = bytes.Clone(e.value)
+			}
 			if e.kind == weirv1.KeyedStateEntry_KIND_MAP {
 				m, ok := h.maps[e.state]
 				if !ok {
@@ -286,7 +292,7 @@ func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) er
 					um = map[string][]byte{}
 					m[string(e.key)] = um
 				}
-				um[string(e.userKey)] = bytes.Clone(e.value)
+				um[string(e.userKey)] = e.value
 				return nil
 			}
 			m, ok := h.values[e.state]
@@ -294,7 +300,7 @@ func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) er
 				m = map[string][]byte{}
 				h.values[e.state] = m
 			}
-			m[string(e.key)] = bytes.Clone(e.value)
+			m[string(e.key)] = e.value
 			return nil
 		})
 		if err != nil {

@@ -356,14 +356,14 @@ func (s *pebbleCanonical) Write(dir, vertex string, subtask, parallelism int) (*
 	// Entries are in (state, key) order within a group, as the heap writes them.
 	prefix := filePrefix(dir, vertex, subtask)
 	if len(out.KeyGroups) > 0 {
-		n, err := storage.WriteProto(prefix+".keyed", out)
+		h, err := storage.WriteHandle(prefix+".keyed", out, s.p.cfg.InlineThreshold)
 		if err != nil {
 			return nil, fmt.Errorf("state: write keyed state: %w", err)
 		}
-		st.KeyedState = &weirv1.StateHandle{Path: prefix + ".keyed", Size: n}
-		st.StateSize, st.CheckpointedSize = n, n
+		st.KeyedState = h
+		st.StateSize, st.CheckpointedSize = h.GetSize(), h.GetSize()
 	}
-	if err := writeOperator(st, prefix, s.lists); err != nil {
+	if err := writeOperator(st, prefix, s.lists, s.p.cfg.InlineThreshold); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -453,7 +453,7 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 		st.StateSize += n
 		st.CheckpointedSize += n
 	}
-	if err := writeOperator(st, prefix, s.lists); err != nil {
+	if err := writeOperator(st, prefix, s.lists, s.p.cfg.InlineThreshold); err != nil {
 		return nil, err
 	}
 	s.p.mu.Lock()

@@ -146,6 +146,49 @@ func WriteProto(path string, m proto.Message) (int64, error) {
 	return int64(len(data)), nil
 }
 
+// DefaultInlineThreshold is Flink's default state.storage.fs.memory-threshold:
+// below it, a file's create, write and fsync cost more than its bytes do in
+// the acknowledgement and the _metadata file, which is fsynced anyway.
+const DefaultInlineThreshold = 20 << 10
+
+// WriteHandle marshals m and returns a handle carrying it inline when it is
+// smaller than inlineThreshold bytes (0 never inlines); otherwise it writes
+// it to path as WriteProto does and returns a handle to the file.
+func WriteHandle(path string, m proto.Message, inlineThreshold int) (*weirv1.StateHandle, error) {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// An empty message would make an inline handle that looks like none.
+	if len(data) > 0 && len(data) < inlineThreshold {
+		return &weirv1.StateHandle{InlineData: data, Size: int64(len(data))}, nil
+	}
+	if err := writeFileAtomic(path, data); err != nil {
+		return nil, err
+	}
+	return &weirv1.StateHandle{Path: path, Size: int64(len(data))}, nil
+}
+
+// HasState reports whether h holds state, inline or in a file.
+func HasState(h *weirv1.StateHandle) bool {
+	return h.GetPath() != "" || len(h.GetInlineData()) > 0
+}
+
+// ReadHandle reads what WriteHandle or WriteProto wrote into m, from the
+// handle's inline bytes or its file.
+func ReadHandle(h *weirv1.StateHandle, m proto.Message) error {
+	if data := h.GetInlineData(); len(data) > 0 {
+		if err := proto.Unmarshal(data, m); err != nil {
+			return fmt.Errorf("storage: decode inline state: %w", err)
+		}
+		return nil
+	}
+	if h.GetPath() == "" {
+		return errors.New("storage: empty state handle")
+	}
+	return ReadProto(h.GetPath(), m)
+}
+
 // writeFileAtomic writes data to path through a temporary file, fsyncs it
 // and renames it into place. On failure the temporary file is removed.
 func writeFileAtomic(path string, data []byte) (err error) {
@@ -193,7 +236,8 @@ func Discard(dir string) error {
 	return nil
 }
 
-// DiscardHandles deletes the exclusive files a subtask acknowledged. Used for
+// DiscardHandles deletes the exclusive files a subtask acknowledged (inline
+// handles have none). Used for
 // acks that arrive for a checkpoint that no longer exists.
 func DiscardHandles(st *weirv1.SubtaskState) error {
 	var errs []error

@@ -231,6 +231,67 @@ func TestWriteProtoAtomic(t *testing.T) {
 	}
 }
 
+// State below the threshold travels inline and leaves no file; at or
+// above it, or with the threshold 0, it is a file. ReadHandle reads both.
+func TestWriteHandleInlineThreshold(t *testing.T) {
+	m := &weirv1.KeyGroupRange{Start: 1, End: 1000}
+	size := proto.Size(m)
+	tests := []struct {
+		name      string
+		threshold int
+		inline    bool
+	}{
+		{"disabled", 0, false},
+		{"below", size + 1, true},
+		{"at", size, false},
+		{"above", size - 1, false},
+		{"default", DefaultInlineThreshold, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "s.keyed")
+			h, err := WriteHandle(path, m, tc.threshold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.GetSize() != int64(size) || !HasState(h) || h.GetShared() {
+				t.Fatalf("handle %v, want size %d", h, size)
+			}
+			files := names(t, dir)
+			if tc.inline {
+				if h.GetPath() != "" || len(h.GetInlineData()) != size || len(files) != 0 {
+					t.Fatalf("handle %v, files %q: want inline and no file", h, files)
+				}
+			} else if h.GetPath() != path || len(h.GetInlineData()) != 0 || !slices.Equal(files, []string{"s.keyed"}) {
+				t.Fatalf("handle %v, files %q: want the file only", h, files)
+			}
+			got := &weirv1.KeyGroupRange{}
+			if err := ReadHandle(h, got); err != nil || !proto.Equal(got, m) {
+				t.Fatalf("ReadHandle = %v, %v; want %v", got, err, m)
+			}
+			// Nothing of an inline handle is a file to delete.
+			if err := DiscardHandles(&weirv1.SubtaskState{KeyedState: h}); err != nil || len(names(t, dir)) != 0 {
+				t.Fatalf("DiscardHandles: %v, left %q", err, names(t, dir))
+			}
+		})
+	}
+	// An empty message is never inlined: its handle would look like none.
+	h, err := WriteHandle(filepath.Join(t.TempDir(), "empty"), &weirv1.KeyGroupRange{}, DefaultInlineThreshold)
+	if err != nil || h.GetPath() == "" {
+		t.Fatalf("empty message: %v, %v", h, err)
+	}
+	if HasState(nil) || HasState(&weirv1.StateHandle{Size: 3}) {
+		t.Fatal("HasState of a handle with neither path nor bytes")
+	}
+	if err := ReadHandle(&weirv1.StateHandle{}, &weirv1.KeyGroupRange{}); err == nil {
+		t.Fatal("ReadHandle of an empty handle succeeded")
+	}
+	if err := ReadHandle(&weirv1.StateHandle{InlineData: []byte{0xff, 0xff}}, &weirv1.KeyGroupRange{}); err == nil {
+		t.Fatal("ReadHandle of garbage inline bytes succeeded")
+	}
+}
+
 func TestWriteProtoErrors(t *testing.T) {
 	dir := t.TempDir()
 	// Into a directory that does not exist: an error, nothing left behind.

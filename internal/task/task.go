@@ -45,6 +45,9 @@ type Config struct {
 	// StateDir is where an embedded state backend keeps its local files
 	// (the TaskManager's working directory); os.TempDir when empty.
 	StateDir string
+	// InlineThreshold is state.Config.InlineThreshold (0: every handle is
+	// a file).
+	InlineThreshold int
 	// OnRunning is called once the subtask is connected and about to process.
 	OnRunning func()
 	// OnEndOfInput is called once the subtask received all its input.
@@ -185,12 +188,13 @@ func New(cfg Config) (*Task, error) {
 	maxP, p, i := int(d.GetMaxParallelism()), int(d.GetParallelism()), int(a.GetSubtaskIndex())
 	sb := d.GetStateBackend()
 	t.backend, err = state.New(state.Config{
-		Kind:           sb.GetBackend(),
-		Incremental:    sb.GetIncremental() || d.GetCheckpointOptions().GetIncremental(),
-		MaxParallelism: maxP,
-		KeyGroups:      keygroup.RangeFor(maxP, p, i),
-		LocalDir:       cfg.StateDir,
-		SharedDir:      filepath.Join(storage.Storage{Dir: d.GetCheckpointDir()}.JobDir(a.GetJobId()), "shared"),
+		Kind:            sb.GetBackend(),
+		Incremental:     sb.GetIncremental() || d.GetCheckpointOptions().GetIncremental(),
+		MaxParallelism:  maxP,
+		KeyGroups:       keygroup.RangeFor(maxP, p, i),
+		LocalDir:        cfg.StateDir,
+		SharedDir:       filepath.Join(storage.Storage{Dir: d.GetCheckpointDir()}.JobDir(a.GetJobId()), "shared"),
+		InlineThreshold: cfg.InlineThreshold,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("task: state backend: %w", err)
@@ -888,7 +892,7 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap state.StateSnapsh
 			return // declined by the mailbox, or the subtask stopped
 		}
 		stats.alignment, stats.processed, stats.persisted, stats.unaligned = rec.alignment, rec.processed, rec.bytes, rec.unaligned
-		h, err := state.WriteChannelState(dir, vertex, subtask, rec.snapshot(t.desc))
+		h, err := state.WriteChannelState(dir, vertex, subtask, rec.snapshot(t.desc), t.cfg.InlineThreshold)
 		if err != nil {
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
 			return

@@ -54,6 +54,13 @@ type Config struct {
 	// <os temp dir>/weir-<id> when empty. Leftovers of an earlier run with
 	// the same directory are removed at start.
 	StateDir string
+	// StateInlineThreshold: a subtask's keyed, operator or channel state
+	// smaller than this many bytes goes inline into its acknowledgement
+	// and the checkpoint's _metadata instead of a file of its own (Flink's
+	// state.storage.fs.memory-threshold); 0 writes every file. The
+	// --state-inline-threshold flag defaults to
+	// storage.DefaultInlineThreshold.
+	StateInlineThreshold int
 }
 
 // Validate checks the configuration and fills defaults.
@@ -369,7 +376,8 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 	t, err := task.New(task.Config{
 		Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
 		Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
-		OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
+		InlineThreshold: s.cfg.StateInlineThreshold,
+		OnRunning:       func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
 		OnEndOfInput: func() {
 			s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
 		},

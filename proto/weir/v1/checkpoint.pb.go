@@ -71,13 +71,19 @@ func (KeyedStateEntry_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_weir_v1_checkpoint_proto_rawDescGZIP(), []int{6, 0}
 }
 
-// StateHandle points at one file in checkpoint storage.
+// StateHandle points at one file in checkpoint storage, or carries state
+// small enough to travel inline (Flink's state.storage.fs.memory-threshold).
 type StateHandle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Size  int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// path is empty for inline state.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size int64  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
 	// shared marks an incremental file referenced by several checkpoints.
-	Shared        bool `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"`
+	// inline_data is the state itself when it was below the TaskManager's
+	// inline threshold: it goes into the acknowledgement and the checkpoint's
+	// _metadata instead of a file of its own. Never set with path.
+	InlineData    []byte `protobuf:"bytes,4,opt,name=inline_data,json=inlineData,proto3" json:"inline_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +137,13 @@ func (x *StateHandle) GetShared() bool {
 		return x.Shared
 	}
 	return false
+}
+
+func (x *StateHandle) GetInlineData() []byte {
+	if x != nil {
+		return x.InlineData
+	}
+	return nil
 }
 
 // KeyGroupRange is the inclusive range of key groups a subtask owned.
@@ -1194,11 +1207,13 @@ var File_weir_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_weir_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"\x18weir/v1/checkpoint.proto\x12\aweir.v1\x1a\x14weir/v1/common.proto\"M\n" +
+	"\x18weir/v1/checkpoint.proto\x12\aweir.v1\x1a\x14weir/v1/common.proto\"n\n" +
 	"\vStateHandle\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06shared\x18\x03 \x01(\bR\x06shared\"7\n" +
+	"\x06shared\x18\x03 \x01(\bR\x06shared\x12\x1f\n" +
+	"\vinline_data\x18\x04 \x01(\fR\n" +
+	"inlineData\"7\n" +
 	"\rKeyGroupRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x05R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x05R\x03end\"\xd8\x03\n" +
