@@ -121,6 +121,9 @@ type Task struct {
 	outTO *outputTimeout
 	// bpSince is when the output became unavailable; zero when it is.
 	bpSince time.Time
+	// backoffUntil is when a source that asked to back off wants to emit
+	// again.
+	backoffUntil time.Time
 	// endOfInput: no more records will come; acks say so, and the job's
 	// final checkpoint is one every subtask took after its end of input.
 	endOfInput bool
@@ -394,6 +397,16 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 	}
 	t.collectBlocked()
 	if !t.outputAvailable() {
+		if t.src != nil && now.Before(t.backoffUntil) {
+			// A source that asked to wait would not emit anyway: a full
+			// output does not hold it back until its backoff ends. (Flink
+			// counts back-pressure only while a task needs a buffer.)
+			t.markBackpressured(now, false)
+			if w := t.backoffUntil.Sub(now); wait == 0 || w < wait {
+				wait = w
+			}
+			return true, wait, t.flush(now)
+		}
 		t.markBackpressured(now, true)
 		// Partly filled batches still go to the consumers that have room.
 		return true, wait, t.flush(now)
@@ -410,8 +423,11 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 		return false, 0, nil
 	}
 	// Idle: send what is batched so latency does not wait for a full buffer.
-	if backoff > 0 && (wait == 0 || backoff < wait) {
-		wait = backoff
+	if backoff > 0 {
+		t.backoffUntil = now.Add(backoff)
+		if wait == 0 || backoff < wait {
+			wait = backoff
+		}
 	}
 	return true, wait, t.flush(now)
 }
