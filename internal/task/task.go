@@ -428,6 +428,13 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 		if wait == 0 || backoff < wait {
 			wait = backoff
 		}
+		// A source that emits again within the flush interval keeps
+		// batching until the interval is up, as a busy one does: flushing
+		// at every pause of a rate-limited source sends a message per
+		// record and fills the consumers' credit windows.
+		if backoff < t.cfg.FlushInterval && now.Sub(t.lastFlush) < t.cfg.FlushInterval {
+			return true, wait, nil
+		}
 	}
 	return true, wait, t.flush(now)
 }
