@@ -221,6 +221,9 @@ func (s *Server) UpdateTaskExecutionState(_ context.Context, req *weirv1.UpdateT
 		}
 		return &weirv1.UpdateTaskExecutionStateResponse{}, nil
 	}
+	if l := req.GetFinalLoad(); l != nil && req.GetState() == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
+		j.setFinalLoad(req.GetAttempt(), l)
+	}
 	if !j.updateTask(req.GetAttempt(), req.GetState(), req.GetFailureCause()) {
 		return nil, status.Errorf(codes.NotFound, "jobmanager: job %s has no subtask attempt %s/%d/%d", j.id,
 			req.GetAttempt().GetVertex(), req.GetAttempt().GetSubtaskIndex(), req.GetAttempt().GetAttempt())

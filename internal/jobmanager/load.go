@@ -42,13 +42,26 @@ func (l *subtaskLoads) get(a *weirv1.ExecutionAttemptID) *weirv1.SubtaskInfo_Loa
 	return l.m[loadKey(a)]
 }
 
-// load is the latest load reported for a running execution. A stopped one
-// has none, even while its lost TaskManager still holds its last report.
+// load is the latest load reported for a running execution, or the
+// totals a finished one reported last. Any other stopped one has none,
+// even while its lost TaskManager still holds its last report.
 func (e *execution) load() *weirv1.SubtaskInfo_Load {
+	if e.state == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
+		return e.finalLoad
+	}
 	if e.state != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || e.tm == nil {
 		return nil
 	}
 	return e.tm.loads.get(e.attempt)
+}
+
+// setFinalLoad keeps the totals a subtask reported as it finished.
+func (j *jobMaster) setFinalLoad(a *weirv1.ExecutionAttemptID, l *weirv1.SubtaskInfo_Load) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if e := j.findLocked(a); e != nil && !e.terminal() {
+		e.finalLoad = l
+	}
 }
 
 // addVertexLoad fills v's load from its subtasks' loads: records, times and

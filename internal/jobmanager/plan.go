@@ -17,6 +17,8 @@ type execution struct {
 	failure string
 	// endOfInput: the subtask received all its input.
 	endOfInput bool
+	// finalLoad is what a FINISHED subtask reported last.
+	finalLoad *weirv1.SubtaskInfo_Load
 }
 
 func (e *execution) terminal() bool {

@@ -166,3 +166,36 @@ vertices:
 		}
 	})
 }
+
+// TestFinishedVertexKeepsItsTotals runs a bounded job to the end: its
+// vertices' record counts stay complete after the subtasks stopped sending
+// heartbeats, from the totals each reported as it finished.
+func TestFinishedVertexKeepsItsTotals(t *testing.T) {
+	c := startCluster(t)
+	job := c.submit(`name: bounded
+checkpointing: {interval: 100ms}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 2, config: {count: 2000, keys: 4}}
+  - {name: sum, operator: keyed-sum, parallelism: 2, inputs: [{from: source, partition: hash}]}
+  - {name: sink, operator: file-sink, parallelism: 2, inputs: [{from: sum, partition: forward}], config: {path: ` + fmt.Sprintf("%q", t.TempDir()) + `}}
+`)
+	c.waitJobState(job, "FINISHED")
+	for _, v := range arr(t, "vertices", c.get("/jobs/"+job, http.StatusOK)["vertices"]) {
+		vm := obj(t, "vertex", v)
+		m := obj(t, "metrics", vm["metrics"])
+		if m["read-records-complete"] != true || m["write-records-complete"] != true {
+			t.Errorf("vertex %v of the finished job: metrics %v, want complete", vm["name"], m)
+		}
+		in, out := num(t, "read-records", m["read-records"]), num(t, "write-records", m["write-records"])
+		switch vm["name"] {
+		case "source":
+			if out != 2000 {
+				t.Errorf("source wrote %d records, want 2000", out)
+			}
+		case "sink":
+			if in != 2000 {
+				t.Errorf("sink read %d records, want 2000", in)
+			}
+		}
+	}
+}

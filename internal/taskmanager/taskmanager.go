@@ -411,7 +411,15 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		close(r.done)
 		switch {
 		case err == nil:
-			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FINISHED, "")
+			req := &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_FINISHED, TaskmanagerId: s.cfg.ID}
+			if l, ok := t.Load(time.Now()); ok {
+				req.FinalLoad = &weirv1.SubtaskInfo_Load{
+					RecordsIn: l.RecordsIn, RecordsOut: l.RecordsOut, IdleMs: l.Idle.Milliseconds(),
+					BackpressuredMs: l.Backpressured.Milliseconds(), BusyMs: l.Busy.Milliseconds(), TimestampMs: time.Now().UnixMilli(),
+					IdleMsPerSecond: 1000, // it does nothing any more
+				}
+			}
+			s.send(req)
 		case cancelled:
 			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 		default:

@@ -416,7 +416,11 @@ type UpdateTaskExecutionStateRequest struct {
 	TaskmanagerId string                 `protobuf:"bytes,4,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
 	// end_of_input: a running subtask received all its input (a source emitted
 	// its last record); once all have, the JobManager takes the final checkpoint.
-	EndOfInput    bool `protobuf:"varint,5,opt,name=end_of_input,json=endOfInput,proto3" json:"end_of_input,omitempty"`
+	EndOfInput bool `protobuf:"varint,5,opt,name=end_of_input,json=endOfInput,proto3" json:"end_of_input,omitempty"`
+	// final_load is a FINISHED subtask's totals (records, busy, idle and
+	// back-pressured time), so its vertex's figures stay complete after it
+	// stopped sending heartbeats.
+	FinalLoad     *SubtaskInfo_Load `protobuf:"bytes,6,opt,name=final_load,json=finalLoad,proto3" json:"final_load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +488,13 @@ func (x *UpdateTaskExecutionStateRequest) GetEndOfInput() bool {
 		return x.EndOfInput
 	}
 	return false
+}
+
+func (x *UpdateTaskExecutionStateRequest) GetFinalLoad() *SubtaskInfo_Load {
+	if x != nil {
+		return x.FinalLoad
+	}
+	return nil
 }
 
 type UpdateTaskExecutionStateResponse struct {
@@ -781,14 +792,16 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1e\n" +
 	"\n" +
 	"reregister\x18\x01 \x01(\bR\n" +
-	"reregister\"\xf5\x01\n" +
+	"reregister\"\xaf\x02\n" +
 	"\x1fUpdateTaskExecutionStateRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.weir.v1.ExecutionStateR\x05state\x12#\n" +
 	"\rfailure_cause\x18\x03 \x01(\tR\ffailureCause\x12%\n" +
 	"\x0etaskmanager_id\x18\x04 \x01(\tR\rtaskmanagerId\x12 \n" +
 	"\fend_of_input\x18\x05 \x01(\bR\n" +
-	"endOfInput\"\"\n" +
+	"endOfInput\x128\n" +
+	"\n" +
+	"final_load\x18\x06 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\tfinalLoad\"\"\n" +
 	" UpdateTaskExecutionStateResponse\"\xff\x01\n" +
 	"\x1cAcknowledgeCheckpointRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
@@ -855,27 +868,28 @@ var file_weir_v1_gateway_proto_depIdxs = []int32{
 	14, // 5: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
 	12, // 6: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
 	15, // 7: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
-	12, // 8: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 9: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
-	17, // 10: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	12, // 11: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	18, // 12: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
-	17, // 13: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	0,  // 14: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
-	2,  // 15: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
-	6,  // 16: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
-	8,  // 17: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
-	10, // 18: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
-	1,  // 19: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
-	5,  // 20: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
-	7,  // 21: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
-	9,  // 22: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
-	11, // 23: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	13, // 8: weir.v1.UpdateTaskExecutionStateRequest.final_load:type_name -> weir.v1.SubtaskInfo.Load
+	12, // 9: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 10: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
+	17, // 11: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	12, // 12: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	18, // 13: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
+	17, // 14: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	0,  // 15: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
+	2,  // 16: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
+	6,  // 17: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
+	8,  // 18: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
+	10, // 19: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
+	1,  // 20: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
+	5,  // 21: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
+	7,  // 22: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
+	9,  // 23: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
+	11, // 24: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_gateway_proto_init() }
