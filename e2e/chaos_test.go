@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/poll"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -244,20 +245,5 @@ func (c *cluster) client() (weirv1.ClientServiceClient, context.Context) {
 // waitForFast is waitFor polling every 10ms.
 func (c *cluster) waitForFast(timeout time.Duration, what string, cond func() (bool, error)) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			c.t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	poll.UntilNoError(c.t, timeout, 10*time.Millisecond, what, cond)
 }

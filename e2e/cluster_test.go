@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/poll"
 )
 
 // binDir holds the binaries built once for the whole package.
@@ -237,22 +239,7 @@ func (c *cluster) weirJSON(v any, args ...string) error {
 // CLI, so polling the state a user would see is the event.
 func (c *cluster) waitFor(timeout time.Duration, what string, cond func() (bool, error)) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			c.t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	poll.UntilNoError(c.t, timeout, 100*time.Millisecond, what, cond)
 }
 
 type jobJSON struct {

@@ -39,23 +39,7 @@ func TestStopWithSavepointAndResume(t *testing.T) {
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
 
-	first := c.submit(spec)
-	c.waitFor(time.Minute, "two checkpoints", func() (bool, error) {
-		n, err := c.checkpointsCompleted(first)
-		return n >= 2, err
-	})
-	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", filepath.Join(c.dir, "savepoints"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := strings.Fields(string(stopped))
-	if len(fields) != 2 {
-		t.Fatalf("job stop printed %q, want ID and path", stopped)
-	}
-	savepoint := fields[1]
-	if job := c.waitJob(first, time.Minute); job.State != "FINISHED" {
-		t.Fatalf("stopped job ended %s: %s", job.State, job.FailureCause)
-	}
+	savepoint := c.runThenStop(spec)
 	lines, err := check.ReadCommitted(out)
 	if err != nil {
 		t.Fatal(err)
@@ -176,19 +160,7 @@ func TestRescaleFromSavepoint(t *testing.T) {
 	c := startCluster(t, 3)
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
-	first := c.submit(spec)
-	c.waitFor(time.Minute, "two checkpoints", func() (bool, error) {
-		n, err := c.checkpointsCompleted(first)
-		return n >= 2, err
-	})
-	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", filepath.Join(c.dir, "savepoints"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	savepoint := strings.Fields(string(stopped))[1]
-	if job := c.waitJob(first, time.Minute); job.State != "FINISHED" {
-		t.Fatalf("stopped job ended %s: %s", job.State, job.FailureCause)
-	}
+	savepoint := c.runThenStop(spec)
 	b, err := os.ReadFile(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -208,4 +180,27 @@ func TestRescaleFromSavepoint(t *testing.T) {
 	if err := check.RunningSum(lines, count, keys); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runThenStop submits spec, lets it complete two checkpoints, stops it with
+// a savepoint and returns the savepoint's path once the job FINISHED.
+func (c *cluster) runThenStop(spec string) string {
+	c.t.Helper()
+	first := c.submit(spec)
+	c.waitFor(time.Minute, "two checkpoints", func() (bool, error) {
+		n, err := c.checkpointsCompleted(first)
+		return n >= 2, err
+	})
+	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", filepath.Join(c.dir, "savepoints"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fields := strings.Fields(string(stopped))
+	if len(fields) != 2 {
+		c.t.Fatalf("job stop printed %q, want ID and path", stopped)
+	}
+	if job := c.waitJob(first, time.Minute); job.State != "FINISHED" {
+		c.t.Fatalf("stopped job ended %s: %s", job.State, job.FailureCause)
+	}
+	return fields[1]
 }

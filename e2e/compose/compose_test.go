@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/poll"
 )
 
 const (
@@ -516,19 +517,12 @@ func (c *cluster) waitForCheckpointAfter(ctx context.Context, jobID string, id i
 
 func (c *cluster) waitFor(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
 	c.t.Helper()
-	deadline := time.Now().Add(limit)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	poll.Until(c.t, limit, time.Second, what, func() (bool, string) {
+		if ctx.Err() != nil {
+			c.t.Fatalf("waiting for %s: %v", what, ctx.Err())
 		}
-		last = state
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			c.t.Fatalf("timed out after %s waiting for %s (last: %s)", limit, what, last)
-		}
-		time.Sleep(time.Second)
-	}
+		return cond()
+	})
 }
 
 func getJSON(ctx context.Context, u string, v any) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/restapi"
 	"github.com/weirproject/weir/internal/taskmanager"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -177,17 +178,7 @@ func (c *cluster) get(path string, want int) map[string]any {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, timeout, 20*time.Millisecond, what, cond)
 }
 
 func requireKeys(t *testing.T, where string, m map[string]any, keys ...string) {

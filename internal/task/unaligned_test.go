@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/poll"
 )
 
 // waitFor polls cond: back-pressure has no event to wait for, so the test
@@ -16,15 +17,7 @@ import (
 // the metric.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	poll.Until(t, 30*time.Second, 10*time.Millisecond, what, func() (bool, string) { return cond(), "" })
 }
 
 func describeResult(mode string, r ckptResult) string {

@@ -32,6 +32,7 @@ import (
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/taskmanager"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -143,13 +144,7 @@ func (c *cluster) post(path, body string) map[string]any {
 
 func (c *cluster) waitFor(timeout time.Duration, what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(c.t, timeout, 100*time.Millisecond, what, func() (bool, string) { return cond(), "" })
 }
 
 func spec(name, sinkDir, checkpointing string) string {
@@ -184,24 +179,22 @@ func (c *cluster) submit(spec string) string {
 // retrying while the job's tasks are still starting.
 func (c *cluster) checkpoint(job string) {
 	c.t.Helper()
-	var last any
-	c.waitFor(60*time.Second, "a completed checkpoint", func() bool {
+	poll.Until(c.t, 60*time.Second, 100*time.Millisecond, "a completed checkpoint", func() (bool, string) {
 		tid := c.post("/jobs/"+job+"/checkpoints", "{}")["request-id"].(string)
-		for {
+		var op map[string]any
+		poll.Until(c.t, 30*time.Second, 50*time.Millisecond, "checkpoint operation "+tid, func() (bool, string) {
 			var st map[string]any
 			if err := c.getJSON("/jobs/"+job+"/checkpoints/"+tid, &st); err != nil {
 				c.t.Fatal(err)
 			}
-			if s, _ := st["status"].(map[string]any); s["id"] != "COMPLETED" {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			op, _ := st["operation"].(map[string]any)
-			last = op["failureCause"]
-			return last == nil
-		}
+			s, _ := st["status"].(map[string]any)
+			op, _ = st["operation"].(map[string]any)
+			return s["id"] == "COMPLETED", fmt.Sprint(s["id"])
+		})
+		// A checkpoint triggered while the tasks still start fails; the
+		// next attempt is made.
+		return op["failureCause"] == nil, fmt.Sprint(op["failureCause"])
 	})
-	_ = last
 }
 
 func (c *cluster) checkpoints(job string) map[string]any {
