@@ -11,6 +11,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require go.etcd.io/gofail v0.2.0
+
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect

@@ -33,7 +33,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	args := []string{"build", "-o", dir}
+	// The daemons get the fault points (internal/fault): tests set them
+	// per process through GOFAIL_FAILPOINTS; unset, they cost nothing.
+	args := []string{"build", "-tags", "failpoints", "-o", dir}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

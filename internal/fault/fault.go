@@ -1,0 +1,58 @@
+// Package fault holds Weir's fault points: named places on the path of a
+// checkpoint where a test can make the process crash, fail or stall.
+//
+// Fault points cost nothing in production: normal builds compile Point to
+// a function that returns nil. Builds with the failpoints tag (make test,
+// the end-to-end tests and make chaos build the daemons that way) evaluate
+// them with go.etcd.io/gofail's runtime, the failpoint library etcd uses,
+// so they are set the way etcd's are:
+//
+//   - at start, from the environment:
+//     GOFAIL_FAILPOINTS='sinkBeforeCommit=1*return("crash");taskBeforeAck=sleep(500)'
+//   - while running, over HTTP when GOFAIL_HTTP=127.0.0.1:PORT is set:
+//     curl -X PUT -d 'return("error")' http://127.0.0.1:PORT/jmAfterStoreBeforeNotify
+//   - in a test of the same process, with Enable and Disable.
+//
+// A point's terms pick the fault: return("crash") kills the process with
+// SIGKILL on the spot (no deferred function, no flush: a power cut as the
+// process sees it); return("error") (or any other value) makes Point return
+// an error wrapping ErrInjected; sleep(ms) delays the caller; gofail's
+// modifiers apply (2*return("crash") fires twice, 10%return("error") in one
+// call of ten). Every firing is logged before it acts.
+package fault
+
+import "errors"
+
+// ErrInjected is the error a fault point returns when told to fail.
+var ErrInjected = errors.New("fault: injected failure")
+
+// The fault points, in the order a checkpoint meets them.
+const (
+	// TaskBeforeAck: a subtask took its snapshot (synchronous and
+	// asynchronous parts) and is about to acknowledge it.
+	TaskBeforeAck = "taskBeforeAck"
+	// IncrementalUpload: an incremental checkpoint is uploading its new
+	// shared files (fires between two files).
+	IncrementalUpload = "incrementalUpload"
+	// JMAfterMetadataBeforeStore: the JobManager wrote a checkpoint's
+	// _metadata and has not yet added it to the completed-checkpoint store.
+	JMAfterMetadataBeforeStore = "jmAfterMetadataBeforeStore"
+	// JMAfterStoreBeforeNotify: the checkpoint is in the store; no
+	// NotifyCheckpointComplete has been sent yet.
+	JMAfterStoreBeforeNotify = "jmAfterStoreBeforeNotify"
+	// SinkBeforeCommit: a NotifyCheckpointComplete reached a sink, which
+	// has not started to commit.
+	SinkBeforeCommit = "sinkBeforeCommit"
+	// SinkMidCommit: a sink committed part of what the checkpoint covers
+	// (fires between two committed pieces).
+	SinkMidCommit = "sinkMidCommit"
+	// RestoreDownload: a subtask is reading its state back from checkpoint
+	// storage on restore (fires between two files).
+	RestoreDownload = "restoreDownload"
+)
+
+// Points lists every fault point.
+var Points = []string{
+	TaskBeforeAck, IncrementalUpload, JMAfterMetadataBeforeStore, JMAfterStoreBeforeNotify,
+	SinkBeforeCommit, SinkMidCommit, RestoreDownload,
+}

@@ -1,0 +1,60 @@
+//go:build failpoints
+
+package fault
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"syscall"
+
+	gofail "go.etcd.io/gofail/runtime"
+)
+
+// Compiled says whether fault points are compiled in (the failpoints tag).
+const Compiled = true
+
+var points = map[string]*gofail.Failpoint{}
+
+func init() {
+	// Registering enables the points GOFAIL_FAILPOINTS names.
+	for _, name := range Points {
+		points[name] = gofail.NewFailpoint(name)
+	}
+}
+
+// Point evaluates the fault point name: it may sleep, kill the process,
+// or return an error wrapping ErrInjected.
+func Point(name string) error {
+	fp := points[name]
+	if fp == nil {
+		panic("fault: unknown fault point " + name)
+	}
+	v, err := fp.Acquire()
+	if err != nil {
+		return nil // disabled, or a sleep that already happened
+	}
+	if v == "crash" {
+		slog.Error("fault point fired: crashing", "fault_point", name)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+	slog.Warn("fault point fired: failing", "fault_point", name, "value", v)
+	return fmt.Errorf("%w at %s (%v)", ErrInjected, name, v)
+}
+
+// Enable sets a fault point's terms (gofail syntax), e.g. `1*return("error")`.
+func Enable(name, terms string) error {
+	if err := gofail.Enable(name, terms); err != nil {
+		return fmt.Errorf("fault: enable %s=%s: %w", name, terms, err)
+	}
+	return nil
+}
+
+// Disable turns a fault point off.
+func Disable(name string) error {
+	if err := gofail.Disable(name); err != nil && err != gofail.ErrDisabled {
+		return fmt.Errorf("fault: disable %s: %w", name, err)
+	}
+	return nil
+}
