@@ -2,6 +2,8 @@ package ha
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -12,6 +14,10 @@ type CompletedCheckpoint struct {
 	MetadataPath string
 	// Dir is the checkpoint's exclusive directory, discarded when subsumed.
 	Dir string
+	// Savepoint marks a synchronous savepoint (stop-with-savepoint): sinks
+	// committed on it, so it is a restore point like a checkpoint, but its
+	// files belong to the user and are never discarded when subsumed.
+	Savepoint bool
 }
 
 // StandaloneCounter hands out checkpoint IDs from memory, starting after
@@ -76,6 +82,24 @@ func (s *StandaloneStore) All(context.Context) ([]CompletedCheckpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]CompletedCheckpoint(nil), s.list...), nil
+}
+
+// RecoverReport returns the retained checkpoints that pass validate (nil
+// accepts all), oldest first, and the ones that did not.
+func (s *StandaloneStore) RecoverReport(_ context.Context, validate func(CompletedCheckpoint) error) (kept []CompletedCheckpoint, skipped []SkippedCheckpoint, err error) {
+	s.mu.Lock()
+	list := append([]CompletedCheckpoint(nil), s.list...)
+	s.mu.Unlock()
+	for _, cp := range list {
+		if validate != nil {
+			if verr := validate(cp); verr != nil {
+				skipped = append(skipped, SkippedCheckpoint{Key: strconv.FormatInt(cp.ID, 10), ID: cp.ID, Err: fmt.Errorf("invalid: %w", verr)})
+				continue
+			}
+		}
+		kept = append(kept, cp)
+	}
+	return kept, skipped, nil
 }
 
 // SetIfHigher makes the next ID at least v+1 (a job restored from

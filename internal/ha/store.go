@@ -18,7 +18,14 @@ type checkpointRecord struct {
 	ID           int64  `json:"id"`
 	MetadataPath string `json:"metadata_path"`
 	Dir          string `json:"dir,omitempty"`
+	Savepoint    bool   `json:"savepoint,omitempty"`
 }
+
+// ErrOutcomeUnknown is returned by a store write that may or may not have
+// been applied (the request timed out or the connection broke after it was
+// sent). The caller must neither treat the checkpoint as stored nor delete
+// its files: only reading the store again tells.
+var ErrOutcomeUnknown = errors.New("ha: outcome of the write unknown")
 
 // EtcdStore is the completed-checkpoint store of one job in etcd: one key
 // per retained checkpoint, named by its zero-padded ID, holding the path
@@ -107,7 +114,7 @@ func (s *EtcdStore) decode(kv *mvccpb.KeyValue) entry {
 	case rec.MetadataPath == "":
 		e.err = errors.New("value has no metadata path")
 	default:
-		e.cp = CompletedCheckpoint{ID: rec.ID, MetadataPath: rec.MetadataPath, Dir: rec.Dir}
+		e.cp = CompletedCheckpoint{ID: rec.ID, MetadataPath: rec.MetadataPath, Dir: rec.Dir, Savepoint: rec.Savepoint}
 	}
 	return e
 }
@@ -133,7 +140,7 @@ func (s *EtcdStore) add(ctx context.Context, cp CompletedCheckpoint) ([]Complete
 	if cp.MetadataPath == "" {
 		return nil, errors.New("no metadata path")
 	}
-	val, err := json.Marshal(checkpointRecord{ID: cp.ID, MetadataPath: cp.MetadataPath, Dir: cp.Dir})
+	val, err := json.Marshal(checkpointRecord{ID: cp.ID, MetadataPath: cp.MetadataPath, Dir: cp.Dir, Savepoint: cp.Savepoint})
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +177,12 @@ func (s *EtcdStore) add(ctx context.Context, cp CompletedCheckpoint) ([]Complete
 			ops = append(ops, clientv3.OpDelete(e.key))
 		}
 		_, ok, err := fencedTxn(ctx, s.cfg.Client, s.fence, cmps, ops)
+		if err != nil && !errors.Is(err, ErrNotLeader) {
+			// A timeout or a broken connection says nothing about whether
+			// etcd applied the transaction: cp may be stored and older
+			// checkpoints dropped.
+			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
 		if err != nil {
 			return nil, err
 		}

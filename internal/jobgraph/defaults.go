@@ -34,6 +34,15 @@ const (
 	DefaultResetBackoffThreshold = time.Hour
 )
 
+// DefaultRestartStrategy is the restart strategy of a job that names none:
+// exponential-delay when it checkpoints, none otherwise (Flink 1.19+).
+func DefaultRestartStrategy(checkpointing bool) weirv1.RestartStrategy_Kind {
+	if checkpointing {
+		return weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY
+	}
+	return weirv1.RestartStrategy_KIND_NONE
+}
+
 // enumNames maps the spec's words for an enum to its values, in the order the
 // words are listed in error messages.
 type enumNames[T ~int32] []struct {
@@ -148,9 +157,13 @@ func ApplyDefaults(g *weirv1.JobGraph) {
 		g.RestartStrategy = &weirv1.RestartStrategy{}
 	}
 	r := g.RestartStrategy
+	if r.Kind == weirv1.RestartStrategy_KIND_UNSPECIFIED {
+		r.Kind = DefaultRestartStrategy(c.Interval.AsDuration() > 0)
+		if r.Kind == weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY && r.Attempts == 0 {
+			r.Attempts = DefaultExponentialAttempts
+		}
+	}
 	switch r.Kind {
-	case weirv1.RestartStrategy_KIND_UNSPECIFIED:
-		r.Kind = weirv1.RestartStrategy_KIND_NONE
 	case weirv1.RestartStrategy_KIND_FIXED_DELAY:
 		defaultDuration(&r.Delay, DefaultFixedDelay)
 	case weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY:

@@ -559,3 +559,40 @@ func TestConsumers(t *testing.T) {
 		t.Errorf("Consumers(sink) = %v, want none", got)
 	}
 }
+
+// A job that names no restart strategy restarts with exponential-delay when
+// it checkpoints (it has a state to come back to) and fails for good when
+// it does not; ParseSpec and ApplyDefaults agree.
+func TestDefaultRestartStrategy(t *testing.T) {
+	const vertices = "vertices:\n  - {name: a, operator: o}\n"
+	for _, tt := range []struct {
+		spec     string
+		explicit bool
+		want     weirv1.RestartStrategy_Kind
+	}{
+		{"name: x\ncheckpointing: {interval: 1s}\n" + vertices, false, weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY},
+		{"name: x\n" + vertices, false, weirv1.RestartStrategy_KIND_NONE},
+		{"name: x\ncheckpointing: {interval: 1s}\nrestart-strategy: {type: none}\n" + vertices, true, weirv1.RestartStrategy_KIND_NONE},
+	} {
+		g, err := ParseSpec([]byte(tt.spec))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.spec, err)
+		}
+		r := g.GetRestartStrategy()
+		if r.GetKind() != tt.want {
+			t.Errorf("%q: restart strategy %s, want %s", tt.spec, r.GetKind(), tt.want)
+		}
+		if tt.want == weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY &&
+			(r.GetAttempts() != DefaultExponentialAttempts || r.GetInitialBackoff().AsDuration() != DefaultInitialBackoff) {
+			t.Errorf("%q: exponential-delay without its defaults: %v", tt.spec, r)
+		}
+		if tt.explicit {
+			continue
+		}
+		bare := &weirv1.JobGraph{Checkpointing: &weirv1.CheckpointConfig{Interval: g.GetCheckpointing().GetInterval()}}
+		ApplyDefaults(bare)
+		if !proto.Equal(bare.GetRestartStrategy(), r) {
+			t.Errorf("%q: ApplyDefaults gives %v, ParseSpec %v", tt.spec, bare.GetRestartStrategy(), r)
+		}
+	}
+}

@@ -426,7 +426,7 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 		ExternalizedRetention:      enumValue(c, &cp.Externalized, "checkpointing.externalized", "retention", externalizedNames, weirv1.ExternalizedRetention_EXTERNALIZED_RETENTION_DELETE_ON_CANCELLATION),
 	}
 
-	g.RestartStrategy = c.restart(d.RestartStrategy)
+	g.RestartStrategy = c.restart(d.RestartStrategy, g.Checkpointing.GetInterval().AsDuration() > 0)
 
 	st := d.State
 	if st == nil {
@@ -474,11 +474,15 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 	return g
 }
 
-func (c *converter) restart(d *restartDoc) *weirv1.RestartStrategy {
+// restart reads the restart strategy. Without one, a job that checkpoints
+// restarts with exponential-delay and one that does not fails for good, as
+// in Flink 1.19+: a checkpointing job has a state to come back to, and one
+// lost TaskManager must not end it.
+func (c *converter) restart(d *restartDoc, checkpointing bool) *weirv1.RestartStrategy {
 	if d == nil {
 		d = &restartDoc{}
 	}
-	kind := enumValue(c, &d.Type, "restart-strategy.type", "type", restartNames, weirv1.RestartStrategy_KIND_NONE)
+	kind := enumValue(c, &d.Type, "restart-strategy.type", "type", restartNames, DefaultRestartStrategy(checkpointing))
 	r := &weirv1.RestartStrategy{Kind: kind}
 	typeName := restartNames.describe(kind)
 
