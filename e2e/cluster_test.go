@@ -63,8 +63,14 @@ type process struct {
 	log  string
 	done chan struct{}
 	err  error
-	// killed marks a process the test killed on purpose.
+	// killed marks a process the test killed on purpose (or a fault point
+	// the test set crashed it).
 	killed bool
+	// faults is the address of the process's fault point control
+	// (gofail's HTTP endpoint).
+	faults string
+	// args and env started it; a restart reuses them.
+	args, env []string
 }
 
 type cluster struct {
@@ -138,17 +144,27 @@ func (c *cluster) kill(p *process) {
 
 func (c *cluster) start(name string, args ...string) *process {
 	c.t.Helper()
+	return c.startEnv(name, nil, args...)
+}
+
+// startEnv starts a daemon with env added to the test's environment. Every
+// daemon serves its fault points (internal/fault) over HTTP at
+// process.faults.
+func (c *cluster) startEnv(name string, env []string, args ...string) *process {
+	c.t.Helper()
+	faults := freePort(c.t)
 	log := filepath.Join(c.dir, fmt.Sprintf("%s-%d.log", name, len(c.procs)))
 	f, err := os.Create(log)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Env = append(append(os.Environ(), "GOFAIL_HTTP="+faults), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	p := &process{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, log: log, done: make(chan struct{}), faults: faults, args: args, env: env}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()

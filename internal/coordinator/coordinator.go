@@ -197,6 +197,10 @@ type Coordinator struct {
 	// periodicPaused: a stop-with-savepoint stopped periodic checkpoints
 	// until the next Start (Flink's stopCheckpointScheduler).
 	periodicPaused bool
+	// cleaning is the number of checkpoints whose files are still being
+	// deleted; while more than max-concurrent are, nothing new starts, so
+	// a slow storage cannot pile up deletions behind fast checkpoints.
+	cleaning int
 }
 
 // New returns a stopped coordinator. rng seeds the first trigger's delay.
@@ -358,6 +362,9 @@ func (c *Coordinator) decide() {
 			c.queue = c.queue[1:]
 			c.failRequest(head, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_PERIODIC_SCHEDULER_SHUTDOWN})
 			continue
+		}
+		if c.cleaning > c.cfg.MaxConcurrent {
+			return // CleanupsInProgress runs decide again
 		}
 		if len(c.pending) >= c.cfg.MaxConcurrent && !head.forced {
 			return // the next completion or abort runs decide again
@@ -630,7 +637,8 @@ func (c *Coordinator) finalizeNext() {
 	}
 	if next != nil {
 		next.writing = true
-		c.emit(Finalize{ID: next.id, Location: next.location, Savepoint: next.req.savepoint(), Metadata: c.metadata(next)})
+		c.emit(Finalize{ID: next.id, Location: next.location, Savepoint: next.req.savepoint(),
+			Synchronous: next.req.kind == SyncSavepoint, Metadata: c.metadata(next)})
 	}
 }
 
@@ -700,7 +708,10 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 	now := c.clock.Now()
 	delete(c.pending, id)
 	c.lastCompletion = now
-	if !p.req.savepoint() {
+	// A synchronous savepoint is a restore point like a checkpoint: sinks
+	// commit on it and it enters the completed store.
+	restorePoint := p.req.kind != Savepoint
+	if restorePoint {
 		c.lastCompletedID = max(c.lastCompletedID, id)
 	}
 	c.consecutive = 0
@@ -710,7 +721,7 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 	// acknowledged ones waiting to be written. A savepoint is not in the
 	// completed store, so it subsumes nothing (as in Flink).
 	for _, older := range c.pendingIDs() {
-		if q := c.pending[older]; !p.req.savepoint() && older < id && !q.writing && !q.req.savepoint() {
+		if q := c.pending[older]; restorePoint && older < id && !q.writing && !q.req.savepoint() {
 			c.abort(q, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_SUBSUMED})
 		}
 	}
@@ -726,6 +737,35 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 		c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Final: final, Tasks: tasks})
 	}
 	c.finalizeNext()
+	c.decide()
+}
+
+// FinalizeOutcomeUnknown reports a Finalize whose store write may or may
+// not have been applied (the store timed out). The checkpoint may be the
+// newest one in the store, and the store may have dropped older ones, so
+// none of its files may go and no sink may roll its transaction back: the
+// job fails over, and its recovery reads what the store really holds.
+func (c *Coordinator) FinalizeOutcomeUnknown(id int64, err error) {
+	p := c.pending[id]
+	if p == nil || !p.writing {
+		return
+	}
+	delete(c.pending, id)
+	f := &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE,
+		Message: "outcome unknown, its files are kept: " + err.Error()}
+	c.stats.failed(id, p.req.savepoint(), c.clock.Now(), f)
+	c.emit(RequestDone{Request: p.req.seq, ID: id, Err: f})
+	if c.running {
+		c.emit(FailJob{Cause: fmt.Errorf("coordinator: checkpoint %d: %w", id, f)})
+	}
+	c.finalizeNext()
+	c.decide()
+}
+
+// CleanupsInProgress reports how many checkpoints' files are still being
+// deleted.
+func (c *Coordinator) CleanupsInProgress(n int) {
+	c.cleaning = n
 	c.decide()
 }
 

@@ -43,7 +43,10 @@ package coordinator
 //	ack task=V/I id=N [attempt=A] [size=BYTES] [nostate] [end-of-input]
 //	decline task=V/I id=N [attempt=A] [reason=REASON] [msg=TEXT]
 //	trigger-failed id=N [err=TEXT]
-//	finalized id=N [path=P] [subsumed=N] [err=TEXT]
+//	finalized id=N [path=P] [subsumed=N] [err=TEXT] [unknown]
+//	    Finalize's outcome; unknown: the store write timed out, so whether
+//	    the checkpoint is stored is not known (err is then required).
+//	cleanups n=N           N checkpoints' files are still being deleted.
 //	task-finished task=V/I [attempt=A]
 //	stats / detail id=N / state
 //	    the API's statistics / one checkpoint's detail / the coordinator's
@@ -290,9 +293,18 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		if a.has("err") {
 			err = errors.New(a.str("err", ""))
 		}
+		unknown := a.bool("unknown", false)
 		a.done()
 		delete(h.finalizing, h.locations[id])
+		if unknown {
+			h.c.FinalizeOutcomeUnknown(id, err)
+			break
+		}
 		h.c.Finalized(id, path, subsumed, err)
+	case "cleanups":
+		n := a.int("n", -1)
+		a.done()
+		h.c.CleanupsInProgress(int(n))
 	case "progress":
 		at := h.attempt(t, a.str("task", ""), a.int("attempt", -1))
 		phase, ok := weirv1.CheckpointPhase_value["CHECKPOINT_PHASE_"+a.str("phase", "")]
@@ -543,7 +555,11 @@ func (h *harness) fmtEffect(e Effect) string {
 	case Finalize:
 		var b strings.Builder
 		md := e.Metadata
-		fmt.Fprintf(&b, "Finalize id=%d location=%s savepoint=%t\n", e.ID, e.Location, e.Savepoint)
+		fmt.Fprintf(&b, "Finalize id=%d location=%s savepoint=%t", e.ID, e.Location, e.Savepoint)
+		if e.Synchronous {
+			b.WriteString(" synchronous")
+		}
+		b.WriteByte('\n')
 		fmt.Fprintf(&b, "  metadata job=%s id=%d type=%s trigger=%s completion=%s max-parallelism=%d subtasks=%d",
 			md.GetJobId(), md.GetCheckpointId(), shortType(md.GetType()), h.fmtMs(md.GetTriggerTimestampMs()),
 			h.fmtMs(md.GetCompletionTimestampMs()), md.GetMaxParallelism(), len(md.GetSubtasks()))
@@ -707,6 +723,9 @@ func (h *harness) state(b *strings.Builder) {
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(b, "last-completion: %s consecutive-failures: %d\n", h.fmtTime(c.lastCompletion), c.consecutive)
+	if c.cleaning > 0 {
+		fmt.Fprintf(b, "cleaning: %d\n", c.cleaning)
+	}
 	fmt.Fprintf(b, "next-periodic: %s next-deadline: %s\n", h.fmtTime(c.nextPeriodic), h.fmtTime(c.NextDeadline()))
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/ha"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -100,6 +101,8 @@ type Driver struct {
 	// that an event costs no timer allocation (nil with an injected clock).
 	timer *time.Timer
 	disc  *discarder
+	// finalizing counts Finalize effects in flight (AwaitFinalizations).
+	finalizing sync.WaitGroup
 }
 
 // NewDriver makes a driver; Run starts it.
@@ -151,6 +154,8 @@ func (d *Driver) Run() {
 		case <-wake:
 			wake, armed = nil, time.Time{}
 			d.sm.Tick()
+		case <-d.disc.changed:
+			d.sm.CleanupsInProgress(d.disc.count())
 		case <-d.ctx.Done():
 			return
 		}
@@ -280,11 +285,19 @@ func (d *Driver) TaskFinished(a *weirv1.ExecutionAttemptID) { d.post(func() { d.
 // Acknowledge feeds a subtask's ack.
 func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 	posted := d.post(func() {
-		r := d.sm.Acknowledge(ack)
-		if r == AckSuccess && ack.GetState() != nil {
-			d.deps.Shared.Register(ack.GetCheckpointId(), ack.GetState())
+		// Registered before the state machine sees the ack, in one step
+		// with the check for deleted files: a Release running meanwhile
+		// (a completion subsuming a checkpoint) then either finds the
+		// files referenced or has already given them up.
+		if err := d.deps.Shared.Register(ack.GetCheckpointId(), ack.GetState()); err != nil {
+			d.refuseAck(ack, err)
+			return
 		}
+		r := d.sm.Acknowledge(ack)
 		if r != AckSuccess {
+			// The state machine discards an unused ack's files, which must
+			// not count as referenced by it.
+			d.deps.Shared.Unregister(ack.GetCheckpointId(), ack.GetState())
 			d.log.Info("checkpoint ack not used", "checkpoint_id", ack.GetCheckpointId(), "attempt", attemptKey(ack.GetAttempt()), "result", r)
 		}
 	})
@@ -294,6 +307,20 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 			d.log.Warn("discarding late ack state failed", "err", err)
 		}
 	}
+}
+
+// refuseAck fails the checkpoint of an ack that references shared files
+// already deleted: completed, it could not be restored. The ack's own
+// files (exclusive ones, new uploads) go, as those of any unused ack.
+func (d *Driver) refuseAck(ack *weirv1.AcknowledgeCheckpointRequest, cause error) {
+	d.log.Error("refusing checkpoint ack: its state references deleted shared files",
+		"checkpoint_id", ack.GetCheckpointId(), "attempt", attemptKey(ack.GetAttempt()), "err", cause)
+	d.sm.Decline(&weirv1.DeclineCheckpointRequest{
+		Attempt: ack.GetAttempt(), CheckpointId: ack.GetCheckpointId(),
+		Reason:  weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED,
+		Message: cause.Error(),
+	})
+	d.disc.add(discard{id: ack.GetCheckpointId(), states: []*weirv1.SubtaskState{ack.GetState()}, shared: d.deps.Shared.Unreferenced(ack.GetState())})
 }
 
 // Decline feeds a subtask's decline.
@@ -379,8 +406,15 @@ func (d *Driver) process(effects []Effect) {
 			d.metrics.triggered.Inc()
 			d.goIO(func(ctx context.Context) { d.sendTrigger(ctx, e) })
 		case Finalize:
+			d.finalizing.Add(1)
 			d.goIO(func(ctx context.Context) {
+				defer d.finalizing.Done()
 				path, subsumed, err := d.finalize(ctx, e)
+				if errors.Is(err, ha.ErrOutcomeUnknown) {
+					d.log.Error("checkpoint outcome unknown: keeping its files and failing the job over", "checkpoint_id", e.ID, "err", err)
+					d.post(func() { d.sm.FinalizeOutcomeUnknown(e.ID, err) })
+					return
+				}
 				d.post(func() { d.sm.Finalized(e.ID, path, subsumed, err) })
 			})
 		case NotifyComplete:
@@ -457,6 +491,12 @@ func (d *Driver) sendTrigger(ctx context.Context, e SendTrigger) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(e.Tasks))
 	for i, t := range e.Tasks {
+		if i > 0 {
+			if err := fault.Point(fault.JMBetweenTriggers); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -479,23 +519,64 @@ func (d *Driver) sendTrigger(ctx context.Context, e SendTrigger) {
 // and discards what the store subsumed.
 func (d *Driver) finalize(ctx context.Context, f Finalize) (string, int64, error) {
 	path, err := d.deps.Storage.WriteMetadata(ctx, f.Location, f.Metadata)
-	if err != nil || f.Savepoint {
+	if err != nil || (f.Savepoint && !f.Synchronous) {
 		// Savepoints belong to the user: never in the store, never discarded.
 		return path, 0, err
 	}
-	subsumed, err := d.deps.Store.Add(ctx, ha.CompletedCheckpoint{ID: f.ID, MetadataPath: path, Dir: f.Location})
+	if err := fault.Point(fault.JMAfterMetadataBeforeStore); err != nil {
+		return "", 0, fmt.Errorf("coordinator: add checkpoint %d to the store: %w", f.ID, err)
+	}
+	cp := ha.CompletedCheckpoint{ID: f.ID, MetadataPath: path, Dir: f.Location}
+	if f.Synchronous {
+		// Sinks commit on a stop-with-savepoint, so a failure before the
+		// job finished must restore from it, not from an older checkpoint
+		// (which would commit that output again). The user owns its files.
+		cp.Dir, cp.Savepoint = "", true
+	}
+	subsumed, err := d.deps.Store.Add(ctx, cp)
 	if err != nil {
 		return "", 0, fmt.Errorf("coordinator: add checkpoint %d to the store: %w", f.ID, err)
+	}
+	if err := fault.Point(fault.JMAfterStoreBeforeNotify); err != nil {
+		// The checkpoint is stored: to this JobManager that is a write
+		// whose outcome it did not learn.
+		err = fmt.Errorf("coordinator: add checkpoint %d to the store: %w: %w", f.ID, ha.ErrOutcomeUnknown, err)
+		return "", 0, err
 	}
 	var newest int64
 	for _, c := range subsumed {
 		newest = max(newest, c.ID)
+		if c.Savepoint {
+			continue // the user's: never discarded
+		}
 		// The store no longer names c, so deleting its files cannot hurt a
 		// recovery; the completion does not wait for it (a RemoveAll per
 		// checkpoint was most of the finalize time).
 		d.disc.add(discard{id: c.ID, location: c.Dir, shared: d.deps.Shared.Release(c.ID)})
 	}
 	return path, newest, nil
+}
+
+// AwaitFinalizations waits until no checkpoint is being finalized and the
+// outcome of the last one reached the state machine. A failover calls it
+// after Stop and before it picks the checkpoint to restore: a _metadata
+// write in flight may still add a newer checkpoint to the store, which the
+// restore must then start from.
+func (d *Driver) AwaitFinalizations(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		d.finalizing.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("coordinator: waiting for finalizing checkpoints: %w", ctx.Err())
+	}
+	// Finalize posts its outcome before it is done: one more trip through
+	// the loop applies it.
+	d.call(func() {})
+	return nil
 }
 
 // RebuildShared rebuilds the shared-state registry from the retained
@@ -556,15 +637,35 @@ type discard struct {
 type discarder struct {
 	storage Storage
 	log     *slog.Logger
+	// changed signals (without blocking, coalesced) that the number of
+	// discards not yet done changed: the decider holds new checkpoints
+	// back while it is high.
+	changed chan struct{}
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	queue   []discard
+	// busy counts discards queued or being done.
+	busy    int
 	running bool
 	closed  bool
 }
 
 func newDiscarder(s Storage, log *slog.Logger) *discarder {
-	return &discarder{storage: s, log: log}
+	return &discarder{storage: s, log: log, changed: make(chan struct{}, 1)}
+}
+
+// count is the number of discards queued or being done.
+func (q *discarder) count() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.busy
+}
+
+func (q *discarder) signal() {
+	select {
+	case q.changed <- struct{}{}:
+	default: // one signal pending is enough: the reader reads the count
+	}
 }
 
 func (q *discarder) add(x discard) {
@@ -576,12 +677,14 @@ func (q *discarder) add(x discard) {
 		return
 	}
 	q.queue = append(q.queue, x)
+	q.busy++
 	if !q.running {
 		q.running = true
 		q.wg.Add(1)
 		go q.work()
 	}
 	q.mu.Unlock()
+	q.signal()
 }
 
 func (q *discarder) work() {
@@ -598,6 +701,10 @@ func (q *discarder) work() {
 		q.mu.Unlock()
 		for _, x := range batch {
 			q.do(x)
+			q.mu.Lock()
+			q.busy--
+			q.mu.Unlock()
+			q.signal()
 		}
 	}
 }

@@ -56,7 +56,11 @@ type Finalize struct {
 	ID        int64
 	Location  string
 	Savepoint bool
-	Metadata  *weirv1.CheckpointMetadata
+	// Synchronous marks a stop-with-savepoint: sinks commit on it, so it
+	// enters the completed store as the job's newest restore point (its
+	// files are never discarded there).
+	Synchronous bool
+	Metadata    *weirv1.CheckpointMetadata
 }
 
 // NotifyComplete sends NotifyCheckpointComplete to every task (and operator

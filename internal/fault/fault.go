@@ -28,6 +28,11 @@ var ErrInjected = errors.New("fault: injected failure")
 
 // The fault points, in the order a checkpoint meets them.
 const (
+	// JMBetweenTriggers: the JobManager sent TriggerCheckpoint to some of
+	// the sources and not yet to the next one (a delay here skews the
+	// sources' barriers against each other).
+	JMBetweenTriggers = "jmBetweenTriggers"
+
 	// TaskBeforeAck: a subtask took its snapshot (synchronous and
 	// asynchronous parts) and is about to acknowledge it.
 	TaskBeforeAck = "taskBeforeAck"
@@ -53,6 +58,6 @@ const (
 
 // Points lists every fault point.
 var Points = []string{
-	TaskBeforeAck, IncrementalUpload, JMAfterMetadataBeforeStore, JMAfterStoreBeforeNotify,
+	JMBetweenTriggers, TaskBeforeAck, IncrementalUpload, JMAfterMetadataBeforeStore, JMAfterStoreBeforeNotify,
 	SinkBeforeCommit, SinkMidCommit, RestoreDownload,
 }

@@ -22,6 +22,9 @@ type checkpointCounter interface {
 type checkpointStore interface {
 	Add(ctx context.Context, cp ha.CompletedCheckpoint) ([]ha.CompletedCheckpoint, error)
 	All(ctx context.Context) ([]ha.CompletedCheckpoint, error)
+	// RecoverReport returns the readable entries, oldest first, and the
+	// ones it skipped.
+	RecoverReport(ctx context.Context, validate func(ha.CompletedCheckpoint) error) ([]ha.CompletedCheckpoint, []ha.SkippedCheckpoint, error)
 	Shutdown(ctx context.Context, discard bool) ([]ha.CompletedCheckpoint, error)
 }
 

@@ -354,6 +354,25 @@ func (j *jobMaster) restartAfter(settled <-chan struct{}, delay time.Duration) {
 	<-settled
 	j.persistStatus()
 	time.Sleep(delay) // the restart strategy's pause, not a wait for a condition
+	// A checkpoint whose _metadata was being written when the job failed
+	// may still enter the store: restoring from the one before it would
+	// leave a stored checkpoint whose sink transactions this restart
+	// aborts, and a later restore from it would find them gone.
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), finalizeWait)
+		err := j.coord.AwaitFinalizations(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		j.mu.Lock()
+		restarting := j.mu.state == weirv1.JobState_JOB_STATE_RESTARTING
+		j.mu.Unlock()
+		if !restarting {
+			return // cancelled meanwhile
+		}
+		j.log.Warn("restart waits for a checkpoint still being finalized", "err", err)
+	}
 	// Every subtask stopped and none is deployed yet.
 	j.sweepCheckpoints("restart", -1)
 	rp, err := j.latestRestorePoint()
@@ -415,13 +434,24 @@ func (j *jobMaster) rebuildShared() {
 	j.coord.RebuildShared(mds)
 }
 
+// finalizeWait bounds one wait for a checkpoint being finalized or for the
+// store (each is bounded by the store's own request timeout anyway).
+const finalizeWait = 30 * time.Second
+
 // latestRestorePoint is the newest readable retained checkpoint; an
-// unreadable one is skipped, with a log line, for the one before it. With
-// none, the job restarts from where it first started.
+// unreadable one — a store entry that does not decode, or _metadata that
+// cannot be read — is skipped, with a log line, for the one before it, as
+// a new leader's recovery does. With none, the job restarts from where it
+// first started.
 func (j *jobMaster) latestRestorePoint() (*restorePoint, error) {
-	all, err := j.store.All(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), finalizeWait)
+	defer cancel()
+	all, skipped, err := j.store.RecoverReport(ctx, nil)
 	if err != nil {
 		return nil, err
+	}
+	for _, sk := range skipped {
+		j.log.Error("skipping unreadable checkpoint store entry", "key", sk.Key, "checkpoint_id", sk.ID, "err", sk.Err)
 	}
 	for i := len(all) - 1; i >= 0; i-- {
 		md, err := storage.ReadMetadata(all[i].MetadataPath)

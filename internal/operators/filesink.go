@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -18,12 +21,14 @@ import (
 // commit. The records of one checkpoint epoch go to a hidden in-progress
 // file; the checkpoint's snapshot pre-commits it (fsync, rename to a hidden
 // .pending name, remember it in state) and the checkpoint's completion
-// commits it (rename to part-<subtask>-<checkpoint>). After a failure the
-// restored state re-commits what the restored checkpoint pre-committed and
-// every newer hidden file of this subtask is deleted, so committed output
-// holds each record exactly once.
+// commits it (rename to part-<subtask>-<checkpoint>). Every rename is
+// followed by an fsync of the directory: until then a power loss may undo
+// it. After a failure the restored state re-commits what the restored
+// checkpoint pre-committed and every newer hidden file of this subtask is
+// deleted, so committed output holds each record exactly once.
 type FileSink struct {
 	dir     string
+	log     *slog.Logger
 	subtask int
 	attempt int
 	run     string // random, names this run's in-progress files
@@ -34,6 +39,11 @@ type FileSink struct {
 	seq     int
 	epochs  []int64 // pre-committed checkpoints not yet committed
 	scratch []byte
+
+	// syncDir makes the renames in a directory durable; nil means fsync.
+	// Tests replace it to see that every rename is followed by one, and to
+	// make one fail.
+	syncDir func(dir string) error
 }
 
 func (f *FileSink) Open(ctx sdk.Context) error {
@@ -45,6 +55,9 @@ func (f *FileSink) Open(ctx sdk.Context) error {
 		return errors.New("file-sink: config path is required")
 	}
 	f.dir, f.subtask, f.attempt = dir, ctx.SubtaskIndex(), ctx.AttemptNumber()
+	if f.log = ctx.Logger(); f.log == nil {
+		f.log = slog.Default()
+	}
 	var run [4]byte
 	_, _ = rand.Read(run[:])
 	f.run = hex.EncodeToString(run[:])
@@ -167,6 +180,11 @@ func (f *FileSink) SnapshotState(id int64) error {
 		if err == nil {
 			err = os.Rename(name, filepath.Join(f.dir, f.pendingName(f.subtask, id)))
 		}
+		if err == nil {
+			// The checkpoint will name the pending file; a restore that
+			// finds the in-progress name instead would have lost the epoch.
+			err = f.sync()
+		}
 		if err != nil {
 			return fmt.Errorf("file-sink: pre-commit checkpoint %d: %w", id, err)
 		}
@@ -184,15 +202,29 @@ func (f *FileSink) SnapshotState(id int64) error {
 }
 
 // NotifyCheckpointComplete commits every epoch up to id; epochs of aborted
-// checkpoints ride along with the next completed one.
+// checkpoints ride along with the next completed one. An error fails the
+// subtask, and the restore re-commits from the checkpoint's state.
 func (f *FileSink) NotifyCheckpointComplete(id int64) error {
-	kept := f.epochs[:0]
+	var due, kept []int64
 	for _, e := range f.epochs {
-		if e > id {
+		if e <= id {
+			due = append(due, e)
+		} else {
 			kept = append(kept, e)
-			continue
 		}
+	}
+	if len(due) == 0 {
+		// Nothing to commit: a one-shot fault is kept for a real commit.
+		return nil
+	}
+	if err := fault.Point(fault.SinkBeforeCommit); err != nil {
+		return fmt.Errorf("file-sink: commit checkpoint %d: %w", id, err)
+	}
+	for i, e := range due {
 		if err := f.commit(f.subtask, e); err != nil {
+			// Epochs not committed stay due, so a later notification on
+			// this instance still commits them.
+			f.epochs = append(due[i:], kept...)
 			return err
 		}
 	}
@@ -202,19 +234,59 @@ func (f *FileSink) NotifyCheckpointComplete(id int64) error {
 
 func (f *FileSink) NotifyCheckpointAborted(int64) error { return nil }
 
-// commit is idempotent: a re-commit after a restore finds the file done.
+// commit makes the epoch of checkpoint id of subtask visible. It is
+// idempotent: a restore re-commits what its checkpoint pre-committed, which
+// the failed attempt may have committed already.
 func (f *FileSink) commit(subtask int, id int64) error {
-	final := filepath.Join(f.dir, FinalName(subtask, id))
-	err := os.Rename(filepath.Join(f.dir, f.pendingName(subtask, id)), final)
-	if errors.Is(err, os.ErrNotExist) {
-		if _, serr := os.Stat(final); serr == nil {
-			return nil
+	pending, final := f.pendingName(subtask, id), FinalName(subtask, id)
+	err := os.Rename(filepath.Join(f.dir, pending), filepath.Join(f.dir, final))
+	switch {
+	case err == nil:
+		// The worst place to die: the epoch is visible but its rename not
+		// yet durable, and the later epochs of the same notification are
+		// still pending. The restore must take the committed file as done,
+		// sync again and commit the rest.
+		if err := fault.Point(fault.SinkMidCommit); err != nil {
+			return fmt.Errorf("file-sink: commit checkpoint %d: %w", id, err)
 		}
+	case errors.Is(err, fs.ErrNotExist):
+		if _, serr := os.Stat(filepath.Join(f.dir, final)); errors.Is(serr, fs.ErrNotExist) {
+			return fmt.Errorf("file-sink: commit checkpoint %d: the epoch's records are lost: neither the pending file %s nor the committed file %s exists in %s: %w",
+				id, pending, final, f.dir, fs.ErrNotExist)
+		} else if serr != nil {
+			return fmt.Errorf("file-sink: commit checkpoint %d: %w", id, serr)
+		}
+		f.log.Info("file-sink: epoch already committed; re-commit only syncs the directory",
+			"checkpoint_id", id, "subtask", subtask, "file", final)
+		// The attempt that renamed it may have died before its directory
+		// sync, so the sync below is still due.
+	default:
+		return fmt.Errorf("file-sink: commit checkpoint %d: %w", id, err)
 	}
-	if err != nil {
+	if err := f.sync(); err != nil {
 		return fmt.Errorf("file-sink: commit checkpoint %d: %w", id, err)
 	}
 	return nil
+}
+
+// sync makes the renames done in the output directory durable.
+func (f *FileSink) sync() error {
+	if f.syncDir != nil {
+		return f.syncDir(f.dir)
+	}
+	return syncDir(f.dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return d.Close()
 }
 
 func (f *FileSink) Close() error {

@@ -1,7 +1,10 @@
 package operators
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -570,4 +573,144 @@ func TestFileSinkRestoreRescaled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dirSyncs stands in for the directory fsync: it records what the directory
+// held at each sync, so a test sees which renames a sync covered, and fails
+// with err when set.
+type dirSyncs struct {
+	t     *testing.T
+	calls [][]string // the names in the directory at each sync
+	err   error
+}
+
+func (r *dirSyncs) sync(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		r.t.Errorf("sync %s: %v", dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, runToken.ReplaceAllString(e.Name(), "-"))
+	}
+	r.calls = append(r.calls, names)
+	return r.err
+}
+
+// logCtx is a testCtx whose logger writes into buf.
+type logCtx struct {
+	*testCtx
+	buf *strings.Builder
+}
+
+func (c logCtx) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(c.buf, nil)) }
+
+// openSinkWith opens a sink whose directory syncs go to syncs and whose
+// logs go to logs.
+func openSinkWith(t *testing.T, ctx *testCtx, syncs *dirSyncs, logs *strings.Builder) (*sinkSubtask, error) {
+	t.Helper()
+	s := &FileSink{syncDir: syncs.sync}
+	if err := s.Open(logCtx{ctx, logs}); err != nil {
+		return nil, err
+	}
+	return &sinkSubtask{ctx: ctx, sink: s}, nil
+}
+
+// Each rename is followed by a sync of the directory, so the pre-committed
+// and the committed name survive a power loss; a failed sync fails the
+// pre-commit or the commit like a failed rename would.
+func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
+	dir := t.TempDir()
+	syncs := &dirSyncs{t: t}
+	s, err := openSinkWith(t, newTestCtx("sink", sdk.Config{"path": dir}, 0, 1), syncs, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.write(t, "a")
+	if err := s.sink.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{".part-0-1.pending"}}; !reflect.DeepEqual(syncs.calls, want) {
+		t.Fatalf("after the pre-commit: syncs saw %q, want %q", syncs.calls, want)
+	}
+	s.complete(t, 1)
+	if want := [][]string{{".part-0-1.pending"}, {"part-0-1"}}; !reflect.DeepEqual(syncs.calls, want) {
+		t.Fatalf("after the commit: syncs saw %q, want %q", syncs.calls, want)
+	}
+
+	diskGone := errors.New("disk gone")
+	syncs.err = diskGone
+	s.write(t, "b")
+	err = s.sink.SnapshotState(2)
+	if !errors.Is(err, diskGone) || !strings.Contains(err.Error(), "pre-commit checkpoint 2") {
+		t.Fatalf("pre-commit with a failing directory sync: %v, want the sync error with context", err)
+	}
+
+	syncs.err = nil
+	s.write(t, "c")
+	if err := s.sink.SnapshotState(3); err != nil {
+		t.Fatal(err)
+	}
+	syncs.err = diskGone
+	err = s.sink.NotifyCheckpointComplete(3)
+	if !errors.Is(err, diskGone) || !strings.Contains(err.Error(), "commit checkpoint 3") {
+		t.Fatalf("commit with a failing directory sync: %v, want the sync error with context", err)
+	}
+	// The rename happened but may not be durable: committing again syncs
+	// the directory again.
+	syncs.err, syncs.calls = nil, nil
+	s.complete(t, 3)
+	if want := [][]string{{".part-0-2.pending", "part-0-1", "part-0-3"}}; !reflect.DeepEqual(syncs.calls, want) {
+		t.Fatalf("re-commit after a failed sync: syncs saw %q, want %q", syncs.calls, want)
+	}
+}
+
+// A restore re-commits what its checkpoint pre-committed; when the previous
+// attempt had committed it already, that is logged and the directory is
+// synced again (the previous attempt may have died before its sync).
+func TestFileSinkRecommitAfterRestore(t *testing.T) {
+	dir, chk := t.TempDir(), t.TempDir()
+	s := newSink(t, dir, 0, 1)
+	s.write(t, "a")
+	prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 1)}
+	s.complete(t, 1)
+
+	syncs, logs := &dirSyncs{t: t}, &strings.Builder{}
+	if _, err := openSinkWith(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), syncs, logs); err != nil {
+		t.Fatalf("restore after the commit: %v", err)
+	}
+	if visible, hidden := listDir(t, dir); !reflect.DeepEqual(visible, map[string][]string{"part-0-1": {"k,a"}}) || len(hidden) != 0 {
+		t.Fatalf("after the restore: committed %v, hidden %q", visible, hidden)
+	}
+	if !strings.Contains(logs.String(), "already committed") || !strings.Contains(logs.String(), "checkpoint_id=1") {
+		t.Fatalf("the re-commit was not logged; log:\n%s", logs)
+	}
+	if len(syncs.calls) != 1 {
+		t.Fatalf("re-commit synced the directory %d times, want once", len(syncs.calls))
+	}
+}
+
+// An epoch whose pending file and committed file are both gone cannot be
+// committed: its records would be lost, and that must fail loudly, on a
+// notification and on a restore.
+func TestFileSinkCommitLostEpoch(t *testing.T) {
+	dir, chk := t.TempDir(), t.TempDir()
+	s := newSink(t, dir, 0, 1)
+	s.write(t, "a")
+	prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 1)}
+	if err := os.Remove(filepath.Join(dir, ".part-0-1.pending")); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || !errors.Is(err, fs.ErrNotExist) ||
+			!strings.Contains(err.Error(), "commit checkpoint 1") ||
+			!strings.Contains(err.Error(), ".part-0-1.pending") || !strings.Contains(err.Error(), "part-0-1 ") ||
+			!strings.Contains(err.Error(), "records are lost") {
+			t.Fatalf("%s: %v, want an error naming both missing files and saying records are lost", what, err)
+		}
+	}
+	check("commit", s.sink.NotifyCheckpointComplete(1))
+	_, err := openSinkWith(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), &dirSyncs{t: t}, &strings.Builder{})
+	check("restore", err)
 }

@@ -90,11 +90,15 @@ func toUnaligned(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier {
 // with the current time from its clock, and acts on the returned Decision;
 // it never reads a clock or touches a channel.
 //
-// One checkpoint is in progress at a time. Its mode (see Mode) comes from
-// the options of its first barrier, or the handler's default for barriers
-// without options. States and transitions, for checkpoint n:
+// A checkpoint's mode (see Mode) comes from the options of its first
+// barrier, or the handler's default for barriers without options.
 //
-//	idle ──barrier n──▶ aligning (aligned, aligned-timeout, at-least-once)
+// An exactly-once checkpoint (aligned, aligned-timeout, unaligned) is the
+// only one in progress while it lasts: its alignment holds channels back, so
+// it is over before the next one can start. States and transitions, for
+// checkpoint n:
+//
+//	idle ──barrier n──▶ aligning (aligned, aligned-timeout)
 //	idle ──barrier n──▶ recording (unaligned: Snapshot at once)
 //	aligning ──last barrier n──▶ idle (Snapshot, Completed)
 //	aligning ──timeout, or unaligned barrier n──▶ recording (Snapshot, TimedOut)
@@ -102,16 +106,32 @@ func toUnaligned(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier {
 //	aligning, recording ──newer barrier m──▶ n Aborted (subsumed), m starts
 //	aligning, recording ──cancel marker n or newer──▶ idle (Aborted)
 //
+// At-least-once checkpoints hold nothing back, so with several checkpoints
+// in flight and skewed inputs the barriers of n+1 can arrive on one channel
+// before those of n on another. Giving n up then would lose every
+// checkpoint under steady skew; instead several are tracked at once, oldest
+// first, each with the channels that delivered its barrier (as Flink's
+// CheckpointBarrierTracker does):
+//
+//	barrier n, new ──▶ n tracked (Started); beyond maxPending the oldest is Aborted
+//	last barrier n ──▶ Snapshot, Completed; older ones tracked are Aborted
+//	cancel marker n ──▶ n and older ones tracked are Aborted
+//	newer exactly-once barrier ──▶ every one tracked is Aborted (subsumed)
+//
+// An older checkpoint still tracked when a newer one completes cannot
+// complete any more: a channel delivered the newer barrier without the
+// older one, and channels keep their order.
+//
 // End of partition on a channel counts as that channel having delivered n
-// and every later barrier. Barriers of checkpoints older than the newest
-// seen are late and ignored.
+// and every later barrier. Barriers of checkpoints not in progress and not
+// newer than the newest seen are late and ignored.
 type BarrierHandler struct {
 	mode    Mode // of barriers without options
 	timeout time.Duration
 	open    []bool // channel has not delivered end-of-partition
 	arrived []bool
 
-	// current is the checkpoint in progress, 0 when idle.
+	// current is the exactly-once checkpoint in progress, 0 if none.
 	current int64
 	barrier *weirv1.CheckpointBarrier
 	curMode Mode
@@ -120,15 +140,38 @@ type BarrierHandler struct {
 	unaligned bool
 	// deadline is when an aligned-timeout alignment turns unaligned.
 	deadline time.Time
+
+	// pending are the at-least-once checkpoints in progress, oldest first;
+	// never at the same time as current.
+	pending []*pendingCheckpoint
+	// maxPending caps len(pending): a channel that never delivers barriers
+	// must not make the handler track checkpoints without bound.
+	maxPending int
+
 	// latest is the newest checkpoint seen, so late barriers are ignored.
 	latest int64
 }
+
+// defaultMaxPending is Flink's cap on the checkpoints a tracker follows;
+// with max-concurrent checkpoints far below it, only checkpoints that lost
+// a barrier upstream are ever given up for it.
+const defaultMaxPending = 50
+
+// pendingCheckpoint is an at-least-once checkpoint whose barrier some
+// channels delivered.
+type pendingCheckpoint struct {
+	barrier *weirv1.CheckpointBarrier
+	arrived []bool
+}
+
+func (p *pendingCheckpoint) id() int64 { return p.barrier.GetCheckpointId() }
 
 // Decision is what the subtask must do after an event.
 type Decision struct {
 	// Aborted is a checkpoint given up without completing here; the subtask
 	// declines it, drops any channel state it was recording for it and
-	// forwards a cancel marker.
+	// forwards a cancel marker. When an event gives up several, Aborted is
+	// the oldest; AbortedIDs lists them all.
 	Aborted int64
 	// AbortReason says why Aborted was given up.
 	AbortReason weirv1.CheckpointFailureReason
@@ -136,6 +179,10 @@ type Decision struct {
 	// one (Aborted) was in progress; the subtask declines it and forwards its
 	// cancel marker too, so consumers already aligning it are released.
 	Cancelled int64
+	// moreAborted are the checkpoints given up between Aborted and
+	// Cancelled, when at-least-once tracking gave up more than one (nil
+	// otherwise). A pointer, so that Decision stays comparable.
+	moreAborted *[]int64
 	// Started is set when the first barrier of a checkpoint arrived.
 	Started int64
 	// Snapshot is the barrier to snapshot and forward now.
@@ -153,10 +200,41 @@ type Decision struct {
 	Completed int64
 }
 
+// AbortedIDs lists every checkpoint the decision gives up, oldest first:
+// Aborted, the ones given up with it, and Cancelled. The subtask declines
+// each with AbortReason and forwards its cancel marker.
+func (d Decision) AbortedIDs() []int64 {
+	var ids []int64
+	if d.Aborted != 0 {
+		ids = append(ids, d.Aborted)
+	}
+	if d.moreAborted != nil {
+		ids = append(ids, *d.moreAborted...)
+	}
+	if d.Cancelled != 0 {
+		ids = append(ids, d.Cancelled)
+	}
+	return ids
+}
+
+// abort records that the event gave up checkpoint id for reason; ids come
+// oldest first.
+func (d *Decision) abort(id int64, reason weirv1.CheckpointFailureReason) {
+	d.AbortReason = reason
+	switch {
+	case d.Aborted == 0:
+		d.Aborted = id
+	case d.moreAborted == nil:
+		d.moreAborted = &[]int64{id}
+	default:
+		*d.moreAborted = append(*d.moreAborted, id)
+	}
+}
+
 // NewBarrierHandler handles n input channels; mode and timeout apply to
 // barriers that carry no options.
 func NewBarrierHandler(n int, mode Mode, timeout time.Duration) *BarrierHandler {
-	h := &BarrierHandler{mode: mode, timeout: timeout, open: make([]bool, n), arrived: make([]bool, n)}
+	h := &BarrierHandler{mode: mode, timeout: timeout, open: make([]bool, n), arrived: make([]bool, n), maxPending: defaultMaxPending}
 	for i := range h.open {
 		h.open[i] = true
 	}
@@ -176,18 +254,40 @@ func (h *BarrierHandler) Recording(ch int) bool {
 	return h.current != 0 && h.unaligned && h.open[ch] && !h.arrived[ch]
 }
 
-// Aligning returns the checkpoint in progress, 0 if none.
-func (h *BarrierHandler) Aligning() int64 { return h.current }
+// Aligning returns the checkpoint in progress (the oldest, when several
+// at-least-once checkpoints are), 0 if none.
+func (h *BarrierHandler) Aligning() int64 {
+	if len(h.pending) > 0 {
+		return h.pending[0].id()
+	}
+	return h.current
+}
+
+// InProgress lists the checkpoints in progress, oldest first.
+func (h *BarrierHandler) InProgress() []int64 {
+	if h.current != 0 {
+		return []int64{h.current}
+	}
+	ids := make([]int64, 0, len(h.pending))
+	for _, p := range h.pending {
+		ids = append(ids, p.id())
+	}
+	return ids
+}
 
 // Arrived reports how many of the input channels delivered the barrier of
-// the checkpoint in progress; a closed channel counts as delivered.
+// the checkpoint Aligning returns; a closed channel counts as delivered.
 func (h *BarrierHandler) Arrived() (received, channels int) {
-	for i := range h.arrived {
-		if h.arrived[i] || !h.open[i] {
+	arrived := h.arrived
+	if len(h.pending) > 0 {
+		arrived = h.pending[0].arrived
+	}
+	for i := range arrived {
+		if arrived[i] || !h.open[i] {
 			received++
 		}
 	}
-	return received, len(h.arrived)
+	return received, len(arrived)
 }
 
 // Unaligned reports whether the checkpoint in progress went unaligned.
@@ -209,6 +309,11 @@ func (h *BarrierHandler) modeOf(b *weirv1.CheckpointBarrier) (Mode, time.Duratio
 	return ModeOf(b.GetOptions())
 }
 
+const (
+	reasonSubsumed  = weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_SUBSUMED
+	reasonCancelled = weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER
+)
+
 // OnBarrier handles barrier b arriving on channel ch at time now.
 func (h *BarrierHandler) OnBarrier(ch int, b *weirv1.CheckpointBarrier, now time.Time) (Decision, error) {
 	if err := h.check(ch); err != nil {
@@ -216,18 +321,39 @@ func (h *BarrierHandler) OnBarrier(ch int, b *weirv1.CheckpointBarrier, now time
 	}
 	id := b.GetCheckpointId()
 	var d Decision
+	if i := h.findPending(id); i >= 0 {
+		p := h.pending[i]
+		if p.arrived[ch] {
+			return d, fmt.Errorf("task: barrier %d arrived twice on channel %d", id, ch)
+		}
+		p.arrived[ch] = true
+		if h.complete(p.arrived) {
+			h.completePending(i, &d)
+		}
+		return d, nil
+	}
 	switch {
-	case id < h.current || (h.current == 0 && id <= h.latest):
+	case id < h.current || (id != h.current && id <= h.latest):
 		// Late barrier of a checkpoint already completed or aborted here.
 		return d, nil
 	case id == h.current && h.arrived[ch]:
 		return d, fmt.Errorf("task: barrier %d arrived twice on channel %d", id, ch)
 	case id > h.current && h.current != 0:
-		d.Aborted, d.AbortReason = h.current, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_SUBSUMED
+		d.abort(h.current, reasonSubsumed)
 		h.reset()
 	}
 	mode, timeout := h.modeOf(b)
+	if h.current == 0 && mode == ModeAtLeastOnce {
+		h.track(ch, b, &d)
+		return d, nil
+	}
 	if h.current == 0 {
+		// An exactly-once checkpoint tracks nothing else: the at-least-once
+		// ones in flight (older) are subsumed.
+		for _, p := range h.pending {
+			d.abort(p.id(), reasonSubsumed)
+		}
+		h.pending = nil
 		h.current, h.latest, h.barrier, h.curMode = id, id, b, mode
 		h.deadline = now.Add(timeout)
 		d.Started = id
@@ -237,13 +363,61 @@ func (h *BarrierHandler) OnBarrier(ch int, b *weirv1.CheckpointBarrier, now time
 	case h.unaligned:
 	case h.curMode == ModeUnaligned:
 		h.goUnaligned(&d)
-	case h.curMode != ModeAtLeastOnce && mode == ModeUnaligned:
+	case mode == ModeUnaligned:
 		// An upstream subtask went unaligned already: the records behind
 		// this barrier preceded it, so alignment cannot be exact any more.
 		h.goUnaligned(&d)
 	}
 	h.maybeComplete(&d)
 	return d, nil
+}
+
+// track starts following the new at-least-once checkpoint of barrier b,
+// first delivered on channel ch.
+func (h *BarrierHandler) track(ch int, b *weirv1.CheckpointBarrier, d *Decision) {
+	p := &pendingCheckpoint{barrier: b, arrived: make([]bool, len(h.open))}
+	p.arrived[ch] = true
+	h.latest = b.GetCheckpointId()
+	d.Started = h.latest
+	h.pending = append(h.pending, p)
+	if len(h.pending) > h.maxPending {
+		d.abort(h.pending[0].id(), reasonSubsumed)
+		h.pending = h.pending[1:]
+	}
+	if h.complete(p.arrived) {
+		h.completePending(len(h.pending)-1, d)
+	}
+}
+
+func (h *BarrierHandler) findPending(id int64) int {
+	for i, p := range h.pending {
+		if p.id() == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// complete reports whether every open channel delivered a barrier.
+func (h *BarrierHandler) complete(arrived []bool) bool {
+	for i, open := range h.open {
+		if open && !arrived[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// completePending completes pending[i] and gives up the older ones.
+func (h *BarrierHandler) completePending(i int, d *Decision) {
+	for _, p := range h.pending[:i] {
+		d.abort(p.id(), reasonSubsumed)
+	}
+	d.Snapshot, d.Completed = h.pending[i].barrier, h.pending[i].id()
+	h.pending = h.pending[i+1:]
+	if len(h.pending) == 0 {
+		h.pending = nil
+	}
 }
 
 // OnTimer lets time pass: an aligned-timeout alignment that reached its
@@ -262,16 +436,11 @@ func (h *BarrierHandler) goUnaligned(d *Decision) {
 	d.Snapshot, d.Unaligned = toUnaligned(h.barrier), true
 }
 
-// maybeComplete ends the checkpoint in progress once every open channel
-// delivered its barrier.
+// maybeComplete ends the exactly-once checkpoint in progress once every
+// open channel delivered its barrier.
 func (h *BarrierHandler) maybeComplete(d *Decision) {
-	if h.current == 0 {
+	if h.current == 0 || !h.complete(h.arrived) {
 		return
-	}
-	for i, open := range h.open {
-		if open && !h.arrived[i] {
-			return
-		}
 	}
 	if !h.unaligned {
 		d.Snapshot = h.barrier
@@ -280,38 +449,55 @@ func (h *BarrierHandler) maybeComplete(d *Decision) {
 	h.reset()
 }
 
-// OnCancelMarker handles a cancel marker for checkpoint id on channel ch.
+// OnCancelMarker handles a cancel marker for checkpoint id on channel ch:
+// it aborts that checkpoint and every older one in progress.
 func (h *BarrierHandler) OnCancelMarker(ch int, id int64) (Decision, error) {
 	if err := h.check(ch); err != nil {
 		return Decision{}, err
 	}
 	var d Decision
-	switch {
-	case id == h.current:
-		d.Aborted = id
+	ended := false // id itself was in progress
+	if h.current != 0 && h.current <= id {
+		d.abort(h.current, reasonCancelled)
+		ended = h.current == id
 		h.reset()
-	case id > h.current:
-		if h.current != 0 {
-			// A marker for a newer checkpoint also ends the older one.
-			d.Aborted = h.current
-			h.reset()
-		}
-		if id > h.latest {
-			h.latest = id
-			if d.Aborted == 0 {
-				d.Aborted = id
-			} else {
-				// The newer checkpoint is cancelled here as well: its marker
-				// must travel on, or a consumer that got its barrier from
-				// another input would align it until the next checkpoint.
-				d.Cancelled = id
-			}
-		}
 	}
-	if d.Aborted != 0 {
-		d.AbortReason = weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER
+	for len(h.pending) > 0 && h.pending[0].id() <= id {
+		d.abort(h.pending[0].id(), reasonCancelled)
+		ended = h.pending[0].id() == id
+		h.pending = h.pending[1:]
 	}
+	if len(h.pending) == 0 {
+		h.pending = nil
+	}
+	if !ended && id > h.latest {
+		// A checkpoint not started here: it counts as seen, so its barriers
+		// arriving later are late, and it is aborted so its marker travels
+		// on; a consumer that got its barrier from another input would
+		// otherwise wait for it until the next checkpoint.
+		h.latest = id
+		d.abort(id, reasonCancelled)
+	}
+	h.splitCancelled(&d, id)
 	return d, nil
+}
+
+// splitCancelled reports checkpoint id, when the marker ended it along with
+// older ones, as Cancelled rather than as one more aborted.
+func (h *BarrierHandler) splitCancelled(d *Decision, id int64) {
+	if d.moreAborted == nil {
+		return // one aborted at most: it is Aborted, whichever it is
+	}
+	more := *d.moreAborted
+	if more[len(more)-1] != id {
+		return // id was not in progress here: only older ones ended
+	}
+	d.Cancelled = id
+	if more = more[:len(more)-1]; len(more) == 0 {
+		d.moreAborted = nil
+	} else {
+		*d.moreAborted = more
+	}
 }
 
 // OnEndOfPartition handles the end of channel ch: it counts as having
@@ -323,6 +509,14 @@ func (h *BarrierHandler) OnEndOfPartition(ch int) (Decision, error) {
 	h.open[ch] = false
 	var d Decision
 	h.maybeComplete(&d)
+	// Only one snapshot per event: the newest checkpoint the end completes
+	// is taken and subsumes the older ones.
+	for i := len(h.pending) - 1; i >= 0; i-- {
+		if h.complete(h.pending[i].arrived) {
+			h.completePending(i, &d)
+			break
+		}
+	}
 	return d, nil
 }
 

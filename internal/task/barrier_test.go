@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 
 // TestBarrierHandler runs the scenarios in testdata/barrier. Commands:
 //
-//	new channels=<n> mode=<mode> [timeout=<duration>]
+//	new channels=<n> mode=<mode> [timeout=<duration>] [max-pending=<n>]
 //	barrier ch=<i> id=<checkpoint> [ts=<ms>] [unaligned] [savepoint]
 //	cancel ch=<i> id=<checkpoint>
 //	eop ch=<i>
@@ -28,8 +29,12 @@ import (
 // and only tick moves it; tick feeds the handler its timer.
 //
 // Every event prints the Decision (or the error) followed by the handler's
-// state: the checkpoint in progress, the blocked channels, the channels
+// state: the checkpoints in progress, the blocked channels, the channels
 // being recorded as channel state and the timeout deadline, if any.
+// max-pending caps the at-least-once checkpoints tracked at once.
+//
+// After every event the harness checks the invariants of the handler (see
+// invariants.check), so every scenario, orders included, exercises them.
 //
 // orders runs checkpoint 1 through a fresh handler once for every order in
 // which its barriers can arrive on the n channels (with eop, the event on
@@ -43,6 +48,7 @@ func TestBarrierHandler(t *testing.T) {
 			n     int
 			clock time.Duration
 			mode  Mode
+			inv   *invariants
 		)
 		base := time.Unix(1000, 0)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
@@ -60,6 +66,10 @@ func TestBarrierHandler(t *testing.T) {
 				d.ScanArgs(t, "channels", &n)
 				mode, timeout = scanMode(t, d)
 				h = NewBarrierHandler(n, mode, timeout)
+				if d.HasArg("max-pending") {
+					d.ScanArgs(t, "max-pending", &h.maxPending)
+				}
+				inv = newInvariants(h)
 				clock = 0
 				return formatState(h, n, base, clock)
 			case "barrier":
@@ -103,6 +113,9 @@ func TestBarrierHandler(t *testing.T) {
 				return runOrders(t, d)
 			default:
 				d.Fatalf(t, "unknown command %q", d.Cmd)
+			}
+			if msg := inv.check(dec, err); msg != "" {
+				t.Errorf("%s: %s: invariant broken: %s", d.Pos, d.Cmd, msg)
 			}
 			var b strings.Builder
 			if err != nil {
@@ -162,6 +175,7 @@ func runOrders(t *testing.T, d *datadriven.TestData) string {
 	var out strings.Builder
 	for _, order := range permutations(chans) {
 		h := NewBarrierHandler(n, mode, timeout)
+		inv := newInvariants(h)
 		var steps []string
 		for _, ch := range order {
 			var (
@@ -175,6 +189,9 @@ func runOrders(t *testing.T, d *datadriven.TestData) string {
 			}
 			if err != nil {
 				d.Fatalf(t, "order %v: %v", order, err)
+			}
+			if msg := inv.check(dec, nil); msg != "" {
+				t.Errorf("%s: order %v: invariant broken: %s", d.Pos, order, msg)
 			}
 			step := fmt.Sprintf("%d:%s", ch, compactDecision(dec))
 			if ch == eop {
@@ -207,7 +224,7 @@ func permutations(xs []int) [][]int {
 func formatDecision(d Decision) string {
 	var parts []string
 	if d.Aborted != 0 {
-		parts = append(parts, fmt.Sprintf("aborted=%d reason=%s", d.Aborted,
+		parts = append(parts, fmt.Sprintf("aborted=%s reason=%s", formatIDs(abortedBeforeCancelled(d)),
 			strings.TrimPrefix(d.AbortReason.String(), "CHECKPOINT_FAILURE_REASON_")))
 	} else if d.AbortReason != weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED {
 		parts = append(parts, "reason-without-abort="+d.AbortReason.String())
@@ -248,7 +265,7 @@ func formatDecision(d Decision) string {
 func compactDecision(d Decision) string {
 	var parts []string
 	if d.Aborted != 0 {
-		parts = append(parts, fmt.Sprintf("aborted=%d", d.Aborted))
+		parts = append(parts, "aborted="+formatIDs(abortedBeforeCancelled(d)))
 	}
 	if d.Started != 0 {
 		parts = append(parts, "started")
@@ -296,8 +313,8 @@ func formatState(h *BarrierHandler, n int, base time.Time, clock time.Duration) 
 		b = "none"
 	}
 	a := "none"
-	if id := h.Aligning(); id != 0 {
-		a = fmt.Sprint(id)
+	if ids := h.InProgress(); len(ids) > 0 {
+		a = formatIDs(ids)
 	}
 	s := fmt.Sprintf("aligning: %s blocked: %s", a, b)
 	if h.Unaligned() {
@@ -311,4 +328,106 @@ func formatState(h *BarrierHandler, n int, base time.Time, clock time.Duration) 
 		s += fmt.Sprintf(" timeout-in: %v", dl.Sub(base.Add(clock)))
 	}
 	return s + "\n"
+}
+
+// abortedBeforeCancelled is what d gives up besides Cancelled.
+func abortedBeforeCancelled(d Decision) []int64 {
+	ids := d.AbortedIDs()
+	if d.Cancelled != 0 {
+		ids = ids[:len(ids)-1]
+	}
+	return ids
+}
+
+func formatIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ",")
+}
+
+// invariants follows one handler through its events and checks what any
+// sequence of events must keep, whatever the scenario says.
+type invariants struct {
+	h             *BarrierHandler
+	started       map[int64]bool
+	finished      map[int64]bool // completed or aborted
+	lastStarted   int64
+	lastCompleted int64
+}
+
+func newInvariants(h *BarrierHandler) *invariants {
+	return &invariants{h: h, started: map[int64]bool{}, finished: map[int64]bool{}}
+}
+
+// check returns what is wrong after an event that returned d and err, or "".
+func (v *invariants) check(d Decision, err error) string {
+	h := v.h
+	if err != nil && d != (Decision{}) {
+		return fmt.Sprintf("an error came with a decision: %+v", d)
+	}
+	// Decision: every checkpoint ends once, starts in order, completes in
+	// order, and an aligned snapshot is the end of its alignment.
+	aborted := d.AbortedIDs()
+	if !slices.IsSorted(aborted) || len(slices.Compact(slices.Clone(aborted))) != len(aborted) || slices.Contains(aborted, 0) {
+		return fmt.Sprintf("aborted %v: not distinct and in order", aborted)
+	}
+	if (len(aborted) > 0) != (d.AbortReason != weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED) {
+		return fmt.Sprintf("aborted %v with reason %v", aborted, d.AbortReason)
+	}
+	if d.Started != 0 {
+		if d.Started <= v.lastStarted || v.finished[d.Started] {
+			return fmt.Sprintf("started %d after %d (or after it ended)", d.Started, v.lastStarted)
+		}
+		v.started[d.Started], v.lastStarted = true, d.Started
+	}
+	for _, id := range aborted {
+		if v.finished[id] || id == d.Completed {
+			return fmt.Sprintf("checkpoint %d aborted after it ended, or while completing", id)
+		}
+		v.finished[id] = true
+	}
+	if d.Completed != 0 {
+		if !v.started[d.Completed] || v.finished[d.Completed] || d.Completed <= v.lastCompleted {
+			return fmt.Sprintf("completed %d: not started, ended already, or not after %d", d.Completed, v.lastCompleted)
+		}
+		v.finished[d.Completed], v.lastCompleted = true, d.Completed
+	}
+	if d.Snapshot != nil && !d.Unaligned && d.Snapshot.GetCheckpointId() != d.Completed {
+		return fmt.Sprintf("aligned snapshot %d without completing it", d.Snapshot.GetCheckpointId())
+	}
+	// State: what is in progress is exactly what started and did not end,
+	// oldest first, within the cap; at-least-once holds nothing back.
+	inProgress := h.InProgress()
+	var want []int64
+	for id := range v.started {
+		if !v.finished[id] {
+			want = append(want, id)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(inProgress, want) {
+		return fmt.Sprintf("in progress %v, but started and not ended: %v", inProgress, want)
+	}
+	if h.current != 0 && len(h.pending) > 0 {
+		return fmt.Sprintf("exactly-once %d in progress along with at-least-once %v", h.current, inProgress)
+	}
+	if len(h.pending) > h.maxPending {
+		return fmt.Sprintf("%d at-least-once checkpoints tracked, cap %d", len(h.pending), h.maxPending)
+	}
+	for _, p := range h.pending {
+		if h.complete(p.arrived) {
+			return fmt.Sprintf("checkpoint %d has all its barriers but is still in progress", p.id())
+		}
+		if p.id() > h.latest {
+			return fmt.Sprintf("checkpoint %d in progress is newer than the newest seen, %d", p.id(), h.latest)
+		}
+	}
+	for ch := range h.open {
+		if h.Blocked(ch) && (h.current == 0 || h.curMode == ModeAtLeastOnce || h.unaligned) {
+			return fmt.Sprintf("channel %d blocked without an aligned checkpoint in progress", ch)
+		}
+	}
+	return ""
 }

@@ -525,8 +525,8 @@ func (s *scenario) state() string {
 	if !s.task.outputAvailable() {
 		line += " (back-pressured)"
 	}
-	if id := h.Aligning(); id != 0 {
-		line += fmt.Sprintf(" | checkpoint %d", id)
+	if ids := h.InProgress(); len(ids) > 0 {
+		line += " | checkpoint " + formatIDs(ids)
 		if b := channels(n, h.Blocked); b != "" {
 			line += " blocked: " + b
 		}
