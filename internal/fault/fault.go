@@ -48,8 +48,10 @@ const (
 	// SinkBeforeCommit: a NotifyCheckpointComplete reached a sink, which
 	// has not started to commit.
 	SinkBeforeCommit = "sinkBeforeCommit"
-	// SinkMidCommit: a sink committed part of what the checkpoint covers
-	// (fires between two committed pieces).
+	// SinkMidCommit: a sink is in the middle of a commit: an epoch's file
+	// was renamed into place, the directory not yet fsynced (so the
+	// commit is visible but not durable), and any later epochs the same
+	// notification covers are still pending.
 	SinkMidCommit = "sinkMidCommit"
 	// RestoreDownload: a subtask is reading its state back from checkpoint
 	// storage on restore (fires between two files).
