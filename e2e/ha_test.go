@@ -258,3 +258,53 @@ func logField(log, key string) string {
 	}
 	return v
 }
+
+// TestHARestartSkipsUnreadableStoreEntry: a completed-checkpoint entry in
+// etcd that does not decode must not fail the job on its next restart; the
+// restart skips it for the newest readable checkpoint, as a new leader's
+// recovery does.
+func TestHARestartSkipsUnreadableStoreEntry(t *testing.T) {
+	const count, keys = 30000, 16
+	h := startHACluster(t, 1, 2)
+	out := filepath.Join(h.dir, "out")
+	spec := writeSpec(t, h.dir, out, count, keys, 2000, "1h") // checkpoints only when asked
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, "restart-strategy: {type: fixed-delay, attempts: 10, delay: 100ms}\n"...)
+	if err := os.WriteFile(spec, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit(spec)
+	for i := 0; i < 2; i++ {
+		h.waitFor(time.Minute, "a manual checkpoint", func() (bool, error) {
+			_, err := h.weir("checkpoint", "trigger", id)
+			return err == nil, nil // refused until every subtask runs
+		})
+	}
+	first := h.latestCompleted(id) - 1
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{h.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	k, _ := ha.NewKeys("e2e")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := client.Put(ctx, k.CompletedCheckpoint(id, first), "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	h.kill(h.tms[0])
+	h.tms[0] = h.startTaskManager("taskmanager", "tm-r0")
+	if job := h.waitJob(id, 2*time.Minute); job.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)
+	}
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}
