@@ -37,7 +37,8 @@ const (
 	// asynchronous parts) and is about to acknowledge it.
 	TaskBeforeAck = "taskBeforeAck"
 	// IncrementalUpload: an incremental checkpoint is uploading its new
-	// shared files (fires between two files).
+	// shared files (fires before each file, so a crash may leave some of
+	// them uploaded).
 	IncrementalUpload = "incrementalUpload"
 	// JMAfterMetadataBeforeStore: the JobManager wrote a checkpoint's
 	// _metadata and has not yet added it to the completed-checkpoint store.
@@ -54,7 +55,8 @@ const (
 	// notification covers are still pending.
 	SinkMidCommit = "sinkMidCommit"
 	// RestoreDownload: a subtask is reading its state back from checkpoint
-	// storage on restore (fires between two files).
+	// storage on restore (fires before each file read; state small enough
+	// to travel inline in the metadata reads no file).
 	RestoreDownload = "restoreDownload"
 )
 

@@ -3,8 +3,11 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sort"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/storage"
@@ -36,6 +39,9 @@ type Backend interface {
 	// NotifyCheckpointComplete confirms checkpoint id is durable, so its
 	// files may be referenced by later incremental checkpoints.
 	NotifyCheckpointComplete(id int64)
+	// NotifyCheckpointAborted tells that checkpoint id will never
+	// complete.
+	NotifyCheckpointAborted(id int64)
 	// Close releases local resources (files, the embedded store).
 	Close() error
 }
@@ -91,6 +97,13 @@ type Config struct {
 	// (storage.WriteHandle); 0 writes every file. Shared (incremental)
 	// files are never inlined: later checkpoints reference them by path.
 	InlineThreshold int
+	// FS is the file system the embedded store, snapshots and restores
+	// go through: the operating system's when nil. Tests inject disk
+	// errors with it.
+	FS vfs.FS
+	// Logger receives the embedded store's error reports; slog.Default()
+	// when nil.
+	Logger *slog.Logger
 }
 
 // New builds the backend cfg asks for.
@@ -101,7 +114,7 @@ func New(cfg Config) (Backend, error) {
 			return nil, fmt.Errorf("state: the heap backend has no incremental checkpoints")
 		}
 		h := NewHeap(cfg.MaxParallelism, cfg.KeyGroups)
-		h.inline = cfg.InlineThreshold
+		h.inline, h.fs, h.log = cfg.InlineThreshold, cfg.FS, cfg.Logger
 		return h, nil
 	case weirv1.StateBackendConfig_BACKEND_PEBBLE:
 		return OpenPebble(cfg)
@@ -141,12 +154,12 @@ func operatorSnapshotOf(lists map[string]listState) *weirv1.OperatorStateSnapsho
 
 // writeOperator writes operator list state next to the keyed state, or
 // inline below the threshold.
-func writeOperator(st *weirv1.SubtaskState, prefix string, lists map[string]listState, inline int) error {
+func writeOperator(files storage.Files, st *weirv1.SubtaskState, prefix string, lists map[string]listState, inline int) error {
 	ops := operatorSnapshotOf(lists)
 	if len(ops.States) == 0 {
 		return nil
 	}
-	h, err := storage.WriteHandle(prefix+".operator", ops, inline)
+	h, err := files.WriteHandle(prefix+".operator", ops, inline)
 	if err != nil {
 		return fmt.Errorf("state: write operator state: %w", err)
 	}
@@ -161,12 +174,20 @@ func filePrefix(dir, vertex string, subtask int) string {
 	return filepath.Join(dir, fmt.Sprintf("%s-%d", vertex, subtask))
 }
 
-// restoreOperator concatenates list state in subtask order, then splits it
-// round-robin (union state is given whole), so the assignment does not
-// depend on the order acks arrived in.
-func restoreOperator(into operatorLists, prev []*weirv1.SubtaskState, subtask, parallelism int) error {
+// restoreOperator gives subtask its share of the list state of prev.
+// Union state is given whole. At the parallelism the checkpoint was taken
+// at, each subtask gets its own items back, as Flink's round-robin
+// repartitioner does: whatever a source kept per subtask (which splits it
+// reads) stays with that subtask. At another parallelism the items are
+// concatenated in subtask order and dealt round-robin, so the assignment
+// does not depend on the order acks arrived in.
+func restoreOperator(r *restorer, into operatorLists, prev []*weirv1.SubtaskState, subtask, parallelism int) error {
 	ordered := append([]*weirv1.SubtaskState(nil), prev...)
 	sort.Slice(ordered, func(i, j int) bool { return ordered[i].GetSubtaskIndex() < ordered[j].GetSubtaskIndex() })
+	unchanged := len(ordered) > 0
+	for _, st := range ordered {
+		unchanged = unchanged && int(st.GetParallelism()) == parallelism
+	}
 	all := map[string]*listState{}
 	var names []string
 	for _, st := range ordered {
@@ -174,9 +195,10 @@ func restoreOperator(into operatorLists, prev []*weirv1.SubtaskState, subtask, p
 			continue
 		}
 		snap := &weirv1.OperatorStateSnapshot{}
-		if err := storage.ReadHandle(st.GetOperatorState(), snap); err != nil {
+		if err := r.readHandle(st.GetOperatorState(), snap); err != nil {
 			return fmt.Errorf("state: restore operator state: %w", err)
 		}
+		own := int(st.GetSubtaskIndex()) == subtask
 		for _, ls := range snap.GetStates() {
 			l, ok := all[ls.GetName()]
 			if !ok {
@@ -184,14 +206,20 @@ func restoreOperator(into operatorLists, prev []*weirv1.SubtaskState, subtask, p
 				all[ls.GetName()] = l
 				names = append(names, ls.GetName())
 			}
-			l.items = append(l.items, ls.GetItems()...)
+			if ls.GetUnion() || !unchanged || own {
+				l.items = append(l.items, ls.GetItems()...)
+			}
 		}
 	}
 	for _, name := range names {
 		l := all[name]
-		mine := &listState{union: l.union}
+		if l.union || unchanged {
+			into[name] = l
+			continue
+		}
+		mine := &listState{}
 		for i, it := range l.items {
-			if l.union || i%parallelism == subtask {
+			if i%parallelism == subtask {
 				mine.items = append(mine.items, it)
 			}
 		}
@@ -217,21 +245,21 @@ type entry struct {
 // readKeyed calls fn for every keyed-state entry of st in the key groups
 // owns accepts, whichever format st was written in. A native snapshot is
 // copied into a temporary directory under tmpDir (os.TempDir when empty).
-func readKeyed(st *weirv1.SubtaskState, maxParallelism int, tmpDir string, owns func(kg int) bool, fn func(e entry) error) error {
+func readKeyed(r *restorer, log *slog.Logger, st *weirv1.SubtaskState, maxParallelism int, tmpDir string, owns func(kg int) bool, fn func(e entry) error) error {
 	if isNative(st) {
-		return readNative(st, tmpDir, owns, fn)
+		return readNative(r, log, st, tmpDir, owns, fn)
 	}
 	if h := st.GetKeyedState(); storage.HasState(h) {
-		return readCanonical(h, maxParallelism, owns, fn)
+		return readCanonical(r, h, maxParallelism, owns, fn)
 	}
 	return nil
 }
 
 // readCanonical calls fn for every entry of canonical keyed state (a file
 // or inline) in the key groups owns accepts.
-func readCanonical(h *weirv1.StateHandle, maxParallelism int, owns func(kg int) bool, fn func(e entry) error) error {
+func readCanonical(r *restorer, h *weirv1.StateHandle, maxParallelism int, owns func(kg int) bool, fn func(e entry) error) error {
 	snap := &weirv1.KeyedStateSnapshot{}
-	if err := storage.ReadHandle(h, snap); err != nil {
+	if err := r.readHandle(h, snap); err != nil {
 		return fmt.Errorf("state: restore keyed state: %w", err)
 	}
 	if int(snap.GetMaxParallelism()) != maxParallelism {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -20,12 +22,12 @@ var ErrChannelStateRescale = errors.New("state: channel state of an unaligned ch
 // it writes cs into dir as <vertex>-<subtask>.channel, or inline when
 // smaller than inlineThreshold bytes, and returns its handle; nil when cs
 // holds no records (nothing was in flight).
-func WriteChannelState(dir, vertex string, subtask int, cs *weirv1.ChannelStateSnapshot, inlineThreshold int) (*weirv1.StateHandle, error) {
+func WriteChannelState(fs vfs.FS, dir, vertex string, subtask int, cs *weirv1.ChannelStateSnapshot, inlineThreshold int) (*weirv1.StateHandle, error) {
 	if ChannelStateRecords(cs) == 0 {
 		return nil, nil
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.channel", vertex, subtask))
-	h, err := storage.WriteHandle(path, cs, inlineThreshold)
+	h, err := storage.Files{FS: fs}.WriteHandle(path, cs, inlineThreshold)
 	if err != nil {
 		return nil, fmt.Errorf("state: write channel state: %w", err)
 	}
@@ -36,7 +38,7 @@ func WriteChannelState(dir, vertex string, subtask int, cs *weirv1.ChannelStateS
 // subtasks) restores from prev, every subtask state of its vertex in the
 // restored checkpoint; nil when it has none. A checkpoint whose vertex ran
 // at another parallelism and holds channel state is refused.
-func RestoreChannelState(prev []*weirv1.SubtaskState, subtask, parallelism int) (*weirv1.ChannelStateSnapshot, error) {
+func RestoreChannelState(fs vfs.FS, prev []*weirv1.SubtaskState, subtask, parallelism int) (*weirv1.ChannelStateSnapshot, error) {
 	var mine *weirv1.SubtaskState
 	for _, st := range prev {
 		if !storage.HasState(st.GetChannelState()) {
@@ -54,7 +56,7 @@ func RestoreChannelState(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 		return nil, nil
 	}
 	cs := &weirv1.ChannelStateSnapshot{}
-	if err := storage.ReadHandle(mine.GetChannelState(), cs); err != nil {
+	if err := newRestorer(fs).readHandle(mine.GetChannelState(), cs); err != nil {
 		return nil, fmt.Errorf("state: restore channel state: %w", err)
 	}
 	return cs, nil

@@ -7,7 +7,10 @@ import (
 	"bytes"
 	"fmt"
 	"iter"
+	"log/slog"
 	"sort"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/storage"
@@ -29,6 +32,9 @@ type Heap struct {
 	lists operatorLists
 	// inline is Config.InlineThreshold.
 	inline int
+	// fs and log are Config.FS and Config.Logger.
+	fs  vfs.FS
+	log *slog.Logger
 }
 
 var _ Backend = (*Heap)(nil)
@@ -49,6 +55,9 @@ func (h *Heap) TakeSnapshot(SnapshotOptions) (StateSnapshot, error) { return h.S
 
 // NotifyCheckpointComplete implements Backend.
 func (h *Heap) NotifyCheckpointComplete(int64) {}
+
+// NotifyCheckpointAborted implements Backend.
+func (h *Heap) NotifyCheckpointAborted(int64) {}
 
 // Close implements Backend.
 func (h *Heap) Close() error { return nil }
@@ -173,6 +182,7 @@ type Snapshot struct {
 	maps           map[string]map[string]map[string][]byte
 	lists          map[string]listState
 	inline         int
+	files          storage.Files
 }
 
 // Snapshot takes the synchronous part of a checkpoint.
@@ -184,6 +194,7 @@ func (h *Heap) Snapshot() *Snapshot {
 		maps:           make(map[string]map[string]map[string][]byte, len(h.maps)),
 		lists:          h.lists.copy(),
 		inline:         h.inline,
+		files:          storage.Files{FS: h.fs},
 	}
 	for name, m := range h.values {
 		c := make(map[string][]byte, len(m))
@@ -217,7 +228,7 @@ func (s *Snapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.
 	}
 	prefix := filePrefix(dir, vertex, subtask)
 	if keyed := s.keyedSnapshot(); len(keyed.KeyGroups) > 0 {
-		h, err := storage.WriteHandle(prefix+".keyed", keyed, s.inline)
+		h, err := s.files.WriteHandle(prefix+".keyed", keyed, s.inline)
 		if err != nil {
 			return nil, fmt.Errorf("state: write keyed state: %w", err)
 		}
@@ -225,7 +236,7 @@ func (s *Snapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.
 		st.StateSize += h.GetSize()
 	}
 	st.CheckpointedSize = st.StateSize
-	if err := writeOperator(st, prefix, s.lists, s.inline); err != nil {
+	if err := writeOperator(s.files, st, prefix, s.lists, s.inline); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -276,8 +287,13 @@ func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
 // key groups this subtask owns and list state is redistributed round-robin
 // (union state is given whole).
 func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
+	r := newRestorer(h.fs)
+	log := h.log
+	if log == nil {
+		log = slog.Default()
+	}
 	for _, st := range prev {
-		err := readKeyed(st, h.maxParallelism, "", h.keyGroups.Contains, func(e entry) error {
+		err := readKeyed(r, log, st, h.maxParallelism, "", h.keyGroups.Contains, func(e entry) error {
 			if !e.owned {
 				e.value = bytes.Clone(e.value)
 			}
@@ -307,7 +323,7 @@ func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) er
 			return err
 		}
 	}
-	return restoreOperator(h.lists, prev, subtask, parallelism)
+	return restoreOperator(r, h.lists, prev, subtask, parallelism)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

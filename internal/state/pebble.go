@@ -7,16 +7,21 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -39,6 +44,9 @@ import (
 // later checkpoint that still contains them.
 type Pebble struct {
 	cfg   Config
+	fs    vfs.FS
+	files storage.Files
+	log   *slog.Logger
 	dir   string // the local directory holding db/ and checkpoint staging
 	db    *pebble.DB
 	uid   string // names this store's files in shared storage
@@ -48,15 +56,37 @@ type Pebble struct {
 	key   []byte
 	buf   []byte
 	lists operatorLists
+	// health is the store's first failure, if any.
+	health *health
+	// poisoned: Pebble panicked in a call, possibly holding its own
+	// locks; Close then leaves the store alone instead of waiting on them.
+	poisoned bool
 
 	mu sync.Mutex
-	// pending holds, per checkpoint written but not yet confirmed, the
-	// shared files it references, by local file name.
-	pending map[int64]map[string]*weirv1.StateHandle
-	// confirmed are the shared files of the newest completed checkpoint:
-	// they stay in shared storage until a newer checkpoint completes, so a
-	// checkpoint taken now may reference them instead of uploading.
-	confirmed map[string]*weirv1.StateHandle
+	// baseID is the newest completed checkpoint the backend was told of;
+	// base are the shared files it references, by local file name. They
+	// stay in shared storage until a newer checkpoint completes and
+	// subsumes it, so a checkpoint taken now may reference them instead
+	// of uploading.
+	baseID int64
+	base   map[string]*weirv1.StateHandle
+	// taken are the incremental snapshots taken after base, by checkpoint
+	// ID, until the backend learns their fate. Each may have completed
+	// already, its notification not yet arrived, and subsumed base: of
+	// base's files, only those every one of them references are sure to
+	// outlive them.
+	taken map[int64]*takenSnapshot
+}
+
+// takenSnapshot is an incremental snapshot whose completion the backend
+// has not learnt yet.
+type takenSnapshot struct {
+	// reuse are the files of base it may reference, fixed when it was
+	// taken; it uploads every other file again.
+	reuse map[string]*weirv1.StateHandle
+	// refs are all the shared files it references, once written.
+	refs    map[string]*weirv1.StateHandle
+	written bool
 }
 
 var _ Backend = (*Pebble)(nil)
@@ -77,7 +107,15 @@ func OpenPebble(cfg Config) (*Pebble, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: pebble local dir: %w", err)
 	}
-	db, err := openDB(filepath.Join(dir, "db"))
+	fs, log := cfg.FS, cfg.Logger
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &health{log: log}
+	db, err := openDB(fs, filepath.Join(dir, "db"), h)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -85,25 +123,86 @@ func OpenPebble(cfg Config) (*Pebble, error) {
 	var uid [8]byte
 	rand.Read(uid[:])
 	return &Pebble{
-		cfg: cfg, dir: dir, db: db, uid: hex.EncodeToString(uid[:]), wo: pebble.NoSync,
-		lists: operatorLists{}, pending: map[int64]map[string]*weirv1.StateHandle{},
+		cfg: cfg, fs: fs, files: storage.Files{FS: fs}, log: log, health: h,
+		dir: dir, db: db, uid: hex.EncodeToString(uid[:]), wo: pebble.NoSync,
+		lists: operatorLists{}, taken: map[int64]*takenSnapshot{},
 	}, nil
 }
 
-func openDB(dir string) (*pebble.DB, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, MemTableSize: 8 << 20})
+// openDB opens a store whose failures h records. The store keeps no WAL,
+// as Flink's RocksDB backend does not: state is restored from checkpoints
+// only, never from local files, and an incremental snapshot flushes the
+// memtable first. (A failed WAL write would also make Pebble panic while
+// it holds its commit lock.)
+func openDB(fs vfs.FS, dir string, h *health) (*pebble.DB, error) {
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS: fs, DisableWAL: true, MemTableSize: 8 << 20,
+		Logger:        pebbleLogger{h},
+		EventListener: &pebble.EventListener{BackgroundError: h.background},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("state: open pebble %s: %w", dir, err)
 	}
 	return db, nil
 }
 
-// quietLogger drops Pebble's informational lines.
-type quietLogger struct{}
+// health records the first failure of a store: a disk error of a flush or
+// compaction in the background, or one Pebble deems fatal. The store is
+// not used after it (RocksDB stops writes after a background error too):
+// the next state access fails the subtask.
+type health struct {
+	log     *slog.Logger
+	failure atomic.Pointer[error]
+}
 
-func (quietLogger) Infof(string, ...any)              {}
-func (quietLogger) Errorf(string, ...any)             {}
-func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (h *health) fail(err error) {
+	if h.failure.CompareAndSwap(nil, &err) {
+		h.log.Error("state backend failed", "err", err)
+	}
+}
+
+// err is the store's failure, nil while it is healthy.
+func (h *health) err() error {
+	if f := h.failure.Load(); f != nil {
+		return *f
+	}
+	return nil
+}
+
+func (h *health) background(err error) {
+	h.fail(fmt.Errorf("state: pebble background error: %w", err))
+}
+
+// pebbleLogger drops Pebble's informational lines. Fatalf does not panic,
+// which would kill the process when Pebble calls it from a background
+// goroutine: the store is marked failed, and Pebble returns the error it
+// reported.
+type pebbleLogger struct{ h *health }
+
+func (pebbleLogger) Infof(string, ...any) {}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.h.log.Warn("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	err := &fatalError{msg: "state: pebble: " + fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if e, ok := a.(error); ok {
+			err.errs = append(err.errs, e)
+		}
+	}
+	l.h.fail(err)
+}
+
+// fatalError is what Pebble reported fatal; it wraps the errors it named.
+type fatalError struct {
+	msg  string
+	errs []error
+}
+
+func (e *fatalError) Error() string   { return e.msg }
+func (e *fatalError) Unwrap() []error { return e.errs }
 
 // Dir is the store's local directory (tests).
 func (p *Pebble) Dir() string { return p.dir }
@@ -111,11 +210,83 @@ func (p *Pebble) Dir() string { return p.dir }
 // Close closes the store and removes its local files.
 func (p *Pebble) Close() error {
 	var err error
-	if p.db != nil {
+	switch {
+	case p.db == nil:
+	case p.poisoned:
+		// Closing would wait for the locks Pebble held when it panicked.
+		p.log.Warn("state backend not closed: it failed inside the store, whose goroutines stay")
+	default:
 		err = p.db.Close()
-		p.db = nil
 	}
+	p.db = nil
 	return errors.Join(err, os.RemoveAll(p.dir))
+}
+
+// usable panics with the store's failure, if any: nothing more is read
+// from or written to a failed store.
+func (p *Pebble) usable() {
+	if err := p.health.err(); err != nil {
+		panic(&StoreError{Err: err})
+	}
+}
+
+// must panics with a StoreError if op failed, or if the store failed
+// meanwhile (Pebble reports some failures only to its logger).
+func (p *Pebble) must(op string, err error) {
+	if err != nil {
+		err = fmt.Errorf("state: pebble %s: %w", op, err)
+		p.health.fail(err)
+		panic(&StoreError{Err: err})
+	}
+	p.usable()
+}
+
+// catch, deferred around a call into Pebble, turns a panic of Pebble's
+// into the store's failure. It is never deferred around operator code.
+func (p *Pebble) catch(op string) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if se, ok := r.(*StoreError); ok {
+		panic(se)
+	}
+	err, ok := r.(error)
+	if !ok {
+		err = fmt.Errorf("%v", r)
+	}
+	err = fmt.Errorf("state: pebble %s panicked: %w", op, err)
+	p.log.Error("pebble panicked", "op", op, "err", err, "stack", string(debug.Stack()))
+	p.poisoned = true
+	p.health.fail(err)
+	panic(&StoreError{Err: err})
+}
+
+func (p *Pebble) set(k, v []byte) {
+	p.usable()
+	defer p.catch("set")
+	p.must("set", p.db.Set(k, v, p.wo))
+}
+
+func (p *Pebble) del(k []byte) {
+	p.usable()
+	defer p.catch("delete")
+	p.must("delete", p.db.Delete(k, p.wo))
+}
+
+// iter opens an iterator over the store.
+func (p *Pebble) iter(opts *pebble.IterOptions) *pebble.Iterator {
+	p.usable()
+	defer p.catch("iterate")
+	it, err := p.db.NewIter(opts)
+	p.must("iterate", err)
+	return it
+}
+
+// closeIter closes an iterator, failing on its error.
+func (p *Pebble) closeIter(it *pebble.Iterator) {
+	defer p.catch("iterate")
+	p.must("iterate", errors.Join(it.Error(), it.Close()))
 }
 
 // SetCurrentKey implements Backend.
@@ -239,13 +410,14 @@ func (v *pebbleValue) Value() ([]byte, bool) { return v.p.get(v.k()) }
 
 // get reads a store key; the value is the caller's.
 func (p *Pebble) get(k []byte) ([]byte, bool) {
+	p.usable()
+	defer p.catch("get")
 	b, closer, err := p.db.Get(k)
-	if err != nil {
-		if !errors.Is(err, pebble.ErrNotFound) {
-			panic(fmt.Sprintf("state: pebble get: %v", err))
-		}
+	if errors.Is(err, pebble.ErrNotFound) {
+		p.usable()
 		return nil, false
 	}
+	p.must("get", err)
 	out := bytes.Clone(b)
 	closer.Close()
 	if out == nil {
@@ -254,61 +426,134 @@ func (p *Pebble) get(k []byte) ([]byte, bool) {
 	return out, true
 }
 
-func (v *pebbleValue) Update(b []byte) {
-	if err := v.p.db.Set(v.k(), b, v.p.wo); err != nil {
-		panic(fmt.Sprintf("state: pebble set: %v", err))
-	}
-}
+func (v *pebbleValue) Update(b []byte) { v.p.set(v.k(), b) }
 
-func (v *pebbleValue) Clear() {
-	if err := v.p.db.Delete(v.k(), v.p.wo); err != nil {
-		panic(fmt.Sprintf("state: pebble delete: %v", err))
-	}
-}
+func (v *pebbleValue) Clear() { v.p.del(v.k()) }
 
 // TakeSnapshot implements Backend. A canonical snapshot is a Pebble
 // snapshot, a sequence number. A native one first flushes the memtable, as
-// Flink's RocksDB backend does, so that all state is in immutable SST files
-// and the checkpoint uploads no WAL: without it, state smaller than a
-// memtable would travel whole in every checkpoint's WAL copy. The flush
-// writes at most one memtable (MemTableSize), which bounds the mailbox's
-// synchronous part; the checkpoint itself hard-links the SST files.
+// Flink's RocksDB backend does, so that all state is in immutable SST files:
+// the store keeps no WAL, so until flushed the memtable is in no file. The
+// flush writes at most one memtable (MemTableSize), which bounds the
+// mailbox's synchronous part; the checkpoint itself hard-links the SST
+// files. A failed store fails the snapshot with a *StoreError.
 func (p *Pebble) TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error) {
+	if err := p.health.err(); err != nil {
+		return nil, &StoreError{Err: err}
+	}
 	lists := p.lists.copy()
 	if opts.Canonical || !p.cfg.Incremental {
-		return &pebbleCanonical{p: p, snap: p.db.NewSnapshot(), lists: lists}, nil
+		var snap *pebble.Snapshot
+		if err := p.guard("snapshot", func() error { snap = p.db.NewSnapshot(); return nil }); err != nil {
+			return nil, err
+		}
+		return &pebbleCanonical{p: p, snap: snap, lists: lists}, nil
 	}
-	if err := p.db.Flush(); err != nil {
-		return nil, fmt.Errorf("state: pebble flush for checkpoint %d: %w", opts.CheckpointID, err)
+	if err := p.guard("flush", p.db.Flush); err != nil {
+		return nil, fmt.Errorf("state: checkpoint %d: %w", opts.CheckpointID, err)
 	}
 	p.seq++
 	local := filepath.Join(p.dir, fmt.Sprintf("chk-%d-%d", opts.CheckpointID, p.seq))
 	if err := p.db.Checkpoint(local); err != nil {
-		os.RemoveAll(local)
-		return nil, fmt.Errorf("state: pebble checkpoint %d: %w", opts.CheckpointID, err)
+		p.fs.RemoveAll(local)
+		// The store itself is fine unless it says otherwise: the
+		// checkpoint is declined, the subtask goes on.
+		err = fmt.Errorf("state: pebble checkpoint %d: %w", opts.CheckpointID, err)
+		if ferr := p.health.err(); ferr != nil {
+			return nil, &StoreError{Err: errors.Join(err, ferr)}
+		}
+		return nil, err
 	}
-	var confirmed map[string]*weirv1.StateHandle
+	var reuse map[string]*weirv1.StateHandle
+	p.mu.Lock()
 	if !opts.Full {
-		p.mu.Lock()
-		confirmed = p.confirmed
-		p.mu.Unlock()
+		reuse = p.reusableLocked()
 	}
-	return &pebbleNative{p: p, id: opts.CheckpointID, local: local, confirmed: confirmed, lists: lists}, nil
+	p.taken[opts.CheckpointID] = &takenSnapshot{reuse: reuse}
+	p.mu.Unlock()
+	return &pebbleNative{p: p, id: opts.CheckpointID, local: local, reuse: reuse, lists: lists}, nil
 }
 
-// NotifyCheckpointComplete implements Backend: the files of checkpoint id
-// may be referenced from now on, those of older ones no longer.
+// guard runs f, a call into the store off the state accessors' path. An
+// error of f, a panic of Pebble's, or a failure Pebble reported meanwhile
+// fails the store and comes back as a *StoreError.
+func (p *Pebble) guard(op string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.poisoned = true
+			p.log.Error("pebble panicked", "op", op, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("state: pebble %s panicked: %v", op, r)
+		}
+		if err == nil {
+			err = p.health.err()
+		}
+		if err != nil {
+			p.health.fail(err)
+			err = &StoreError{Err: err}
+		}
+	}()
+	if err := f(); err != nil {
+		return fmt.Errorf("state: pebble %s: %w", op, err)
+	}
+	return nil
+}
+
+// reusableLocked are the files of base a snapshot taken now may reference:
+// those every snapshot taken since base references too. Whichever of them
+// completes and subsumes base keeps those files alive, until this one
+// completes or, failing, leaves base the newest completed checkpoint. A
+// completion notification that comes after the next snapshot was taken
+// thus makes that snapshot upload the files again; one that came in time
+// leaves nothing taken since base, and everything of base is reused.
+// (Canonical snapshots are not counted: only a synchronous savepoint
+// subsumes checkpoints, and the subtask finishes once it completed.)
+func (p *Pebble) reusableLocked() map[string]*weirv1.StateHandle {
+	out := make(map[string]*weirv1.StateHandle, len(p.base))
+	for name, h := range p.base {
+		kept := true
+		for _, t := range p.taken {
+			if r, ok := t.reuse[name]; !ok || r.GetPath() != h.GetPath() {
+				kept = false
+				break
+			}
+		}
+		if kept {
+			out[name] = h
+		}
+	}
+	return out
+}
+
+// NotifyCheckpointComplete implements Backend: checkpoint id becomes the
+// base of the next snapshots. Notifications may come late and out of
+// order; an older one than the base is stale.
 func (p *Pebble) NotifyCheckpointComplete(id int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if files, ok := p.pending[id]; ok {
-		p.confirmed = files
+	if id <= p.baseID {
+		return
 	}
-	for c := range p.pending {
+	if t, ok := p.taken[id]; ok && t.written {
+		p.base = t.refs
+	} else {
+		// Not a snapshot of this backend's (a synchronous savepoint): it
+		// may have subsumed base, whose files are then no longer safe.
+		p.base = nil
+	}
+	p.baseID = id
+	for c := range p.taken {
 		if c <= id {
-			delete(p.pending, c)
+			delete(p.taken, c)
 		}
 	}
+}
+
+// NotifyCheckpointAborted implements Backend: checkpoint id will never
+// subsume base.
+func (p *Pebble) NotifyCheckpointAborted(id int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.taken, id)
 }
 
 type pebbleCanonical struct {
@@ -350,34 +595,34 @@ func (s *pebbleCanonical) Write(dir, vertex string, subtask, parallelism int) (*
 			Kind: e.kind, State: e.state, Key: bytes.Clone(e.key), UserKey: bytes.Clone(e.userKey), Value: bytes.Clone(it.Value()),
 		})
 	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
+	if err := errors.Join(it.Error(), it.Close(), s.p.health.err()); err != nil {
 		return nil, fmt.Errorf("state: pebble iterate: %w", err)
 	}
 	// Entries are in (state, key) order within a group, as the heap writes them.
 	prefix := filePrefix(dir, vertex, subtask)
 	if len(out.KeyGroups) > 0 {
-		h, err := storage.WriteHandle(prefix+".keyed", out, s.p.cfg.InlineThreshold)
+		h, err := s.p.files.WriteHandle(prefix+".keyed", out, s.p.cfg.InlineThreshold)
 		if err != nil {
 			return nil, fmt.Errorf("state: write keyed state: %w", err)
 		}
 		st.KeyedState = h
 		st.StateSize, st.CheckpointedSize = h.GetSize(), h.GetSize()
 	}
-	if err := writeOperator(st, prefix, s.lists, s.p.cfg.InlineThreshold); err != nil {
+	if err := writeOperator(s.p.files, st, prefix, s.lists, s.p.cfg.InlineThreshold); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
 type pebbleNative struct {
-	p         *Pebble
-	id        int64
-	local     string
-	confirmed map[string]*weirv1.StateHandle
-	lists     map[string]listState
+	p     *Pebble
+	id    int64
+	local string
+	reuse map[string]*weirv1.StateHandle
+	lists map[string]listState
 }
 
-func (s *pebbleNative) Release() { os.RemoveAll(s.local) }
+func (s *pebbleNative) Release() { s.p.fs.RemoveAll(s.local) }
 
 // isImmutable: SST and blob files never change once written, so they are
 // uploaded once and shared; the manifest, options and markers are
@@ -386,9 +631,9 @@ func isImmutable(name string) bool {
 	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
 }
 
-// isWAL: the snapshot flushed the memtable and nothing was written before
-// the checkpoint, so the WAL files it copied hold nothing the SSTs lack
-// (Pebble may also copy older logs awaiting deletion).
+// isWAL: the store writes no WAL (openDB), and the snapshot flushed the
+// memtable, so a log file a Pebble checkpoint holds has nothing the SSTs
+// lack.
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
 func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error) {
@@ -398,32 +643,32 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 		Vertex: vertex, SubtaskIndex: int32(subtask), Parallelism: int32(parallelism),
 		KeyGroups: &weirv1.KeyGroupRange{Start: int32(kgs.Start), End: int32(kgs.End)},
 	}
-	entries, err := os.ReadDir(s.local)
+	fs := s.p.fs
+	names, err := fs.List(s.local)
 	if err != nil {
 		return nil, fmt.Errorf("state: read pebble checkpoint: %w", err)
 	}
+	sort.Strings(names)
 	prefix := filePrefix(dir, vertex, subtask)
 	exclusive := prefix + ".pebble"
 	// Mkdir, not MkdirAll: a checkpoint directory removed by an abort
-	// must not come back.
+	// must not come back. (vfs.FS has no Mkdir.)
 	if err := os.Mkdir(exclusive, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("state: write pebble checkpoint: %w", err)
 	}
-	if err := os.MkdirAll(s.p.cfg.SharedDir, 0o755); err != nil {
+	if err := fs.MkdirAll(s.p.cfg.SharedDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state: write pebble checkpoint: %w", err)
 	}
 	referenced := map[string]*weirv1.StateHandle{}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		name := e.Name()
+	for _, name := range names {
 		src := filepath.Join(s.local, name)
-		if isWAL(name) {
+		if fi, err := fs.Stat(src); err != nil {
+			return nil, fmt.Errorf("state: read pebble checkpoint: %w", err)
+		} else if fi.IsDir() || isWAL(name) {
 			continue
 		}
 		if isImmutable(name) {
-			if h, ok := s.confirmed[name]; ok {
+			if h, ok := s.reuse[name]; ok {
 				referenced[name] = h
 				st.SharedFiles = append(st.SharedFiles, h)
 				st.StateSize += h.GetSize()
@@ -432,8 +677,11 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 			// Named after the store and the checkpoint that uploads it: two
 			// in-flight checkpoints never share an upload, so aborting one
 			// cannot delete the other's file.
+			if err := fault.Point(fault.IncrementalUpload); err != nil {
+				return nil, fmt.Errorf("state: upload %s: %w", name, err)
+			}
 			dst := filepath.Join(s.p.cfg.SharedDir, sharedFileName(s.p.uid, s.id, name))
-			n, err := copyFile(src, dst)
+			n, err := copyFile(fs, src, dst)
 			if err != nil {
 				return nil, fmt.Errorf("state: upload %s: %w", name, err)
 			}
@@ -445,7 +693,7 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 			continue
 		}
 		dst := filepath.Join(exclusive, name)
-		n, err := copyFile(src, dst)
+		n, err := copyFile(fs, src, dst)
 		if err != nil {
 			return nil, fmt.Errorf("state: write %s: %w", name, err)
 		}
@@ -453,11 +701,13 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 		st.StateSize += n
 		st.CheckpointedSize += n
 	}
-	if err := writeOperator(st, prefix, s.lists, s.p.cfg.InlineThreshold); err != nil {
+	if err := writeOperator(s.p.files, st, prefix, s.lists, s.p.cfg.InlineThreshold); err != nil {
 		return nil, err
 	}
 	s.p.mu.Lock()
-	s.p.pending[s.id] = referenced
+	if t, ok := s.p.taken[s.id]; ok { // not aborted or subsumed meanwhile
+		t.refs, t.written = referenced, true
+	}
 	s.p.mu.Unlock()
 	return st, nil
 }
@@ -479,35 +729,6 @@ func SharedFileCheckpoint(name string) (int64, bool) {
 	return id, err == nil
 }
 
-// copyFile copies src to dst through a temporary file renamed into place.
-func copyFile(src, dst string) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return 0, err
-	}
-	return n, nil
-}
-
 // isNative reports whether st is a native (Pebble checkpoint) snapshot.
 func isNative(st *weirv1.SubtaskState) bool { return len(st.GetSharedFiles()) > 0 }
 
@@ -522,38 +743,26 @@ func localName(h *weirv1.StateHandle) string {
 	return name
 }
 
-// download copies a native snapshot's files into a fresh directory dir.
-func download(st *weirv1.SubtaskState, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, h := range st.GetSharedFiles() {
-		if _, err := copyFile(h.GetPath(), filepath.Join(dir, localName(h))); err != nil {
-			return fmt.Errorf("state: download %s: %w", h.GetPath(), err)
-		}
-	}
-	return nil
-}
-
 // readNative opens a copy of a native snapshot and calls fn for each entry
 // in the key groups owns accepts.
-func readNative(st *weirv1.SubtaskState, tmpDir string, owns func(kg int) bool, fn func(e entry) error) error {
+func readNative(r *restorer, log *slog.Logger, st *weirv1.SubtaskState, tmpDir string, owns func(kg int) bool, fn func(e entry) error) error {
 	tmp, err := os.MkdirTemp(tmpDir, restoreDirPrefix)
 	if err != nil {
-		return err
+		return fmt.Errorf("state: restore: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := download(st, tmp); err != nil {
+	if err := r.download(st, tmp); err != nil {
 		return err
 	}
-	db, err := openDB(tmp)
+	h := &health{log: log}
+	db, err := openDB(r.fs, tmp, h)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	it, err := db.NewIter(nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("state: restore: %w", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		kg, e, ok := decodeKey(it.Key())
@@ -566,13 +775,17 @@ func readNative(st *weirv1.SubtaskState, tmpDir string, owns func(kg int) bool, 
 			return err
 		}
 	}
-	return errors.Join(it.Error(), it.Close())
+	if err := errors.Join(it.Error(), it.Close(), h.err()); err != nil {
+		return fmt.Errorf("state: restore: %w", err)
+	}
+	return nil
 }
 
 // Restore implements Backend. A native snapshot of exactly this subtask's
 // key groups is opened in place; anything else is copied, key group by key
 // group, into the store.
 func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
+	r := newRestorer(p.fs)
 	kgs := p.cfg.KeyGroups
 	if len(prev) > 0 {
 		var same *weirv1.SubtaskState
@@ -582,11 +795,11 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 			}
 		}
 		if same != nil && len(prev) == 1 || same != nil && allOthersEmpty(prev, same, kgs) {
-			if err := p.openRestored(same); err != nil {
+			if err := p.openRestored(r, same); err != nil {
 				return err
 			}
 			p.confirmRestored(same)
-			return restoreOperator(p.lists, prev, subtask, parallelism)
+			return restoreOperator(r, p.lists, prev, subtask, parallelism)
 		}
 	}
 	for _, st := range prev {
@@ -595,7 +808,7 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 		}
 		b := p.db.NewBatch()
 		var buf []byte
-		err := readKeyed(st, p.cfg.MaxParallelism, p.dir, kgs.Contains, func(e entry) error {
+		err := readKeyed(r, p.log, st, p.cfg.MaxParallelism, p.dir, kgs.Contains, func(e entry) error {
 			// Set copies key and value into the batch.
 			buf = encodeEntry(buf, keygroup.Of(e.key, p.cfg.MaxParallelism), e)
 			if err := b.Set(buf, e.value, nil); err != nil {
@@ -613,11 +826,14 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 			err = b.Commit(p.wo)
 		}
 		b.Close()
+		if err == nil {
+			err = p.health.err()
+		}
 		if err != nil {
 			return fmt.Errorf("state: restore into pebble: %w", err)
 		}
 	}
-	return restoreOperator(p.lists, prev, subtask, parallelism)
+	return restoreOperator(r, p.lists, prev, subtask, parallelism)
 }
 
 // allOthersEmpty: the other subtask states hold none of kgs.
@@ -651,24 +867,24 @@ func (p *Pebble) confirmRestored(st *weirv1.SubtaskState) {
 		}
 	}
 	p.mu.Lock()
-	p.confirmed = files
+	p.base = files
 	p.mu.Unlock()
 }
 
 // openRestored replaces the (empty) store with a copy of st.
-func (p *Pebble) openRestored(st *weirv1.SubtaskState) error {
+func (p *Pebble) openRestored(r *restorer, st *weirv1.SubtaskState) error {
 	if err := p.db.Close(); err != nil {
-		return err
+		return fmt.Errorf("state: restore: %w", err)
 	}
 	p.db = nil
 	dbDir := filepath.Join(p.dir, "db")
-	if err := os.RemoveAll(dbDir); err != nil {
+	if err := p.fs.RemoveAll(dbDir); err != nil {
+		return fmt.Errorf("state: restore: %w", err)
+	}
+	if err := r.download(st, dbDir); err != nil {
 		return err
 	}
-	if err := download(st, dbDir); err != nil {
-		return err
-	}
-	db, err := openDB(dbDir)
+	db, err := openDB(p.fs, dbDir, p.health)
 	if err != nil {
 		return err
 	}
@@ -704,38 +920,19 @@ func (m *pebbleMap) Contains(userKey []byte) bool {
 	return ok
 }
 
-func (m *pebbleMap) Put(userKey, value []byte) {
-	if err := m.p.db.Set(m.k(userKey), value, m.p.wo); err != nil {
-		panic(fmt.Sprintf("state: pebble set: %v", err))
-	}
-}
+func (m *pebbleMap) Put(userKey, value []byte) { m.p.set(m.k(userKey), value) }
 
-func (m *pebbleMap) Remove(userKey []byte) {
-	if err := m.p.db.Delete(m.k(userKey), m.p.wo); err != nil {
-		panic(fmt.Sprintf("state: pebble delete: %v", err))
-	}
-}
+func (m *pebbleMap) Remove(userKey []byte) { m.p.del(m.k(userKey)) }
 
 func (m *pebbleMap) bounds() *pebble.IterOptions {
 	lower := encodeMapPrefix(nil, m.p.kg, m.name, m.p.key)
 	return &pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)}
 }
 
-// iter opens an iterator over the map of the key bounds were taken for.
-func (m *pebbleMap) iter(bounds *pebble.IterOptions) *pebble.Iterator {
-	it, err := m.p.db.NewIter(bounds)
-	if err != nil {
-		panic(fmt.Sprintf("state: pebble iterate: %v", err))
-	}
-	return it
-}
-
 func (m *pebbleMap) IsEmpty() bool {
-	it := m.iter(m.bounds())
+	it := m.p.iter(m.bounds())
 	empty := !it.First()
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		panic(fmt.Sprintf("state: pebble iterate: %v", err))
-	}
+	m.p.closeIter(it)
 	return empty
 }
 
@@ -746,12 +943,8 @@ func (m *pebbleMap) All() iter.Seq2[[]byte, []byte] {
 	bounds := m.bounds()
 	n := len(bounds.LowerBound)
 	return func(yield func([]byte, []byte) bool) {
-		it := m.iter(bounds)
-		defer func() {
-			if err := errors.Join(it.Error(), it.Close()); err != nil {
-				panic(fmt.Sprintf("state: pebble iterate: %v", err))
-			}
-		}()
+		it := m.p.iter(bounds)
+		defer m.p.closeIter(it)
 		for valid := it.First(); valid; valid = it.Next() {
 			if !yield(bytes.Clone(it.Key()[n:]), bytes.Clone(it.Value())) {
 				return
@@ -763,18 +956,17 @@ func (m *pebbleMap) All() iter.Seq2[[]byte, []byte] {
 // Clear deletes the entries one by one: a range tombstone per call would
 // pile up and slow reads down when maps are cleared per record.
 func (m *pebbleMap) Clear() {
-	it := m.iter(m.bounds())
+	it := m.p.iter(m.bounds())
 	b := m.p.db.NewBatch()
 	defer b.Close()
 	for valid := it.First(); valid; valid = it.Next() {
 		if err := b.Delete(it.Key(), nil); err != nil {
-			panic(fmt.Sprintf("state: pebble delete: %v", err))
+			it.Close()
+			m.p.must("delete", err)
 		}
 	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		panic(fmt.Sprintf("state: pebble iterate: %v", err))
-	}
-	if err := b.Commit(m.p.wo); err != nil {
-		panic(fmt.Sprintf("state: pebble delete: %v", err))
-	}
+	m.p.closeIter(it)
+	m.p.usable()
+	defer m.p.catch("delete")
+	m.p.must("delete", b.Commit(m.p.wo))
 }

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -89,7 +91,7 @@ func WriteMetadata(dir string, md *weirv1.CheckpointMetadata) (string, error) {
 	path := filepath.Join(dir, MetadataFile)
 	data, err := marshalMetadata(md)
 	if err == nil {
-		err = writeFileAtomic(path, data)
+		err = Files{}.writeFileAtomic(path, data)
 	}
 	if err != nil {
 		return "", fmt.Errorf("storage: write metadata of checkpoint %d: %w", md.GetCheckpointId(), err)
@@ -133,14 +135,32 @@ func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
 	return md, nil
 }
 
+// Files reads and writes state files through a file system: the
+// operating system's when FS is nil. Tests give one that injects errors
+// (Pebble's vfs/errorfs), so every write and read of checkpoint state has
+// a seam for disk failures.
+type Files struct {
+	FS vfs.FS
+}
+
+func (f Files) fs() vfs.FS {
+	if f.FS == nil {
+		return vfs.Default
+	}
+	return f.FS
+}
+
 // WriteProto writes m to path through a temporary file, fsyncs it and renames
 // it into place. It returns the number of bytes written.
-func WriteProto(path string, m proto.Message) (int64, error) {
+func WriteProto(path string, m proto.Message) (int64, error) { return Files{}.WriteProto(path, m) }
+
+// WriteProto is the package's WriteProto through f's file system.
+func (f Files) WriteProto(path string, m proto.Message) (int64, error) {
 	data, err := proto.Marshal(m)
 	if err != nil {
 		return 0, err
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := f.writeFileAtomic(path, data); err != nil {
 		return 0, err
 	}
 	return int64(len(data)), nil
@@ -155,6 +175,11 @@ const DefaultInlineThreshold = 20 << 10
 // smaller than inlineThreshold bytes (0 never inlines); otherwise it writes
 // it to path as WriteProto does and returns a handle to the file.
 func WriteHandle(path string, m proto.Message, inlineThreshold int) (*weirv1.StateHandle, error) {
+	return Files{}.WriteHandle(path, m, inlineThreshold)
+}
+
+// WriteHandle is the package's WriteHandle through f's file system.
+func (f Files) WriteHandle(path string, m proto.Message, inlineThreshold int) (*weirv1.StateHandle, error) {
 	data, err := proto.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -163,7 +188,7 @@ func WriteHandle(path string, m proto.Message, inlineThreshold int) (*weirv1.Sta
 	if len(data) > 0 && len(data) < inlineThreshold {
 		return &weirv1.StateHandle{InlineData: data, Size: int64(len(data))}, nil
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := f.writeFileAtomic(path, data); err != nil {
 		return nil, err
 	}
 	return &weirv1.StateHandle{Path: path, Size: int64(len(data))}, nil
@@ -176,7 +201,10 @@ func HasState(h *weirv1.StateHandle) bool {
 
 // ReadHandle reads what WriteHandle or WriteProto wrote into m, from the
 // handle's inline bytes or its file.
-func ReadHandle(h *weirv1.StateHandle, m proto.Message) error {
+func ReadHandle(h *weirv1.StateHandle, m proto.Message) error { return Files{}.ReadHandle(h, m) }
+
+// ReadHandle is the package's ReadHandle through f's file system.
+func (f Files) ReadHandle(h *weirv1.StateHandle, m proto.Message) error {
 	if data := h.GetInlineData(); len(data) > 0 {
 		if err := proto.Unmarshal(data, m); err != nil {
 			return fmt.Errorf("storage: decode inline state: %w", err)
@@ -186,43 +214,44 @@ func ReadHandle(h *weirv1.StateHandle, m proto.Message) error {
 	if h.GetPath() == "" {
 		return errors.New("storage: empty state handle")
 	}
-	return ReadProto(h.GetPath(), m)
+	return f.ReadProto(h.GetPath(), m)
 }
 
 // writeFileAtomic writes data to path through a temporary file, fsyncs it
 // and renames it into place. On failure the temporary file is removed.
-func writeFileAtomic(path string, data []byte) (err error) {
+func (f Files) writeFileAtomic(path string, data []byte) (err error) {
+	fs := f.fs()
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	file, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			os.Remove(tmp)
+			fs.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
+	if _, err := file.Write(data); err != nil {
+		file.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	if err := file.Sync(); err != nil {
+		file.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := file.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fs.Rename(tmp, path); err != nil {
 		return err
 	}
 	// The rename is durable only once its directory is: without this a
 	// power loss could lose a _metadata that etcd already points at.
-	return syncDir(filepath.Dir(path))
+	return syncDir(fs, filepath.Dir(path))
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return err
 	}
@@ -234,10 +263,20 @@ func syncDir(dir string) error {
 }
 
 // ReadProto reads a file written by WriteProto into m.
-func ReadProto(path string, m proto.Message) error {
-	data, err := os.ReadFile(path)
+func ReadProto(path string, m proto.Message) error { return Files{}.ReadProto(path, m) }
+
+// ReadProto is the package's ReadProto through f's file system.
+func (f Files) ReadProto(path string, m proto.Message) error {
+	file, err := f.fs().Open(path)
 	if err != nil {
-		return err
+		return err // names the path
+	}
+	data, err := io.ReadAll(file)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("storage: read %s: %w", path, err)
 	}
 	if err := proto.Unmarshal(data, m); err != nil {
 		return fmt.Errorf("storage: decode %s: %w", path, err)

@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -470,5 +473,45 @@ func TestCheckpointDirLayout(t *testing.T) {
 	}
 	if got := s.CheckpointDir("j", 42); got != "/ckpt/j/chk-42" {
 		t.Fatalf("CheckpointDir = %s", got)
+	}
+}
+
+// Files writes and reads through the file system it is given: a disk
+// error at any step of a write fails it, leaving nothing behind, and a
+// read error fails the read.
+func TestFilesInjectedErrors(t *testing.T) {
+	m := &weirv1.KeyGroupRange{Start: 1, End: 1000}
+	for _, op := range []errorfs.OpKind{errorfs.OpCreate, errorfs.OpFileWrite, errorfs.OpFileSync, errorfs.OpRename, errorfs.OpOpenDir} {
+		t.Run(fmt.Sprint(op), func(t *testing.T) {
+			dir := t.TempDir()
+			f := Files{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(o errorfs.Op) error {
+				if o.Kind == op {
+					return errorfs.ErrInjected
+				}
+				return nil
+			}))}
+			if _, err := f.WriteHandle(filepath.Join(dir, "s.keyed"), m, 0); !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("write: %v, want the injected error", err)
+			}
+			if op != errorfs.OpOpenDir { // the file is in place, its directory entry not synced
+				if got := names(t, dir); len(got) != 0 {
+					t.Fatalf("a failed write left %q", got)
+				}
+			}
+		})
+	}
+	dir := t.TempDir()
+	h, err := WriteHandle(filepath.Join(dir, "s.keyed"), m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Files{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(o errorfs.Op) error {
+		if o.Kind.ReadOrWrite() == errorfs.OpIsRead {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))}
+	if err := f.ReadHandle(h, &weirv1.KeyGroupRange{}); !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("read: %v, want the injected error", err)
 	}
 }

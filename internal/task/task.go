@@ -5,15 +5,20 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/weirproject/weir/internal/exchange"
+	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
@@ -68,6 +73,10 @@ type Config struct {
 	FlushInterval time.Duration
 	// Now is the clock; time.Now when nil. Tests drive a fake one.
 	Now func() time.Time
+	// FS is the file system state goes through: the embedded state
+	// backend's files and checkpoint storage (the operating system's
+	// when nil). Tests inject disk errors with it.
+	FS vfs.FS
 }
 
 // Task is one running subtask attempt.
@@ -198,6 +207,8 @@ func New(cfg Config) (*Task, error) {
 		LocalDir:        cfg.StateDir,
 		SharedDir:       filepath.Join(storage.Storage{Dir: d.GetCheckpointDir()}.JobDir(a.GetJobId()), "shared"),
 		InlineThreshold: cfg.InlineThreshold,
+		FS:              cfg.FS,
+		Logger:          t.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("task: state backend: %w", err)
@@ -271,6 +282,7 @@ func (t *Task) NotifyCheckpointComplete(id int64, final bool) {
 func (t *Task) NotifyCheckpointAborted(id int64) {
 	t.progress.done(id)
 	t.mailbox.put(func() error {
+		t.backend.NotifyCheckpointAborted(id)
 		if l, ok := t.operator().(sdk.CheckpointListener); ok {
 			if err := l.NotifyCheckpointAborted(id); err != nil {
 				return fmt.Errorf("task: notify checkpoint %d aborted: %w", id, err)
@@ -307,6 +319,14 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		t.async.Wait()
 		t.cleanup()
 		t.metrics.release()
+	}()
+	// Deferred after the cleanup, so it runs first: a panic of the
+	// operator, or a failed state backend, ends this subtask alone, with
+	// the panic as its failure cause, and the cleanup still runs.
+	defer func() {
+		if r := recover(); r != nil {
+			err = t.panicked(r)
+		}
 	}()
 	if err := t.setup(ctx); err != nil {
 		return err
@@ -451,7 +471,7 @@ func (t *Task) setup(ctx context.Context) error {
 	var restored *weirv1.ChannelStateSnapshot
 	if r := d.GetRestore(); r != nil {
 		var err error
-		if restored, err = state.RestoreChannelState(r.GetSubtasks(), int(t.attempt.GetSubtaskIndex()), int(d.GetParallelism())); err != nil {
+		if restored, err = state.RestoreChannelState(t.cfg.FS, r.GetSubtasks(), int(t.attempt.GetSubtaskIndex()), int(d.GetParallelism())); err != nil {
 			return fmt.Errorf("task: restore checkpoint %d: %w", r.GetCheckpointId(), err)
 		}
 	}
@@ -691,7 +711,7 @@ func (t *Task) handle(ch int, b exchange.Buffer) error {
 // set, is called once the snapshot is taken, with the channel state being
 // recorded, so the event's caller can add what the barrier overtook.
 func (t *Task) apply(d Decision, now time.Time, overtaken func(*channelRecorder)) error {
-	for _, id := range []int64{d.Aborted, d.Cancelled} {
+	for _, id := range d.AbortedIDs() {
 		if id == 0 {
 			continue
 		}
@@ -846,6 +866,10 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 	})
 	if err != nil {
 		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, err.Error())
+		if se := (*state.StoreError)(nil); errors.As(err, &se) {
+			// The store is lost: the job fails over to the last checkpoint.
+			return fmt.Errorf("task: %s: state backend failed: %w", t.desc.GetOperator(), err)
+		}
 		return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
 	}
 	switch b.GetOptions().GetType() {
@@ -880,6 +904,14 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 	t.async.Add(1)
 	go func() {
 		defer t.async.Done()
+		// No operator code runs here, but a panic (of the backend writing
+		// its snapshot) must not take the process down: it declines.
+		defer func() {
+			if r := recover(); r != nil {
+				t.log.Error("asynchronous part of a checkpoint panicked", "checkpoint_id", id, "panic", r, "stack", string(debug.Stack()))
+				t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, fmt.Sprintf("panic: %v", r))
+			}
+		}()
 		t.completeAsync(b, snap, rec, stats)
 	}()
 	return nil
@@ -915,7 +947,7 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap state.StateSnapsh
 			return // declined by the mailbox, or the subtask stopped
 		}
 		stats.alignment, stats.processed, stats.persisted, stats.unaligned = rec.alignment, rec.processed, rec.bytes, rec.unaligned
-		h, err := state.WriteChannelState(dir, vertex, subtask, rec.snapshot(t.desc), t.cfg.InlineThreshold)
+		h, err := state.WriteChannelState(t.cfg.FS, dir, vertex, subtask, rec.snapshot(t.desc), t.cfg.InlineThreshold)
 		if err != nil {
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
 			return
@@ -925,6 +957,10 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap state.StateSnapsh
 			st.StateSize += h.GetSize()
 			st.CheckpointedSize += h.GetSize()
 		}
+	}
+	if err := fault.Point(fault.TaskBeforeAck); err != nil {
+		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+		return
 	}
 	asyncDur := t.now().Sub(asyncStart)
 	t.metrics.asyncDuration.Set(asyncDur.Seconds())
@@ -1114,16 +1150,20 @@ func (t *Task) finish() error {
 }
 
 func (t *Task) cleanup() {
-	var err error
-	if t.src != nil {
-		err = t.src.Close()
-	} else if t.op != nil {
-		err = t.op.Close()
-	}
+	// After a failure the operator or the backend may be broken enough to
+	// panic again: the rest of the cleanup still runs.
+	err := t.safely(func() error {
+		if t.src != nil {
+			return t.src.Close()
+		} else if t.op != nil {
+			return t.op.Close()
+		}
+		return nil
+	})
 	if err != nil {
 		t.log.Warn("closing operator failed", "err", err)
 	}
-	if err := t.backend.Close(); err != nil {
+	if err := t.safely(t.backend.Close); err != nil {
 		t.log.Warn("closing state backend failed", "err", err)
 	}
 	for _, in := range t.inputs {
@@ -1138,6 +1178,30 @@ func (t *Task) cleanup() {
 			t.cfg.Network.Partitions().Release(p.ID)
 		}
 	}
+}
+
+// panicked is the failure of a subtask whose mailbox goroutine panicked
+// with r: the state backend's failure, or a panic of the operator (whose
+// stack goes to the log).
+func (t *Task) panicked(r any) error {
+	if se, ok := r.(*state.StoreError); ok {
+		return fmt.Errorf("task: %s: state backend failed: %w", t.desc.GetOperator(), se)
+	}
+	t.log.Error("subtask panicked", "panic", r, "stack", string(debug.Stack()))
+	if err, ok := r.(error); ok {
+		return fmt.Errorf("task: %s panicked: %w", t.desc.GetOperator(), err)
+	}
+	return fmt.Errorf("task: %s panicked: %v", t.desc.GetOperator(), r)
+}
+
+// safely runs f, turning a panic into its error.
+func (t *Task) safely(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = t.panicked(r)
+		}
+	}()
+	return f()
 }
 
 // collector fans an operator's output out to every output edge.

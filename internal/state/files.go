@@ -1,0 +1,106 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weirproject/weir/internal/fault"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// StoreError is a failure of a backend's store (a disk error): the state
+// it holds can no longer be read or written. sdk state methods return no
+// errors, and an operator must not go on without its state, so the state
+// they hand out panic with a *StoreError; the subtask recovers it and
+// fails with it as the cause. Snapshots return it as their error.
+type StoreError struct{ Err error }
+
+func (e *StoreError) Error() string { return e.Err.Error() }
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// restorer reads a subtask's state back from checkpoint storage, through
+// the backend's file system. The RestoreDownload fault point fires
+// between two files it reads.
+type restorer struct {
+	files storage.Files
+	fs    vfs.FS
+	read  int // files read so far
+}
+
+func newRestorer(fs vfs.FS) *restorer {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	return &restorer{files: storage.Files{FS: fs}, fs: fs}
+}
+
+// next is called before each file is read.
+func (r *restorer) next(path string) error {
+	r.read++
+	if err := fault.Point(fault.RestoreDownload); err != nil {
+		return fmt.Errorf("state: restore %s: %w", path, err)
+	}
+	return nil
+}
+
+// readHandle reads h (inline, or a file) into m.
+func (r *restorer) readHandle(h *weirv1.StateHandle, m proto.Message) error {
+	if h.GetPath() != "" {
+		if err := r.next(h.GetPath()); err != nil {
+			return err
+		}
+	}
+	return r.files.ReadHandle(h, m)
+}
+
+// download copies a native snapshot's files into a fresh directory dir.
+func (r *restorer) download(st *weirv1.SubtaskState, dir string) error {
+	if err := r.fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("state: download: %w", err)
+	}
+	for _, h := range st.GetSharedFiles() {
+		if err := r.next(h.GetPath()); err != nil {
+			return err
+		}
+		if _, err := copyFile(r.fs, h.GetPath(), r.fs.PathJoin(dir, localName(h))); err != nil {
+			return fmt.Errorf("state: download %s: %w", h.GetPath(), err)
+		}
+	}
+	return nil
+}
+
+// copyFile copies src to dst through a temporary file renamed into place.
+func copyFile(fs vfs.FS, src, dst string) (n int64, err error) {
+	in, err := fs.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			fs.Remove(tmp)
+		}
+	}()
+	n, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	err = errors.Join(err, out.Close())
+	if err == nil {
+		err = fs.Rename(tmp, dst)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
