@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"syscall"
+	"time"
 
 	gofail "go.etcd.io/gofail/runtime"
 )
@@ -30,9 +31,16 @@ func Point(name string) error {
 	if fp == nil {
 		panic("fault: unknown fault point " + name)
 	}
+	start := time.Now()
 	v, err := fp.Acquire()
 	if err != nil {
-		return nil // disabled, or a sleep that already happened
+		// Disabled, or a sleep that already happened: gofail returns no
+		// value for a sleep, so the time it took tells (an evaluation
+		// otherwise takes nanoseconds).
+		if d := time.Since(start); d >= time.Millisecond {
+			slog.Warn("fault point fired: delayed", "fault_point", name, "delay", d)
+		}
+		return nil
 	}
 	if v == "crash" {
 		slog.Error("fault point fired: crashing", "fault_point", name)
