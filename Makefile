@@ -40,7 +40,7 @@ CHAOS_SEED         ?= 0
 chaos:
 	$(GO) test -tags $(TEST_TAGS) -count=1 -v -timeout 90m -run 'TestChaos' ./e2e -args -chaos.rounds=$(CHAOS_ROUNDS) -chaos.faults=$(CHAOS_FAULT_ROUNDS) -chaos.seed=$(CHAOS_SEED)
 
-# The benchmark suite (issue 9, bench/README.md): floors of this machine,
+# The benchmark suite (bench/README.md): floors of this machine,
 # then every benchmark on real daemons; prints one table and writes it as
 # JSON. About 7 minutes. BENCH=B2 (an ID or name, comma-separated) runs
 # only those after the floors and writes bench/results/$(BENCH).json;
