@@ -73,3 +73,16 @@ func (c Config) Duration(key string, def time.Duration) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// Sub returns the mapping at key as a Config, or nil when absent.
+func (c Config) Sub(key string) (Config, error) {
+	v, ok := c[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("config %q: want a mapping, got %T", key, v)
+	}
+	return Config(m), nil
+}

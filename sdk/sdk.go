@@ -18,6 +18,7 @@ package sdk
 import (
 	"iter"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -66,6 +67,114 @@ type Context interface {
 	UnionListState(name string) ListState
 	// RestoredCheckpointID is the checkpoint this subtask was restored from, 0 if none.
 	RestoredCheckpointID() int64
+	// TimerService registers timers for the current key; the runtime calls
+	// the operator's OnTimer (TimerHandler) when one fires.
+	TimerService() TimerService
+	// Output is the collector of the named side output. Records collected
+	// there go to the downstream vertices that read it (inputs with
+	// `output: <name>`), and nowhere when none does.
+	Output(name string) Collector
+	// EmitLate disposes of a record that arrived behind the watermark by
+	// more than the operator allows: it goes to the side output "late"
+	// when a downstream vertex reads it, and is counted as dropped
+	// (weir_task_late_records_dropped_total) otherwise.
+	EmitLate(r Record)
+}
+
+// Watermarks are event time in milliseconds: a watermark w says no record
+// with a timestamp at or below w follows.
+const (
+	// MinWatermark is the watermark before any was received.
+	MinWatermark int64 = math.MinInt64
+	// MaxWatermark is the end of event time, reached at the end of bounded
+	// input: every event-time timer fires.
+	MaxWatermark int64 = math.MaxInt64
+)
+
+// LateOutput is the side output EmitLate routes late records to.
+const LateOutput = "late"
+
+// TimeDomain says which clock a timer follows.
+type TimeDomain uint8
+
+const (
+	// EventTime timers fire when the watermark passes them.
+	EventTime TimeDomain = iota
+	// ProcessingTime timers fire when the wall clock passes them.
+	ProcessingTime
+)
+
+func (d TimeDomain) String() string {
+	if d == ProcessingTime {
+		return "processing-time"
+	}
+	return "event-time"
+}
+
+// TimerService is the timer service of a subtask (Flink's TimerService):
+// timers are registered for the key of the record (or timer) being
+// processed and a namespace the operator chooses (a window, say; nil is
+// fine), deduplicated, fired in timestamp order from the mailbox (never
+// concurrently with a record), and kept in every checkpoint and savepoint:
+// a restored subtask fires them exactly as the failed one would have.
+type TimerService interface {
+	// CurrentWatermark is the subtask's input watermark, MinWatermark
+	// before the first.
+	CurrentWatermark() int64
+	// CurrentProcessingTime is the subtask's clock, in Unix milliseconds.
+	CurrentProcessingTime() int64
+	// RegisterEventTimeTimer asks for OnTimer once the watermark reaches ts.
+	RegisterEventTimeTimer(namespace []byte, ts int64)
+	// RegisterProcessingTimeTimer asks for OnTimer once the clock reaches ts.
+	RegisterProcessingTimeTimer(namespace []byte, ts int64)
+	DeleteEventTimeTimer(namespace []byte, ts int64)
+	DeleteProcessingTimeTimer(namespace []byte, ts int64)
+}
+
+// Timer is a timer that fired. Key and Namespace are the runtime's; copy
+// them to keep them.
+type Timer struct {
+	Domain    TimeDomain
+	Timestamp int64
+	Key       []byte
+	Namespace []byte
+}
+
+// TimerHandler is implemented by operators that register timers. Keyed
+// state is scoped to the timer's key while OnTimer runs.
+type TimerHandler interface {
+	OnTimer(t Timer, out Collector) error
+}
+
+// WatermarkObserver is implemented by operators that act when event time
+// advances: OnWatermark runs after the timers the watermark made due fired
+// and before the watermark goes downstream.
+type WatermarkObserver interface {
+	OnWatermark(watermark int64, out Collector) error
+}
+
+// MultiInputOperator is implemented by operators that tell their inputs
+// apart (joins): the runtime calls ProcessInput instead of ProcessRecord,
+// with the index of the input in the vertex's inputs list.
+type MultiInputOperator interface {
+	ProcessInput(input int, r Record, out Collector) error
+}
+
+// SourceOutput is what the Collector a Source's Emit gets also is. A
+// source that reads several splits (partitions, files, ranges) emits each
+// split's records through that split's output, so watermarks are generated
+// per split: a split behind the others holds the subtask's watermark back,
+// and an idle one stops doing so. Records collected on the Collector
+// itself belong to one implicit split.
+type SourceOutput interface {
+	Collector
+	// Split returns the output of split id, which from now on takes part
+	// in the watermark (call it for every split the subtask reads before
+	// emitting, so an empty split holds the watermark back too).
+	Split(id string) Collector
+	// ReleaseSplit says split id is finished: it no longer holds the
+	// watermark back.
+	ReleaseSplit(id string)
 }
 
 // ValueState holds one value per key.

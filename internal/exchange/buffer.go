@@ -28,6 +28,11 @@ const (
 	KindCancelMarker
 	KindEndOfData
 	KindEndOfPartition
+	// KindWatermark carries Watermark: event time has reached it.
+	KindWatermark
+	// KindWatermarkStatus carries Idle: the producer stopped (or resumed)
+	// holding back its consumers' watermark.
+	KindWatermarkStatus
 )
 
 func (k Kind) String() string {
@@ -42,6 +47,10 @@ func (k Kind) String() string {
 		return "end-of-data"
 	case KindEndOfPartition:
 		return "end-of-partition"
+	case KindWatermark:
+		return "watermark"
+	case KindWatermarkStatus:
+		return "watermark-status"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -54,6 +63,10 @@ type Buffer struct {
 	Barrier *weirv1.CheckpointBarrier
 	// CheckpointID is set for KindCancelMarker.
 	CheckpointID int64
+	// Watermark is set for KindWatermark (milliseconds of event time).
+	Watermark int64
+	// Idle is set for KindWatermarkStatus.
+	Idle bool
 	// Priority marks an event that overtook the buffers queued before it:
 	// the barrier of an unaligned checkpoint. It needs no credit and is
 	// never blocked by a full queue.
@@ -94,6 +107,10 @@ func (b Buffer) ToProto() *weirv1.ExchangeMessage {
 		m.Kind = &weirv1.ExchangeMessage_EndOfData{EndOfData: &weirv1.EndOfData{}}
 	case KindEndOfPartition:
 		m.Kind = &weirv1.ExchangeMessage_EndOfPartition{EndOfPartition: &weirv1.EndOfPartition{}}
+	case KindWatermark:
+		m.Kind = &weirv1.ExchangeMessage_Watermark{Watermark: &weirv1.Watermark{TimestampMs: b.Watermark}}
+	case KindWatermarkStatus:
+		m.Kind = &weirv1.ExchangeMessage_WatermarkStatus{WatermarkStatus: &weirv1.WatermarkStatus{Idle: b.Idle}}
 	}
 	return m
 }
@@ -189,6 +206,10 @@ func fromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 		return Buffer{Kind: KindEndOfData}, nil
 	case *weirv1.ExchangeMessage_EndOfPartition:
 		return Buffer{Kind: KindEndOfPartition}, nil
+	case *weirv1.ExchangeMessage_Watermark:
+		return Buffer{Kind: KindWatermark, Watermark: k.Watermark.GetTimestampMs()}, nil
+	case *weirv1.ExchangeMessage_WatermarkStatus:
+		return Buffer{Kind: KindWatermarkStatus, Idle: k.WatermarkStatus.GetIdle()}, nil
 	}
 	return Buffer{}, fmt.Errorf("exchange: message without a kind")
 }

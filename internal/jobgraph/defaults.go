@@ -23,6 +23,10 @@ const (
 
 	DefaultCheckpointTimeout = 10 * time.Minute
 
+	// DefaultWatermarkInterval is how often a source emits its watermark
+	// at most (Flink's pipeline.auto-watermark-interval).
+	DefaultWatermarkInterval = 200 * time.Millisecond
+
 	DefaultFixedDelayAttempts = 1
 	DefaultFixedDelay         = time.Second
 	// DefaultExponentialAttempts is unlimited in Flink; MaxInt32 is the
@@ -189,6 +193,9 @@ func ApplyDefaults(g *weirv1.JobGraph) {
 		}
 		if v.Parallelism == 0 {
 			v.Parallelism = 1
+		}
+		if v.Watermarks != nil && v.Watermarks.Interval == nil {
+			v.Watermarks.Interval = durationpb.New(DefaultWatermarkInterval)
 		}
 		parallelism[v.Name] = v.Parallelism
 	}

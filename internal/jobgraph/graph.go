@@ -12,6 +12,8 @@ import (
 type Consumer struct {
 	Vertex      string
 	Partitioner weirv1.Partitioner
+	// Output is the side output the consumer reads; empty: the main one.
+	Output string
 }
 
 // Consumers lists the vertices that read vertex's output, in declaration
@@ -21,7 +23,7 @@ func Consumers(g *weirv1.JobGraph, vertex string) []Consumer {
 	for _, v := range g.GetVertices() {
 		for _, in := range v.GetInputs() {
 			if in.GetSource() == vertex {
-				out = append(out, Consumer{Vertex: v.GetName(), Partitioner: in.GetPartitioner()})
+				out = append(out, Consumer{Vertex: v.GetName(), Partitioner: in.GetPartitioner(), Output: in.GetOutput()})
 			}
 		}
 	}

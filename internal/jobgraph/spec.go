@@ -67,11 +67,22 @@ type vertexDoc struct {
 	Parallelism yaml.Node  `yaml:"parallelism"`
 	Config      yaml.Node  `yaml:"config"`
 	Inputs      []inputDoc `yaml:"inputs"`
+	// Watermarks is a source's watermark strategy.
+	Watermarks *watermarksDoc `yaml:"watermarks"`
 }
 
 type inputDoc struct {
 	From      yaml.Node `yaml:"from"`
 	Partition yaml.Node `yaml:"partition"`
+	// Output names the upstream's side output to read; its main output
+	// when absent.
+	Output yaml.Node `yaml:"output"`
+}
+
+type watermarksDoc struct {
+	MaxOutOfOrderness yaml.Node `yaml:"max-out-of-orderness"`
+	IdleTimeout       yaml.Node `yaml:"idle-timeout"`
+	Interval          yaml.Node `yaml:"interval"`
 }
 
 // ParseSpecFile reads and parses the job spec at path; see ParseSpec.
@@ -222,7 +233,7 @@ func translateDecodeError(err error, idx *nodeIndex) problems {
 // allowed there, for "did you mean" hints.
 var docKeys = func() map[string][]string {
 	m := map[string][]string{}
-	for _, v := range []any{specDoc{}, checkpointingDoc{}, restartDoc{}, stateDoc{}, vertexDoc{}, inputDoc{}} {
+	for _, v := range []any{specDoc{}, checkpointingDoc{}, restartDoc{}, stateDoc{}, vertexDoc{}, inputDoc{}, watermarksDoc{}} {
 		t := reflect.TypeOf(v)
 		var keys []string
 		for f := range t.Fields() {
@@ -446,6 +457,14 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 			Parallelism: c.int32(&vd.Parallelism, p+".parallelism", 1),
 			Config:      c.config(&vd.Config, p+".config"),
 		}
+		if w := vd.Watermarks; w != nil {
+			wp := p + ".watermarks"
+			v.Watermarks = &weirv1.WatermarkStrategy{
+				MaxOutOfOrderness: c.duration(&w.MaxOutOfOrderness, wp+".max-out-of-orderness", 0),
+				IdleTimeout:       c.duration(&w.IdleTimeout, wp+".idle-timeout", 0),
+				Interval:          c.duration(&w.Interval, wp+".interval", DefaultWatermarkInterval),
+			}
+		}
 		for j := range vd.Inputs {
 			in := &vd.Inputs[j]
 			ip := fmt.Sprintf("%s.inputs[%d]", p, j)
@@ -454,6 +473,7 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 				// Left unspecified when absent, to be defaulted below once
 				// every vertex's parallelism is known.
 				Partitioner: enumValue(c, &in.Partition, ip+".partition", "partition", partitionNames, weirv1.Partitioner_PARTITIONER_UNSPECIFIED),
+				Output:      c.str(&in.Output, ip+".output"),
 			})
 		}
 		g.Vertices = append(g.Vertices, v)

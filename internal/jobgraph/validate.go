@@ -9,7 +9,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/weirproject/weir/internal/window"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
 )
 
 // vertexName keeps names usable in file paths, metric names and log lines.
@@ -217,6 +219,7 @@ func validateVertices(ps *problems, g *weirv1.JobGraph, maxOK bool) {
 	if sources == 0 {
 		ps.add("vertices", "no source vertex: every vertex has inputs, so nothing produces records")
 	}
+	validateEventTime(ps, g, first)
 	if cycle, closing, ok := findCycle(len(g.Vertices), resolveEdges(g)); ok {
 		ps.add(fmt.Sprintf("vertices[%d].inputs[%d].from", closing.to, closing.input), "cycle: %s", cycleString(g, cycle))
 	}
@@ -259,4 +262,70 @@ func formatDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// validateEventTime checks watermark strategies, the built-in window
+// operator's configuration, and that an event-time window has a
+// watermarked source upstream (without one its windows would fire only at
+// the end of the input, or never).
+func validateEventTime(ps *problems, g *weirv1.JobGraph, index map[string]int) {
+	for i, v := range g.Vertices {
+		if v == nil {
+			continue
+		}
+		p := fmt.Sprintf("vertices[%d]", i)
+		if w := v.Watermarks; w != nil {
+			if len(v.Inputs) > 0 {
+				ps.add(p+".watermarks", "only a source vertex generates watermarks; %q has inputs (operators forward their inputs' watermarks)", v.Name)
+			}
+			if d, ok := checkDuration(ps, p+".watermarks.max-out-of-orderness", w.MaxOutOfOrderness); ok && d < 0 {
+				ps.add(p+".watermarks.max-out-of-orderness", "must not be negative, got %s", formatDuration(d))
+			}
+			if d, ok := checkDuration(ps, p+".watermarks.idle-timeout", w.IdleTimeout); ok && d < 0 {
+				ps.add(p+".watermarks.idle-timeout", "must not be negative, got %s (0: never idle)", formatDuration(d))
+			}
+			if d, ok := checkDuration(ps, p+".watermarks.interval", w.Interval); ok && d <= 0 {
+				ps.add(p+".watermarks.interval", "must be positive, got %s", formatDuration(d))
+			}
+		}
+		for j, in := range v.Inputs {
+			if in != nil && in.Output != "" && !vertexName.MatchString(in.Output) {
+				ps.add(fmt.Sprintf("%s.inputs[%d].output", p, j), "invalid output name %q: use only letters, digits, '_', '.' and '-'", in.Output)
+			}
+		}
+		if v.Operator != "window" {
+			continue
+		}
+		spec, err := window.Parse(sdk.Config(v.Config.AsMap()))
+		if err != nil {
+			ps.add(p+".config", "%v", err)
+			continue
+		}
+		if !spec.ProcessingTime && !watermarkedUpstream(g, index, v, map[string]bool{}) {
+			ps.add(p+".config.time", "an event-time window needs a source with a watermarks strategy upstream; none of %q's sources has one (add watermarks: {max-out-of-orderness: ...} to the source, or use time: processing)", v.Name)
+		}
+	}
+}
+
+// watermarkedUpstream reports whether a source upstream of v generates
+// watermarks.
+func watermarkedUpstream(g *weirv1.JobGraph, index map[string]int, v *weirv1.JobVertex, seen map[string]bool) bool {
+	if seen[v.Name] {
+		return false
+	}
+	seen[v.Name] = true
+	for _, in := range v.Inputs {
+		i, ok := index[in.GetSource()]
+		if !ok {
+			continue
+		}
+		u := g.Vertices[i]
+		if u.Watermarks != nil && len(u.Inputs) == 0 {
+			return true
+		}
+		if watermarkedUpstream(g, index, u, seen) {
+			return true
+		}
+	}
+	return false
 }

@@ -85,7 +85,8 @@ func descriptors(g *weirv1.JobGraph, execs []*execution, checkpointDir string, r
 			Attempt: e.attempt, JobName: g.GetName(), Operator: v.GetOperator(), Config: v.GetConfig(),
 			Parallelism: v.GetParallelism(), MaxParallelism: g.GetMaxParallelism(),
 			CheckpointOptions: opts, CheckpointDir: checkpointDir, StateBackend: g.GetState(),
-			Restore: restore.taskRestore(v.GetName(), int(e.attempt.GetSubtaskIndex()), int(v.GetParallelism()), int(g.GetMaxParallelism())),
+			Restore:    restore.taskRestore(v.GetName(), int(e.attempt.GetSubtaskIndex()), int(v.GetParallelism()), int(g.GetMaxParallelism())),
+			Watermarks: v.GetWatermarks(),
 		}
 		seen := map[string]bool{}
 		for _, in := range v.GetInputs() {
@@ -117,7 +118,7 @@ func descriptors(g *weirv1.JobGraph, execs []*execution, checkpointDir string, r
 			if c.Partitioner == weirv1.Partitioner_PARTITIONER_FORWARD {
 				n = 1
 			}
-			d.Outputs = append(d.Outputs, &weirv1.OutputDescriptor{TargetVertex: c.Vertex, Partitioner: c.Partitioner, NumSubpartitions: n})
+			d.Outputs = append(d.Outputs, &weirv1.OutputDescriptor{TargetVertex: c.Vertex, Partitioner: c.Partitioner, NumSubpartitions: n, Output: c.Output})
 		}
 		out = append(out, d)
 	}

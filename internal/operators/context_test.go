@@ -27,6 +27,11 @@ type testCtx struct {
 	restoredID  int64
 	cfg         sdk.Config
 	heap        *state.Heap
+	// timers, outputs and lateDropped are the event-time parts, set by
+	// tests of operators that use them.
+	timers      sdk.TimerService
+	outputs     map[string]sdk.Collector
+	lateDropped int
 }
 
 var _ sdk.Context = (*testCtx)(nil)
@@ -68,6 +73,29 @@ func (c *testCtx) UnionListState(name string) sdk.ListState {
 	return c.heap.ListState(name, true)
 }
 func (c *testCtx) RestoredCheckpointID() int64 { return c.restoredID }
+func (c *testCtx) TimerService() sdk.TimerService {
+	if c.timers == nil {
+		panic("testCtx: this test gives the operator no timer service")
+	}
+	return c.timers
+}
+func (c *testCtx) Output(name string) sdk.Collector {
+	if c.outputs[name] == nil {
+		return discardCollector{}
+	}
+	return c.outputs[name]
+}
+func (c *testCtx) EmitLate(r sdk.Record) {
+	if o := c.outputs[sdk.LateOutput]; o != nil {
+		o.Collect(r)
+		return
+	}
+	c.lateDropped++
+}
+
+type discardCollector struct{}
+
+func (discardCollector) Collect(sdk.Record) {}
 
 // process scopes keyed state to r's key and hands r to op, as the task does.
 func (c *testCtx) process(t *testing.T, op sdk.Operator, r sdk.Record, out sdk.Collector) error {

@@ -8,4 +8,5 @@ func Register(r *sdk.Registry) {
 	r.RegisterSource("sequence-source", func() sdk.Source { return &SequenceSource{} })
 	r.RegisterOperator("keyed-sum", func() sdk.Operator { return &KeyedSum{} })
 	r.RegisterOperator("file-sink", func() sdk.Operator { return &FileSink{} })
+	r.RegisterOperator("window", func() sdk.Operator { return &Window{} })
 }

@@ -18,12 +18,22 @@ import (
 // exactly after the last record that preceded the checkpoint's barrier, and
 // a restore at another parallelism hands the splits round-robin to the new
 // subtasks (each reads its splits in turn).
+//
+// With event-time {step, jitter} record i carries the timestamp
+// i*step − (i mod (jitter/step + 1))*step: time advances by step per
+// record and a record comes at most jitter behind the newest. Each split
+// is a split of the watermark too, so with more than one per subtask the
+// watermark follows the slowest.
 type SequenceSource struct {
 	count, keys int64
 	rate        float64
 	splits      []split
 	cur         int // the split the next record comes from
 	position    sdk.ListState
+	// step and period (jitter/step + 1) make the timestamps; step 0: none.
+	step, period int64
+	// outs are the splits' outputs, made at the first Emit.
+	outs []sdk.Collector
 
 	// rate limiting: records emitted since start at the configured rate
 	start   time.Time
@@ -57,6 +67,9 @@ func (s *SequenceSource) Open(ctx sdk.Context) error {
 	}
 	if s.count < 0 || s.keys <= 0 || s.rate < 0 {
 		return fmt.Errorf("sequence-source: need count >= 0, keys > 0, rate >= 0 (got %d, %d, %v)", s.count, s.keys, s.rate)
+	}
+	if s.step, s.period, err = SequenceEventTime(cfg); err != nil {
+		return err
 	}
 	s.position = ctx.ListState("position")
 	items := s.position.Get()
@@ -108,22 +121,80 @@ func (s *SequenceSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 		}
 		n = min(n, due)
 	}
+	if s.outs == nil {
+		s.openSplits(out)
+	}
 	for ; n > 0; n-- {
 		sp := s.nextSplit()
 		if sp == nil {
 			return sdk.SourceStatus{EndOfInput: true}, nil
 		}
-		out.Collect(sdk.Record{
-			Key:   s.arena.appendInt(sp.next % s.keys),
-			Value: s.arena.appendInt(sp.next),
+		i := sp.next
+		s.outs[s.cur].Collect(sdk.Record{
+			Key:       s.arena.appendInt(i % s.keys),
+			Value:     s.arena.appendInt(i),
+			Timestamp: s.Timestamp(i),
 		})
 		sp.next += sp.stride
 		s.emitted++
+		if sp.done(s.count) {
+			if so, ok := out.(sdk.SourceOutput); ok {
+				so.ReleaseSplit(sp.id())
+			}
+		}
 	}
 	if s.nextSplit() == nil {
 		return sdk.SourceStatus{EndOfInput: true}, nil
 	}
 	return sdk.SourceStatus{}, nil
+}
+
+// openSplits gives every split with records left its own output, so each
+// is a split of the watermark.
+func (s *SequenceSource) openSplits(out sdk.Collector) {
+	s.outs = make([]sdk.Collector, len(s.splits))
+	so, ok := out.(sdk.SourceOutput)
+	for i, sp := range s.splits {
+		s.outs[i] = out
+		if ok && !sp.done(s.count) {
+			s.outs[i] = so.Split(sp.id())
+		}
+	}
+}
+
+func (sp split) id() string { return fmt.Sprintf("sequence-%d-of-%d", sp.first, sp.stride) }
+
+// Timestamp is record i's event time in milliseconds; 0 without event time.
+func (s *SequenceSource) Timestamp(i int64) int64 {
+	if s.step == 0 {
+		return 0
+	}
+	return i*s.step - (i%s.period)*s.step
+}
+
+// SequenceEventTime reads a sequence-source's event-time setting: the
+// step in milliseconds and the period of its jitter (jitter/step + 1);
+// step 0 when absent.
+func SequenceEventTime(cfg sdk.Config) (step, period int64, err error) {
+	et, err := cfg.Sub("event-time")
+	if err != nil || et == nil {
+		return 0, 0, err
+	}
+	st, err := et.Duration("step", time.Millisecond)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sequence-source: event-time: %w", err)
+	}
+	jitter, err := et.Duration("jitter", 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sequence-source: event-time: %w", err)
+	}
+	if st < time.Millisecond || st%time.Millisecond != 0 {
+		return 0, 0, fmt.Errorf("sequence-source: event-time.step must be a positive whole number of milliseconds, got %s", st)
+	}
+	if jitter < 0 || jitter%st != 0 {
+		return 0, 0, fmt.Errorf("sequence-source: event-time.jitter must be a non-negative multiple of step (%s), got %s", st, jitter)
+	}
+	return st.Milliseconds(), int64(jitter/st) + 1, nil
 }
 
 // nextSplit picks the next split with records left, round-robin; nil when

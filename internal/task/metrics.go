@@ -1,6 +1,7 @@
 package task
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,10 @@ type Metrics struct {
 	processed     *prometheus.GaugeVec
 	persisted     *prometheus.GaugeVec
 	unaligned     *prometheus.CounterVec
+	inputWM       *prometheus.GaugeVec
+	outputWM      *prometheus.GaugeVec
+	lateDropped   *prometheus.CounterVec
+	timers        *prometheus.GaugeVec
 	load          *loadCollector
 }
 
@@ -63,9 +68,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unaligned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_task_checkpoints_unaligned_total", Help: "Checkpoints the subtask took unaligned, from the first barrier or after the aligned checkpoint timeout.",
 		}, labels),
+		inputWM: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "weir_task_input_watermark_seconds", Help: "A subtask's input watermark (event time, Unix seconds): the minimum over its active input channels; +Inf once its input ended. Absent until the first watermark.",
+		}, labels),
+		outputWM: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "weir_task_output_watermark_seconds", Help: "The watermark a subtask last sent downstream (event time, Unix seconds); +Inf once its input ended. Absent until the first watermark.",
+		}, labels),
+		lateDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_task_late_records_dropped_total", Help: "Records dropped because they arrived behind the watermark by more than the operator's allowed lateness, with no downstream vertex reading the late side output.",
+		}, labels),
+		timers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "weir_task_timers", Help: "Timers registered and not yet fired (event time and processing time).",
+		}, labels),
 		load: newLoadCollector(labels),
 	}
-	reg.MustRegister(m.recordsIn, m.recordsOut, m.backpressured, m.alignment, m.startDelay, m.syncDuration, m.asyncDuration, m.processed, m.persisted, m.unaligned, m.load)
+	reg.MustRegister(m.recordsIn, m.recordsOut, m.backpressured, m.alignment, m.startDelay, m.syncDuration, m.asyncDuration, m.processed, m.persisted, m.unaligned,
+		m.inputWM, m.outputWM, m.lateDropped, m.timers, m.load)
 	return m
 }
 
@@ -76,6 +94,11 @@ type subtaskMetrics struct {
 	syncDuration, asyncDuration          prometheus.Gauge
 	processed, persisted                 prometheus.Gauge
 	unaligned                            prometheus.Counter
+	lateDropped                          prometheus.Counter
+	timers                               prometheus.Gauge
+	// inputWM and outputWM are created at the first watermark, so a
+	// subtask without event time has none.
+	inputWM, outputWM func() prometheus.Gauge
 	// load splits the subtask's time into idle, back-pressured and busy.
 	load    *loadClock
 	release func()
@@ -96,11 +119,16 @@ func (m *Metrics) forSubtask(a *weirv1.ExecutionAttemptID) *subtaskMetrics {
 		processed:     m.processed.WithLabelValues(lv...),
 		persisted:     m.persisted.WithLabelValues(lv...),
 		unaligned:     m.unaligned.WithLabelValues(lv...),
+		lateDropped:   m.lateDropped.WithLabelValues(lv...),
+		timers:        m.timers.WithLabelValues(lv...),
+		inputWM:       sync.OnceValue(func() prometheus.Gauge { return m.inputWM.WithLabelValues(lv...) }),
+		outputWM:      sync.OnceValue(func() prometheus.Gauge { return m.outputWM.WithLabelValues(lv...) }),
 		load:          load,
 		release: func() {
 			m.load.remove(lv, load)
 			for _, v := range []interface{ DeleteLabelValues(...string) bool }{
 				m.recordsIn, m.recordsOut, m.backpressured, m.alignment, m.startDelay, m.syncDuration, m.asyncDuration, m.processed, m.persisted, m.unaligned,
+				m.inputWM, m.outputWM, m.lateDropped, m.timers,
 			} {
 				v.DeleteLabelValues(lv...)
 			}
@@ -299,4 +327,17 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.CounterValue, idle.Seconds(), e.lv...)
 		ch <- prometheus.MustNewConstMetric(c.busy, prometheus.CounterValue, busy.Seconds(), e.lv...)
 	}
+}
+
+func (m *subtaskMetrics) setInputWatermark(wm int64)  { m.inputWM().Set(watermarkSeconds(wm)) }
+func (m *subtaskMetrics) setOutputWatermark(wm int64) { m.outputWM().Set(watermarkSeconds(wm)) }
+func (m *subtaskMetrics) setTimers(n int)             { m.timers.Set(float64(n)) }
+
+// watermarkSeconds is a watermark as a Unix time in seconds; the end of
+// event time is +Inf.
+func watermarkSeconds(wm int64) float64 {
+	if wm == math.MaxInt64 {
+		return math.Inf(1)
+	}
+	return float64(wm) / 1000
 }

@@ -55,6 +55,10 @@ type vertex struct {
 	from           []string // upstream vertices, none for a source
 	partitioner    weirv1.Partitioner
 	config         map[string]any
+	// watermarks is a source's watermark strategy; output the side
+	// output of the upstream vertices this vertex reads.
+	watermarks *weirv1.WatermarkStrategy
+	output     string
 }
 
 // runningSumJob is the running-sum job with a slow stage before the sink:
@@ -174,7 +178,7 @@ func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 			d := &weirv1.TaskDeploymentDescriptor{
 				Attempt:  j.attemptID(v.name, i),
 				Operator: v.operator, Config: cfg, Parallelism: int32(v.parallelism), MaxParallelism: 128,
-				CheckpointOptions: opts, CheckpointDir: dir,
+				CheckpointOptions: opts, CheckpointDir: dir, Watermarks: v.watermarks,
 			}
 			if o.restore != nil {
 				d.Restore = &weirv1.TaskRestore{CheckpointId: o.restore.id, Subtasks: o.restore.states[v.name]}
@@ -204,7 +208,7 @@ func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 				if c.partitioner == weirv1.Partitioner_PARTITIONER_FORWARD {
 					n = 1
 				}
-				d.Outputs = append(d.Outputs, &weirv1.OutputDescriptor{TargetVertex: c.name, Partitioner: c.partitioner, NumSubpartitions: n})
+				d.Outputs = append(d.Outputs, &weirv1.OutputDescriptor{TargetVertex: c.name, Partitioner: c.partitioner, NumSubpartitions: n, Output: c.output})
 			}
 			cfg := j.cfg
 			cfg.Descriptor = d

@@ -108,7 +108,14 @@ type Task struct {
 	gate, gateIndex []int
 	writers         []*exchange.RecordWriter
 	parts           []*exchange.ResultPartition
-	out             *collector
+	// out is the main output; side the named side outputs that
+	// downstream vertices read.
+	out  *collector
+	side map[string]*sideCollector
+	// et is the subtask's event time: watermarks and timers.
+	et eventTime
+	// srcOut is the output a source emits through.
+	srcOut sourceOutput
 	// cur is the input buffer being processed, StepRecords at a time.
 	cur struct {
 		ch   int
@@ -197,6 +204,7 @@ func New(cfg Config) (*Task, error) {
 		inputNote:  make(chan struct{}, 1),
 		outputNote: make(chan struct{}, 1),
 	}
+	t.srcOut.t = t
 	maxP, p, i := int(d.GetMaxParallelism()), int(d.GetParallelism()), int(a.GetSubtaskIndex())
 	sb := d.GetStateBackend()
 	t.backend, err = state.New(state.Config{
@@ -415,6 +423,9 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 			wait = o.deadline.Sub(now)
 		}
 	}
+	if w, ok := t.nextTimeEvent(now); ok && (wait == 0 || w < wait) {
+		wait = w
+	}
 	t.collectBlocked()
 	if !t.outputAvailable() {
 		if t.src != nil && now.Before(t.backoffUntil) {
@@ -491,7 +502,21 @@ func (t *Task) setup(ctx context.Context) error {
 	for _, part := range t.parts {
 		t.cfg.Network.Partitions().Register(part)
 	}
-	t.out = &collector{writers: t.writers}
+	t.out = &collector{}
+	t.side = map[string]*sideCollector{}
+	for i, o := range d.GetOutputs() {
+		name := o.GetOutput()
+		if name == "" {
+			t.out.writers = append(t.out.writers, t.writers[i])
+			continue
+		}
+		sc := t.side[name]
+		if sc == nil {
+			sc = &sideCollector{main: t.out}
+			t.side[name] = sc
+		}
+		sc.writers = append(sc.writers, t.writers[i])
+	}
 	notify := func() {
 		select {
 		case t.inputNote <- struct{}{}:
@@ -515,11 +540,15 @@ func (t *Task) setup(ctx context.Context) error {
 	if err := t.restoreInput(restored); err != nil {
 		return err
 	}
+	t.setupEventTime()
 	if r := d.GetRestore(); r != nil {
 		if err := t.backend.Restore(r.GetSubtasks(), int(t.attempt.GetSubtaskIndex()), int(d.GetParallelism())); err != nil {
 			return err
 		}
 		t.restoredID = r.GetCheckpointId()
+		if err := t.restoreTimers(); err != nil {
+			return err
+		}
 	}
 	var err error
 	if t.src != nil {
@@ -545,12 +574,17 @@ func (t *Task) runMail() error {
 // step does one unit of work: one Emit of a source, or up to StepRecords
 // records of input (or one event).
 func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
+	now := t.now()
+	if err := t.fireProcessingTimers(now); err != nil {
+		return false, 0, err
+	}
 	if t.src != nil {
 		if t.endOfInput || t.suspended {
 			return false, 0, nil
 		}
 		t.out.count = 0
-		st, err := t.src.Emit(t.out)
+		t.srcOut.now = now
+		st, err := t.src.Emit(&t.srcOut)
 		t.metrics.recordsOut.Add(float64(t.out.count))
 		if err == nil {
 			err = t.out.err
@@ -560,6 +594,9 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 		}
 		if st.EndOfInput {
 			return true, 0, t.reachEndOfInput()
+		}
+		if err := t.pollWatermarks(now); err != nil {
+			return false, 0, err
 		}
 		return st.Backoff <= 0, st.Backoff, nil
 	}
@@ -642,9 +679,17 @@ func (t *Task) process() error {
 		t.align.processed += exchange.Buffer{Records: recs}.Size()
 	}
 	t.out.count = 0
+	multi, _ := t.op.(sdk.MultiInputOperator)
 	for _, r := range recs {
 		t.backend.SetCurrentKey(r.Key)
-		if err := t.op.ProcessRecord(r, t.out); err != nil {
+		t.et.curKey = r.Key
+		var err error
+		if multi != nil {
+			err = multi.ProcessInput(t.gate[ch], r, t.out)
+		} else {
+			err = t.op.ProcessRecord(r, t.out)
+		}
+		if err != nil {
 			return fmt.Errorf("task: %s: process record: %w", t.desc.GetOperator(), err)
 		}
 		if t.out.err != nil {
@@ -689,6 +734,10 @@ func (t *Task) handle(ch int, b exchange.Buffer) error {
 			return err
 		}
 		return t.apply(d, t.now(), nil)
+	case exchange.KindWatermark:
+		return t.onValve(t.et.valve.OnWatermark(ch, b.Watermark))
+	case exchange.KindWatermarkStatus:
+		return t.onValve(t.et.valve.OnStatus(ch, b.Idle))
 	case exchange.KindEndOfData:
 		t.endOfData[ch] = true
 		return t.maybeEndOfInput()
@@ -700,6 +749,9 @@ func (t *Task) handle(ch int, b exchange.Buffer) error {
 			return err
 		}
 		if err := t.apply(d, t.now(), nil); err != nil {
+			return err
+		}
+		if err := t.onValve(t.et.valve.OnEndOfPartition(ch)); err != nil {
 			return err
 		}
 		return t.maybeEndOfInput()
@@ -775,6 +827,9 @@ func (t *Task) maybeEndOfInput() error {
 			return nil
 		}
 	}
+	if err := t.endEventTime(); err != nil {
+		return err
+	}
 	if e, ok := t.op.(sdk.InputEnder); ok {
 		if err := e.EndInput(t.out); err != nil {
 			return fmt.Errorf("task: %s: end input: %w", t.desc.GetOperator(), err)
@@ -791,6 +846,15 @@ func (t *Task) reachEndOfInput() error {
 	t.log.Info("end of input reached; finishing after the job's final checkpoint")
 	if t.cfg.OnEndOfInput != nil {
 		t.cfg.OnEndOfInput()
+	}
+	// Event time ends with the input, whether or not the source had a
+	// watermark strategy: every event-time timer downstream fires before
+	// the job's final checkpoint.
+	if err := t.emitStatus(false); err != nil {
+		return err
+	}
+	if err := t.emitWatermark(sdk.MaxWatermark); err != nil {
+		return err
 	}
 	return t.broadcast(exchange.Buffer{Kind: exchange.KindEndOfData})
 }
@@ -1224,6 +1288,31 @@ func (c *collector) Collect(r sdk.Record) {
 	}
 }
 
+// sideCollector is a named side output; its records count, and its write
+// errors fail, like the main output's.
+type sideCollector struct {
+	main    *collector
+	writers []*exchange.RecordWriter
+}
+
+func (c *sideCollector) Collect(r sdk.Record) {
+	if c.main.err != nil {
+		return
+	}
+	c.main.count++
+	for _, w := range c.writers {
+		if err := w.Emit(r); err != nil {
+			c.main.err = err
+			return
+		}
+	}
+}
+
+// discard is a side output no downstream vertex reads.
+type discard struct{}
+
+func (discard) Collect(sdk.Record) {}
+
 // opContext is the sdk.Context of a subtask.
 type opContext struct{ t *Task }
 
@@ -1243,6 +1332,20 @@ func (c *opContext) UnionListState(name string) sdk.ListState {
 	return c.t.backend.ListState(name, true)
 }
 func (c *opContext) MapState(name string) sdk.MapState { return c.t.backend.MapState(name) }
+func (c *opContext) TimerService() sdk.TimerService    { return timerService{c.t} }
+func (c *opContext) Output(name string) sdk.Collector {
+	if sc, ok := c.t.side[name]; ok {
+		return sc
+	}
+	return discard{}
+}
+func (c *opContext) EmitLate(r sdk.Record) {
+	if sc, ok := c.t.side[sdk.LateOutput]; ok {
+		sc.Collect(r)
+		return
+	}
+	c.t.metrics.lateDropped.Inc()
+}
 func (c *opContext) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
 	return c.t.backend.ReducingState(name, reduce)
 }

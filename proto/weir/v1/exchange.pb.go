@@ -503,6 +503,99 @@ func (*EndOfPartition) Descriptor() ([]byte, []int) {
 	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{8}
 }
 
+// Watermark says the producer will send no more records with a timestamp
+// at or below timestamp_ms (event time). It travels in order with records.
+// math.MaxInt64 means the end of event time: every window fires.
+type Watermark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimestampMs   int64                  `protobuf:"varint,1,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Watermark) Reset() {
+	*x = Watermark{}
+	mi := &file_weir_v1_exchange_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Watermark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Watermark) ProtoMessage() {}
+
+func (x *Watermark) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_exchange_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Watermark.ProtoReflect.Descriptor instead.
+func (*Watermark) Descriptor() ([]byte, []int) {
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Watermark) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+// WatermarkStatus says whether the producer is idle: an idle channel does
+// not hold back its consumer's watermark until it sends records again.
+type WatermarkStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Idle          bool                   `protobuf:"varint,1,opt,name=idle,proto3" json:"idle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatermarkStatus) Reset() {
+	*x = WatermarkStatus{}
+	mi := &file_weir_v1_exchange_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatermarkStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatermarkStatus) ProtoMessage() {}
+
+func (x *WatermarkStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_exchange_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatermarkStatus.ProtoReflect.Descriptor instead.
+func (*WatermarkStatus) Descriptor() ([]byte, []int) {
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatermarkStatus) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
 type ExchangeMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -513,6 +606,8 @@ type ExchangeMessage struct {
 	//	*ExchangeMessage_EndOfData
 	//	*ExchangeMessage_EndOfPartition
 	//	*ExchangeMessage_Packed
+	//	*ExchangeMessage_Watermark
+	//	*ExchangeMessage_WatermarkStatus
 	Kind isExchangeMessage_Kind `protobuf_oneof:"kind"`
 	// backlog is how many buffers the producer holds for this channel after this one.
 	Backlog int32 `protobuf:"varint,10,opt,name=backlog,proto3" json:"backlog,omitempty"`
@@ -526,7 +621,7 @@ type ExchangeMessage struct {
 
 func (x *ExchangeMessage) Reset() {
 	*x = ExchangeMessage{}
-	mi := &file_weir_v1_exchange_proto_msgTypes[9]
+	mi := &file_weir_v1_exchange_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +633,7 @@ func (x *ExchangeMessage) String() string {
 func (*ExchangeMessage) ProtoMessage() {}
 
 func (x *ExchangeMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_exchange_proto_msgTypes[9]
+	mi := &file_weir_v1_exchange_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +646,7 @@ func (x *ExchangeMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeMessage.ProtoReflect.Descriptor instead.
 func (*ExchangeMessage) Descriptor() ([]byte, []int) {
-	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_exchange_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExchangeMessage) GetKind() isExchangeMessage_Kind {
@@ -615,6 +710,24 @@ func (x *ExchangeMessage) GetPacked() *PackedRecords {
 	return nil
 }
 
+func (x *ExchangeMessage) GetWatermark() *Watermark {
+	if x != nil {
+		if x, ok := x.Kind.(*ExchangeMessage_Watermark); ok {
+			return x.Watermark
+		}
+	}
+	return nil
+}
+
+func (x *ExchangeMessage) GetWatermarkStatus() *WatermarkStatus {
+	if x != nil {
+		if x, ok := x.Kind.(*ExchangeMessage_WatermarkStatus); ok {
+			return x.WatermarkStatus
+		}
+	}
+	return nil
+}
+
 func (x *ExchangeMessage) GetBacklog() int32 {
 	if x != nil {
 		return x.Backlog
@@ -658,6 +771,14 @@ type ExchangeMessage_Packed struct {
 	Packed *PackedRecords `protobuf:"bytes,6,opt,name=packed,proto3,oneof"`
 }
 
+type ExchangeMessage_Watermark struct {
+	Watermark *Watermark `protobuf:"bytes,7,opt,name=watermark,proto3,oneof"`
+}
+
+type ExchangeMessage_WatermarkStatus struct {
+	WatermarkStatus *WatermarkStatus `protobuf:"bytes,8,opt,name=watermark_status,json=watermarkStatus,proto3,oneof"`
+}
+
 func (*ExchangeMessage_Batch) isExchangeMessage_Kind() {}
 
 func (*ExchangeMessage_Barrier) isExchangeMessage_Kind() {}
@@ -669,6 +790,10 @@ func (*ExchangeMessage_EndOfData) isExchangeMessage_Kind() {}
 func (*ExchangeMessage_EndOfPartition) isExchangeMessage_Kind() {}
 
 func (*ExchangeMessage_Packed) isExchangeMessage_Kind() {}
+
+func (*ExchangeMessage_Watermark) isExchangeMessage_Kind() {}
+
+func (*ExchangeMessage_WatermarkStatus) isExchangeMessage_Kind() {}
 
 var File_weir_v1_exchange_proto protoreflect.FileDescriptor
 
@@ -699,14 +824,20 @@ const file_weir_v1_exchange_proto_rawDesc = "" +
 	"\x16CancelCheckpointMarker\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"\v\n" +
 	"\tEndOfData\"\x10\n" +
-	"\x0eEndOfPartition\"\x9d\x03\n" +
+	"\x0eEndOfPartition\".\n" +
+	"\tWatermark\x12!\n" +
+	"\ftimestamp_ms\x18\x01 \x01(\x03R\vtimestampMs\"%\n" +
+	"\x0fWatermarkStatus\x12\x12\n" +
+	"\x04idle\x18\x01 \x01(\bR\x04idle\"\x98\x04\n" +
 	"\x0fExchangeMessage\x12,\n" +
 	"\x05batch\x18\x01 \x01(\v2\x14.weir.v1.RecordBatchH\x00R\x05batch\x126\n" +
 	"\abarrier\x18\x02 \x01(\v2\x1a.weir.v1.CheckpointBarrierH\x00R\abarrier\x129\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x1f.weir.v1.CancelCheckpointMarkerH\x00R\x06cancel\x124\n" +
 	"\vend_of_data\x18\x04 \x01(\v2\x12.weir.v1.EndOfDataH\x00R\tendOfData\x12C\n" +
 	"\x10end_of_partition\x18\x05 \x01(\v2\x17.weir.v1.EndOfPartitionH\x00R\x0eendOfPartition\x120\n" +
-	"\x06packed\x18\x06 \x01(\v2\x16.weir.v1.PackedRecordsH\x00R\x06packed\x12\x18\n" +
+	"\x06packed\x18\x06 \x01(\v2\x16.weir.v1.PackedRecordsH\x00R\x06packed\x122\n" +
+	"\twatermark\x18\a \x01(\v2\x12.weir.v1.WatermarkH\x00R\twatermark\x12E\n" +
+	"\x10watermark_status\x18\b \x01(\v2\x18.weir.v1.WatermarkStatusH\x00R\x0fwatermarkStatus\x12\x18\n" +
 	"\abacklog\x18\n" +
 	" \x01(\x05R\abacklog\x12\x1a\n" +
 	"\bpriority\x18\v \x01(\bR\bpriorityB\x06\n" +
@@ -726,7 +857,7 @@ func file_weir_v1_exchange_proto_rawDescGZIP() []byte {
 	return file_weir_v1_exchange_proto_rawDescData
 }
 
-var file_weir_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_weir_v1_exchange_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_weir_v1_exchange_proto_goTypes = []any{
 	(*ExchangeRequest)(nil),        // 0: weir.v1.ExchangeRequest
 	(*SubscribePartition)(nil),     // 1: weir.v1.SubscribePartition
@@ -737,28 +868,32 @@ var file_weir_v1_exchange_proto_goTypes = []any{
 	(*CancelCheckpointMarker)(nil), // 6: weir.v1.CancelCheckpointMarker
 	(*EndOfData)(nil),              // 7: weir.v1.EndOfData
 	(*EndOfPartition)(nil),         // 8: weir.v1.EndOfPartition
-	(*ExchangeMessage)(nil),        // 9: weir.v1.ExchangeMessage
-	(*ResultPartitionID)(nil),      // 10: weir.v1.ResultPartitionID
-	(*CheckpointOptions)(nil),      // 11: weir.v1.CheckpointOptions
+	(*Watermark)(nil),              // 9: weir.v1.Watermark
+	(*WatermarkStatus)(nil),        // 10: weir.v1.WatermarkStatus
+	(*ExchangeMessage)(nil),        // 11: weir.v1.ExchangeMessage
+	(*ResultPartitionID)(nil),      // 12: weir.v1.ResultPartitionID
+	(*CheckpointOptions)(nil),      // 13: weir.v1.CheckpointOptions
 }
 var file_weir_v1_exchange_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.ExchangeRequest.subscribe:type_name -> weir.v1.SubscribePartition
-	10, // 1: weir.v1.SubscribePartition.partition:type_name -> weir.v1.ResultPartitionID
+	12, // 1: weir.v1.SubscribePartition.partition:type_name -> weir.v1.ResultPartitionID
 	2,  // 2: weir.v1.RecordBatch.records:type_name -> weir.v1.Record
-	11, // 3: weir.v1.CheckpointBarrier.options:type_name -> weir.v1.CheckpointOptions
+	13, // 3: weir.v1.CheckpointBarrier.options:type_name -> weir.v1.CheckpointOptions
 	3,  // 4: weir.v1.ExchangeMessage.batch:type_name -> weir.v1.RecordBatch
 	5,  // 5: weir.v1.ExchangeMessage.barrier:type_name -> weir.v1.CheckpointBarrier
 	6,  // 6: weir.v1.ExchangeMessage.cancel:type_name -> weir.v1.CancelCheckpointMarker
 	7,  // 7: weir.v1.ExchangeMessage.end_of_data:type_name -> weir.v1.EndOfData
 	8,  // 8: weir.v1.ExchangeMessage.end_of_partition:type_name -> weir.v1.EndOfPartition
 	4,  // 9: weir.v1.ExchangeMessage.packed:type_name -> weir.v1.PackedRecords
-	0,  // 10: weir.v1.DataExchangeService.Subscribe:input_type -> weir.v1.ExchangeRequest
-	9,  // 11: weir.v1.DataExchangeService.Subscribe:output_type -> weir.v1.ExchangeMessage
-	11, // [11:12] is the sub-list for method output_type
-	10, // [10:11] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 10: weir.v1.ExchangeMessage.watermark:type_name -> weir.v1.Watermark
+	10, // 11: weir.v1.ExchangeMessage.watermark_status:type_name -> weir.v1.WatermarkStatus
+	0,  // 12: weir.v1.DataExchangeService.Subscribe:input_type -> weir.v1.ExchangeRequest
+	11, // 13: weir.v1.DataExchangeService.Subscribe:output_type -> weir.v1.ExchangeMessage
+	13, // [13:14] is the sub-list for method output_type
+	12, // [12:13] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_exchange_proto_init() }
@@ -772,13 +907,15 @@ func file_weir_v1_exchange_proto_init() {
 		(*ExchangeRequest_Subscribe)(nil),
 		(*ExchangeRequest_Credit)(nil),
 	}
-	file_weir_v1_exchange_proto_msgTypes[9].OneofWrappers = []any{
+	file_weir_v1_exchange_proto_msgTypes[11].OneofWrappers = []any{
 		(*ExchangeMessage_Batch)(nil),
 		(*ExchangeMessage_Barrier)(nil),
 		(*ExchangeMessage_Cancel)(nil),
 		(*ExchangeMessage_EndOfData)(nil),
 		(*ExchangeMessage_EndOfPartition)(nil),
 		(*ExchangeMessage_Packed)(nil),
+		(*ExchangeMessage_Watermark)(nil),
+		(*ExchangeMessage_WatermarkStatus)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -786,7 +923,7 @@ func file_weir_v1_exchange_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_exchange_proto_rawDesc), len(file_weir_v1_exchange_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

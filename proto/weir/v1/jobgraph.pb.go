@@ -225,7 +225,7 @@ func (x RestartStrategy_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RestartStrategy_Kind.Descriptor instead.
 func (RestartStrategy_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{4, 0}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{5, 0}
 }
 
 type StateBackendConfig_Backend int32
@@ -274,7 +274,7 @@ func (x StateBackendConfig_Backend) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StateBackendConfig_Backend.Descriptor instead.
 func (StateBackendConfig_Backend) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{5, 0}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{6, 0}
 }
 
 // JobGraph is the logical plan a client submits: vertices joined by edges.
@@ -378,8 +378,11 @@ type JobVertex struct {
 	Operator    string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
 	Parallelism int32                  `protobuf:"varint,3,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
 	// config is the operator's free-form configuration from the job spec.
-	Config        *structpb.Struct `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
-	Inputs        []*JobEdge       `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	Config *structpb.Struct `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	Inputs []*JobEdge       `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// watermarks is a source's event-time watermark strategy; unset: the
+	// source emits no watermarks.
+	Watermarks    *WatermarkStrategy `protobuf:"bytes,6,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -449,18 +452,94 @@ func (x *JobVertex) GetInputs() []*JobEdge {
 	return nil
 }
 
+func (x *JobVertex) GetWatermarks() *WatermarkStrategy {
+	if x != nil {
+		return x.Watermarks
+	}
+	return nil
+}
+
+// WatermarkStrategy is bounded out-of-orderness with idleness, generated
+// per source split: a split's watermark trails the largest timestamp it
+// produced by max_out_of_orderness; a split that produced nothing for
+// idle_timeout stops holding the watermark back.
+type WatermarkStrategy struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	MaxOutOfOrderness *durationpb.Duration   `protobuf:"bytes,1,opt,name=max_out_of_orderness,json=maxOutOfOrderness,proto3" json:"max_out_of_orderness,omitempty"`
+	// idle_timeout 0: a split never becomes idle.
+	IdleTimeout *durationpb.Duration `protobuf:"bytes,2,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	// interval is how often the watermark is emitted (at most).
+	Interval      *durationpb.Duration `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatermarkStrategy) Reset() {
+	*x = WatermarkStrategy{}
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatermarkStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatermarkStrategy) ProtoMessage() {}
+
+func (x *WatermarkStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatermarkStrategy.ProtoReflect.Descriptor instead.
+func (*WatermarkStrategy) Descriptor() ([]byte, []int) {
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WatermarkStrategy) GetMaxOutOfOrderness() *durationpb.Duration {
+	if x != nil {
+		return x.MaxOutOfOrderness
+	}
+	return nil
+}
+
+func (x *WatermarkStrategy) GetIdleTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.IdleTimeout
+	}
+	return nil
+}
+
+func (x *WatermarkStrategy) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
 type JobEdge struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// source is the name of the upstream vertex.
-	Source        string      `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
-	Partitioner   Partitioner `protobuf:"varint,2,opt,name=partitioner,proto3,enum=weir.v1.Partitioner" json:"partitioner,omitempty"`
+	Source      string      `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Partitioner Partitioner `protobuf:"varint,2,opt,name=partitioner,proto3,enum=weir.v1.Partitioner" json:"partitioner,omitempty"`
+	// output names the source's side output this edge reads; empty: its
+	// main output.
+	Output        string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobEdge) Reset() {
 	*x = JobEdge{}
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[2]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +551,7 @@ func (x *JobEdge) String() string {
 func (*JobEdge) ProtoMessage() {}
 
 func (x *JobEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[2]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +564,7 @@ func (x *JobEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEdge.ProtoReflect.Descriptor instead.
 func (*JobEdge) Descriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{2}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JobEdge) GetSource() string {
@@ -500,6 +579,13 @@ func (x *JobEdge) GetPartitioner() Partitioner {
 		return x.Partitioner
 	}
 	return Partitioner_PARTITIONER_UNSPECIFIED
+}
+
+func (x *JobEdge) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
 }
 
 type CheckpointConfig struct {
@@ -521,7 +607,7 @@ type CheckpointConfig struct {
 
 func (x *CheckpointConfig) Reset() {
 	*x = CheckpointConfig{}
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[3]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +619,7 @@ func (x *CheckpointConfig) String() string {
 func (*CheckpointConfig) ProtoMessage() {}
 
 func (x *CheckpointConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[3]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +632,7 @@ func (x *CheckpointConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointConfig.ProtoReflect.Descriptor instead.
 func (*CheckpointConfig) Descriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{3}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CheckpointConfig) GetInterval() *durationpb.Duration {
@@ -634,7 +720,7 @@ type RestartStrategy struct {
 
 func (x *RestartStrategy) Reset() {
 	*x = RestartStrategy{}
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[4]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +732,7 @@ func (x *RestartStrategy) String() string {
 func (*RestartStrategy) ProtoMessage() {}
 
 func (x *RestartStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[4]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +745,7 @@ func (x *RestartStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartStrategy.ProtoReflect.Descriptor instead.
 func (*RestartStrategy) Descriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RestartStrategy) GetKind() RestartStrategy_Kind {
@@ -721,7 +807,7 @@ type StateBackendConfig struct {
 
 func (x *StateBackendConfig) Reset() {
 	*x = StateBackendConfig{}
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +819,7 @@ func (x *StateBackendConfig) String() string {
 func (*StateBackendConfig) ProtoMessage() {}
 
 func (x *StateBackendConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +832,7 @@ func (x *StateBackendConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateBackendConfig.ProtoReflect.Descriptor instead.
 func (*StateBackendConfig) Descriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StateBackendConfig) GetBackend() StateBackendConfig_Backend {
@@ -775,16 +861,24 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x12C\n" +
 	"\x10restart_strategy\x18\x05 \x01(\v2\x18.weir.v1.RestartStrategyR\x0frestartStrategy\x121\n" +
 	"\x05state\x18\x06 \x01(\v2\x1b.weir.v1.StateBackendConfigR\x05state\x12!\n" +
-	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\"\xb8\x01\n" +
+	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\"\xf4\x01\n" +
 	"\tJobVertex\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12/\n" +
 	"\x06config\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06config\x12(\n" +
-	"\x06inputs\x18\x05 \x03(\v2\x10.weir.v1.JobEdgeR\x06inputs\"Y\n" +
+	"\x06inputs\x18\x05 \x03(\v2\x10.weir.v1.JobEdgeR\x06inputs\x12:\n" +
+	"\n" +
+	"watermarks\x18\x06 \x01(\v2\x1a.weir.v1.WatermarkStrategyR\n" +
+	"watermarks\"\xd4\x01\n" +
+	"\x11WatermarkStrategy\x12J\n" +
+	"\x14max_out_of_orderness\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11maxOutOfOrderness\x12<\n" +
+	"\fidle_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x125\n" +
+	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\binterval\"q\n" +
 	"\aJobEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x126\n" +
-	"\vpartitioner\x18\x02 \x01(\x0e2\x14.weir.v1.PartitionerR\vpartitioner\"\xb9\x04\n" +
+	"\vpartitioner\x18\x02 \x01(\x0e2\x14.weir.v1.PartitionerR\vpartitioner\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\"\xb9\x04\n" +
 	"\x10CheckpointConfig\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
@@ -848,7 +942,7 @@ func file_weir_v1_jobgraph_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_jobgraph_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_weir_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_weir_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_weir_v1_jobgraph_proto_goTypes = []any{
 	(Partitioner)(0),                // 0: weir.v1.Partitioner
 	(CheckpointingMode)(0),          // 1: weir.v1.CheckpointingMode
@@ -857,38 +951,43 @@ var file_weir_v1_jobgraph_proto_goTypes = []any{
 	(StateBackendConfig_Backend)(0), // 4: weir.v1.StateBackendConfig.Backend
 	(*JobGraph)(nil),                // 5: weir.v1.JobGraph
 	(*JobVertex)(nil),               // 6: weir.v1.JobVertex
-	(*JobEdge)(nil),                 // 7: weir.v1.JobEdge
-	(*CheckpointConfig)(nil),        // 8: weir.v1.CheckpointConfig
-	(*RestartStrategy)(nil),         // 9: weir.v1.RestartStrategy
-	(*StateBackendConfig)(nil),      // 10: weir.v1.StateBackendConfig
-	(*structpb.Struct)(nil),         // 11: google.protobuf.Struct
-	(*durationpb.Duration)(nil),     // 12: google.protobuf.Duration
+	(*WatermarkStrategy)(nil),       // 7: weir.v1.WatermarkStrategy
+	(*JobEdge)(nil),                 // 8: weir.v1.JobEdge
+	(*CheckpointConfig)(nil),        // 9: weir.v1.CheckpointConfig
+	(*RestartStrategy)(nil),         // 10: weir.v1.RestartStrategy
+	(*StateBackendConfig)(nil),      // 11: weir.v1.StateBackendConfig
+	(*structpb.Struct)(nil),         // 12: google.protobuf.Struct
+	(*durationpb.Duration)(nil),     // 13: google.protobuf.Duration
 }
 var file_weir_v1_jobgraph_proto_depIdxs = []int32{
 	6,  // 0: weir.v1.JobGraph.vertices:type_name -> weir.v1.JobVertex
-	8,  // 1: weir.v1.JobGraph.checkpointing:type_name -> weir.v1.CheckpointConfig
-	9,  // 2: weir.v1.JobGraph.restart_strategy:type_name -> weir.v1.RestartStrategy
-	10, // 3: weir.v1.JobGraph.state:type_name -> weir.v1.StateBackendConfig
-	11, // 4: weir.v1.JobVertex.config:type_name -> google.protobuf.Struct
-	7,  // 5: weir.v1.JobVertex.inputs:type_name -> weir.v1.JobEdge
-	0,  // 6: weir.v1.JobEdge.partitioner:type_name -> weir.v1.Partitioner
-	12, // 7: weir.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
-	12, // 8: weir.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
-	12, // 9: weir.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
-	1,  // 10: weir.v1.CheckpointConfig.mode:type_name -> weir.v1.CheckpointingMode
-	12, // 11: weir.v1.CheckpointConfig.aligned_checkpoint_timeout:type_name -> google.protobuf.Duration
-	2,  // 12: weir.v1.CheckpointConfig.externalized_retention:type_name -> weir.v1.ExternalizedRetention
-	3,  // 13: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
-	12, // 14: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
-	12, // 15: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
-	12, // 16: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
-	12, // 17: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
-	4,  // 18: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	9,  // 1: weir.v1.JobGraph.checkpointing:type_name -> weir.v1.CheckpointConfig
+	10, // 2: weir.v1.JobGraph.restart_strategy:type_name -> weir.v1.RestartStrategy
+	11, // 3: weir.v1.JobGraph.state:type_name -> weir.v1.StateBackendConfig
+	12, // 4: weir.v1.JobVertex.config:type_name -> google.protobuf.Struct
+	8,  // 5: weir.v1.JobVertex.inputs:type_name -> weir.v1.JobEdge
+	7,  // 6: weir.v1.JobVertex.watermarks:type_name -> weir.v1.WatermarkStrategy
+	13, // 7: weir.v1.WatermarkStrategy.max_out_of_orderness:type_name -> google.protobuf.Duration
+	13, // 8: weir.v1.WatermarkStrategy.idle_timeout:type_name -> google.protobuf.Duration
+	13, // 9: weir.v1.WatermarkStrategy.interval:type_name -> google.protobuf.Duration
+	0,  // 10: weir.v1.JobEdge.partitioner:type_name -> weir.v1.Partitioner
+	13, // 11: weir.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
+	13, // 12: weir.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
+	13, // 13: weir.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
+	1,  // 14: weir.v1.CheckpointConfig.mode:type_name -> weir.v1.CheckpointingMode
+	13, // 15: weir.v1.CheckpointConfig.aligned_checkpoint_timeout:type_name -> google.protobuf.Duration
+	2,  // 16: weir.v1.CheckpointConfig.externalized_retention:type_name -> weir.v1.ExternalizedRetention
+	3,  // 17: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
+	13, // 18: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
+	13, // 19: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
+	13, // 20: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
+	13, // 21: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
+	4,  // 22: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_jobgraph_proto_init() }
@@ -902,7 +1001,7 @@ func file_weir_v1_jobgraph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_jobgraph_proto_rawDesc), len(file_weir_v1_jobgraph_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

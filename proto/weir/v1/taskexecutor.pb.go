@@ -36,8 +36,10 @@ type TaskDeploymentDescriptor struct {
 	CheckpointOptions *CheckpointOptions     `protobuf:"bytes,9,opt,name=checkpoint_options,json=checkpointOptions,proto3" json:"checkpoint_options,omitempty"`
 	CheckpointDir     string                 `protobuf:"bytes,10,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
 	// restore is the state to start from; empty for a fresh start.
-	Restore       *TaskRestore        `protobuf:"bytes,11,opt,name=restore,proto3" json:"restore,omitempty"`
-	StateBackend  *StateBackendConfig `protobuf:"bytes,12,opt,name=state_backend,json=stateBackend,proto3" json:"state_backend,omitempty"`
+	Restore      *TaskRestore        `protobuf:"bytes,11,opt,name=restore,proto3" json:"restore,omitempty"`
+	StateBackend *StateBackendConfig `protobuf:"bytes,12,opt,name=state_backend,json=stateBackend,proto3" json:"state_backend,omitempty"`
+	// watermarks is the source's watermark strategy, if any.
+	Watermarks    *WatermarkStrategy `protobuf:"bytes,13,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,6 +154,13 @@ func (x *TaskDeploymentDescriptor) GetRestore() *TaskRestore {
 func (x *TaskDeploymentDescriptor) GetStateBackend() *StateBackendConfig {
 	if x != nil {
 		return x.StateBackend
+	}
+	return nil
+}
+
+func (x *TaskDeploymentDescriptor) GetWatermarks() *WatermarkStrategy {
+	if x != nil {
+		return x.Watermarks
 	}
 	return nil
 }
@@ -345,8 +354,10 @@ type OutputDescriptor struct {
 	TargetVertex     string                 `protobuf:"bytes,1,opt,name=target_vertex,json=targetVertex,proto3" json:"target_vertex,omitempty"`
 	Partitioner      Partitioner            `protobuf:"varint,2,opt,name=partitioner,proto3,enum=weir.v1.Partitioner" json:"partitioner,omitempty"`
 	NumSubpartitions int32                  `protobuf:"varint,3,opt,name=num_subpartitions,json=numSubpartitions,proto3" json:"num_subpartitions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// output is the side output this edge carries; empty: the main output.
+	Output        string `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OutputDescriptor) Reset() {
@@ -398,6 +409,13 @@ func (x *OutputDescriptor) GetNumSubpartitions() int32 {
 		return x.NumSubpartitions
 	}
 	return 0
+}
+
+func (x *OutputDescriptor) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
 }
 
 type TaskRestore struct {
@@ -932,7 +950,7 @@ var File_weir_v1_taskexecutor_proto protoreflect.FileDescriptor
 
 const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\n" +
-	"\x1aweir/v1/taskexecutor.proto\x12\aweir.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/common.proto\x1a\x16weir/v1/jobgraph.proto\"\xd3\x04\n" +
+	"\x1aweir/v1/taskexecutor.proto\x12\aweir.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/common.proto\x1a\x16weir/v1/jobgraph.proto\"\x8f\x05\n" +
 	"\x18TaskDeploymentDescriptor\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12\x1a\n" +
@@ -946,7 +964,10 @@ const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\x0echeckpoint_dir\x18\n" +
 	" \x01(\tR\rcheckpointDir\x12.\n" +
 	"\arestore\x18\v \x01(\v2\x14.weir.v1.TaskRestoreR\arestore\x12@\n" +
-	"\rstate_backend\x18\f \x01(\v2\x1b.weir.v1.StateBackendConfigR\fstateBackend\"\xaf\x01\n" +
+	"\rstate_backend\x18\f \x01(\v2\x1b.weir.v1.StateBackendConfigR\fstateBackend\x12:\n" +
+	"\n" +
+	"watermarks\x18\r \x01(\v2\x1a.weir.v1.WatermarkStrategyR\n" +
+	"watermarks\"\xaf\x01\n" +
 	"\x13InputGateDescriptor\x12#\n" +
 	"\rsource_vertex\x18\x01 \x01(\tR\fsourceVertex\x126\n" +
 	"\vpartitioner\x18\x02 \x01(\x0e2\x14.weir.v1.PartitionerR\vpartitioner\x12;\n" +
@@ -958,11 +979,12 @@ const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\x17producer_taskmanager_id\x18\x04 \x01(\tR\x15producerTaskmanagerId\"u\n" +
 	"\x11ResultPartitionID\x127\n" +
 	"\bproducer\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\bproducer\x12'\n" +
-	"\x0fconsumer_vertex\x18\x02 \x01(\tR\x0econsumerVertex\"\x9c\x01\n" +
+	"\x0fconsumer_vertex\x18\x02 \x01(\tR\x0econsumerVertex\"\xb4\x01\n" +
 	"\x10OutputDescriptor\x12#\n" +
 	"\rtarget_vertex\x18\x01 \x01(\tR\ftargetVertex\x126\n" +
 	"\vpartitioner\x18\x02 \x01(\x0e2\x14.weir.v1.PartitionerR\vpartitioner\x12+\n" +
-	"\x11num_subpartitions\x18\x03 \x01(\x05R\x10numSubpartitions\"\x9c\x01\n" +
+	"\x11num_subpartitions\x18\x03 \x01(\x05R\x10numSubpartitions\x12\x16\n" +
+	"\x06output\x18\x04 \x01(\tR\x06output\"\x9c\x01\n" +
 	"\vTaskRestore\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x121\n" +
 	"\bsubtasks\x18\x02 \x03(\v2\x15.weir.v1.SubtaskStateR\bsubtasks\x125\n" +
@@ -1034,9 +1056,10 @@ var file_weir_v1_taskexecutor_proto_goTypes = []any{
 	(*structpb.Struct)(nil),                  // 17: google.protobuf.Struct
 	(*CheckpointOptions)(nil),                // 18: weir.v1.CheckpointOptions
 	(*StateBackendConfig)(nil),               // 19: weir.v1.StateBackendConfig
-	(Partitioner)(0),                         // 20: weir.v1.Partitioner
-	(*SubtaskState)(nil),                     // 21: weir.v1.SubtaskState
-	(*KeyGroupRange)(nil),                    // 22: weir.v1.KeyGroupRange
+	(*WatermarkStrategy)(nil),                // 20: weir.v1.WatermarkStrategy
+	(Partitioner)(0),                         // 21: weir.v1.Partitioner
+	(*SubtaskState)(nil),                     // 22: weir.v1.SubtaskState
+	(*KeyGroupRange)(nil),                    // 23: weir.v1.KeyGroupRange
 }
 var file_weir_v1_taskexecutor_proto_depIdxs = []int32{
 	16, // 0: weir.v1.TaskDeploymentDescriptor.attempt:type_name -> weir.v1.ExecutionAttemptID
@@ -1046,34 +1069,35 @@ var file_weir_v1_taskexecutor_proto_depIdxs = []int32{
 	18, // 4: weir.v1.TaskDeploymentDescriptor.checkpoint_options:type_name -> weir.v1.CheckpointOptions
 	5,  // 5: weir.v1.TaskDeploymentDescriptor.restore:type_name -> weir.v1.TaskRestore
 	19, // 6: weir.v1.TaskDeploymentDescriptor.state_backend:type_name -> weir.v1.StateBackendConfig
-	20, // 7: weir.v1.InputGateDescriptor.partitioner:type_name -> weir.v1.Partitioner
-	2,  // 8: weir.v1.InputGateDescriptor.channels:type_name -> weir.v1.InputChannelDescriptor
-	3,  // 9: weir.v1.InputChannelDescriptor.partition:type_name -> weir.v1.ResultPartitionID
-	16, // 10: weir.v1.ResultPartitionID.producer:type_name -> weir.v1.ExecutionAttemptID
-	20, // 11: weir.v1.OutputDescriptor.partitioner:type_name -> weir.v1.Partitioner
-	21, // 12: weir.v1.TaskRestore.subtasks:type_name -> weir.v1.SubtaskState
-	22, // 13: weir.v1.TaskRestore.key_groups:type_name -> weir.v1.KeyGroupRange
-	0,  // 14: weir.v1.DeployTaskRequest.task:type_name -> weir.v1.TaskDeploymentDescriptor
-	16, // 15: weir.v1.CancelTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 16: weir.v1.TriggerCheckpointOnTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	18, // 17: weir.v1.TriggerCheckpointOnTaskRequest.options:type_name -> weir.v1.CheckpointOptions
-	16, // 18: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 19: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	6,  // 20: weir.v1.TaskExecutorService.DeployTask:input_type -> weir.v1.DeployTaskRequest
-	8,  // 21: weir.v1.TaskExecutorService.CancelTask:input_type -> weir.v1.CancelTaskRequest
-	10, // 22: weir.v1.TaskExecutorService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointOnTaskRequest
-	12, // 23: weir.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> weir.v1.NotifyCheckpointCompleteRequest
-	14, // 24: weir.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> weir.v1.NotifyCheckpointAbortedRequest
-	7,  // 25: weir.v1.TaskExecutorService.DeployTask:output_type -> weir.v1.DeployTaskResponse
-	9,  // 26: weir.v1.TaskExecutorService.CancelTask:output_type -> weir.v1.CancelTaskResponse
-	11, // 27: weir.v1.TaskExecutorService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointOnTaskResponse
-	13, // 28: weir.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> weir.v1.NotifyCheckpointCompleteResponse
-	15, // 29: weir.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> weir.v1.NotifyCheckpointAbortedResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	20, // 7: weir.v1.TaskDeploymentDescriptor.watermarks:type_name -> weir.v1.WatermarkStrategy
+	21, // 8: weir.v1.InputGateDescriptor.partitioner:type_name -> weir.v1.Partitioner
+	2,  // 9: weir.v1.InputGateDescriptor.channels:type_name -> weir.v1.InputChannelDescriptor
+	3,  // 10: weir.v1.InputChannelDescriptor.partition:type_name -> weir.v1.ResultPartitionID
+	16, // 11: weir.v1.ResultPartitionID.producer:type_name -> weir.v1.ExecutionAttemptID
+	21, // 12: weir.v1.OutputDescriptor.partitioner:type_name -> weir.v1.Partitioner
+	22, // 13: weir.v1.TaskRestore.subtasks:type_name -> weir.v1.SubtaskState
+	23, // 14: weir.v1.TaskRestore.key_groups:type_name -> weir.v1.KeyGroupRange
+	0,  // 15: weir.v1.DeployTaskRequest.task:type_name -> weir.v1.TaskDeploymentDescriptor
+	16, // 16: weir.v1.CancelTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 17: weir.v1.TriggerCheckpointOnTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	18, // 18: weir.v1.TriggerCheckpointOnTaskRequest.options:type_name -> weir.v1.CheckpointOptions
+	16, // 19: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 20: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	6,  // 21: weir.v1.TaskExecutorService.DeployTask:input_type -> weir.v1.DeployTaskRequest
+	8,  // 22: weir.v1.TaskExecutorService.CancelTask:input_type -> weir.v1.CancelTaskRequest
+	10, // 23: weir.v1.TaskExecutorService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointOnTaskRequest
+	12, // 24: weir.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> weir.v1.NotifyCheckpointCompleteRequest
+	14, // 25: weir.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> weir.v1.NotifyCheckpointAbortedRequest
+	7,  // 26: weir.v1.TaskExecutorService.DeployTask:output_type -> weir.v1.DeployTaskResponse
+	9,  // 27: weir.v1.TaskExecutorService.CancelTask:output_type -> weir.v1.CancelTaskResponse
+	11, // 28: weir.v1.TaskExecutorService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointOnTaskResponse
+	13, // 29: weir.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> weir.v1.NotifyCheckpointCompleteResponse
+	15, // 30: weir.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> weir.v1.NotifyCheckpointAbortedResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_taskexecutor_proto_init() }
