@@ -27,6 +27,17 @@ type Backend interface {
 	MapState(name string) sdk.MapState
 	// ReducingState returns the named keyed state folded by reduce.
 	ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState
+	// ScanMap calls fn for every entry of the named map state, of every
+	// key in the key groups this backend owns, in no particular order
+	// across keys (a key's entries may not be contiguous either). It is
+	// for rebuilding in-memory indexes from keyed state after Restore
+	// (timers), not for the record path: it reads the whole state.
+	// The slices fn gets are fn's to keep. fn must not change keyed state
+	// (no Update, Put, Remove, Clear or Add, of any state) while the scan
+	// runs; it may read state and call SetCurrentKey, and ScanMap itself
+	// leaves the current key alone. An error of fn stops the scan and is
+	// returned; a failed store is returned as a *StoreError.
+	ScanMap(name string, fn func(key, userKey, value []byte) error) error
 	// ListState returns the named operator list state.
 	ListState(name string, union bool) sdk.ListState
 	// TakeSnapshot is the synchronous part of a checkpoint: a consistent

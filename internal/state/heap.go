@@ -98,6 +98,22 @@ func (h *Heap) ListState(name string, union bool) sdk.ListState {
 	return h.lists.get(name, union)
 }
 
+// ScanMap implements Backend. Entries of keys outside the backend's key
+// groups, which it never holds after a Restore, are skipped all the same.
+func (h *Heap) ScanMap(name string, fn func(key, userKey, value []byte) error) error {
+	for k, um := range h.maps[name] {
+		if !h.keyGroups.Contains(keygroup.Of([]byte(k), h.maxParallelism)) {
+			continue
+		}
+		for uk, v := range um {
+			if err := fn([]byte(k), []byte(uk), bytes.Clone(v)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 type valueState struct {
 	h *Heap
 	m map[string][]byte

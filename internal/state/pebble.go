@@ -335,6 +335,14 @@ func encodeKey(dst []byte, kg int, name string, key []byte) []byte {
 	return append(dst, key...)
 }
 
+// encodeMapName is the start of every entry of the named map state in key
+// group kg, of every record key.
+func encodeMapName(dst []byte, kg int, name string) []byte {
+	dst = binary.BigEndian.AppendUint16(dst[:0], uint16(kg))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name))|mapFlag)
+	return append(dst, name...)
+}
+
 // encodeMapPrefix is the start of every entry of key's map.
 func encodeMapPrefix(dst []byte, kg int, name string, key []byte) []byte {
 	dst = binary.BigEndian.AppendUint16(dst[:0], uint16(kg))
@@ -951,6 +959,66 @@ func (m *pebbleMap) All() iter.Seq2[[]byte, []byte] {
 			}
 		}
 	}
+}
+
+// ScanMap implements Backend. The named map's entries of a key group are
+// one contiguous span: one iterator over the backend's key groups seeks to
+// each span in turn, skipping key groups that hold no state at all. The
+// iterator reads the store as it was when the scan began.
+func (p *Pebble) ScanMap(name string, fn func(key, userKey, value []byte) error) (err error) {
+	checkName(name)
+	// Store failures panic with a *StoreError (p.iter, p.closeIter): this
+	// method has an error to return them as. A *StoreError fn panics with
+	// (reading state of a failed store) is the same failure.
+	defer func() {
+		if r := recover(); r != nil {
+			se, ok := r.(*StoreError)
+			if !ok {
+				panic(r)
+			}
+			err = se
+		}
+	}()
+	kgs := p.cfg.KeyGroups
+	if kgs.End < kgs.Start {
+		return nil
+	}
+	opts := &pebble.IterOptions{LowerBound: binary.BigEndian.AppendUint16(nil, uint16(kgs.Start))}
+	if kgs.End+1 <= 0xffff {
+		opts.UpperBound = binary.BigEndian.AppendUint16(nil, uint16(kgs.End+1))
+	}
+	it := p.iter(opts)
+	closed := false
+	defer func() {
+		if !closed {
+			it.Close() // fn panicked
+		}
+	}()
+	var prefix []byte
+scan:
+	for kg := kgs.Start; kg <= kgs.End; kg++ {
+		prefix = encodeMapName(prefix, kg, name)
+		valid := it.SeekGE(prefix)
+		for ; valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
+			_, e, ok := decodeKey(it.Key())
+			if !ok {
+				continue
+			}
+			if err = fn(bytes.Clone(e.key), bytes.Clone(e.userKey), append([]byte{}, it.Value()...)); err != nil {
+				break scan
+			}
+		}
+		if !valid {
+			break // nothing more in our key groups
+		}
+		// The next key group holding any state.
+		if next := int(binary.BigEndian.Uint16(it.Key())); next > kg+1 {
+			kg = next - 1
+		}
+	}
+	closed = true
+	p.closeIter(it)
+	return err
 }
 
 // Clear deletes the entries one by one: a range tombstone per call would

@@ -1,0 +1,5 @@
+//go:build !race
+
+package timer
+
+const raceEnabled = false
