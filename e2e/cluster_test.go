@@ -265,6 +265,7 @@ type jobJSON struct {
 	Name         string `json:"name"`
 	State        string `json:"state"`
 	FailureCause string `json:"failure_cause"`
+	Restarts     int    `json:"restarts"`
 }
 
 // waitJob waits until the job reaches a terminal state and returns it.

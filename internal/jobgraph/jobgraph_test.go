@@ -596,3 +596,65 @@ func TestDefaultRestartStrategy(t *testing.T) {
 		}
 	}
 }
+
+// The built-in joins are checked at submission: configuration, two keyed
+// inputs, and event time on both.
+func TestValidateJoins(t *testing.T) {
+	const sources = "name: x\nvertices:\n" +
+		"  - {name: left, operator: sequence-source, watermarks: {max-out-of-orderness: 5ms}}\n" +
+		"  - {name: right, operator: sequence-source, watermarks: {max-out-of-orderness: 5ms}}\n" +
+		"  - {name: plain, operator: sequence-source}\n" +
+		"  - {name: sum, operator: keyed-sum, inputs: [{from: left, partition: hash}]}\n"
+	const both = "[{from: left, partition: hash}, {from: right, partition: hash}]"
+	for _, tt := range []struct {
+		name, join string
+		want       []string // empty: valid
+	}{
+		{"interval join", "{name: j, operator: interval-join, config: {lower: -5ms, upper: 5ms}, inputs: " + both + "}", nil},
+		{"window join", "{name: j, operator: window-join, config: {size: 1s}, inputs: " + both + "}", nil},
+		{"watermarks through an operator", "{name: j, operator: window-join, config: {size: 1s}, inputs: [{from: sum, partition: hash}, {from: right, partition: hash}]}", nil},
+		{"interval empty", "{name: j, operator: interval-join, config: {lower: 5ms, upper: -5ms}, inputs: " + both + "}",
+			[]string{`line 7: vertices[4].config: config "upper": -5ms is below lower 5ms`}},
+		{"interval missing upper", "{name: j, operator: interval-join, config: {lower: 0s}, inputs: " + both + "}",
+			[]string{`vertices[4].config: config "upper": required`}},
+		{"window no size", "{name: j, operator: window-join, inputs: " + both + "}",
+			[]string{`line 7: vertices[4].config: config "size": required`}},
+		{"window fractional size", "{name: j, operator: window-join, config: {size: 1500us}, inputs: " + both + "}",
+			[]string{`vertices[4].config: config "size": must be a whole number of milliseconds, got 1.5ms`}},
+		{"one input", "{name: j, operator: window-join, config: {size: 1s}, inputs: [{from: left, partition: hash}]}",
+			[]string{`line 7: vertices[4].inputs: window-join joins exactly two inputs (left, then right), got 1`}},
+		{"three inputs and a bad config", "{name: j, operator: interval-join, config: {lower: 1ms}, inputs: [{from: left, partition: hash}, {from: right, partition: hash}, {from: sum, partition: hash}]}",
+			[]string{`vertices[4].config: config "upper": required`, `vertices[4].inputs: interval-join joins exactly two inputs (left, then right), got 3`}},
+		{"not keyed", "{name: j, operator: window-join, config: {size: 1s}, inputs: [{from: left}, {from: right, partition: rebalance}]}",
+			[]string{`vertices[4].inputs[0].partition: a join's inputs must be keyed: use partition: hash, not forward`,
+				`vertices[4].inputs[1].partition: a join's inputs must be keyed: use partition: hash, not rebalance`}},
+		{"no watermarks on the right", "{name: j, operator: interval-join, config: {lower: 0s, upper: 1s}, inputs: [{from: left, partition: hash}, {from: plain, partition: hash}]}",
+			[]string{`vertices[4].inputs[1].from: a join runs on event time and needs a source with a watermarks strategy upstream of each input; none of "plain"'s sources has one`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := ParseSpec([]byte(sources + "  - " + tt.join + "\n"))
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("ParseSpec: %v", err)
+				}
+				// Validate of the proto agrees.
+				if err := Validate(g); err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			se, ok := errors.AsType[*SpecError](err)
+			if !ok {
+				t.Fatalf("ParseSpec = %v, want a *SpecError", err)
+			}
+			if len(se.Problems) != len(tt.want) {
+				t.Errorf("%d problems, want %d: %v", len(se.Problems), len(tt.want), err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n  %v\nwant it to contain\n  %s", err, w)
+				}
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/window"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -264,10 +265,10 @@ func formatDuration(d time.Duration) string {
 	return s
 }
 
-// validateEventTime checks watermark strategies, the built-in window
-// operator's configuration, and that an event-time window has a
-// watermarked source upstream (without one its windows would fire only at
-// the end of the input, or never).
+// validateEventTime checks watermark strategies, the built-in window and
+// join operators' configuration, and that an event-time window or a join
+// has a watermarked source upstream (without one its windows would fire,
+// and its state be cleaned, only at the end of the input, or never).
 func validateEventTime(ps *problems, g *weirv1.JobGraph, index map[string]int) {
 	for i, v := range g.Vertices {
 		if v == nil {
@@ -293,6 +294,10 @@ func validateEventTime(ps *problems, g *weirv1.JobGraph, index map[string]int) {
 				ps.add(fmt.Sprintf("%s.inputs[%d].output", p, j), "invalid output name %q: use only letters, digits, '_', '.' and '-'", in.Output)
 			}
 		}
+		if v.Operator == "interval-join" || v.Operator == "window-join" {
+			validateJoin(ps, g, index, i, v)
+			continue
+		}
 		if v.Operator != "window" {
 			continue
 		}
@@ -303,6 +308,44 @@ func validateEventTime(ps *problems, g *weirv1.JobGraph, index map[string]int) {
 		}
 		if !spec.ProcessingTime && !watermarkedUpstream(g, index, v, map[string]bool{}) {
 			ps.add(p+".config.time", "an event-time window needs a source with a watermarks strategy upstream; none of %q's sources has one (add watermarks: {max-out-of-orderness: ...} to the source, or use time: processing)", v.Name)
+		}
+	}
+}
+
+// validateJoin checks a built-in join: its configuration, its two inputs
+// (left, then right), keyed so that both sides of a key meet in one
+// subtask, and a watermarked source upstream of each. The join's
+// watermark is the lower of its inputs': an input without one holds it
+// back, and the join buffers everything until the end of the input.
+func validateJoin(ps *problems, g *weirv1.JobGraph, index map[string]int, i int, v *weirv1.JobVertex) {
+	p := fmt.Sprintf("vertices[%d]", i)
+	cfg := sdk.Config(v.Config.AsMap())
+	var err error
+	if v.Operator == "interval-join" {
+		_, err = operators.ParseIntervalJoin(cfg)
+	} else {
+		_, err = operators.ParseWindowJoin(cfg)
+	}
+	if err != nil {
+		ps.add(p+".config", "%v", err)
+	}
+	if len(v.Inputs) != 2 {
+		ps.add(p+".inputs", "%s joins exactly two inputs (left, then right), got %d", v.Operator, len(v.Inputs))
+		return
+	}
+	for j, in := range v.Inputs {
+		u, ok := index[in.GetSource()]
+		if !ok {
+			continue // reported with the inputs
+		}
+		ip := fmt.Sprintf("%s.inputs[%d]", p, j)
+		// Unspecified and unknown partitioners are reported with the inputs.
+		if name, known := partitionNames.name(in.GetPartitioner()); known && in.GetPartitioner() != weirv1.Partitioner_PARTITIONER_HASH {
+			ps.add(ip+".partition", "a join's inputs must be keyed: use partition: hash, not %s (records of a key from both sides must meet in one subtask)", name)
+		}
+		up := g.Vertices[u]
+		if (up.Watermarks == nil || len(up.Inputs) > 0) && !watermarkedUpstream(g, index, up, map[string]bool{}) {
+			ps.add(ip+".from", "a join runs on event time and needs a source with a watermarks strategy upstream of each input; none of %q's sources has one (add watermarks: {max-out-of-orderness: ...} to the source)", in.GetSource())
 		}
 	}
 }

@@ -627,7 +627,7 @@ func (j *jobMaster) info() *weirv1.JobInfo {
 			if e.vertex == v {
 				vi.Subtasks = append(vi.Subtasks, &weirv1.SubtaskInfo{
 					Index: e.attempt.GetSubtaskIndex(), Attempt: e.attempt.GetAttempt(), State: e.state,
-					TaskmanagerId: e.tm.id, FailureCause: e.failure, Load: e.load(),
+					TaskmanagerId: e.tm.id, FailureCause: e.failure, Load: e.load(), Watermarks: e.watermarks(),
 				})
 			}
 		}

@@ -14,7 +14,7 @@ import (
 // (heartbeats) and under a job's lock (job info) but never holds either.
 type subtaskLoads struct {
 	mu sync.Mutex
-	m  map[string]*weirv1.SubtaskInfo_Load
+	m  map[string]*weirv1.SubtaskLoadReport
 }
 
 func loadKey(a *weirv1.ExecutionAttemptID) string {
@@ -23,10 +23,10 @@ func loadKey(a *weirv1.ExecutionAttemptID) string {
 
 // replace makes reports the TaskManager's current set.
 func (l *subtaskLoads) replace(reports []*weirv1.SubtaskLoadReport) {
-	m := make(map[string]*weirv1.SubtaskInfo_Load, len(reports))
+	m := make(map[string]*weirv1.SubtaskLoadReport, len(reports))
 	for _, r := range reports {
 		if r.GetAttempt() != nil && r.GetLoad() != nil {
-			m[loadKey(r.GetAttempt())] = r.GetLoad()
+			m[loadKey(r.GetAttempt())] = r
 		}
 	}
 	l.mu.Lock()
@@ -34,9 +34,9 @@ func (l *subtaskLoads) replace(reports []*weirv1.SubtaskLoadReport) {
 	l.mu.Unlock()
 }
 
-// get returns the latest load of attempt a, nil when none was reported.
-// The message is shared: callers must not modify it.
-func (l *subtaskLoads) get(a *weirv1.ExecutionAttemptID) *weirv1.SubtaskInfo_Load {
+// get returns the latest report of attempt a, nil when none was
+// reported. The message is shared: callers must not modify it.
+func (l *subtaskLoads) get(a *weirv1.ExecutionAttemptID) *weirv1.SubtaskLoadReport {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.m[loadKey(a)]
@@ -52,7 +52,15 @@ func (e *execution) load() *weirv1.SubtaskInfo_Load {
 	if e.state != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || e.tm == nil {
 		return nil
 	}
-	return e.tm.loads.get(e.attempt)
+	return e.tm.loads.get(e.attempt).GetLoad()
+}
+
+// watermarks is the event time reported for a running execution.
+func (e *execution) watermarks() *weirv1.SubtaskWatermarks {
+	if e.state != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || e.tm == nil {
+		return nil
+	}
+	return e.tm.loads.get(e.attempt).GetWatermarks()
 }
 
 // setFinalLoad keeps the totals a subtask reported as it finished.

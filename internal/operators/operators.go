@@ -9,4 +9,6 @@ func Register(r *sdk.Registry) {
 	r.RegisterOperator("keyed-sum", func() sdk.Operator { return &KeyedSum{} })
 	r.RegisterOperator("file-sink", func() sdk.Operator { return &FileSink{} })
 	r.RegisterOperator("window", func() sdk.Operator { return &Window{} })
+	r.RegisterOperator("interval-join", func() sdk.Operator { return &IntervalJoin{} })
+	r.RegisterOperator("window-join", func() sdk.Operator { return &WindowJoin{} })
 }

@@ -86,6 +86,8 @@ func New(api weirv1.ClientServiceServer, log *slog.Logger) *Handler {
 		{"savepoint-disposal", methods{http.MethodPost: h.postSavepointDisposal}},
 		{"savepoint-disposal/:triggerid", methods{http.MethodGet: h.getSavepointDisposalStatus}},
 		{"jobs/:jobid/vertices/:vertexid/backpressure", methods{http.MethodGet: h.getVertexBackPressure}},
+		{"jobs/:jobid/vertices/:vertexid/watermarks", methods{http.MethodGet: h.getVertexWatermarks}},
+		{"jobs/:jobid/watermarks", methods{http.MethodGet: h.getJobWatermarks}},
 	}
 	return h
 }

@@ -2,11 +2,14 @@ package task
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/timer"
 	"github.com/weirproject/weir/internal/watermark"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -30,6 +33,72 @@ type eventTime struct {
 	// operator's Collect cannot re-enter the loop, but OnTimer could
 	// register a due timer, which the running loop fires).
 	firing bool
+	// published is when a source last published its splits.
+	published time.Time
+	view      watermarkView
+}
+
+// watermarkView is the subtask's event time as the heartbeat reads it:
+// the mailbox goroutine publishes a new message whenever it changes (a
+// published one is never modified), the counters are live.
+type watermarkView struct {
+	mu          sync.Mutex
+	info        *weirv1.SubtaskWatermarks
+	timers      atomic.Int64
+	lateDropped atomic.Int64
+}
+
+// Watermarks reports the subtask's event time; nil before its first
+// watermark. Safe to call from any goroutine.
+func (t *Task) Watermarks() *weirv1.SubtaskWatermarks {
+	v := &t.et.view
+	v.mu.Lock()
+	info := v.info
+	v.mu.Unlock()
+	if info == nil {
+		return nil
+	}
+	return &weirv1.SubtaskWatermarks{
+		InputMs: info.InputMs, OutputMs: info.OutputMs, Idle: info.Idle,
+		Channels: info.Channels, Holding: info.Holding, Splits: info.Splits,
+		Timers: v.timers.Load(), LateRecordsDropped: v.lateDropped.Load(),
+	}
+}
+
+// sourcePublishInterval bounds how often a source publishes its splits'
+// watermarks, which move with every record.
+const sourcePublishInterval = 100 * time.Millisecond
+
+// publishWatermarks builds the heartbeat's view of the subtask's event
+// time.
+func (t *Task) publishWatermarks() {
+	info := &weirv1.SubtaskWatermarks{InputMs: t.et.input, OutputMs: t.et.output, Idle: t.et.outIdle}
+	if v := t.et.valve; v != nil {
+		ex := v.Explain()
+		ins := t.desc.GetInputs()
+		for ch, c := range ex.Channels {
+			gate := ins[t.gate[ch]]
+			info.Channels = append(info.Channels, &weirv1.ChannelWatermark{
+				UpstreamVertex:  gate.GetSourceVertex(),
+				UpstreamSubtask: gate.GetChannels()[t.gateIndex[ch]].GetPartition().GetProducer().GetSubtaskIndex(),
+				WatermarkMs:     c.Watermark, Idle: c.Idle, Finished: c.Finished, Aligned: c.Aligned,
+			})
+		}
+		for _, h := range ex.Holding {
+			info.Holding = append(info.Holding, int32(h))
+		}
+	}
+	if g := t.et.gen; g != nil {
+		ex := g.Explain()
+		info.InputMs = ex.Watermark
+		for _, sp := range ex.Splits {
+			info.Splits = append(info.Splits, &weirv1.SplitWatermark{Id: sp.ID, WatermarkMs: sp.Watermark, MaxTimestampMs: sp.MaxTimestamp, Idle: sp.Idle})
+		}
+	}
+	v := &t.et.view
+	v.mu.Lock()
+	v.info = info
+	v.mu.Unlock()
 }
 
 func (t *Task) setupEventTime() {
@@ -53,7 +122,7 @@ func (t *Task) restoreTimers() error {
 	if err := t.et.timers.Restore(); err != nil {
 		return fmt.Errorf("task: restore timers: %w", err)
 	}
-	t.metrics.setTimers(t.et.timers.Len())
+	t.timersChanged()
 	return nil
 }
 
@@ -62,7 +131,15 @@ func (t *Task) pollWatermarks(now time.Time) error {
 	if t.et.gen == nil {
 		return nil
 	}
-	return t.emitGenerated(t.et.gen.Poll(now))
+	o := t.et.gen.Poll(now)
+	if err := t.emitGenerated(o); err != nil {
+		return err
+	}
+	if o.Advanced || o.StatusChanged || now.Sub(t.et.published) >= sourcePublishInterval {
+		t.et.published = now
+		t.publishWatermarks()
+	}
+	return nil
 }
 
 func (t *Task) emitGenerated(o watermark.Output) error {
@@ -87,6 +164,7 @@ func (t *Task) emitGenerated(o watermark.Output) error {
 // downstream, in that order (Flink's output watermark follows the input
 // after the timers fired).
 func (t *Task) onValve(o watermark.Output) error {
+	defer t.publishWatermarks()
 	if o.StatusChanged && !o.Idle {
 		if err := t.emitStatus(false); err != nil {
 			return err
@@ -156,7 +234,7 @@ func (t *Task) fireTimers(d sdk.TimeDomain, upTo int64) error {
 	}
 	if fired > 0 {
 		t.metrics.recordsOut.Add(float64(t.out.count))
-		t.metrics.setTimers(t.et.timers.Len())
+		t.timersChanged()
 	}
 	return nil
 }
@@ -274,18 +352,24 @@ func (s timerService) RegisterProcessingTimeTimer(ns []byte, ts int64) {
 
 func (s timerService) DeleteEventTimeTimer(ns []byte, ts int64) {
 	if s.t.et.timers.Delete(timer.EventTime, s.t.et.curKey, ns, ts) {
-		s.t.metrics.setTimers(s.t.et.timers.Len())
+		s.t.timersChanged()
 	}
 }
 
 func (s timerService) DeleteProcessingTimeTimer(ns []byte, ts int64) {
 	if s.t.et.timers.Delete(timer.ProcessingTime, s.t.et.curKey, ns, ts) {
-		s.t.metrics.setTimers(s.t.et.timers.Len())
+		s.t.timersChanged()
 	}
 }
 
 func (s timerService) register(d timer.Domain, ns []byte, ts int64) {
 	if s.t.et.timers.Register(d, s.t.et.curKey, ns, ts) {
-		s.t.metrics.setTimers(s.t.et.timers.Len())
+		s.t.timersChanged()
 	}
+}
+
+func (t *Task) timersChanged() {
+	n := t.et.timers.Len()
+	t.metrics.setTimers(n)
+	t.et.view.timers.Store(int64(n))
 }

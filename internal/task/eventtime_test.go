@@ -90,3 +90,73 @@ func TestWindowJobRestoredExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// A join of two event-time sources (left: keys 0-5, 1 ms apart, jitter
+// 3 ms; right: keys 0-3, 2 ms apart, jitter 4 ms; both with a watermark
+// 5 ms behind) fails after a checkpoint and is restored from it with the
+// join at another parallelism: its committed output is exactly the batch
+// join, every pair once.
+func TestJoinJobRestoredExactlyOnce(t *testing.T) {
+	const leftCount, leftKeys, rightCount, rightKeys = 3000, 6, 2000, 4
+	left := check.SequenceRecords(leftCount, leftKeys, 1, 3)
+	right := check.SequenceRecords(rightCount, rightKeys, 2, 4)
+	// The rates make both sides' event time advance alike (3 s a second),
+	// so that neither holds the join's watermark back for long.
+	joinJob := func(operator string, cfg map[string]any, joinP int, rated bool, out string) []vertex {
+		wm := &weirv1.WatermarkStrategy{MaxOutOfOrderness: durationpb.New(5 * time.Millisecond), Interval: durationpb.New(time.Millisecond)}
+		leftRate, rightRate := 1500, 750
+		if !rated {
+			leftRate, rightRate = 0, 0
+		}
+		hash := weirv1.Partitioner_PARTITIONER_HASH
+		return []vertex{
+			{name: "left", operator: "sequence-source", parallelism: 2, watermarks: wm,
+				config: map[string]any{"count": leftCount, "keys": leftKeys, "rate": leftRate, "event-time": map[string]any{"step": "1ms", "jitter": "3ms"}}},
+			{name: "right", operator: "sequence-source", parallelism: 2, watermarks: wm,
+				config: map[string]any{"count": rightCount, "keys": rightKeys, "rate": rightRate, "event-time": map[string]any{"step": "2ms", "jitter": "4ms"}}},
+			{name: "join", operator: operator, parallelism: joinP, from: []string{"left", "right"}, partitioner: hash, config: cfg},
+			{name: "sink", operator: "file-sink", parallelism: 2, from: []string{"join"}, partitioner: hash, config: map[string]any{"path": out}},
+		}
+	}
+	for _, tc := range []struct {
+		name, operator    string
+		cfg               map[string]any
+		want              map[string]int
+		firstP, restoredP int
+	}{
+		{"interval", "interval-join", map[string]any{"lower": "-4ms", "upper": "6ms"}, check.BatchIntervalJoin(left, right, -4, 6), 2, 3},
+		{"window", "window-join", map[string]any{"size": "10ms"}, check.BatchWindowJoin(left, right, 10), 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			first := startJob(t, joinJob(tc.operator, tc.cfg, tc.firstP, true, out), dir, jobOptions{})
+			var restored ckptResult
+			for id := int64(1); id <= 20 && !restored.completed; id++ {
+				time.Sleep(100 * time.Millisecond) // the checkpoint interval
+				if r := first.checkpoint(id, checkpointOptions("aligned", 0), 10*time.Second); r.completed && !r.final {
+					restored = r
+				}
+			}
+			if !restored.completed {
+				t.Fatal("no checkpoint completed before the end of the input")
+			}
+			first.stop()
+			second := startJob(t, joinJob(tc.operator, tc.cfg, tc.restoredP, false, out), dir, jobOptions{attempt: 2, restore: &restored})
+			second.finish(restored.id+1, checkpointOptions("aligned", 0), time.Minute)
+			for _, j := range []*job{first, second} {
+				if n := j.metric("weir_task_late_records_dropped_total", "join"); n != 0 {
+					t.Fatalf("%v records late with watermarks behind the jitter", n)
+				}
+			}
+			got, err := check.ReadCommitted(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := check.Joins(got, tc.want); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("restored checkpoint %d; %d lines exactly once", restored.id, len(got))
+		})
+	}
+}

@@ -856,6 +856,10 @@ func (t *Task) reachEndOfInput() error {
 	if err := t.emitWatermark(sdk.MaxWatermark); err != nil {
 		return err
 	}
+	if t.src != nil {
+		t.et.input = sdk.MaxWatermark
+		t.publishWatermarks()
+	}
 	return t.broadcast(exchange.Buffer{Kind: exchange.KindEndOfData})
 }
 
@@ -1345,6 +1349,7 @@ func (c *opContext) EmitLate(r sdk.Record) {
 		return
 	}
 	c.t.metrics.lateDropped.Inc()
+	c.t.et.view.lateDropped.Add(1)
 }
 func (c *opContext) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
 	return c.t.backend.ReducingState(name, reduce)

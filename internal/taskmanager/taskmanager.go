@@ -635,7 +635,7 @@ func (s *Server) measureLoads(now time.Time, prev map[string]loadMark) []*weirv1
 			RecordsIn: l.RecordsIn, RecordsOut: l.RecordsOut,
 			IdleMs: l.Idle.Milliseconds(), BackpressuredMs: l.Backpressured.Milliseconds(), BusyMs: l.Busy.Milliseconds(),
 			IntervalMs: now.Sub(p.at).Milliseconds(), TimestampMs: now.UnixMilli(),
-		}, Checkpoints: t.CheckpointProgress()})
+		}, Checkpoints: t.CheckpointProgress(), Watermarks: t.Watermarks()})
 	}
 	for k := range prev {
 		if _, ok := tasks[k]; !ok {

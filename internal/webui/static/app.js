@@ -192,6 +192,7 @@ function jobView(jid, tab) {
           <span><i class="sw bp-high"></i>high &gt; 50%</span><span><i class="sw bp-none"></i>not reported</span>
           <span>· click a vertex for its subtasks</span></div></section>
       <section class="panel" id="bp-panel"><h2 id="bp-title">Back-pressure</h2><div class="scroll" id="bp-subtasks"></div></section>
+      <section class="panel" id="wm-panel"><h2 id="wm-title">Event time</h2><div class="scroll" id="wm-body"></div></section>
       <section class="panel"><h2>Vertices</h2><div class="scroll" id="job-vertices"></div></section>`;
     sub = null;
   }
@@ -201,14 +202,17 @@ function jobView(jid, tab) {
   let last = null; // {job, bps}
   const draw = () => {
     if (!last) return;
-    const { job, bps } = last;
+    const { job, bps, wms } = last;
     if (selected && !(job.vertices || []).some((v) => v.id === selected)) selected = null;
     setHTML(document.getElementById("job-graph"), jobGraph(job, bps, selected));
-    setHTML(document.getElementById("job-vertices"), verticesTable(job, bps, selected));
+    setHTML(document.getElementById("job-vertices"), verticesTable(job, bps, selected, wms));
     const v = (job.vertices || []).find((x) => x.id === selected);
     setHTML(document.getElementById("bp-title"), v ? `Back-pressure of ${esc(v.name)} ${levelBadge(bps.get(v.id))}` : "Back-pressure");
     setHTML(document.getElementById("bp-subtasks"), v ? subtaskLoadTable(v, bps.get(v.id))
       : `<p class="muted" id="bp-hint">Click a vertex in the graph or the table to see how busy, idle and back-pressured each of its subtasks is.</p>`);
+    setHTML(document.getElementById("wm-title"), v ? `Event time of ${esc(v.name)}` : "Event time");
+    setHTML(document.getElementById("wm-body"), v ? watermarkDetails(wms.get(v.id))
+      : `<p class="muted" id="wm-hint">Click a vertex to see its watermark and what holds it back: why its windows do not fire.</p>`);
   };
   if (!sub) {
     const pick = (e) => {
@@ -237,8 +241,11 @@ function jobView(jid, tab) {
       if (sub) return sub(job);
       // Flink's dashboard asks each vertex for its back-pressure; so does this one.
       const vs = job.vertices || [];
-      const answers = await Promise.all(vs.map((v) => api(`/jobs/${enc}/vertices/${encodeURIComponent(v.id)}/backpressure`).catch(() => null)));
-      last = { job, bps: new Map(vs.map((v, i) => [v.id, answers[i]])) };
+      const [answers, wm] = await Promise.all([
+        Promise.all(vs.map((v) => api(`/jobs/${enc}/vertices/${encodeURIComponent(v.id)}/backpressure`).catch(() => null))),
+        api(`/jobs/${enc}/watermarks`).catch(() => null),
+      ]);
+      last = { job, bps: new Map(vs.map((v, i) => [v.id, answers[i]])), wms: new Map((wm?.vertices || []).map((w) => [w.id, w])) };
       draw();
     },
   };
@@ -276,14 +283,15 @@ function ioCell(m, key) {
   return num(m[key]);
 }
 
-function verticesTable(job, bps, selected) {
-  return `<table id="vertices-table"><thead><tr><th>Vertex</th><th class="num">Parallelism</th><th>Status</th><th>Back-pressure</th><th class="num">In/s</th><th class="num">Out/s</th><th class="num hide-narrow">Records in</th><th class="num hide-narrow">Records out</th><th class="num hide-narrow">Tasks running</th><th class="num hide-narrow">Duration</th></tr></thead><tbody>
+function verticesTable(job, bps, selected, wms) {
+  return `<table id="vertices-table"><thead><tr><th>Vertex</th><th class="num">Parallelism</th><th>Status</th><th>Back-pressure</th><th>Watermark</th><th class="num">Lag</th><th class="num">In/s</th><th class="num">Out/s</th><th class="num hide-narrow">Records in</th><th class="num hide-narrow">Records out</th><th class="num hide-narrow">Tasks running</th><th class="num hide-narrow">Duration</th></tr></thead><tbody>
     ${(job.vertices || []).map((v) => {
       const m = v.metrics || {};
       const l = vertexLoad(v, bps.get(v.id));
       return `<tr class="vertex-row${v.id === selected ? " selected" : ""}" data-vid="${esc(v.id)}" data-vertex="${esc(v.name)}" tabindex="0">
         <td><span class="link">${esc(v.name)}</span></td><td class="num">${num(v.parallelism)}</td><td>${badge(v.status)}</td>
         <td>${levelBadge(bps.get(v.id))} ${l.bp == null ? "" : `<span class="muted">${pct(l.bp)}</span>`}</td>
+        <td class="wm-cell">${fmtWatermark(wms.get(v.id)?.watermark, wms.get(v.id)?.idle)}</td><td class="num">${wms.get(v.id)?.lag_ms == null ? "–" : fmtDur(wms.get(v.id).lag_ms)}</td>
         <td class="num">${l.reported ? fmtRate(l.in) : "–"}</td><td class="num">${l.reported ? fmtRate(l.out) : "–"}</td>
         <td class="num hide-narrow">${ioCell(m, "read-records")}</td><td class="num hide-narrow">${ioCell(m, "write-records")}</td>
         <td class="num hide-narrow">${num(v.tasks?.RUNNING ?? 0)}/${num(v.parallelism)}</td><td class="num hide-narrow">${fmtDur(v.duration)}</td></tr>`;
@@ -311,6 +319,32 @@ function subtaskLoadTable(v, bp) {
     </tbody></table>
     <div class="legend"><span><i class="lb-busy"></i>busy</span><span><i class="lb-idle"></i>idle (waiting for input)</span><span><i class="lb-bp"></i>back-pressured (waiting for room downstream)</span>
     <span>over the last heartbeat interval, measured ${fmtTime(bp["end-timestamp"])}</span></div>`;
+}
+
+// Watermarks are Unix ms of event time; null: none yet; the int64 maximum:
+// the end of event time.
+function fmtWatermark(ms, idle) {
+  if (idle) return `<span class="badge">idle</span>`;
+  if (ms == null) return `<span class="muted">none</span>`;
+  if (ms >= 9.2e18) return `<span class="muted">end</span>`;
+  const d = new Date(ms);
+  return `${d.toISOString().slice(11, 23)}`;
+}
+
+// watermarkDetails answers "why does my window not fire" for one vertex:
+// the sentence from the REST API, then per subtask its watermarks, the
+// channel (or split) holding it back and what is idle.
+function watermarkDetails(w) {
+  if (!w) return `<p class="muted">No event time reported.</p>`;
+  const ch = (s) => [
+    ...(s.channels || []).map((c) => `<span class="wm-ch${c.holding ? " holding" : ""}${c.idle ? " idle" : ""}" title="${c.holding ? "holding the watermark back" : c.idle ? "idle" : ""}">${esc(c.vertex)}[${c.subtask}] ${fmtWatermark(c.watermark, c.idle)}</span>`),
+    ...(s.splits || []).map((p) => `<span class="wm-ch${p.holding ? " holding" : ""}${p.idle ? " idle" : ""}">split ${esc(p.id)} ${fmtWatermark(p.watermark, p.idle)}</span>`),
+  ].join(" ");
+  return `<p id="wm-explanation" class="${w.idle ? "muted" : ""}">${esc(w.explanation)}</p>
+    <table id="wm-table"><thead><tr><th class="num">Subtask</th><th>Input watermark</th><th>Output watermark</th><th class="num">Timers</th><th class="num">Late dropped</th><th>Inputs (holding back in bold)</th></tr></thead><tbody>
+    ${(w.subtasks || []).map((s) => `<tr data-subtask="${s.subtask}"><td class="num">${s.subtask}</td><td>${fmtWatermark(s.input_watermark, s.idle)}</td><td>${fmtWatermark(s.output_watermark)}</td>
+      <td class="num">${num(s.timers)}</td><td class="num">${num(s.late_records_dropped)}</td><td>${ch(s)}</td></tr>`).join("")}
+    </tbody></table>`;
 }
 
 // jobGraph lays the plan out in columns by depth (sources left) and draws

@@ -125,7 +125,7 @@ func (x NextCheckpoint_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NextCheckpoint_State.Descriptor instead.
 func (NextCheckpoint_State) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{19, 0}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type NextCheckpoint_Reason int32
@@ -186,7 +186,7 @@ func (x NextCheckpoint_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NextCheckpoint_Reason.Descriptor instead.
 func (NextCheckpoint_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{19, 1}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{22, 1}
 }
 
 type SubmitJobRequest struct {
@@ -733,7 +733,10 @@ type SubtaskInfo struct {
 	// load is what the running attempt did, as its TaskManager last reported
 	// it with a heartbeat; unset before the first report and once the attempt
 	// stopped running.
-	Load          *SubtaskInfo_Load `protobuf:"bytes,6,opt,name=load,proto3" json:"load,omitempty"`
+	Load *SubtaskInfo_Load `protobuf:"bytes,6,opt,name=load,proto3" json:"load,omitempty"`
+	// watermarks is the running attempt's event time as its TaskManager last
+	// reported it; unset like load.
+	Watermarks    *SubtaskWatermarks `protobuf:"bytes,7,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +813,280 @@ func (x *SubtaskInfo) GetLoad() *SubtaskInfo_Load {
 	return nil
 }
 
+func (x *SubtaskInfo) GetWatermarks() *SubtaskWatermarks {
+	if x != nil {
+		return x.Watermarks
+	}
+	return nil
+}
+
+// SubtaskWatermarks is a subtask's event time: its watermarks, what holds
+// them back and what is idle. Watermarks are Unix milliseconds of event
+// time; math.MinInt64 means none yet, math.MaxInt64 the end of event time.
+type SubtaskWatermarks struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// input_ms is the watermark the subtask's operator sees: the minimum
+	// over its active input channels (a source's: what it generated).
+	InputMs int64 `protobuf:"varint,1,opt,name=input_ms,json=inputMs,proto3" json:"input_ms,omitempty"`
+	// output_ms is the watermark it last sent downstream.
+	OutputMs int64 `protobuf:"varint,2,opt,name=output_ms,json=outputMs,proto3" json:"output_ms,omitempty"`
+	// idle: the subtask told its consumers it is idle.
+	Idle bool `protobuf:"varint,3,opt,name=idle,proto3" json:"idle,omitempty"`
+	// channels are an operator's input channels, in input order.
+	Channels []*ChannelWatermark `protobuf:"bytes,4,rep,name=channels,proto3" json:"channels,omitempty"`
+	// holding are the indexes into channels of those whose watermark is the
+	// minimum: the ones holding input_ms back.
+	Holding []int32 `protobuf:"varint,5,rep,packed,name=holding,proto3" json:"holding,omitempty"`
+	// splits are a source's splits, each generating its own watermark.
+	Splits []*SplitWatermark `protobuf:"bytes,6,rep,name=splits,proto3" json:"splits,omitempty"`
+	// timers are registered and not fired yet.
+	Timers             int64 `protobuf:"varint,7,opt,name=timers,proto3" json:"timers,omitempty"`
+	LateRecordsDropped int64 `protobuf:"varint,8,opt,name=late_records_dropped,json=lateRecordsDropped,proto3" json:"late_records_dropped,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SubtaskWatermarks) Reset() {
+	*x = SubtaskWatermarks{}
+	mi := &file_weir_v1_client_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubtaskWatermarks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubtaskWatermarks) ProtoMessage() {}
+
+func (x *SubtaskWatermarks) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubtaskWatermarks.ProtoReflect.Descriptor instead.
+func (*SubtaskWatermarks) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SubtaskWatermarks) GetInputMs() int64 {
+	if x != nil {
+		return x.InputMs
+	}
+	return 0
+}
+
+func (x *SubtaskWatermarks) GetOutputMs() int64 {
+	if x != nil {
+		return x.OutputMs
+	}
+	return 0
+}
+
+func (x *SubtaskWatermarks) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
+func (x *SubtaskWatermarks) GetChannels() []*ChannelWatermark {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *SubtaskWatermarks) GetHolding() []int32 {
+	if x != nil {
+		return x.Holding
+	}
+	return nil
+}
+
+func (x *SubtaskWatermarks) GetSplits() []*SplitWatermark {
+	if x != nil {
+		return x.Splits
+	}
+	return nil
+}
+
+func (x *SubtaskWatermarks) GetTimers() int64 {
+	if x != nil {
+		return x.Timers
+	}
+	return 0
+}
+
+func (x *SubtaskWatermarks) GetLateRecordsDropped() int64 {
+	if x != nil {
+		return x.LateRecordsDropped
+	}
+	return 0
+}
+
+type ChannelWatermark struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	UpstreamVertex  string                 `protobuf:"bytes,1,opt,name=upstream_vertex,json=upstreamVertex,proto3" json:"upstream_vertex,omitempty"`
+	UpstreamSubtask int32                  `protobuf:"varint,2,opt,name=upstream_subtask,json=upstreamSubtask,proto3" json:"upstream_subtask,omitempty"`
+	WatermarkMs     int64                  `protobuf:"varint,3,opt,name=watermark_ms,json=watermarkMs,proto3" json:"watermark_ms,omitempty"`
+	Idle            bool                   `protobuf:"varint,4,opt,name=idle,proto3" json:"idle,omitempty"`
+	// finished: the upstream subtask finished; the channel no longer counts.
+	Finished bool `protobuf:"varint,5,opt,name=finished,proto3" json:"finished,omitempty"`
+	// aligned is false for a channel that came back from idle behind the
+	// others: it does not count until it caught up.
+	Aligned       bool `protobuf:"varint,6,opt,name=aligned,proto3" json:"aligned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelWatermark) Reset() {
+	*x = ChannelWatermark{}
+	mi := &file_weir_v1_client_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelWatermark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelWatermark) ProtoMessage() {}
+
+func (x *ChannelWatermark) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelWatermark.ProtoReflect.Descriptor instead.
+func (*ChannelWatermark) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ChannelWatermark) GetUpstreamVertex() string {
+	if x != nil {
+		return x.UpstreamVertex
+	}
+	return ""
+}
+
+func (x *ChannelWatermark) GetUpstreamSubtask() int32 {
+	if x != nil {
+		return x.UpstreamSubtask
+	}
+	return 0
+}
+
+func (x *ChannelWatermark) GetWatermarkMs() int64 {
+	if x != nil {
+		return x.WatermarkMs
+	}
+	return 0
+}
+
+func (x *ChannelWatermark) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
+func (x *ChannelWatermark) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
+}
+
+func (x *ChannelWatermark) GetAligned() bool {
+	if x != nil {
+		return x.Aligned
+	}
+	return false
+}
+
+type SplitWatermark struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	WatermarkMs    int64                  `protobuf:"varint,2,opt,name=watermark_ms,json=watermarkMs,proto3" json:"watermark_ms,omitempty"`
+	MaxTimestampMs int64                  `protobuf:"varint,3,opt,name=max_timestamp_ms,json=maxTimestampMs,proto3" json:"max_timestamp_ms,omitempty"`
+	Idle           bool                   `protobuf:"varint,4,opt,name=idle,proto3" json:"idle,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SplitWatermark) Reset() {
+	*x = SplitWatermark{}
+	mi := &file_weir_v1_client_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitWatermark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitWatermark) ProtoMessage() {}
+
+func (x *SplitWatermark) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitWatermark.ProtoReflect.Descriptor instead.
+func (*SplitWatermark) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SplitWatermark) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SplitWatermark) GetWatermarkMs() int64 {
+	if x != nil {
+		return x.WatermarkMs
+	}
+	return 0
+}
+
+func (x *SplitWatermark) GetMaxTimestampMs() int64 {
+	if x != nil {
+		return x.MaxTimestampMs
+	}
+	return 0
+}
+
+func (x *SplitWatermark) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
 type TriggerCheckpointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -821,7 +1098,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[11]
+	mi := &file_weir_v1_client_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +1110,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[11]
+	mi := &file_weir_v1_client_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +1123,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -873,7 +1150,7 @@ type TriggerCheckpointResponse struct {
 
 func (x *TriggerCheckpointResponse) Reset() {
 	*x = TriggerCheckpointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[12]
+	mi := &file_weir_v1_client_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1162,7 @@ func (x *TriggerCheckpointResponse) String() string {
 func (*TriggerCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[12]
+	mi := &file_weir_v1_client_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1175,7 @@ func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TriggerCheckpointResponse) GetCheckpointId() int64 {
@@ -926,7 +1203,7 @@ type TriggerSavepointRequest struct {
 
 func (x *TriggerSavepointRequest) Reset() {
 	*x = TriggerSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[13]
+	mi := &file_weir_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1215,7 @@ func (x *TriggerSavepointRequest) String() string {
 func (*TriggerSavepointRequest) ProtoMessage() {}
 
 func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[13]
+	mi := &file_weir_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1228,7 @@ func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSavepointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TriggerSavepointRequest) GetJobId() string {
@@ -978,7 +1255,7 @@ type TriggerSavepointResponse struct {
 
 func (x *TriggerSavepointResponse) Reset() {
 	*x = TriggerSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[14]
+	mi := &file_weir_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1267,7 @@ func (x *TriggerSavepointResponse) String() string {
 func (*TriggerSavepointResponse) ProtoMessage() {}
 
 func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[14]
+	mi := &file_weir_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1280,7 @@ func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSavepointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TriggerSavepointResponse) GetCheckpointId() int64 {
@@ -1032,7 +1309,7 @@ type StopWithSavepointRequest struct {
 
 func (x *StopWithSavepointRequest) Reset() {
 	*x = StopWithSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[15]
+	mi := &file_weir_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1321,7 @@ func (x *StopWithSavepointRequest) String() string {
 func (*StopWithSavepointRequest) ProtoMessage() {}
 
 func (x *StopWithSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[15]
+	mi := &file_weir_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1334,7 @@ func (x *StopWithSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopWithSavepointRequest.ProtoReflect.Descriptor instead.
 func (*StopWithSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StopWithSavepointRequest) GetJobId() string {
@@ -1091,7 +1368,7 @@ type StopWithSavepointResponse struct {
 
 func (x *StopWithSavepointResponse) Reset() {
 	*x = StopWithSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[16]
+	mi := &file_weir_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1380,7 @@ func (x *StopWithSavepointResponse) String() string {
 func (*StopWithSavepointResponse) ProtoMessage() {}
 
 func (x *StopWithSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[16]
+	mi := &file_weir_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1393,7 @@ func (x *StopWithSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopWithSavepointResponse.ProtoReflect.Descriptor instead.
 func (*StopWithSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StopWithSavepointResponse) GetCheckpointId() int64 {
@@ -1142,7 +1419,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[17]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1431,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[17]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1444,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListCheckpointsRequest) GetJobId() string {
@@ -1195,7 +1472,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[18]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1484,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[18]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1497,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListCheckpointsResponse) GetCounts() *CheckpointCounts {
@@ -1290,7 +1567,7 @@ type NextCheckpoint struct {
 
 func (x *NextCheckpoint) Reset() {
 	*x = NextCheckpoint{}
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1579,7 @@ func (x *NextCheckpoint) String() string {
 func (*NextCheckpoint) ProtoMessage() {}
 
 func (x *NextCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1592,7 @@ func (x *NextCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextCheckpoint.ProtoReflect.Descriptor instead.
 func (*NextCheckpoint) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NextCheckpoint) GetState() NextCheckpoint_State {
@@ -1363,7 +1640,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1652,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1665,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetCheckpointRequest) GetJobId() string {
@@ -1415,7 +1692,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1704,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1717,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() *CheckpointStats {
@@ -1470,7 +1747,7 @@ type CheckpointCounts struct {
 
 func (x *CheckpointCounts) Reset() {
 	*x = CheckpointCounts{}
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1759,7 @@ func (x *CheckpointCounts) String() string {
 func (*CheckpointCounts) ProtoMessage() {}
 
 func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1772,7 @@ func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCounts.ProtoReflect.Descriptor instead.
 func (*CheckpointCounts) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CheckpointCounts) GetRestored() int64 {
@@ -1559,7 +1836,7 @@ type CheckpointStats struct {
 
 func (x *CheckpointStats) Reset() {
 	*x = CheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1848,7 @@ func (x *CheckpointStats) String() string {
 func (*CheckpointStats) ProtoMessage() {}
 
 func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1861,7 @@ func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointStats.ProtoReflect.Descriptor instead.
 func (*CheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CheckpointStats) GetId() int64 {
@@ -1724,7 +2001,7 @@ type SubtaskCheckpointStats struct {
 
 func (x *SubtaskCheckpointStats) Reset() {
 	*x = SubtaskCheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +2013,7 @@ func (x *SubtaskCheckpointStats) String() string {
 func (*SubtaskCheckpointStats) ProtoMessage() {}
 
 func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +2026,7 @@ func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskCheckpointStats.ProtoReflect.Descriptor instead.
 func (*SubtaskCheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubtaskCheckpointStats) GetVertex() string {
@@ -1862,7 +2139,7 @@ type RestoredCheckpoint struct {
 
 func (x *RestoredCheckpoint) Reset() {
 	*x = RestoredCheckpoint{}
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +2151,7 @@ func (x *RestoredCheckpoint) String() string {
 func (*RestoredCheckpoint) ProtoMessage() {}
 
 func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2164,7 @@ func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoredCheckpoint.ProtoReflect.Descriptor instead.
 func (*RestoredCheckpoint) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RestoredCheckpoint) GetId() int64 {
@@ -1926,7 +2203,7 @@ type ListTaskManagersRequest struct {
 
 func (x *ListTaskManagersRequest) Reset() {
 	*x = ListTaskManagersRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2215,7 @@ func (x *ListTaskManagersRequest) String() string {
 func (*ListTaskManagersRequest) ProtoMessage() {}
 
 func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2228,7 @@ func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersRequest.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{29}
 }
 
 type ListTaskManagersResponse struct {
@@ -1963,7 +2240,7 @@ type ListTaskManagersResponse struct {
 
 func (x *ListTaskManagersResponse) Reset() {
 	*x = ListTaskManagersResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2252,7 @@ func (x *ListTaskManagersResponse) String() string {
 func (*ListTaskManagersResponse) ProtoMessage() {}
 
 func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2265,7 @@ func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersResponse.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListTaskManagersResponse) GetTaskmanagers() []*TaskManagerInfo {
@@ -2012,7 +2289,7 @@ type TaskManagerInfo struct {
 
 func (x *TaskManagerInfo) Reset() {
 	*x = TaskManagerInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[28]
+	mi := &file_weir_v1_client_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2301,7 @@ func (x *TaskManagerInfo) String() string {
 func (*TaskManagerInfo) ProtoMessage() {}
 
 func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[28]
+	mi := &file_weir_v1_client_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2314,7 @@ func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerInfo.ProtoReflect.Descriptor instead.
 func (*TaskManagerInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskManagerInfo) GetId() string {
@@ -2092,7 +2369,7 @@ type DisposeSavepointRequest struct {
 
 func (x *DisposeSavepointRequest) Reset() {
 	*x = DisposeSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[29]
+	mi := &file_weir_v1_client_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2381,7 @@ func (x *DisposeSavepointRequest) String() string {
 func (*DisposeSavepointRequest) ProtoMessage() {}
 
 func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[29]
+	mi := &file_weir_v1_client_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2394,7 @@ func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeSavepointRequest.ProtoReflect.Descriptor instead.
 func (*DisposeSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DisposeSavepointRequest) GetPath() string {
@@ -2135,7 +2412,7 @@ type DisposeSavepointResponse struct {
 
 func (x *DisposeSavepointResponse) Reset() {
 	*x = DisposeSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[30]
+	mi := &file_weir_v1_client_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2424,7 @@ func (x *DisposeSavepointResponse) String() string {
 func (*DisposeSavepointResponse) ProtoMessage() {}
 
 func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[30]
+	mi := &file_weir_v1_client_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2437,7 @@ func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeSavepointResponse.ProtoReflect.Descriptor instead.
 func (*DisposeSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{33}
 }
 
 // Load splits a subtask's time the way Flink's task metrics do and counts
@@ -2193,7 +2470,7 @@ type SubtaskInfo_Load struct {
 
 func (x *SubtaskInfo_Load) Reset() {
 	*x = SubtaskInfo_Load{}
-	mi := &file_weir_v1_client_proto_msgTypes[31]
+	mi := &file_weir_v1_client_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2482,7 @@ func (x *SubtaskInfo_Load) String() string {
 func (*SubtaskInfo_Load) ProtoMessage() {}
 
 func (x *SubtaskInfo_Load) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[31]
+	mi := &file_weir_v1_client_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,14 +2618,17 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x120\n" +
 	"\bsubtasks\x18\x04 \x03(\v2\x14.weir.v1.SubtaskInfoR\bsubtasks\x12-\n" +
 	"\x04load\x18\x05 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12#\n" +
-	"\rload_reported\x18\x06 \x01(\x05R\floadReported\"\xd2\x05\n" +
+	"\rload_reported\x18\x06 \x01(\x05R\floadReported\"\x8e\x06\n" +
 	"\vSubtaskInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12-\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.weir.v1.ExecutionStateR\x05state\x12%\n" +
 	"\x0etaskmanager_id\x18\x04 \x01(\tR\rtaskmanagerId\x12#\n" +
 	"\rfailure_cause\x18\x05 \x01(\tR\ffailureCause\x12-\n" +
-	"\x04load\x18\x06 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x1a\xe8\x03\n" +
+	"\x04load\x18\x06 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12:\n" +
+	"\n" +
+	"watermarks\x18\a \x01(\v2\x1a.weir.v1.SubtaskWatermarksR\n" +
+	"watermarks\x1a\xe8\x03\n" +
 	"\x04Load\x12+\n" +
 	"\x12idle_ms_per_second\x18\x01 \x01(\x01R\x0fidleMsPerSecond\x12=\n" +
 	"\x1bbackpressured_ms_per_second\x18\x02 \x01(\x01R\x18backpressuredMsPerSecond\x12+\n" +
@@ -2365,7 +2645,28 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	" \x01(\x03R\x06busyMs\x12\x1f\n" +
 	"\vinterval_ms\x18\v \x01(\x03R\n" +
 	"intervalMs\x12!\n" +
-	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\"E\n" +
+	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\"\xab\x02\n" +
+	"\x11SubtaskWatermarks\x12\x19\n" +
+	"\binput_ms\x18\x01 \x01(\x03R\ainputMs\x12\x1b\n" +
+	"\toutput_ms\x18\x02 \x01(\x03R\boutputMs\x12\x12\n" +
+	"\x04idle\x18\x03 \x01(\bR\x04idle\x125\n" +
+	"\bchannels\x18\x04 \x03(\v2\x19.weir.v1.ChannelWatermarkR\bchannels\x12\x18\n" +
+	"\aholding\x18\x05 \x03(\x05R\aholding\x12/\n" +
+	"\x06splits\x18\x06 \x03(\v2\x17.weir.v1.SplitWatermarkR\x06splits\x12\x16\n" +
+	"\x06timers\x18\a \x01(\x03R\x06timers\x120\n" +
+	"\x14late_records_dropped\x18\b \x01(\x03R\x12lateRecordsDropped\"\xd3\x01\n" +
+	"\x10ChannelWatermark\x12'\n" +
+	"\x0fupstream_vertex\x18\x01 \x01(\tR\x0eupstreamVertex\x12)\n" +
+	"\x10upstream_subtask\x18\x02 \x01(\x05R\x0fupstreamSubtask\x12!\n" +
+	"\fwatermark_ms\x18\x03 \x01(\x03R\vwatermarkMs\x12\x12\n" +
+	"\x04idle\x18\x04 \x01(\bR\x04idle\x12\x1a\n" +
+	"\bfinished\x18\x05 \x01(\bR\bfinished\x12\x18\n" +
+	"\aaligned\x18\x06 \x01(\bR\aaligned\"\x81\x01\n" +
+	"\x0eSplitWatermark\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\fwatermark_ms\x18\x02 \x01(\x03R\vwatermarkMs\x12(\n" +
+	"\x10max_timestamp_ms\x18\x03 \x01(\x03R\x0emaxTimestampMs\x12\x12\n" +
+	"\x04idle\x18\x04 \x01(\bR\x04idle\"E\n" +
 	"\x18TriggerCheckpointRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\"e\n" +
@@ -2515,7 +2816,7 @@ func file_weir_v1_client_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_weir_v1_client_proto_goTypes = []any{
 	(CheckpointStatus)(0),             // 0: weir.v1.CheckpointStatus
 	(NextCheckpoint_State)(0),         // 1: weir.v1.NextCheckpoint.State
@@ -2531,90 +2832,96 @@ var file_weir_v1_client_proto_goTypes = []any{
 	(*JobInfo)(nil),                   // 11: weir.v1.JobInfo
 	(*VertexInfo)(nil),                // 12: weir.v1.VertexInfo
 	(*SubtaskInfo)(nil),               // 13: weir.v1.SubtaskInfo
-	(*TriggerCheckpointRequest)(nil),  // 14: weir.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 15: weir.v1.TriggerCheckpointResponse
-	(*TriggerSavepointRequest)(nil),   // 16: weir.v1.TriggerSavepointRequest
-	(*TriggerSavepointResponse)(nil),  // 17: weir.v1.TriggerSavepointResponse
-	(*StopWithSavepointRequest)(nil),  // 18: weir.v1.StopWithSavepointRequest
-	(*StopWithSavepointResponse)(nil), // 19: weir.v1.StopWithSavepointResponse
-	(*ListCheckpointsRequest)(nil),    // 20: weir.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),   // 21: weir.v1.ListCheckpointsResponse
-	(*NextCheckpoint)(nil),            // 22: weir.v1.NextCheckpoint
-	(*GetCheckpointRequest)(nil),      // 23: weir.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),     // 24: weir.v1.GetCheckpointResponse
-	(*CheckpointCounts)(nil),          // 25: weir.v1.CheckpointCounts
-	(*CheckpointStats)(nil),           // 26: weir.v1.CheckpointStats
-	(*SubtaskCheckpointStats)(nil),    // 27: weir.v1.SubtaskCheckpointStats
-	(*RestoredCheckpoint)(nil),        // 28: weir.v1.RestoredCheckpoint
-	(*ListTaskManagersRequest)(nil),   // 29: weir.v1.ListTaskManagersRequest
-	(*ListTaskManagersResponse)(nil),  // 30: weir.v1.ListTaskManagersResponse
-	(*TaskManagerInfo)(nil),           // 31: weir.v1.TaskManagerInfo
-	(*DisposeSavepointRequest)(nil),   // 32: weir.v1.DisposeSavepointRequest
-	(*DisposeSavepointResponse)(nil),  // 33: weir.v1.DisposeSavepointResponse
-	(*SubtaskInfo_Load)(nil),          // 34: weir.v1.SubtaskInfo.Load
-	(*JobGraph)(nil),                  // 35: weir.v1.JobGraph
-	(JobState)(0),                     // 36: weir.v1.JobState
-	(ExecutionState)(0),               // 37: weir.v1.ExecutionState
-	(CheckpointFailureReason)(0),      // 38: weir.v1.CheckpointFailureReason
-	(CheckpointType)(0),               // 39: weir.v1.CheckpointType
-	(*CheckpointMetrics)(nil),         // 40: weir.v1.CheckpointMetrics
-	(CheckpointPhase)(0),              // 41: weir.v1.CheckpointPhase
+	(*SubtaskWatermarks)(nil),         // 14: weir.v1.SubtaskWatermarks
+	(*ChannelWatermark)(nil),          // 15: weir.v1.ChannelWatermark
+	(*SplitWatermark)(nil),            // 16: weir.v1.SplitWatermark
+	(*TriggerCheckpointRequest)(nil),  // 17: weir.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil), // 18: weir.v1.TriggerCheckpointResponse
+	(*TriggerSavepointRequest)(nil),   // 19: weir.v1.TriggerSavepointRequest
+	(*TriggerSavepointResponse)(nil),  // 20: weir.v1.TriggerSavepointResponse
+	(*StopWithSavepointRequest)(nil),  // 21: weir.v1.StopWithSavepointRequest
+	(*StopWithSavepointResponse)(nil), // 22: weir.v1.StopWithSavepointResponse
+	(*ListCheckpointsRequest)(nil),    // 23: weir.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),   // 24: weir.v1.ListCheckpointsResponse
+	(*NextCheckpoint)(nil),            // 25: weir.v1.NextCheckpoint
+	(*GetCheckpointRequest)(nil),      // 26: weir.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),     // 27: weir.v1.GetCheckpointResponse
+	(*CheckpointCounts)(nil),          // 28: weir.v1.CheckpointCounts
+	(*CheckpointStats)(nil),           // 29: weir.v1.CheckpointStats
+	(*SubtaskCheckpointStats)(nil),    // 30: weir.v1.SubtaskCheckpointStats
+	(*RestoredCheckpoint)(nil),        // 31: weir.v1.RestoredCheckpoint
+	(*ListTaskManagersRequest)(nil),   // 32: weir.v1.ListTaskManagersRequest
+	(*ListTaskManagersResponse)(nil),  // 33: weir.v1.ListTaskManagersResponse
+	(*TaskManagerInfo)(nil),           // 34: weir.v1.TaskManagerInfo
+	(*DisposeSavepointRequest)(nil),   // 35: weir.v1.DisposeSavepointRequest
+	(*DisposeSavepointResponse)(nil),  // 36: weir.v1.DisposeSavepointResponse
+	(*SubtaskInfo_Load)(nil),          // 37: weir.v1.SubtaskInfo.Load
+	(*JobGraph)(nil),                  // 38: weir.v1.JobGraph
+	(JobState)(0),                     // 39: weir.v1.JobState
+	(ExecutionState)(0),               // 40: weir.v1.ExecutionState
+	(CheckpointFailureReason)(0),      // 41: weir.v1.CheckpointFailureReason
+	(CheckpointType)(0),               // 42: weir.v1.CheckpointType
+	(*CheckpointMetrics)(nil),         // 43: weir.v1.CheckpointMetrics
+	(CheckpointPhase)(0),              // 44: weir.v1.CheckpointPhase
 }
 var file_weir_v1_client_proto_depIdxs = []int32{
-	35, // 0: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
+	38, // 0: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
 	11, // 1: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
 	11, // 2: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
-	36, // 3: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
+	39, // 3: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
 	12, // 4: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
-	35, // 5: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
+	38, // 5: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
 	13, // 6: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
-	34, // 7: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	37, // 8: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
-	34, // 9: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	25, // 10: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
-	26, // 11: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
-	26, // 12: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
-	26, // 13: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
-	26, // 14: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
-	28, // 15: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
-	22, // 16: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
-	1,  // 17: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
-	2,  // 18: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
-	26, // 19: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
-	27, // 20: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
-	0,  // 21: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
-	38, // 22: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
-	39, // 23: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
-	40, // 24: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
-	41, // 25: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
-	31, // 26: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
-	3,  // 27: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
-	5,  // 28: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
-	7,  // 29: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
-	9,  // 30: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
-	14, // 31: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
-	16, // 32: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
-	18, // 33: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
-	20, // 34: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
-	23, // 35: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
-	29, // 36: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
-	32, // 37: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
-	4,  // 38: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
-	6,  // 39: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
-	8,  // 40: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
-	10, // 41: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
-	15, // 42: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
-	17, // 43: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
-	19, // 44: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
-	21, // 45: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
-	24, // 46: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
-	30, // 47: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
-	33, // 48: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
-	38, // [38:49] is the sub-list for method output_type
-	27, // [27:38] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	37, // 7: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	40, // 8: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
+	37, // 9: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	14, // 10: weir.v1.SubtaskInfo.watermarks:type_name -> weir.v1.SubtaskWatermarks
+	15, // 11: weir.v1.SubtaskWatermarks.channels:type_name -> weir.v1.ChannelWatermark
+	16, // 12: weir.v1.SubtaskWatermarks.splits:type_name -> weir.v1.SplitWatermark
+	28, // 13: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
+	29, // 14: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
+	29, // 15: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
+	29, // 16: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
+	29, // 17: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
+	31, // 18: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
+	25, // 19: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
+	1,  // 20: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
+	2,  // 21: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
+	29, // 22: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
+	30, // 23: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
+	0,  // 24: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
+	41, // 25: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
+	42, // 26: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
+	43, // 27: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
+	44, // 28: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
+	34, // 29: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
+	3,  // 30: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
+	5,  // 31: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
+	7,  // 32: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
+	9,  // 33: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
+	17, // 34: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
+	19, // 35: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
+	21, // 36: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
+	23, // 37: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
+	26, // 38: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
+	32, // 39: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
+	35, // 40: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
+	4,  // 41: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
+	6,  // 42: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
+	8,  // 43: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
+	10, // 44: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
+	18, // 45: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
+	20, // 46: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
+	22, // 47: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
+	24, // 48: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
+	27, // 49: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
+	33, // 50: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
+	36, // 51: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_client_proto_init() }
@@ -2631,7 +2938,7 @@ func file_weir_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_client_proto_rawDesc), len(file_weir_v1_client_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

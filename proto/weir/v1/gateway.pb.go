@@ -237,7 +237,10 @@ type SubtaskLoadReport struct {
 	Attempt *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	Load    *SubtaskInfo_Load      `protobuf:"bytes,2,opt,name=load,proto3" json:"load,omitempty"`
 	// checkpoints are the checkpoints the subtask is working on.
-	Checkpoints   []*CheckpointProgress `protobuf:"bytes,3,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	Checkpoints []*CheckpointProgress `protobuf:"bytes,3,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	// watermarks is the subtask's event time; unset for a subtask that has
+	// seen no watermark.
+	Watermarks    *SubtaskWatermarks `protobuf:"bytes,4,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +292,13 @@ func (x *SubtaskLoadReport) GetLoad() *SubtaskInfo_Load {
 func (x *SubtaskLoadReport) GetCheckpoints() []*CheckpointProgress {
 	if x != nil {
 		return x.Checkpoints
+	}
+	return nil
+}
+
+func (x *SubtaskLoadReport) GetWatermarks() *SubtaskWatermarks {
+	if x != nil {
+		return x.Watermarks
 	}
 	return nil
 }
@@ -779,11 +789,14 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12'\n" +
 	"\x0fregistration_id\x18\x02 \x01(\tR\x0eregistrationId\x125\n" +
 	"\arunning\x18\x03 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\arunning\x120\n" +
-	"\x05loads\x18\x04 \x03(\v2\x1a.weir.v1.SubtaskLoadReportR\x05loads\"\xb8\x01\n" +
+	"\x05loads\x18\x04 \x03(\v2\x1a.weir.v1.SubtaskLoadReportR\x05loads\"\xf4\x01\n" +
 	"\x11SubtaskLoadReport\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12-\n" +
 	"\x04load\x18\x02 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12=\n" +
-	"\vcheckpoints\x18\x03 \x03(\v2\x1b.weir.v1.CheckpointProgressR\vcheckpoints\"\xb2\x01\n" +
+	"\vcheckpoints\x18\x03 \x03(\v2\x1b.weir.v1.CheckpointProgressR\vcheckpoints\x12:\n" +
+	"\n" +
+	"watermarks\x18\x04 \x01(\v2\x1a.weir.v1.SubtaskWatermarksR\n" +
+	"watermarks\"\xb2\x01\n" +
 	"\x12CheckpointProgress\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.weir.v1.CheckpointPhaseR\x05phase\x12+\n" +
@@ -853,11 +866,12 @@ var file_weir_v1_gateway_proto_goTypes = []any{
 	(*DeclineCheckpointResponse)(nil),        // 11: weir.v1.DeclineCheckpointResponse
 	(*ExecutionAttemptID)(nil),               // 12: weir.v1.ExecutionAttemptID
 	(*SubtaskInfo_Load)(nil),                 // 13: weir.v1.SubtaskInfo.Load
-	(CheckpointPhase)(0),                     // 14: weir.v1.CheckpointPhase
-	(ExecutionState)(0),                      // 15: weir.v1.ExecutionState
-	(*SubtaskState)(nil),                     // 16: weir.v1.SubtaskState
-	(*CheckpointMetrics)(nil),                // 17: weir.v1.CheckpointMetrics
-	(CheckpointFailureReason)(0),             // 18: weir.v1.CheckpointFailureReason
+	(*SubtaskWatermarks)(nil),                // 14: weir.v1.SubtaskWatermarks
+	(CheckpointPhase)(0),                     // 15: weir.v1.CheckpointPhase
+	(ExecutionState)(0),                      // 16: weir.v1.ExecutionState
+	(*SubtaskState)(nil),                     // 17: weir.v1.SubtaskState
+	(*CheckpointMetrics)(nil),                // 18: weir.v1.CheckpointMetrics
+	(CheckpointFailureReason)(0),             // 19: weir.v1.CheckpointFailureReason
 }
 var file_weir_v1_gateway_proto_depIdxs = []int32{
 	12, // 0: weir.v1.HeartbeatRequest.running:type_name -> weir.v1.ExecutionAttemptID
@@ -865,31 +879,32 @@ var file_weir_v1_gateway_proto_depIdxs = []int32{
 	12, // 2: weir.v1.SubtaskLoadReport.attempt:type_name -> weir.v1.ExecutionAttemptID
 	13, // 3: weir.v1.SubtaskLoadReport.load:type_name -> weir.v1.SubtaskInfo.Load
 	4,  // 4: weir.v1.SubtaskLoadReport.checkpoints:type_name -> weir.v1.CheckpointProgress
-	14, // 5: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
-	12, // 6: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	15, // 7: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
-	13, // 8: weir.v1.UpdateTaskExecutionStateRequest.final_load:type_name -> weir.v1.SubtaskInfo.Load
-	12, // 9: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 10: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
-	17, // 11: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	12, // 12: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	18, // 13: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
-	17, // 14: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	0,  // 15: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
-	2,  // 16: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
-	6,  // 17: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
-	8,  // 18: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
-	10, // 19: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
-	1,  // 20: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
-	5,  // 21: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
-	7,  // 22: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
-	9,  // 23: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
-	11, // 24: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	14, // 5: weir.v1.SubtaskLoadReport.watermarks:type_name -> weir.v1.SubtaskWatermarks
+	15, // 6: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
+	12, // 7: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 8: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
+	13, // 9: weir.v1.UpdateTaskExecutionStateRequest.final_load:type_name -> weir.v1.SubtaskInfo.Load
+	12, // 10: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	17, // 11: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
+	18, // 12: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	12, // 13: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	19, // 14: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
+	18, // 15: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	0,  // 16: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
+	2,  // 17: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
+	6,  // 18: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
+	8,  // 19: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
+	10, // 20: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
+	1,  // 21: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
+	5,  // 22: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
+	7,  // 23: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
+	9,  // 24: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
+	11, // 25: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_gateway_proto_init() }

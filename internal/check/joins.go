@@ -1,0 +1,100 @@
+package check
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// BatchIntervalJoin computes an interval join of left and right at once:
+// every pair of a left record l and a right record r of the same key with
+// l.ts + lowerMs <= r.ts <= l.ts + upperMs, as the line
+// "key,<l.value>|<r.value>" the join's output makes in a file-sink, mapped
+// to how many times it must be committed (pairs with equal values repeat).
+// That is what a streaming run must commit whatever order the records
+// came in and whatever failed on the way, given no record was late.
+func BatchIntervalJoin(left, right []Record, lowerMs, upperMs int64) map[string]int {
+	return batchJoin(left, right, func(l, r Record) bool {
+		return l.Timestamp+lowerMs <= r.Timestamp && r.Timestamp <= l.Timestamp+upperMs
+	})
+}
+
+// BatchWindowJoin computes a tumbling window join of left and right at
+// once: every pair of records of the same key in the same window of
+// sizeMs (windows start at multiples of sizeMs), as BatchIntervalJoin's
+// lines.
+func BatchWindowJoin(left, right []Record, sizeMs int64) map[string]int {
+	start := func(ts int64) int64 { return ts - ((ts%sizeMs)+sizeMs)%sizeMs }
+	return batchJoin(left, right, func(l, r Record) bool {
+		return start(l.Timestamp) == start(r.Timestamp)
+	})
+}
+
+func batchJoin(left, right []Record, match func(l, r Record) bool) map[string]int {
+	byKey := map[string][]Record{}
+	for _, r := range right {
+		byKey[r.Key] = append(byKey[r.Key], r)
+	}
+	want := map[string]int{}
+	for _, l := range left {
+		for _, r := range byKey[l.Key] {
+			if match(l, r) {
+				want[joinLine(l.Key, l.Value, r.Value)]++
+			}
+		}
+	}
+	return want
+}
+
+func joinLine(key string, lv, rv int64) string {
+	return key + "," + strconv.FormatInt(lv, 10) + "|" + strconv.FormatInt(rv, 10)
+}
+
+// Joins checks committed join output, lines "key,<left value>|<right
+// value>", against the batch result want: every expected line exactly as
+// many times as want says. The error names the first few pairs lost,
+// duplicated or unexpected.
+func Joins(lines []string, want map[string]int) error {
+	got := make(map[string]int, len(want))
+	for n, l := range lines {
+		k, v, ok := strings.Cut(l, ",")
+		if !ok || k == "" || !strings.Contains(v, "|") {
+			return fmt.Errorf("check: line %d: malformed join output %q (want key,left|right)", n+1, l)
+		}
+		got[l]++
+	}
+	var problems []string
+	report := func(format string, args ...any) {
+		if len(problems) < 5 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		} else if len(problems) == 5 {
+			problems = append(problems, "...")
+		}
+	}
+	total, lost, dups, extra := 0, 0, 0, 0
+	for _, l := range slices.Sorted(maps.Keys(want)) {
+		w, g := want[l], got[l]
+		total += w
+		switch {
+		case g < w:
+			lost += w - g
+			report("pair %s lost (committed %d of %d times)", l, g, w)
+		case g > w:
+			dups += g - w
+			report("pair %s duplicated (committed %d times, want %d)", l, g, w)
+		}
+	}
+	for _, l := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[l]; !ok {
+			extra += got[l]
+			report("pair %s (%d times) is not in the batch result", l, got[l])
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("check: %d joined pairs: %d lost, %d duplicated, %d unexpected: %s",
+		total, lost, dups, extra, strings.Join(problems, "; "))
+}

@@ -1,0 +1,399 @@
+package operators
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"math"
+	"time"
+
+	"github.com/weirproject/weir/internal/window"
+	"github.com/weirproject/weir/sdk"
+)
+
+// The inputs of a join, by their index in the vertex's inputs list.
+const (
+	leftInput  = 0
+	rightInput = 1
+)
+
+// IntervalJoinSpec is an interval join's configuration, in milliseconds:
+// a left record l joins a right record r of its key when
+// l.ts + Lower <= r.ts <= l.ts + Upper.
+type IntervalJoinSpec struct {
+	Lower, Upper int64
+}
+
+// ParseIntervalJoin reads an interval join's configuration: lower and
+// upper, Go durations (negative allowed) of whole milliseconds, lower <=
+// upper. Its errors name the key. Unknown keys are ignored, as the window
+// operator does.
+func ParseIntervalJoin(cfg sdk.Config) (IntervalJoinSpec, error) {
+	var s IntervalJoinSpec
+	var err error
+	if s.Lower, err = joinMs(cfg, "lower", false); err != nil {
+		return s, err
+	}
+	if s.Upper, err = joinMs(cfg, "upper", false); err != nil {
+		return s, err
+	}
+	if s.Lower > s.Upper {
+		return s, fmt.Errorf(`config "upper": %s is below lower %s (the interval would be empty)`,
+			time.Duration(s.Upper)*time.Millisecond, time.Duration(s.Lower)*time.Millisecond)
+	}
+	return s, nil
+}
+
+// WindowJoinSpec is a tumbling window join's configuration: windows of
+// Size milliseconds, starting at multiples of Size since the Unix epoch.
+type WindowJoinSpec struct {
+	Size int64
+}
+
+// ParseWindowJoin reads a window join's configuration: size, a positive
+// Go duration of whole milliseconds. Its errors name the key.
+func ParseWindowJoin(cfg sdk.Config) (WindowJoinSpec, error) {
+	size, err := joinMs(cfg, "size", true)
+	return WindowJoinSpec{Size: size}, err
+}
+
+// joinMs reads the required duration key in milliseconds.
+func joinMs(cfg sdk.Config, key string, positive bool) (int64, error) {
+	if v, ok := cfg[key]; !ok || v == nil {
+		return 0, fmt.Errorf("config %q: required", key)
+	}
+	d, err := cfg.Duration(key, 0)
+	if err != nil {
+		return 0, err
+	}
+	if positive && d <= 0 {
+		return 0, fmt.Errorf("config %q: must be positive, got %s", key, d)
+	}
+	if d%time.Millisecond != 0 {
+		return 0, fmt.Errorf("config %q: must be a whole number of milliseconds, got %s", key, d)
+	}
+	return d.Milliseconds(), nil
+}
+
+// IntervalJoin is Flink's interval join (KeyedStream.intervalJoin()
+// .between(lower, upper)) on event time: input 0 is the left side, input
+// 1 the right, both keyed. A left record l and a right record r of the
+// same key join when l.ts + lower <= r.ts <= l.ts + upper, both ends
+// inclusive, and the pair is emitted once, when the later of the two
+// arrives: key, value "<left value>|<right value>", timestamp
+// max(l.ts, r.ts).
+//
+// Each side is buffered in keyed map state by timestamp until the
+// watermark passes the last time a record of the other side could still
+// join it: l.ts + upper for a left record, r.ts − lower for a right one.
+// A record at or behind the watermark is late and goes to EmitLate, as
+// Flink drops it.
+type IntervalJoin struct {
+	spec   IntervalJoinSpec
+	ctx    sdk.Context
+	timers sdk.TimerService
+	// sides are the left and right buffers: window.TimeKey of a
+	// timestamp → the values of the key's records at that timestamp.
+	sides [2]sdk.MapState
+	buf   []byte
+}
+
+// sideNS are the namespaces of the left and right buffers' clean-up
+// timers.
+var sideNS = [2][]byte{[]byte("l"), []byte("r")}
+
+func (j *IntervalJoin) Open(ctx sdk.Context) error {
+	spec, err := ParseIntervalJoin(ctx.Config())
+	if err != nil {
+		return fmt.Errorf("interval-join: %w", err)
+	}
+	j.spec, j.ctx, j.timers = spec, ctx, ctx.TimerService()
+	j.sides = [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
+	return nil
+}
+
+func (j *IntervalJoin) Close() error { return nil }
+
+func (j *IntervalJoin) ProcessRecord(sdk.Record, sdk.Collector) error {
+	return errors.New("interval-join: records must come through ProcessInput, which tells the left input from the right")
+}
+
+// cleanupOffset is what a record's timestamp plus gives the last
+// watermark at which a record of the other side could still join it.
+func (j *IntervalJoin) cleanupOffset(input int) int64 {
+	if input == leftInput {
+		return j.spec.Upper
+	}
+	return -j.spec.Lower
+}
+
+// joins reports whether l.ts + lower <= r.ts <= l.ts + upper, without
+// the overflow of the sums at the ends of the int64 range.
+func (s IntervalJoinSpec) joins(lts, rts int64) bool {
+	d := rts - lts
+	if (rts < 0) != (lts < 0) && (d < 0) != (rts < 0) {
+		return false // overflowed: the distance exceeds any bound
+	}
+	return s.Lower <= d && d <= s.Upper
+}
+
+func (j *IntervalJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) error {
+	if input != leftInput && input != rightInput {
+		return fmt.Errorf("interval-join: record from input %d; a join reads input 0 (left) and 1 (right)", input)
+	}
+	wm := j.timers.CurrentWatermark()
+	if isLate(r.Timestamp, wm) {
+		j.ctx.EmitLate(r)
+		return nil
+	}
+	// The other side's records that can join r lie at or before last;
+	// the buffer iterates in time order.
+	last := satAdd(r.Timestamp, j.spec.Upper)
+	if input == rightInput {
+		last = satAdd(r.Timestamp, -j.spec.Lower)
+	}
+	for k, b := range j.sides[1-input].All() {
+		ts, err := window.ParseTimeKey(k)
+		if err != nil {
+			return fmt.Errorf("interval-join: state of key %q: %w", r.Key, err)
+		}
+		if ts > last {
+			break
+		}
+		lts, rts := r.Timestamp, ts
+		if input == rightInput {
+			lts, rts = ts, r.Timestamp
+		}
+		if !j.spec.joins(lts, rts) {
+			continue
+		}
+		for v, err := range bufferedValues(b) {
+			if err != nil {
+				return fmt.Errorf("interval-join: state of key %q at %d: %w", r.Key, ts, err)
+			}
+			lv, rv := r.Value, v
+			if input == rightInput {
+				lv, rv = v, r.Value
+			}
+			emitPair(out, r.Key, lv, rv, max(lts, rts))
+		}
+	}
+	cleanup := satAdd(r.Timestamp, j.cleanupOffset(input))
+	if isLate(cleanup, wm) {
+		// Every record of the other side that could still join r would be
+		// late: buffering r would only hold state until the next timer.
+		return nil
+	}
+	j.buf = appendBuffered(j.buf, j.sides[input], r.Timestamp, r.Value)
+	j.timers.RegisterEventTimeTimer(sideNS[input], cleanup)
+	return nil
+}
+
+// OnTimer drops the records of one side that nothing that follows joins.
+// The watermark reached the timer: records of the other side up to it
+// are late, so a left record at t.Timestamp − upper (a right one at
+// t.Timestamp + lower) joins no record to come. Flink keeps records one
+// watermark longer; it counts a record at the watermark as on time.
+func (j *IntervalJoin) OnTimer(t sdk.Timer, _ sdk.Collector) error {
+	input := -1
+	for i, ns := range sideNS {
+		if bytes.Equal(t.Namespace, ns) {
+			input = i
+		}
+	}
+	if input < 0 {
+		return fmt.Errorf("interval-join: timer of key %q has an unknown namespace %q", t.Key, t.Namespace)
+	}
+	off, side := j.cleanupOffset(input), j.sides[input]
+	if t.Timestamp != math.MinInt64 && t.Timestamp != math.MaxInt64 {
+		j.buf = window.TimeKey(j.buf[:0], t.Timestamp-off)
+		side.Remove(j.buf)
+		return nil
+	}
+	// A clean-up time that saturated is shared by several timestamps.
+	var drop [][]byte
+	for k := range side.All() {
+		ts, err := window.ParseTimeKey(k)
+		if err != nil {
+			return fmt.Errorf("interval-join: state of key %q: %w", t.Key, err)
+		}
+		if satAdd(ts, off) > t.Timestamp {
+			break
+		}
+		drop = append(drop, k)
+	}
+	for _, k := range drop {
+		side.Remove(k)
+	}
+	return nil
+}
+
+// WindowJoin is Flink's window join over tumbling event-time windows
+// (DataStream.join().where().equalTo().window(TumblingEventTimeWindows)):
+// input 0 is the left side, input 1 the right, both keyed. When the
+// watermark passes the end of a window [start, end), every pair of a left
+// and a right record of a key in it is emitted once: key, value
+// "<left value>|<right value>", timestamp end − 1. Then the window's
+// records are dropped. A record whose window fired already is late and
+// goes to EmitLate.
+type WindowJoin struct {
+	spec   WindowJoinSpec
+	ctx    sdk.Context
+	timers sdk.TimerService
+	// sides are the left and right buffers, laid out as IntervalJoin's.
+	sides [2]sdk.MapState
+	buf   []byte
+}
+
+func (j *WindowJoin) Open(ctx sdk.Context) error {
+	spec, err := ParseWindowJoin(ctx.Config())
+	if err != nil {
+		return fmt.Errorf("window-join: %w", err)
+	}
+	j.spec, j.ctx, j.timers = spec, ctx, ctx.TimerService()
+	j.sides = [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
+	return nil
+}
+
+func (j *WindowJoin) Close() error { return nil }
+
+func (j *WindowJoin) ProcessRecord(sdk.Record, sdk.Collector) error {
+	return errors.New("window-join: records must come through ProcessInput, which tells the left input from the right")
+}
+
+// maxTimestamp is the last instant of the window holding ts; it saturates
+// where the window would end past the int64 range.
+func (j *WindowJoin) maxTimestamp(ts int64) int64 {
+	size := j.spec.Size
+	return satAdd(ts, size-1-((ts%size)+size)%size)
+}
+
+func (j *WindowJoin) ProcessInput(input int, r sdk.Record, _ sdk.Collector) error {
+	if input != leftInput && input != rightInput {
+		return fmt.Errorf("window-join: record from input %d; a join reads input 0 (left) and 1 (right)", input)
+	}
+	end := j.maxTimestamp(r.Timestamp)
+	if isLate(end, j.timers.CurrentWatermark()) {
+		j.ctx.EmitLate(r)
+		return nil
+	}
+	j.buf = appendBuffered(j.buf, j.sides[input], r.Timestamp, r.Value)
+	j.timers.RegisterEventTimeTimer(nil, end)
+	return nil
+}
+
+// OnTimer fires the window ending at t.Timestamp + 1. Every buffered
+// record up to t.Timestamp is in it: the windows before it fired in
+// timestamp order and took their records with them, and no record joins
+// a window that fired (it is late), so state and timers agree in every
+// checkpoint.
+func (j *WindowJoin) OnTimer(t sdk.Timer, out sdk.Collector) error {
+	var (
+		right     [][]byte
+		dropLeft  [][]byte
+		dropRight [][]byte
+	)
+	for k, b := range j.sides[rightInput].All() {
+		ts, err := window.ParseTimeKey(k)
+		if err != nil {
+			return fmt.Errorf("window-join: state of key %q: %w", t.Key, err)
+		}
+		if ts > t.Timestamp {
+			break
+		}
+		dropRight = append(dropRight, k)
+		for v, err := range bufferedValues(b) {
+			if err != nil {
+				return fmt.Errorf("window-join: state of key %q at %d: %w", t.Key, ts, err)
+			}
+			right = append(right, v)
+		}
+	}
+	for k, b := range j.sides[leftInput].All() {
+		ts, err := window.ParseTimeKey(k)
+		if err != nil {
+			return fmt.Errorf("window-join: state of key %q: %w", t.Key, err)
+		}
+		if ts > t.Timestamp {
+			break
+		}
+		dropLeft = append(dropLeft, k)
+		for lv, err := range bufferedValues(b) {
+			if err != nil {
+				return fmt.Errorf("window-join: state of key %q at %d: %w", t.Key, ts, err)
+			}
+			for _, rv := range right {
+				emitPair(out, t.Key, lv, rv, t.Timestamp)
+			}
+		}
+	}
+	for _, k := range dropLeft {
+		j.sides[leftInput].Remove(k)
+	}
+	for _, k := range dropRight {
+		j.sides[rightInput].Remove(k)
+	}
+	return nil
+}
+
+// isLate reports whether ts is at or behind the watermark wm: no record
+// there follows, so a record there may have missed state already
+// dropped. Nothing is late before the first watermark.
+func isLate(ts, wm int64) bool {
+	return wm != sdk.MinWatermark && ts <= wm
+}
+
+// satAdd is a + b, clamped to the int64 range: a record's timestamp is
+// anything, and a clean-up time past the end of time fires at the end of
+// the input rather than wrapping around to the start.
+func satAdd(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
+}
+
+// appendBuffered adds v to the records buffered at ts in side, using
+// scratch for the encoding, which it returns. A timestamp's values are
+// one entry, each value prefixed by its length, so that records with the
+// same timestamp share it and a clean-up removes them at once.
+func appendBuffered(scratch []byte, side sdk.MapState, ts int64, v []byte) []byte {
+	scratch = window.TimeKey(scratch[:0], ts)
+	if b, ok := side.Get(scratch); ok {
+		scratch = append(scratch, b...)
+	}
+	scratch = binary.AppendUvarint(scratch, uint64(len(v)))
+	scratch = append(scratch, v...)
+	side.Put(scratch[:8], scratch[8:])
+	return scratch
+}
+
+// bufferedValues iterates the values of a buffer entry; the slices alias
+// b.
+func bufferedValues(b []byte) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for len(b) > 0 {
+			n, k := binary.Uvarint(b)
+			if k <= 0 || n > uint64(len(b)-k) {
+				yield(nil, errors.New("corrupt join buffer entry"))
+				return
+			}
+			if !yield(b[k:k+int(n)], nil) {
+				return
+			}
+			b = b[k+int(n):]
+		}
+	}
+}
+
+// emitPair sends one joined pair downstream.
+func emitPair(out sdk.Collector, key, lv, rv []byte, ts int64) {
+	v := make([]byte, 0, len(lv)+1+len(rv))
+	v = append(append(append(v, lv...), '|'), rv...)
+	out.Collect(sdk.Record{Key: bytes.Clone(key), Value: v, Timestamp: ts})
+}
