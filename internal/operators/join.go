@@ -120,9 +120,10 @@ func (j *IntervalJoin) ProcessRecord(sdk.Record, sdk.Collector) error {
 	return errors.New("interval-join: records must come through ProcessInput, which tells the left input from the right")
 }
 
-// cleanupOffset is what a record's timestamp plus gives the last
-// watermark at which a record of the other side could still join it.
-func (j *IntervalJoin) cleanupOffset(input int) int64 {
+// reach is how far past a record's timestamp the records of the other
+// side that join it go: ts + reach is the last of them, and so the
+// watermark from which on no record to come joins it.
+func (j *IntervalJoin) reach(input int) int64 {
 	if input == leftInput {
 		return j.spec.Upper
 	}
@@ -148,12 +149,8 @@ func (j *IntervalJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) 
 		j.ctx.EmitLate(r)
 		return nil
 	}
-	// The other side's records that can join r lie at or before last;
-	// the buffer iterates in time order.
-	last := satAdd(r.Timestamp, j.spec.Upper)
-	if input == rightInput {
-		last = satAdd(r.Timestamp, -j.spec.Lower)
-	}
+	// The buffer iterates in time order.
+	last := satAdd(r.Timestamp, j.reach(input))
 	for k, b := range j.sides[1-input].All() {
 		ts, err := window.ParseTimeKey(k)
 		if err != nil {
@@ -180,22 +177,22 @@ func (j *IntervalJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) 
 			emitPair(out, r.Key, lv, rv, max(lts, rts))
 		}
 	}
-	cleanup := satAdd(r.Timestamp, j.cleanupOffset(input))
-	if isLate(cleanup, wm) {
+	if isLate(last, wm) {
 		// Every record of the other side that could still join r would be
 		// late: buffering r would only hold state until the next timer.
 		return nil
 	}
 	j.buf = appendBuffered(j.buf, j.sides[input], r.Timestamp, r.Value)
-	j.timers.RegisterEventTimeTimer(sideNS[input], cleanup)
+	j.timers.RegisterEventTimeTimer(sideNS[input], last)
 	return nil
 }
 
 // OnTimer drops the records of one side that nothing that follows joins.
 // The watermark reached the timer: records of the other side up to it
 // are late, so a left record at t.Timestamp − upper (a right one at
-// t.Timestamp + lower) joins no record to come. Flink keeps records one
-// watermark longer; it counts a record at the watermark as on time.
+// t.Timestamp + lower) joins no record to come. (Flink counts a record
+// at the watermark as on time, yet cleans up at that watermark too, so
+// such a record can miss a pair; here it is late.)
 func (j *IntervalJoin) OnTimer(t sdk.Timer, _ sdk.Collector) error {
 	input := -1
 	for i, ns := range sideNS {
@@ -206,9 +203,9 @@ func (j *IntervalJoin) OnTimer(t sdk.Timer, _ sdk.Collector) error {
 	if input < 0 {
 		return fmt.Errorf("interval-join: timer of key %q has an unknown namespace %q", t.Key, t.Namespace)
 	}
-	off, side := j.cleanupOffset(input), j.sides[input]
+	reach, side := j.reach(input), j.sides[input]
 	if t.Timestamp != math.MinInt64 && t.Timestamp != math.MaxInt64 {
-		j.buf = window.TimeKey(j.buf[:0], t.Timestamp-off)
+		j.buf = window.TimeKey(j.buf[:0], t.Timestamp-reach)
 		side.Remove(j.buf)
 		return nil
 	}
@@ -219,7 +216,7 @@ func (j *IntervalJoin) OnTimer(t sdk.Timer, _ sdk.Collector) error {
 		if err != nil {
 			return fmt.Errorf("interval-join: state of key %q: %w", t.Key, err)
 		}
-		if satAdd(ts, off) > t.Timestamp {
+		if satAdd(ts, reach) > t.Timestamp {
 			break
 		}
 		drop = append(drop, k)
