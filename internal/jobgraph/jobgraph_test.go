@@ -658,3 +658,62 @@ func TestValidateJoins(t *testing.T) {
 		})
 	}
 }
+
+// Bad event-time specs are refused at submit with the field and the
+// reason.
+func TestValidateEventTime(t *testing.T) {
+	const source = "name: x\nvertices:\n" +
+		"  - {name: src, operator: sequence-source, watermarks: {max-out-of-orderness: 200ms, idle-timeout: 5s}}\n" +
+		"  - {name: plain, operator: sequence-source}\n"
+	for _, tt := range []struct {
+		name, vertex string
+		want         []string // empty: valid
+	}{
+		{"tumbling", "{name: w, operator: window, config: {type: tumbling, size: 1s}, inputs: [{from: src, partition: hash}]}", nil},
+		{"sliding", "{name: w, operator: window, config: {type: sliding, size: 10s, slide: 1s, aggregate: avg}, inputs: [{from: src, partition: hash}]}", nil},
+		{"session", "{name: w, operator: window, config: {type: session, gap: 30s, allowed-lateness: 1s}, inputs: [{from: src, partition: hash}]}", nil},
+		{"processing time needs no watermarks", "{name: w, operator: window, config: {type: tumbling, size: 1s, time: processing}, inputs: [{from: plain, partition: hash}]}", nil},
+		{"late side output", "{name: late, operator: file-sink, config: {path: /tmp/x}, inputs: [{from: src, output: late, partition: forward}]}", nil},
+		{"slide exceeds size", "{name: w, operator: window, config: {type: sliding, size: 5s, slide: 10s}, inputs: [{from: src, partition: hash}]}",
+			[]string{`line 5: vertices[2].config: config "slide": 10s exceeds the window size 5s`}},
+		{"session without gap", "{name: w, operator: window, config: {type: session}, inputs: [{from: src, partition: hash}]}",
+			[]string{`vertices[2].config: config "gap": required for a session window`}},
+		{"zero size", "{name: w, operator: window, config: {type: tumbling, size: 0s}, inputs: [{from: src, partition: hash}]}",
+			[]string{`vertices[2].config: config "size": must be positive, got 0s`}},
+		{"negative size", "{name: w, operator: window, config: {type: tumbling, size: -1s}, inputs: [{from: src, partition: hash}]}",
+			[]string{`vertices[2].config: config "size": must be positive, got -1s`}},
+		{"unknown aggregate", "{name: w, operator: window, config: {type: tumbling, size: 1s, aggregate: median}, inputs: [{from: src, partition: hash}]}",
+			[]string{`vertices[2].config: config "aggregate": unknown aggregate "median"`}},
+		{"no watermarked source", "{name: w, operator: window, config: {type: tumbling, size: 1s}, inputs: [{from: plain, partition: hash}]}",
+			[]string{`vertices[2].config.time: an event-time window needs a source with a watermarks strategy upstream`}},
+		{"watermarks on an operator", "{name: w, operator: keyed-sum, watermarks: {max-out-of-orderness: 1s}, inputs: [{from: src, partition: hash}]}",
+			[]string{`vertices[2].watermarks: only a source vertex generates watermarks; "w" has inputs`}},
+		{"negative out-of-orderness", "{name: s2, operator: sequence-source, watermarks: {max-out-of-orderness: -1s}}",
+			[]string{`vertices[2].watermarks.max-out-of-orderness: must not be negative, got -1s`}},
+		{"unknown watermarks key", "{name: s2, operator: sequence-source, watermarks: {max-out-of-order: 1s}}",
+			[]string{`vertices[2].watermarks.max-out-of-order: unknown field (known fields: max-out-of-orderness, idle-timeout, interval)`}},
+		{"bad output name", "{name: late, operator: file-sink, config: {path: /tmp/x}, inputs: [{from: src, output: 'a b', partition: forward}]}",
+			[]string{`vertices[2].inputs[0].output: invalid output name "a b"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := ParseSpec([]byte(source + "  - " + tt.vertex + "\n"))
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("ParseSpec: %v", err)
+				}
+				if err := Validate(g); err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("ParseSpec accepted it")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n  %v\nwant it to contain\n  %s", err, w)
+				}
+			}
+		})
+	}
+}

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/window"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -322,9 +321,9 @@ func validateJoin(ps *problems, g *weirv1.JobGraph, index map[string]int, i int,
 	cfg := sdk.Config(v.Config.AsMap())
 	var err error
 	if v.Operator == "interval-join" {
-		_, err = operators.ParseIntervalJoin(cfg)
+		_, err = window.ParseIntervalJoin(cfg)
 	} else {
-		_, err = operators.ParseWindowJoin(cfg)
+		_, err = window.ParseWindowJoin(cfg)
 	}
 	if err != nil {
 		ps.add(p+".config", "%v", err)

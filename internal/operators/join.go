@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"math"
-	"time"
 
 	"github.com/weirproject/weir/internal/window"
 	"github.com/weirproject/weir/sdk"
@@ -18,64 +17,6 @@ const (
 	leftInput  = 0
 	rightInput = 1
 )
-
-// IntervalJoinSpec is an interval join's configuration, in milliseconds:
-// a left record l joins a right record r of its key when
-// l.ts + Lower <= r.ts <= l.ts + Upper.
-type IntervalJoinSpec struct {
-	Lower, Upper int64
-}
-
-// ParseIntervalJoin reads an interval join's configuration: lower and
-// upper, Go durations (negative allowed) of whole milliseconds, lower <=
-// upper. Its errors name the key. Unknown keys are ignored, as the window
-// operator does.
-func ParseIntervalJoin(cfg sdk.Config) (IntervalJoinSpec, error) {
-	var s IntervalJoinSpec
-	var err error
-	if s.Lower, err = joinMs(cfg, "lower", false); err != nil {
-		return s, err
-	}
-	if s.Upper, err = joinMs(cfg, "upper", false); err != nil {
-		return s, err
-	}
-	if s.Lower > s.Upper {
-		return s, fmt.Errorf(`config "upper": %s is below lower %s (the interval would be empty)`,
-			time.Duration(s.Upper)*time.Millisecond, time.Duration(s.Lower)*time.Millisecond)
-	}
-	return s, nil
-}
-
-// WindowJoinSpec is a tumbling window join's configuration: windows of
-// Size milliseconds, starting at multiples of Size since the Unix epoch.
-type WindowJoinSpec struct {
-	Size int64
-}
-
-// ParseWindowJoin reads a window join's configuration: size, a positive
-// Go duration of whole milliseconds. Its errors name the key.
-func ParseWindowJoin(cfg sdk.Config) (WindowJoinSpec, error) {
-	size, err := joinMs(cfg, "size", true)
-	return WindowJoinSpec{Size: size}, err
-}
-
-// joinMs reads the required duration key in milliseconds.
-func joinMs(cfg sdk.Config, key string, positive bool) (int64, error) {
-	if v, ok := cfg[key]; !ok || v == nil {
-		return 0, fmt.Errorf("config %q: required", key)
-	}
-	d, err := cfg.Duration(key, 0)
-	if err != nil {
-		return 0, err
-	}
-	if positive && d <= 0 {
-		return 0, fmt.Errorf("config %q: must be positive, got %s", key, d)
-	}
-	if d%time.Millisecond != 0 {
-		return 0, fmt.Errorf("config %q: must be a whole number of milliseconds, got %s", key, d)
-	}
-	return d.Milliseconds(), nil
-}
 
 // IntervalJoin is Flink's interval join (KeyedStream.intervalJoin()
 // .between(lower, upper)) on event time: input 0 is the left side, input
@@ -91,7 +32,7 @@ func joinMs(cfg sdk.Config, key string, positive bool) (int64, error) {
 // A record at or behind the watermark is late and goes to EmitLate, as
 // Flink drops it.
 type IntervalJoin struct {
-	spec   IntervalJoinSpec
+	spec   window.IntervalJoinSpec
 	ctx    sdk.Context
 	timers sdk.TimerService
 	// sides are the left and right buffers: window.TimeKey of a
@@ -105,7 +46,7 @@ type IntervalJoin struct {
 var sideNS = [2][]byte{[]byte("l"), []byte("r")}
 
 func (j *IntervalJoin) Open(ctx sdk.Context) error {
-	spec, err := ParseIntervalJoin(ctx.Config())
+	spec, err := window.ParseIntervalJoin(ctx.Config())
 	if err != nil {
 		return fmt.Errorf("interval-join: %w", err)
 	}
@@ -128,16 +69,6 @@ func (j *IntervalJoin) reach(input int) int64 {
 		return j.spec.Upper
 	}
 	return -j.spec.Lower
-}
-
-// joins reports whether l.ts + lower <= r.ts <= l.ts + upper, without
-// the overflow of the sums at the ends of the int64 range.
-func (s IntervalJoinSpec) joins(lts, rts int64) bool {
-	d := rts - lts
-	if (rts < 0) != (lts < 0) && (d < 0) != (rts < 0) {
-		return false // overflowed: the distance exceeds any bound
-	}
-	return s.Lower <= d && d <= s.Upper
 }
 
 func (j *IntervalJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) error {
@@ -163,7 +94,7 @@ func (j *IntervalJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) 
 		if input == rightInput {
 			lts, rts = ts, r.Timestamp
 		}
-		if !j.spec.joins(lts, rts) {
+		if !j.spec.Joins(lts, rts) {
 			continue
 		}
 		for v, err := range bufferedValues(b) {
@@ -236,7 +167,7 @@ func (j *IntervalJoin) OnTimer(t sdk.Timer, _ sdk.Collector) error {
 // records are dropped. A record whose window fired already is late and
 // goes to EmitLate.
 type WindowJoin struct {
-	spec   WindowJoinSpec
+	spec   window.WindowJoinSpec
 	ctx    sdk.Context
 	timers sdk.TimerService
 	// sides are the left and right buffers, laid out as IntervalJoin's.
@@ -245,7 +176,7 @@ type WindowJoin struct {
 }
 
 func (j *WindowJoin) Open(ctx sdk.Context) error {
-	spec, err := ParseWindowJoin(ctx.Config())
+	spec, err := window.ParseWindowJoin(ctx.Config())
 	if err != nil {
 		return fmt.Errorf("window-join: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/timer"
+	"github.com/weirproject/weir/internal/window"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -128,7 +129,7 @@ type joinCase struct {
 }
 
 func intervalCase(lower, upper string) joinCase {
-	spec, err := ParseIntervalJoin(sdk.Config{"lower": lower, "upper": upper})
+	spec, err := window.ParseIntervalJoin(sdk.Config{"lower": lower, "upper": upper})
 	if err != nil {
 		panic(err)
 	}
@@ -142,7 +143,7 @@ func intervalCase(lower, upper string) joinCase {
 }
 
 func windowJoinCase(size string) joinCase {
-	spec, err := ParseWindowJoin(sdk.Config{"size": size})
+	spec, err := window.ParseWindowJoin(sdk.Config{"size": size})
 	if err != nil {
 		panic(err)
 	}
@@ -514,9 +515,9 @@ func TestJoinConfigErrors(t *testing.T) {
 	} {
 		var err error
 		if tc.operator == "interval-join" {
-			_, err = ParseIntervalJoin(tc.cfg)
+			_, err = window.ParseIntervalJoin(tc.cfg)
 		} else {
-			_, err = ParseWindowJoin(tc.cfg)
+			_, err = window.ParseWindowJoin(tc.cfg)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %v: %v, want an error containing %s", tc.operator, tc.cfg, err, tc.want)
@@ -541,7 +542,7 @@ func TestJoinConfigErrors(t *testing.T) {
 }
 
 func ExampleParseIntervalJoin() {
-	spec, err := ParseIntervalJoin(sdk.Config{"lower": "-1s", "upper": "500ms"})
+	spec, err := window.ParseIntervalJoin(sdk.Config{"lower": "-1s", "upper": "500ms"})
 	fmt.Println(spec.Lower, spec.Upper, err)
 	// Output: -1000 500 <nil>
 }
