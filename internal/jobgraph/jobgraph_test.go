@@ -717,3 +717,9 @@ func TestValidateEventTime(t *testing.T) {
 		})
 	}
 }
+
+func TestWindowsExampleParses(t *testing.T) {
+	if _, err := ParseSpecFile(filepath.Join("..", "..", "examples", "windows.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -158,6 +158,7 @@ func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 	ops := sdk.NewRegistry()
 	operators.Register(ops)
 	ops.RegisterOperator("slow", func() sdk.Operator { return &slowOperator{} })
+	ops.RegisterSource("shuffled-source", func() sdk.Source { return &shuffledSource{} })
 	j.cfg = task.Config{
 		Operators: ops, Network: j, Responder: j, Metrics: task.NewMetrics(j.metrics),
 		Logger: slog.New(slog.DiscardHandler), QueueCapacity: o.capacity, BatchSize: o.batch,
