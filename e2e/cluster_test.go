@@ -43,6 +43,8 @@ func run(m *testing.M) int {
 		append(append([]string{}, args...), "../cmd/jobmanager", "../cmd/taskmanager", "../cmd/weir"),
 		// A user's taskmanager with its own operator, built on the public SDK.
 		{"build", "-o", filepath.Join(dir, "custom-taskmanager"), "../examples/custom-operator"},
+		// Its event-time example: timers, and a source of partitions.
+		{"build", "-o", filepath.Join(dir, "event-time-taskmanager"), "../examples/event-time"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", b...)

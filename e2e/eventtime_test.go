@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -187,4 +189,98 @@ func TestEventTimeCheckerBites(t *testing.T) {
 		t.Fatal("at-least-once output restored from a skewed checkpoint passed the window checker")
 	}
 	t.Logf("as expected, the checker rejects it: %v", err)
+}
+
+// whyAnswer is what GET /jobs/{id}/watermarks says of one vertex.
+type whyAnswer struct {
+	Name        string `json:"name"`
+	Watermark   *int64 `json:"watermark"`
+	Explanation string `json:"explanation"`
+	HeldBy      []struct {
+		Vertex  string `json:"vertex"`
+		Subtask int    `json:"subtask"`
+		Split   string `json:"split"`
+	} `json:"held_back_by"`
+	IdleInputs []struct {
+		Vertex  string `json:"vertex"`
+		Subtask int    `json:"subtask"`
+		Split   string `json:"split"`
+	} `json:"idle_inputs"`
+}
+
+func (c *cluster) why(id, vertex string) (whyAnswer, error) {
+	resp, err := http.Get("http://" + c.jmHTTP + "/jobs/" + id + "/watermarks")
+	if err != nil {
+		return whyAnswer{}, err
+	}
+	defer resp.Body.Close()
+	var all struct {
+		Vertices []whyAnswer `json:"vertices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		return whyAnswer{}, err
+	}
+	for _, v := range all.Vertices {
+		if v.Name == vertex {
+			return v, nil
+		}
+	}
+	return whyAnswer{}, fmt.Errorf("no vertex %q in the answer", vertex)
+}
+
+// TestWhyNoWindowFires: a source of three partitions, one of which
+// produces nothing (an idle Kafka partition, in real life). Without an
+// idle timeout, the window never fires, and the REST API says why: its
+// watermark is held back by that partition's split. With one, the split is
+// reported idle, not holding anything back, and windows fire.
+func TestWhyNoWindowFires(t *testing.T) {
+	for _, idle := range []string{"", "idle-timeout: 1s, "} {
+		name := "no idle timeout"
+		if idle != "" {
+			name = "idle timeout"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := startClusterWith(t, 1, "event-time-taskmanager")
+			out := filepath.Join(c.dir, "out")
+			spec := filepath.Join(c.dir, "why.yaml")
+			if err := os.WriteFile(spec, []byte(fmt.Sprintf(`name: why
+checkpointing: {interval: 200ms}
+vertices:
+  - {name: source, operator: partitions, parallelism: 2, config: {rates: [200, 200, 0], keys: 4}, watermarks: {max-out-of-orderness: 10ms, %sinterval: 50ms}}
+  - {name: window, operator: window, parallelism: 1, inputs: [{from: source, partition: hash}], config: {type: tumbling, size: 200ms}}
+  - {name: sink, operator: file-sink, parallelism: 1, inputs: [{from: window, partition: forward}], config: {path: %s}}
+`, idle, strconv.Quote(out))), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			id := c.submit(spec)
+			var got whyAnswer
+			c.waitFor(time.Minute, "the watermark answer", func() (bool, error) {
+				var err error
+				if got, err = c.why(id, "window"); err != nil {
+					return false, nil
+				}
+				if idle == "" {
+					return len(got.HeldBy) > 1, nil
+				}
+				return len(got.IdleInputs) > 0 && got.Watermark != nil, nil
+			})
+			t.Logf("GET /jobs/%s/watermarks, vertex window: %s", id, got.Explanation)
+			if idle == "" {
+				last := got.HeldBy[len(got.HeldBy)-1]
+				if got.Watermark != nil || last.Vertex != "source" || last.Subtask != 0 || last.Split != "partition-2" ||
+					!strings.Contains(got.Explanation, "source subtask 0 (split partition-2)") {
+					t.Fatalf("answer %+v: want no watermark, held back by source subtask 0's split partition-2", got)
+				}
+				return
+			}
+			if in := got.IdleInputs[0]; in.Vertex != "source" || in.Subtask != 0 || in.Split != "partition-2" ||
+				!strings.Contains(got.Explanation, "Idle, not holding it back: source subtask 0 split partition-2") {
+				t.Fatalf("answer %+v: want split partition-2 of source subtask 0 idle", got)
+			}
+			c.waitFor(time.Minute, "windows committed", func() (bool, error) {
+				lines, err := check.ReadCommitted(out)
+				return len(lines) > 0, err
+			})
+		})
+	}
 }

@@ -1,5 +1,6 @@
 // Command event-time is a taskmanager with an operator built on event-time
-// timers, to show the timer service and watermarks of package sdk. Build
+// timers and a source with per-partition watermarks, to show the timer
+// service, watermarks and idleness of package sdk. Build
 // it, start it in place of the stock taskmanager (same flags), and submit
 // examples/event-time/job.yaml.
 //
@@ -86,5 +87,6 @@ func (a *Inactivity) Close() error { return nil }
 func main() {
 	reg := sdk.NewRegistry()
 	reg.RegisterOperator("inactivity", func() sdk.Operator { return &Inactivity{} })
+	reg.RegisterSource("partitions", func() sdk.Source { return &Partitions{} })
 	worker.Main(reg)
 }
