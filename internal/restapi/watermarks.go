@@ -247,7 +247,7 @@ func toVertexWatermarks(v vertexView, byName map[string]*weirv1.VertexInfo, now 
 	default:
 		fmt.Fprintf(&b, "Watermark %s", formatWatermark(wm))
 		if out.LagMs != nil {
-			fmt.Fprintf(&b, " (%s behind the clock)", (time.Duration(*out.LagMs) * time.Millisecond).Round(time.Millisecond))
+			fmt.Fprintf(&b, " (%s behind the clock)", formatLag(*out.LagMs))
 		}
 		fmt.Fprintf(&b, ", held back by %s", describeChain(out.HeldBy))
 		if last := out.HeldBy[len(out.HeldBy)-1]; last.Watermark == nil {
@@ -345,4 +345,13 @@ func describeIDs(ids []watermarkChannelID) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// formatLag writes a lag for people: milliseconds to days.
+func formatLag(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	if d >= 48*time.Hour {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.Round(time.Millisecond).String()
 }

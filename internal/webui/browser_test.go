@@ -552,6 +552,27 @@ vertices:
 		})
 	})
 
+	t.Run("event time panel says what holds the watermark back", func(t *testing.T) {
+		b.t = t
+		id := c.submit(`name: windows
+checkpointing: {interval: 1h, timeout: 1m}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 2, config: {count: 0, keys: 8, rate: 200, event-time: {step: 1ms}}, watermarks: {max-out-of-orderness: 5ms, interval: 50ms}}
+  - {name: counts, operator: window, parallelism: 1, inputs: [{from: source, partition: hash}], config: {type: tumbling, size: 100ms}}
+  - {name: sink, operator: slow-sink, parallelism: 1, inputs: [{from: counts, partition: forward}]}
+`)
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + id))
+		b.wait("a watermark in the vertices table", `[...document.querySelectorAll('#vertices-table tr[data-vertex="counts"] td.wm-cell')].some((td) => /\d\d:\d\d:\d\d/.test(td.textContent))`, 60*time.Second)
+		b.do(chromedp.Click(chromedp.CSS(`#job-graph-svg .g-vertex[data-vertex="counts"]`)))
+		b.wait("the answer for the window", `/held back by source subtask [01] \(split sequence-/.test(document.querySelector("#wm-explanation")?.textContent || "")`, 30*time.Second)
+		b.wait("the holding channel in bold", `document.querySelectorAll("#wm-table .wm-ch.holding").length > 0`, 30*time.Second)
+		b.shot("job-event-time")
+		b.checkNoErrors()
+		if _, err := c.client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: id}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("narrow window and dark mode", func(t *testing.T) {
 		b.t = t
 		b.do(chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.base+"/#/"))
