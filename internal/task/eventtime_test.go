@@ -239,3 +239,45 @@ func (s *shuffledSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 }
 
 func (s *shuffledSource) Close() error { return nil }
+
+// An unbounded windowed job keeps its state flat: the checkpointed state
+// of the window holds the open windows (and their timers), not the
+// history.
+func TestWindowStateStaysFlat(t *testing.T) {
+	for _, cfg := range []map[string]any{
+		{"type": "sliding", "size": "40ms", "slide": "10ms", "aggregate": "sum"},
+		{"type": "session", "gap": "7ms", "aggregate": "count"},
+	} {
+		t.Run(cfg["type"].(string), func(t *testing.T) {
+			dir := t.TempDir()
+			// A rate the windows keep up with even under -race: with
+			// back-pressure, the records queued between the source and the
+			// window hold the watermark back, and the panes of that span of
+			// event time are state too (bounded by the queues, but not flat).
+			vs := windowJob(0, 64, 2000, cfg, 2, 0, filepath.Join(dir, "out"))
+			j := startJob(t, vs, dir, jobOptions{})
+			var sizes []int64
+			for id := int64(1); len(sizes) < 8 && id < 40; id++ {
+				time.Sleep(100 * time.Millisecond) // the checkpoint interval
+				r := j.checkpoint(id, checkpointOptions("aligned", 0), 10*time.Second)
+				if !r.completed {
+					continue
+				}
+				var size int64
+				for _, st := range r.states["window"] {
+					size += st.GetStateSize()
+				}
+				sizes = append(sizes, size)
+			}
+			if len(sizes) < 8 {
+				t.Fatalf("only %d checkpoints completed", len(sizes))
+			}
+			// The job keeps producing; the state must not grow with it.
+			first, last := sizes[2], sizes[len(sizes)-1]
+			if last > 2*first+4096 {
+				t.Fatalf("window state grows: %v bytes at successive checkpoints", sizes)
+			}
+			t.Logf("window state at successive checkpoints: %v bytes", sizes)
+		})
+	}
+}
