@@ -65,14 +65,8 @@ func Joins(lines []string, want map[string]int) error {
 		}
 		got[l]++
 	}
-	var problems []string
-	report := func(format string, args ...any) {
-		if len(problems) < 5 {
-			problems = append(problems, fmt.Sprintf(format, args...))
-		} else if len(problems) == 5 {
-			problems = append(problems, "...")
-		}
-	}
+	var ex examples
+	report := ex.add
 	total, lost, dups, extra := 0, 0, 0, 0
 	for _, l := range slices.Sorted(maps.Keys(want)) {
 		w, g := want[l], got[l]
@@ -92,9 +86,9 @@ func Joins(lines []string, want map[string]int) error {
 			report("pair %s (%d times) is not in the batch result", l, got[l])
 		}
 	}
-	if len(problems) == 0 {
+	if len(ex) == 0 {
 		return nil
 	}
 	return fmt.Errorf("check: %d joined pairs: %d lost, %d duplicated, %d unexpected: %s",
-		total, lost, dups, extra, strings.Join(problems, "; "))
+		total, lost, dups, extra, ex.String())
 }

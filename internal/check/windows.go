@@ -89,14 +89,8 @@ func BatchWindows(spec window.Spec, recs []Record) map[string]string {
 // unexpected.
 func Windows(lines []string, want map[string]string) error {
 	got := make(map[string]string, len(lines))
-	var problems []string
-	report := func(format string, args ...any) {
-		if len(problems) < 5 {
-			problems = append(problems, fmt.Sprintf(format, args...))
-		} else if len(problems) == 5 {
-			problems = append(problems, "...")
-		}
-	}
+	var ex examples
+	report := ex.add
 	dups, lost, wrong, extra := 0, 0, 0, 0
 	for n, l := range lines {
 		i := strings.LastIndexByte(l, ',')
@@ -133,9 +127,23 @@ func Windows(lines []string, want map[string]string) error {
 			report("window %s = %s is not in the batch result", id, g)
 		}
 	}
-	if len(problems) == 0 {
+	if len(ex) == 0 {
 		return nil
 	}
 	return fmt.Errorf("check: %d windows: %d lost, %d duplicated, %d wrong, %d unexpected: %s",
-		len(want), lost, dups, wrong, extra, strings.Join(problems, "; "))
+		len(want), lost, dups, wrong, extra, ex.String())
 }
+
+// examples are the first few problems a checker found, for its error.
+type examples []string
+
+func (e *examples) add(format string, args ...any) {
+	switch {
+	case len(*e) < 5:
+		*e = append(*e, fmt.Sprintf(format, args...))
+	case len(*e) == 5:
+		*e = append(*e, "...")
+	}
+}
+
+func (e examples) String() string { return strings.Join(e, "; ") }

@@ -143,20 +143,7 @@ func (t *Task) pollWatermarks(now time.Time) error {
 }
 
 func (t *Task) emitGenerated(o watermark.Output) error {
-	if o.StatusChanged && !o.Idle {
-		if err := t.emitStatus(false); err != nil {
-			return err
-		}
-	}
-	if o.Advanced {
-		if err := t.emitWatermark(o.Watermark); err != nil {
-			return err
-		}
-	}
-	if o.StatusChanged && o.Idle {
-		return t.emitStatus(true)
-	}
-	return nil
+	return t.applyOutput(o, t.emitWatermark)
 }
 
 // onValve carries out what an input event did to the combined watermark:
@@ -165,13 +152,19 @@ func (t *Task) emitGenerated(o watermark.Output) error {
 // after the timers fired).
 func (t *Task) onValve(o watermark.Output) error {
 	defer t.publishWatermarks()
+	return t.applyOutput(o, t.advanceWatermark)
+}
+
+// applyOutput sends a watermark change downstream with advance: a status
+// that turns active before the watermark, one that turns idle after it.
+func (t *Task) applyOutput(o watermark.Output, advance func(int64) error) error {
 	if o.StatusChanged && !o.Idle {
 		if err := t.emitStatus(false); err != nil {
 			return err
 		}
 	}
 	if o.Advanced {
-		if err := t.advanceWatermark(o.Watermark); err != nil {
+		if err := advance(o.Watermark); err != nil {
 			return err
 		}
 	}
