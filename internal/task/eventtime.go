@@ -29,10 +29,6 @@ type eventTime struct {
 	timers  *timer.Service
 	// curKey is the key keyed state and timers are scoped to.
 	curKey []byte
-	// firing: timers are being fired, so a new watermark waits (an
-	// operator's Collect cannot re-enter the loop, but OnTimer could
-	// register a due timer, which the running loop fires).
-	firing bool
 	// published is when a source last published its splits.
 	published time.Time
 	view      watermarkView
@@ -199,12 +195,8 @@ func (t *Task) advanceWatermark(wm int64) error {
 // fireTimers fires the timers of domain d due at upTo, in timestamp order,
 // each with keyed state scoped to its key.
 func (t *Task) fireTimers(d sdk.TimeDomain, upTo int64) error {
-	if t.et.firing {
-		return nil
-	}
+	// A timer OnTimer registers that is already due fires in this loop.
 	h, _ := t.op.(sdk.TimerHandler)
-	t.et.firing = true
-	defer func() { t.et.firing = false }()
 	fired := 0
 	t.out.count = 0
 	for {

@@ -281,3 +281,36 @@ func TestWindowStateStaysFlat(t *testing.T) {
 		})
 	}
 }
+
+// Processing-time windows fire on the subtask's clock while the job runs,
+// and the last ones at the end of the input: every record is in exactly
+// one window.
+func TestProcessingTimeWindows(t *testing.T) {
+	const count, keys = 3000, 4
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	vs := []vertex{
+		{name: "source", operator: "sequence-source", parallelism: 2, config: map[string]any{"count": count, "keys": keys, "rate": 3000}},
+		{name: "window", operator: "window", parallelism: 2, from: []string{"source"}, partitioner: weirv1.Partitioner_PARTITIONER_HASH,
+			config: map[string]any{"type": "tumbling", "size": "20ms", "time": "processing"}},
+		{name: "sink", operator: "file-sink", parallelism: 2, from: []string{"window"}, partitioner: weirv1.Partitioner_PARTITIONER_FORWARD, config: map[string]any{"path": out}},
+	}
+	j := startJob(t, vs, dir, jobOptions{})
+	j.finish(1, checkpointOptions("aligned", 0), time.Minute)
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := 0
+	for _, l := range lines {
+		n, err := strconv.Atoi(l[strings.LastIndexByte(l, ',')+1:])
+		if err != nil {
+			t.Fatalf("window line %q: %v", l, err)
+		}
+		counted += n
+	}
+	if counted != count || len(lines) < 2*keys {
+		t.Fatalf("%d records in %d windows, want %d records in several windows per key", counted, len(lines), count)
+	}
+	t.Logf("%d records in %d processing-time windows", counted, len(lines))
+}
