@@ -24,8 +24,17 @@ import (
 // goes to the "late" side output, or is counted as dropped. A late record
 // within the allowed lateness updates the windows it belongs to, which
 // fire again at once with the new result (Flink's late firing).
+//
+// The window logic is the same for every aggregation: an Aggregator folds
+// records into accumulators (opaque bytes in state) and turns one into the
+// window's record. The built-in aggregates are one; the Go API's typed
+// aggregate and reduce functions are others.
 type Window struct {
-	spec   window.Spec
+	// Spec and Agg are set by the Go API; the built-in operator reads
+	// them from its configuration.
+	Spec window.Spec
+	Agg  Aggregator
+
 	ctx    sdk.Context
 	timers sdk.TimerService
 	// panes (tumbling, sliding) and sessions are keyed map state keyed by
@@ -34,17 +43,84 @@ type Window struct {
 	buf             []byte
 }
 
+// Aggregator is what a window computes. Accumulators are bytes kept in
+// keyed state; nil is the empty one. The slices Add and Merge get are not
+// theirs to keep; the ones they return may be their arguments.
+type Aggregator interface {
+	Add(acc []byte, r sdk.Record) ([]byte, error)
+	Merge(a, b []byte) ([]byte, error)
+	// Result is the record a window [start, end) of key emits.
+	Result(key []byte, start, end int64, acc []byte) (sdk.Record, error)
+}
+
+// decimalAggregator is the built-in aggregate over decimal values: an
+// accumulator is a window.Acc, the result "<start>,<end>,<result>".
+type decimalAggregator struct {
+	agg window.Aggregate
+	// buf is the accumulator Add returns: state copies what it is given,
+	// and the one it holds may be in a snapshot being written.
+	buf []byte
+}
+
+func (d *decimalAggregator) Add(acc []byte, r sdk.Record) ([]byte, error) {
+	var a window.Acc
+	if acc != nil {
+		if err := a.UnmarshalBinary(acc); err != nil {
+			return nil, err
+		}
+	}
+	var v int64
+	if d.agg != window.Count {
+		var err error
+		if v, err = parseInt(r.Value); err != nil {
+			return nil, fmt.Errorf("value of key %q: %w", r.Key, err)
+		}
+	}
+	a.Add(v)
+	d.buf, _ = a.AppendBinary(d.buf[:0])
+	return d.buf, nil
+}
+
+func (d *decimalAggregator) Merge(x, y []byte) ([]byte, error) {
+	var a, b window.Acc
+	if err := a.UnmarshalBinary(x); err != nil {
+		return nil, err
+	}
+	if err := b.UnmarshalBinary(y); err != nil {
+		return nil, err
+	}
+	a.Merge(b)
+	return a.AppendBinary(nil)
+}
+
+func (d *decimalAggregator) Result(key []byte, start, end int64, acc []byte) (sdk.Record, error) {
+	var a window.Acc
+	if err := a.UnmarshalBinary(acc); err != nil {
+		return sdk.Record{}, err
+	}
+	v := make([]byte, 0, 48)
+	v = strconv.AppendInt(v, start, 10)
+	v = append(v, ',')
+	v = strconv.AppendInt(v, end, 10)
+	v = append(v, ',')
+	v = a.AppendResult(v, d.agg)
+	return sdk.Record{Key: bytes.Clone(key), Value: v, Timestamp: window.MaxTimestamp(end)}, nil
+}
+
 // cleanupNS is the namespace of a window's clean-up timer; its firing
 // timer has none.
 var cleanupNS = []byte("c")
 
 func (w *Window) Open(ctx sdk.Context) error {
-	spec, err := window.Parse(ctx.Config())
-	if err != nil {
-		return fmt.Errorf("window: %w", err)
+	if w.Agg == nil {
+		spec, err := window.Parse(ctx.Config())
+		if err != nil {
+			return fmt.Errorf("window: %w", err)
+		}
+		w.Spec, w.Agg = spec, &decimalAggregator{agg: spec.Aggregate}
 	}
-	w.spec, w.ctx, w.timers = spec, ctx, ctx.TimerService()
-	if spec.Kind == window.Session {
+	w.ctx, w.timers = ctx, ctx.TimerService()
+	if w.Spec.Kind == window.Session {
 		w.sessions = ctx.MapState("sessions")
 	} else {
 		w.panes = ctx.MapState("panes")
@@ -55,27 +131,20 @@ func (w *Window) Open(ctx sdk.Context) error {
 func (w *Window) Close() error { return nil }
 
 func (w *Window) ProcessRecord(r sdk.Record, out sdk.Collector) error {
-	var v int64
-	if w.spec.Aggregate != window.Count {
-		var err error
-		if v, err = parseInt(r.Value); err != nil {
-			return fmt.Errorf("window: value of key %q: %w", r.Key, err)
-		}
-	}
 	ts := r.Timestamp
-	if w.spec.ProcessingTime {
+	if w.Spec.ProcessingTime {
 		ts = w.timers.CurrentProcessingTime()
 	}
-	if w.spec.Kind == window.Session {
-		return w.addToSession(r, ts, v, out)
+	if w.Spec.Kind == window.Session {
+		return w.addToSession(r, ts, out)
 	}
-	return w.addToPane(r, ts, v, out)
+	return w.addToPane(r, ts, out)
 }
 
 // watermark is the time windows are judged by: the input watermark, or
 // nothing is ever late on processing time.
 func (w *Window) watermark() int64 {
-	if w.spec.ProcessingTime {
+	if w.Spec.ProcessingTime {
 		return sdk.MinWatermark
 	}
 	return w.timers.CurrentWatermark()
@@ -87,11 +156,11 @@ func (w *Window) cleaned(end, wm int64) bool {
 	// wm − lateness, not end + lateness: end is a record's time, anything,
 	// while wm is MinWatermark (where the subtraction would wrap) only
 	// before the first watermark, when nothing is late.
-	return wm != sdk.MinWatermark && window.MaxTimestamp(end) <= wm-w.spec.Lateness
+	return wm != sdk.MinWatermark && window.MaxTimestamp(end) <= wm-w.Spec.Lateness
 }
 
 func (w *Window) register(ns []byte, ts int64) {
-	if w.spec.ProcessingTime {
+	if w.Spec.ProcessingTime {
 		w.timers.RegisterProcessingTimeTimer(ns, ts)
 	} else {
 		w.timers.RegisterEventTimeTimer(ns, ts)
@@ -99,30 +168,27 @@ func (w *Window) register(ns []byte, ts int64) {
 }
 
 func (w *Window) deleteTimer(ns []byte, ts int64) {
-	if w.spec.ProcessingTime {
+	if w.Spec.ProcessingTime {
 		w.timers.DeleteProcessingTimeTimer(ns, ts)
 	} else {
 		w.timers.DeleteEventTimeTimer(ns, ts)
 	}
 }
 
-func (w *Window) addToPane(r sdk.Record, ts, v int64, out sdk.Collector) error {
-	s, wm := w.spec, w.watermark()
+func (w *Window) addToPane(r sdk.Record, ts int64, out sdk.Collector) error {
+	s, wm := w.Spec, w.watermark()
 	p := s.PaneStart(ts)
 	if w.cleaned(s.LastEnd(p), wm) {
 		w.ctx.EmitLate(r)
 		return nil
 	}
 	w.buf = window.TimeKey(w.buf[:0], p)
-	var acc window.Acc
-	if b, ok := w.panes.Get(w.buf); ok {
-		if err := acc.UnmarshalBinary(b); err != nil {
-			return fmt.Errorf("window: state of key %q: %w", r.Key, err)
-		}
+	prev, _ := w.panes.Get(w.buf)
+	acc, err := w.Agg.Add(prev, r)
+	if err != nil {
+		return fmt.Errorf("window: key %q: %w", r.Key, err)
 	}
-	acc.Add(v)
-	enc, _ := acc.AppendBinary(w.buf[8:8])
-	w.panes.Put(w.buf[:8], enc)
+	w.panes.Put(w.buf[:8], acc)
 	// The windows holding the pane that the watermark passed but that are
 	// not cleaned yet fire again with the late record; the first one ahead
 	// of the watermark gets a timer (which fires the later ones in turn).
@@ -142,18 +208,18 @@ func (w *Window) addToPane(r sdk.Record, ts, v int64, out sdk.Collector) error {
 }
 
 func (w *Window) OnTimer(t sdk.Timer, out sdk.Collector) error {
-	if w.spec.Kind == window.Session {
+	if w.Spec.Kind == window.Session {
 		return w.onSessionTimer(t, out)
 	}
 	if bytes.Equal(t.Namespace, cleanupNS) {
-		return w.dropPanes(t.Timestamp - w.spec.Lateness + 1)
+		return w.dropPanes(t.Timestamp - w.Spec.Lateness + 1)
 	}
 	end := t.Timestamp + 1
 	if err := w.firePanes(t.Key, end, out); err != nil {
 		return err
 	}
-	if w.spec.Lateness > 0 {
-		w.register(cleanupNS, t.Timestamp+w.spec.Lateness)
+	if w.Spec.Lateness > 0 {
+		w.register(cleanupNS, t.Timestamp+w.Spec.Lateness)
 	} else if err := w.dropPanes(end); err != nil {
 		return err
 	}
@@ -164,8 +230,8 @@ func (w *Window) OnTimer(t sdk.Timer, out sdk.Collector) error {
 		if err != nil {
 			return fmt.Errorf("window: state of key %q: %w", t.Key, err)
 		}
-		if w.spec.LastEnd(p) > end {
-			w.register(nil, window.MaxTimestamp(max(end+w.spec.Slide, w.spec.FirstEnd(p))))
+		if w.Spec.LastEnd(p) > end {
+			w.register(nil, window.MaxTimestamp(max(end+w.Spec.Slide, w.Spec.FirstEnd(p))))
 			break
 		}
 	}
@@ -175,8 +241,8 @@ func (w *Window) OnTimer(t sdk.Timer, out sdk.Collector) error {
 // firePanes emits the result of key's window ending at end, merged from
 // its panes.
 func (w *Window) firePanes(key []byte, end int64, out sdk.Collector) error {
-	start := end - w.spec.Size
-	var acc window.Acc
+	start := end - w.Spec.Size
+	var acc []byte
 	for k, b := range w.panes.All() {
 		p, err := window.ParseTimeKey(k)
 		if err != nil {
@@ -188,16 +254,18 @@ func (w *Window) firePanes(key []byte, end int64, out sdk.Collector) error {
 		if p < start {
 			continue
 		}
-		var pa window.Acc
-		if err := pa.UnmarshalBinary(b); err != nil {
+		if acc == nil {
+			acc = b
+			continue
+		}
+		if acc, err = w.Agg.Merge(acc, b); err != nil {
 			return fmt.Errorf("window: state of key %q: %w", key, err)
 		}
-		acc.Merge(pa)
 	}
-	if acc.Count > 0 {
-		w.emit(key, start, end, acc, out)
+	if acc == nil {
+		return nil
 	}
-	return nil
+	return w.emit(key, start, end, acc, out)
 }
 
 // dropPanes removes the panes no window ending after end holds.
@@ -208,7 +276,7 @@ func (w *Window) dropPanes(end int64) error {
 		if err != nil {
 			return err
 		}
-		if w.spec.LastEnd(p) > end {
+		if w.Spec.LastEnd(p) > end {
 			break
 		}
 		drop = append(drop, k)
@@ -222,7 +290,7 @@ func (w *Window) dropPanes(end int64) error {
 // session is one session window of a key as kept in state.
 type session struct {
 	start, end int64
-	acc        window.Acc
+	acc        []byte
 }
 
 func (w *Window) readSessions(key []byte) ([]session, error) {
@@ -236,11 +304,7 @@ func (w *Window) readSessions(key []byte) ([]session, error) {
 		if n <= 0 {
 			return nil, fmt.Errorf("window: state of key %q: corrupt session", key)
 		}
-		s := session{start: start, end: end}
-		if err := s.acc.UnmarshalBinary(b[n:]); err != nil {
-			return nil, fmt.Errorf("window: state of key %q: %w", key, err)
-		}
-		ss = append(ss, s)
+		ss = append(ss, session{start: start, end: end, acc: b[n:]})
 	}
 	return ss, nil
 }
@@ -248,7 +312,7 @@ func (w *Window) readSessions(key []byte) ([]session, error) {
 func (w *Window) putSession(s session) {
 	w.buf = window.TimeKey(w.buf[:0], s.start)
 	v := binary.AppendVarint(w.buf[8:8], s.end)
-	v, _ = s.acc.AppendBinary(v)
+	v = append(v, s.acc...)
 	w.sessions.Put(w.buf[:8], v)
 }
 
@@ -256,24 +320,28 @@ func (w *Window) removeSession(s session) {
 	w.buf = window.TimeKey(w.buf[:0], s.start)
 	w.sessions.Remove(w.buf)
 	w.deleteTimer(nil, window.MaxTimestamp(s.end))
-	w.deleteTimer(cleanupNS, window.MaxTimestamp(s.end)+w.spec.Lateness)
+	w.deleteTimer(cleanupNS, window.MaxTimestamp(s.end)+w.Spec.Lateness)
 }
 
 // addToSession merges the record's window [ts, ts+gap) with every session
 // of its key it touches (Flink's merging windows).
-func (w *Window) addToSession(r sdk.Record, ts, v int64, out sdk.Collector) error {
+func (w *Window) addToSession(r sdk.Record, ts int64, out sdk.Collector) error {
 	wm := w.watermark()
 	ss, err := w.readSessions(r.Key)
 	if err != nil {
 		return err
 	}
-	merged := session{start: ts, end: ts + w.spec.Gap}
-	merged.acc.Add(v)
+	merged := session{start: ts, end: ts + w.Spec.Gap}
+	if merged.acc, err = w.Agg.Add(nil, r); err != nil {
+		return fmt.Errorf("window: key %q: %w", r.Key, err)
+	}
 	var absorbed []session
 	for _, s := range ss {
 		if s.start <= merged.end && s.end >= merged.start {
 			merged.start, merged.end = min(merged.start, s.start), max(merged.end, s.end)
-			merged.acc.Merge(s.acc)
+			if merged.acc, err = w.Agg.Merge(merged.acc, s.acc); err != nil {
+				return fmt.Errorf("window: state of key %q: %w", r.Key, err)
+			}
 			absorbed = append(absorbed, s)
 		}
 	}
@@ -290,16 +358,15 @@ func (w *Window) addToSession(r sdk.Record, ts, v int64, out sdk.Collector) erro
 		return nil
 	}
 	// Late but within the allowed lateness: the session fires again now.
-	w.emit(r.Key, merged.start, merged.end, merged.acc, out)
-	w.register(cleanupNS, window.MaxTimestamp(merged.end)+w.spec.Lateness)
-	return nil
+	w.register(cleanupNS, window.MaxTimestamp(merged.end)+w.Spec.Lateness)
+	return w.emit(r.Key, merged.start, merged.end, merged.acc, out)
 }
 
 func (w *Window) onSessionTimer(t sdk.Timer, out sdk.Collector) error {
 	cleanup := bytes.Equal(t.Namespace, cleanupNS)
 	end := t.Timestamp + 1
 	if cleanup {
-		end -= w.spec.Lateness
+		end -= w.Spec.Lateness
 	}
 	ss, err := w.readSessions(t.Key)
 	if err != nil {
@@ -310,9 +377,11 @@ func (w *Window) onSessionTimer(t sdk.Timer, out sdk.Collector) error {
 			continue
 		}
 		if !cleanup {
-			w.emit(t.Key, s.start, s.end, s.acc, out)
-			if w.spec.Lateness > 0 {
-				w.register(cleanupNS, t.Timestamp+w.spec.Lateness)
+			if err := w.emit(t.Key, s.start, s.end, s.acc, out); err != nil {
+				return err
+			}
+			if w.Spec.Lateness > 0 {
+				w.register(cleanupNS, t.Timestamp+w.Spec.Lateness)
 				return nil
 			}
 		}
@@ -324,12 +393,11 @@ func (w *Window) onSessionTimer(t sdk.Timer, out sdk.Collector) error {
 }
 
 // emit sends one window's result downstream.
-func (w *Window) emit(key []byte, start, end int64, acc window.Acc, out sdk.Collector) {
-	v := make([]byte, 0, 48)
-	v = strconv.AppendInt(v, start, 10)
-	v = append(v, ',')
-	v = strconv.AppendInt(v, end, 10)
-	v = append(v, ',')
-	v = acc.AppendResult(v, w.spec.Aggregate)
-	out.Collect(sdk.Record{Key: bytes.Clone(key), Value: v, Timestamp: window.MaxTimestamp(end)})
+func (w *Window) emit(key []byte, start, end int64, acc []byte, out sdk.Collector) error {
+	r, err := w.Agg.Result(key, start, end, acc)
+	if err != nil {
+		return fmt.Errorf("window: result of key %q: %w", key, err)
+	}
+	out.Collect(r)
+	return nil
 }
