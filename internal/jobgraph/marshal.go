@@ -175,9 +175,19 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 				e := mapping()
 				set(e, "from", strNode(in.Source))
 				set(e, "partition", enumNode(m, fmt.Sprintf("%s.inputs[%d].partition", p, j), partitionNames, in.Partitioner))
+				if in.Output != "" {
+					set(e, "output", strNode(in.Output))
+				}
 				inputs.Content = append(inputs.Content, e)
 			}
 			set(n, "inputs", inputs)
+		}
+		if w := v.Watermarks; w != nil {
+			wn := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+			set(wn, "max-out-of-orderness", m.durationNode(p+".watermarks.max-out-of-orderness", w.MaxOutOfOrderness))
+			set(wn, "idle-timeout", m.durationNode(p+".watermarks.idle-timeout", w.IdleTimeout))
+			set(wn, "interval", m.durationNode(p+".watermarks.interval", w.Interval))
+			set(n, "watermarks", wn)
 		}
 		if v.Config != nil {
 			cfg := &yaml.Node{}

@@ -40,6 +40,10 @@ type FileSink struct {
 	epochs  []int64 // pre-committed checkpoints not yet committed
 	scratch []byte
 
+	// Format, when set, writes a record's line (without the newline)
+	// instead of "<key>,<value>": the Go API's typed file sink.
+	Format func(dst []byte, r sdk.Record) ([]byte, error)
+
 	// syncDir makes the renames in a directory durable; nil means fsync.
 	// Tests replace it to see that every rename is followed by one, and to
 	// make one fail.
@@ -159,7 +163,15 @@ func (f *FileSink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 		}
 		f.cur, f.w = file, bufio.NewWriterSize(file, 64<<10)
 	}
-	f.scratch = append(append(append(append(f.scratch[:0], r.Key...), ','), r.Value...), '\n')
+	if f.Format != nil {
+		var err error
+		if f.scratch, err = f.Format(f.scratch[:0], r); err != nil {
+			return fmt.Errorf("file-sink: %w", err)
+		}
+		f.scratch = append(f.scratch, '\n')
+	} else {
+		f.scratch = append(append(append(append(f.scratch[:0], r.Key...), ','), r.Value...), '\n')
+	}
 	_, err := f.w.Write(f.scratch)
 	return err
 }

@@ -34,6 +34,9 @@ type SequenceSource struct {
 	step, period int64
 	// outs are the splits' outputs, made at the first Emit.
 	outs []sdk.Collector
+	// Make, when set, makes record i (with its timestamp) instead of the
+	// decimal key and value: the Go API's generator source.
+	Make func(i, timestamp int64) sdk.Record
 
 	// rate limiting: records emitted since start at the configured rate
 	start   time.Time
@@ -130,11 +133,15 @@ func (s *SequenceSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			return sdk.SourceStatus{EndOfInput: true}, nil
 		}
 		i := sp.next
-		s.outs[s.cur].Collect(sdk.Record{
-			Key:       s.arena.appendInt(i % s.keys),
-			Value:     s.arena.appendInt(i),
-			Timestamp: s.Timestamp(i),
-		})
+		if s.Make != nil {
+			s.outs[s.cur].Collect(s.Make(i, s.Timestamp(i)))
+		} else {
+			s.outs[s.cur].Collect(sdk.Record{
+				Key:       s.arena.appendInt(i % s.keys),
+				Value:     s.arena.appendInt(i),
+				Timestamp: s.Timestamp(i),
+			})
+		}
 		sp.next += sp.stride
 		s.emitted++
 		if sp.done(s.count) {

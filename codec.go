@@ -1,0 +1,360 @@
+package weir
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// Codec encodes the values of a stream, a key or a state to bytes: records
+// travel between TaskManagers and state is checkpointed as bytes. Append
+// must be deterministic for keys (equal keys, equal bytes: the bytes decide
+// the key group).
+type Codec[T any] interface {
+	Append(dst []byte, v T) []byte
+	Decode(b []byte) (T, error)
+}
+
+// CodecFor returns the codec Weir uses for T when none is given: for
+// strings, byte slices, booleans, integers and floats, protobuf messages,
+// and structs (and slices) of those. Basic types and protobuf messages
+// encode without reflection; structs walk their fields with reflection
+// prepared once per type.
+func CodecFor[T any]() (Codec[T], error) {
+	var zero T
+	switch any(zero).(type) {
+	case string:
+		return any(stringCodec{}).(Codec[T]), nil
+	case []byte:
+		return any(bytesCodec{}).(Codec[T]), nil
+	case bool:
+		return any(boolCodec{}).(Codec[T]), nil
+	case int:
+		return any(intCodec[int]{}).(Codec[T]), nil
+	case int8:
+		return any(intCodec[int8]{}).(Codec[T]), nil
+	case int16:
+		return any(intCodec[int16]{}).(Codec[T]), nil
+	case int32:
+		return any(intCodec[int32]{}).(Codec[T]), nil
+	case int64:
+		return any(intCodec[int64]{}).(Codec[T]), nil
+	case uint:
+		return any(uintCodec[uint]{}).(Codec[T]), nil
+	case uint8:
+		return any(uintCodec[uint8]{}).(Codec[T]), nil
+	case uint16:
+		return any(uintCodec[uint16]{}).(Codec[T]), nil
+	case uint32:
+		return any(uintCodec[uint32]{}).(Codec[T]), nil
+	case uint64:
+		return any(uintCodec[uint64]{}).(Codec[T]), nil
+	case float32:
+		return any(float32Codec{}).(Codec[T]), nil
+	case float64:
+		return any(float64Codec{}).(Codec[T]), nil
+	}
+	t := reflect.TypeFor[T]()
+	if t.Implements(reflect.TypeFor[proto.Message]()) && t.Kind() == reflect.Pointer {
+		return protoCodec[T]{}, nil
+	}
+	enc, dec, err := reflectCodec(t, 0)
+	if err != nil {
+		return nil, fmt.Errorf("weir: no codec for %v: %w (give one with weir.WithCodec)", t, err)
+	}
+	return &structCodec[T]{enc: enc, dec: dec}, nil
+}
+
+// mustCodec is CodecFor for the API's builders, which report a missing
+// codec as the job's error.
+func mustCodec[T any](j *Job, what string) Codec[T] {
+	c, err := CodecFor[T]()
+	if err != nil {
+		j.fail(fmt.Errorf("%s: %w", what, err))
+		return nil
+	}
+	return c
+}
+
+var errShort = errors.New("weir: decode: truncated or corrupt value")
+
+type stringCodec struct{}
+
+func (stringCodec) Append(dst []byte, v string) []byte { return append(dst, v...) }
+func (stringCodec) Decode(b []byte) (string, error)    { return string(b), nil }
+
+type bytesCodec struct{}
+
+func (bytesCodec) Append(dst []byte, v []byte) []byte { return append(dst, v...) }
+func (bytesCodec) Decode(b []byte) ([]byte, error)    { return append([]byte(nil), b...), nil }
+
+type boolCodec struct{}
+
+func (boolCodec) Append(dst []byte, v bool) []byte {
+	if v {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+func (boolCodec) Decode(b []byte) (bool, error) {
+	if len(b) != 1 {
+		return false, errShort
+	}
+	return b[0] == 1, nil
+}
+
+type signed interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64
+}
+type unsigned interface {
+	~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64
+}
+
+type intCodec[T signed] struct{}
+
+func (intCodec[T]) Append(dst []byte, v T) []byte { return binary.AppendVarint(dst, int64(v)) }
+func (intCodec[T]) Decode(b []byte) (T, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 || n != len(b) {
+		return 0, errShort
+	}
+	return T(v), nil
+}
+
+type uintCodec[T unsigned] struct{}
+
+func (uintCodec[T]) Append(dst []byte, v T) []byte { return binary.AppendUvarint(dst, uint64(v)) }
+func (uintCodec[T]) Decode(b []byte) (T, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || n != len(b) {
+		return 0, errShort
+	}
+	return T(v), nil
+}
+
+type float64Codec struct{}
+
+func (float64Codec) Append(dst []byte, v float64) []byte {
+	return binary.BigEndian.AppendUint64(dst, math.Float64bits(v))
+}
+
+func (float64Codec) Decode(b []byte) (float64, error) {
+	if len(b) != 8 {
+		return 0, errShort
+	}
+	return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+}
+
+type float32Codec struct{}
+
+func (float32Codec) Append(dst []byte, v float32) []byte {
+	return binary.BigEndian.AppendUint32(dst, math.Float32bits(v))
+}
+
+func (float32Codec) Decode(b []byte) (float32, error) {
+	if len(b) != 4 {
+		return 0, errShort
+	}
+	return math.Float32frombits(binary.BigEndian.Uint32(b)), nil
+}
+
+// protoCodec encodes a protobuf message (T is a pointer to a generated
+// message type) in its wire format; deterministic, so usable as a key.
+type protoCodec[T any] struct{}
+
+func (protoCodec[T]) Append(dst []byte, v T) []byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, any(v).(proto.Message))
+	if err != nil {
+		// Only an invalid message fails (a required field unset, proto2);
+		// encoding happens where no error can be returned.
+		panic(fmt.Errorf("weir: encode %T: %w", v, err))
+	}
+	return b
+}
+
+func (protoCodec[T]) Decode(b []byte) (T, error) {
+	var zero T
+	m := any(zero).(proto.Message).ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(b, m); err != nil {
+		return zero, err
+	}
+	return m.(T), nil
+}
+
+// structCodec encodes structs, slices and arrays of the supported types
+// field by field: a length-prefixed, order-dependent layout (renaming a
+// field keeps state readable, reordering or retyping does not).
+type structCodec[T any] struct {
+	enc func(dst []byte, v reflect.Value) []byte
+	dec func(b []byte, v reflect.Value) ([]byte, error)
+}
+
+func (c *structCodec[T]) Append(dst []byte, v T) []byte {
+	return c.enc(dst, reflect.ValueOf(&v).Elem())
+}
+
+func (c *structCodec[T]) Decode(b []byte) (T, error) {
+	var v T
+	rest, err := c.dec(b, reflect.ValueOf(&v).Elem())
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("weir: decode %T: %d trailing bytes", v, len(rest))
+	}
+	return v, err
+}
+
+type encFn func(dst []byte, v reflect.Value) []byte
+type decFn func(b []byte, v reflect.Value) ([]byte, error)
+
+// reflectCodec prepares the encoder and decoder of type t once.
+func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
+	if depth > 16 {
+		return nil, nil, fmt.Errorf("type nested too deep")
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return func(dst []byte, v reflect.Value) []byte {
+				s := v.String()
+				return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+			}, func(b []byte, v reflect.Value) ([]byte, error) {
+				s, rest, err := cut(b)
+				v.SetString(string(s))
+				return rest, err
+			}, nil
+	case reflect.Bool:
+		return func(dst []byte, v reflect.Value) []byte {
+				if v.Bool() {
+					return append(dst, 1)
+				}
+				return append(dst, 0)
+			}, func(b []byte, v reflect.Value) ([]byte, error) {
+				if len(b) < 1 {
+					return nil, errShort
+				}
+				v.SetBool(b[0] == 1)
+				return b[1:], nil
+			}, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return func(dst []byte, v reflect.Value) []byte { return binary.AppendVarint(dst, v.Int()) },
+			func(b []byte, v reflect.Value) ([]byte, error) {
+				x, n := binary.Varint(b)
+				if n <= 0 {
+					return nil, errShort
+				}
+				v.SetInt(x)
+				return b[n:], nil
+			}, nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return func(dst []byte, v reflect.Value) []byte { return binary.AppendUvarint(dst, v.Uint()) },
+			func(b []byte, v reflect.Value) ([]byte, error) {
+				x, n := binary.Uvarint(b)
+				if n <= 0 {
+					return nil, errShort
+				}
+				v.SetUint(x)
+				return b[n:], nil
+			}, nil
+	case reflect.Float32, reflect.Float64:
+		return func(dst []byte, v reflect.Value) []byte {
+				return binary.BigEndian.AppendUint64(dst, math.Float64bits(v.Float()))
+			}, func(b []byte, v reflect.Value) ([]byte, error) {
+				if len(b) < 8 {
+					return nil, errShort
+				}
+				v.SetFloat(math.Float64frombits(binary.BigEndian.Uint64(b)))
+				return b[8:], nil
+			}, nil
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return func(dst []byte, v reflect.Value) []byte {
+					return append(binary.AppendUvarint(dst, uint64(v.Len())), v.Bytes()...)
+				}, func(b []byte, v reflect.Value) ([]byte, error) {
+					s, rest, err := cut(b)
+					if err == nil {
+						v.SetBytes(append([]byte(nil), s...))
+					}
+					return rest, err
+				}, nil
+		}
+		fallthrough
+	case reflect.Array:
+		ee, ed, err := reflectCodec(t.Elem(), depth+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		isSlice := t.Kind() == reflect.Slice
+		return func(dst []byte, v reflect.Value) []byte {
+				dst = binary.AppendUvarint(dst, uint64(v.Len()))
+				for i := range v.Len() {
+					dst = ee(dst, v.Index(i))
+				}
+				return dst
+			}, func(b []byte, v reflect.Value) ([]byte, error) {
+				n, k := binary.Uvarint(b)
+				if k <= 0 || n > uint64(len(b)) {
+					return nil, errShort
+				}
+				b = b[k:]
+				if isSlice {
+					v.Set(reflect.MakeSlice(t, int(n), int(n)))
+				} else if int(n) != v.Len() {
+					return nil, errShort
+				}
+				var err error
+				for i := range int(n) {
+					if b, err = ed(b, v.Index(i)); err != nil {
+						return nil, err
+					}
+				}
+				return b, nil
+			}, nil
+	case reflect.Struct:
+		type field struct {
+			i   int
+			enc encFn
+			dec decFn
+		}
+		var fields []field
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				return nil, nil, fmt.Errorf("field %s of %v is not exported", f.Name, t)
+			}
+			e, d, err := reflectCodec(f.Type, depth+1)
+			if err != nil {
+				return nil, nil, fmt.Errorf("field %s: %w", f.Name, err)
+			}
+			fields = append(fields, field{i, e, d})
+		}
+		return func(dst []byte, v reflect.Value) []byte {
+				for _, f := range fields {
+					dst = f.enc(dst, v.Field(f.i))
+				}
+				return dst
+			}, func(b []byte, v reflect.Value) ([]byte, error) {
+				var err error
+				for _, f := range fields {
+					if b, err = f.dec(b, v.Field(f.i)); err != nil {
+						return nil, err
+					}
+				}
+				return b, nil
+			}, nil
+	}
+	return nil, nil, fmt.Errorf("%v is not supported (strings, []byte, bools, numbers, and structs, slices and arrays of them)", t)
+}
+
+func cut(b []byte) (s, rest []byte, err error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, errShort
+	}
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+// typeName names T in plans, signatures and state schemas.
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }

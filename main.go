@@ -1,0 +1,143 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/weirproject/weir/internal/jobgraph"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/worker"
+)
+
+// Main is the program's main: the same binary submits the job and runs
+// the TaskManagers that run it.
+//
+//	./prog submit --jobmanager ADDR [--from PATH]   submit the job, print its ID
+//	./prog taskmanager [taskmanager flags]          run a TaskManager for it
+//	./prog plan                                     print the job graph as YAML
+//
+// The JobManager is the stock one (bin/jobmanager): it runs any program's
+// jobs, on TaskManagers built from that program.
+func Main(j *Job) {
+	os.Exit(Run(j, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Run is Main with explicit arguments and streams; it returns the exit
+// code (2 for a usage mistake, 1 for a failure).
+func Run(j *Job, args []string, stdout, stderr io.Writer) int {
+	root := &cobra.Command{
+		Use:           "prog",
+		Short:         fmt.Sprintf("Weir job %q: submit it, run a TaskManager for it, or print its plan", j.name),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(context.Background())
+
+	// ran: a command started; errors before are usage mistakes.
+	ran := false
+	var addr, from string
+	var timeout time.Duration
+	submit := &cobra.Command{
+		Use:   "submit",
+		Short: "Submit the job to a JobManager and print its ID",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ran = true
+			g, err := j.Graph()
+			if err != nil {
+				return err
+			}
+			if from != "" {
+				g.RestoreFrom = from
+			}
+			id, err := submitGraph(cmd.Context(), addr, timeout, g)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, id)
+			return nil
+		},
+	}
+	addr = envOr("WEIR_JOBMANAGER", "localhost:6123")
+	submit.Flags().StringVar(&addr, "jobmanager", addr, "JobManager gRPC address (env WEIR_JOBMANAGER)")
+	submit.Flags().StringVar(&from, "from", "", "start from this savepoint or retained checkpoint")
+	submit.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the JobManager")
+
+	tm := &cobra.Command{
+		Use:                "taskmanager [taskmanager flags]",
+		Short:              "Run a TaskManager that runs this program's vertices (the stock taskmanager's flags; -h lists them)",
+		DisableFlagParsing: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			ran = true
+			if _, err := j.Graph(); err != nil {
+				return err
+			}
+			return worker.Run(j.Registry(), args)
+		},
+	}
+
+	plan := &cobra.Command{
+		Use:   "plan",
+		Short: "Print the job graph as YAML",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ran = true
+			g, err := j.Graph()
+			if err != nil {
+				return err
+			}
+			b, err := jobgraph.MarshalSpec(g)
+			if err != nil {
+				return err
+			}
+			_, err = stdout.Write(b)
+			return err
+		},
+	}
+	root.AddCommand(submit, tm, plan)
+	cmd, err := root.ExecuteC()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case cmd == root || !ran:
+		// cobra's own: an unknown command or flag, a missing argument.
+		fmt.Fprintf(stderr, "%v\n%s", err, cmd.UsageString())
+		return 2
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
+	return 1
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func submitGraph(ctx context.Context, addr string, timeout time.Duration, g *weirv1.JobGraph) (string, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", fmt.Errorf("weir: connect to the JobManager at %s: %w", addr, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := weirv1.NewClientServiceClient(conn).SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g}, grpc.WaitForReady(true))
+	if err != nil {
+		return "", fmt.Errorf("weir: submit job %q to %s: %w", g.GetName(), addr, err)
+	}
+	return resp.GetJobId(), nil
+}

@@ -1,0 +1,350 @@
+package weir
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/weirproject/weir/sdk"
+)
+
+// schemaState is the operator state where a vertex records the type of
+// each of its states: a restore into a program whose state of that name
+// has another type is refused, naming the vertex and the state, before a
+// byte of it is misread.
+const schemaState = "__weir_schema"
+
+type schema struct {
+	vertex   string
+	list     sdk.ListState
+	restored map[string]string
+	declared map[string]string
+}
+
+func openSchema(ctx sdk.Context, vertex string) *schema {
+	s := &schema{vertex: vertex, list: ctx.UnionListState(schemaState), restored: map[string]string{}, declared: map[string]string{}}
+	for _, it := range s.list.Get() {
+		if name, typ, ok := strings.Cut(string(it), "\x00"); ok {
+			s.restored[name] = typ
+		}
+	}
+	return s
+}
+
+// declare checks that state name has type typ in the restored checkpoint,
+// if it is there.
+func (s *schema) declare(name, typ string) error {
+	if prev, ok := s.declared[name]; ok {
+		if prev != typ {
+			return fmt.Errorf("weir: vertex %q: state %q is declared as %s and as %s", s.vertex, name, prev, typ)
+		}
+		return nil
+	}
+	if prev, ok := s.restored[name]; ok && prev != typ {
+		return fmt.Errorf("weir: vertex %q: state %q is %s in the checkpoint or savepoint restored, but %s in this program: keep its type, or give the new one another name", s.vertex, name, prev, typ)
+	}
+	s.declared[name] = typ
+	return nil
+}
+
+// save writes the schema into the snapshot: what this program declared,
+// and what the restored one had that this one did not touch.
+func (s *schema) save() {
+	all := map[string]string{}
+	for n, t := range s.restored {
+		all[n] = t
+	}
+	for n, t := range s.declared {
+		all[n] = t
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	items := make([][]byte, len(names))
+	for i, n := range names {
+		items[i] = []byte(n + "\x00" + all[n])
+	}
+	// Union state: every subtask gets every subtask's items back; the
+	// first subtask's copy is enough.
+	if len(items) > 0 {
+		s.list.Update(items)
+	}
+}
+
+// keyedScope is the keyed state of one subtask of a process function:
+// the states its descriptors resolve to, and the first error one hit
+// (decoding a value, a type changed), which fails the subtask.
+type keyedScope struct {
+	ctx    sdk.Context
+	schema *schema
+	values map[string]sdk.ValueState
+	maps   map[string]sdk.MapState
+	err    error
+	buf    []byte
+}
+
+func (k *keyedScope) fail(err error) {
+	if k.err == nil {
+		k.err = err
+	}
+}
+
+func (k *keyedScope) value(name, typ string) sdk.ValueState {
+	if st, ok := k.values[name]; ok {
+		return st
+	}
+	if err := k.schema.declare(name, typ); err != nil {
+		k.fail(err)
+	}
+	st := k.ctx.ValueState(name)
+	k.values[name] = st
+	return st
+}
+
+func (k *keyedScope) mapState(name, typ string) sdk.MapState {
+	if st, ok := k.maps[name]; ok {
+		return st
+	}
+	if err := k.schema.declare(name, typ); err != nil {
+		k.fail(err)
+	}
+	st := k.ctx.MapState(name)
+	k.maps[name] = st
+	return st
+}
+
+// StateContext is what typed state is read and written through: the
+// context a process function gets, scoped to the key being processed.
+type StateContext interface {
+	scope() *keyedScope
+}
+
+// ValueState is keyed state holding one V per key (Flink's ValueState).
+// Declare it once, as a field of the process function, and read or write
+// it with the function's context.
+type ValueState[V any] struct {
+	name  string
+	codec Codec[V]
+	err   error
+}
+
+// NewValueState declares a value state named name.
+func NewValueState[V any](name string) *ValueState[V] {
+	c, err := CodecFor[V]()
+	return &ValueState[V]{name: name, codec: c, err: err}
+}
+
+func (s *ValueState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
+	k := ctx.scope()
+	if s.err != nil {
+		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
+	}
+	return k, k.value(s.name, "value "+typeName[V]())
+}
+
+// Value is the key's value, false when it has none.
+func (s *ValueState[V]) Value(ctx StateContext) (V, bool) {
+	k, st := s.state(ctx)
+	var zero V
+	b, ok := st.Value()
+	if !ok || k.err != nil {
+		return zero, false
+	}
+	v, err := s.codec.Decode(b)
+	if err != nil {
+		k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, s.name, err))
+		return zero, false
+	}
+	return v, true
+}
+
+// Update sets the key's value.
+func (s *ValueState[V]) Update(ctx StateContext, v V) {
+	k, st := s.state(ctx)
+	if k.err != nil {
+		return
+	}
+	k.buf = s.codec.Append(k.buf[:0], v)
+	st.Update(k.buf)
+}
+
+// Clear removes the key's value.
+func (s *ValueState[V]) Clear(ctx StateContext) {
+	_, st := s.state(ctx)
+	st.Clear()
+}
+
+// MapState is keyed state holding a map from UK to V per key (Flink's
+// MapState); its entries are stored one by one.
+type MapState[UK comparable, V any] struct {
+	name string
+	kc   Codec[UK]
+	vc   Codec[V]
+	err  error
+}
+
+// NewMapState declares a map state named name.
+func NewMapState[UK comparable, V any](name string) *MapState[UK, V] {
+	kc, err1 := CodecFor[UK]()
+	vc, err2 := CodecFor[V]()
+	err := err1
+	if err == nil {
+		err = err2
+	}
+	return &MapState[UK, V]{name: name, kc: kc, vc: vc, err: err}
+}
+
+func (s *MapState[UK, V]) state(ctx StateContext) (*keyedScope, sdk.MapState) {
+	k := ctx.scope()
+	if s.err != nil {
+		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
+	}
+	return k, k.mapState(s.name, fmt.Sprintf("map %s %s", typeName[UK](), typeName[V]()))
+}
+
+// Get is the value of uk, false when absent.
+func (s *MapState[UK, V]) Get(ctx StateContext, uk UK) (V, bool) {
+	k, st := s.state(ctx)
+	var zero V
+	if k.err != nil {
+		return zero, false
+	}
+	b, ok := st.Get(s.kc.Append(nil, uk))
+	if !ok {
+		return zero, false
+	}
+	v, err := s.vc.Decode(b)
+	if err != nil {
+		k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, s.name, err))
+		return zero, false
+	}
+	return v, true
+}
+
+// Put sets the value of uk.
+func (s *MapState[UK, V]) Put(ctx StateContext, uk UK, v V) {
+	k, st := s.state(ctx)
+	if k.err != nil {
+		return
+	}
+	st.Put(s.kc.Append(nil, uk), s.vc.Append(nil, v))
+}
+
+// Remove deletes uk.
+func (s *MapState[UK, V]) Remove(ctx StateContext, uk UK) {
+	_, st := s.state(ctx)
+	st.Remove(s.kc.Append(nil, uk))
+}
+
+// All calls f for every entry, in the byte order of the encoded user
+// keys, until f returns false.
+func (s *MapState[UK, V]) All(ctx StateContext, f func(UK, V) bool) {
+	k, st := s.state(ctx)
+	for kb, vb := range st.All() {
+		if k.err != nil {
+			return
+		}
+		uk, err := s.kc.Decode(kb)
+		if err != nil {
+			k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, s.name, err))
+			return
+		}
+		v, err := s.vc.Decode(vb)
+		if err != nil {
+			k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, s.name, err))
+			return
+		}
+		if !f(uk, v) {
+			return
+		}
+	}
+}
+
+// Clear removes every entry of the key.
+func (s *MapState[UK, V]) Clear(ctx StateContext) {
+	_, st := s.state(ctx)
+	st.Clear()
+}
+
+// ListState is keyed state holding a list of V per key (Flink's keyed
+// ListState).
+type ListState[V any] struct {
+	name  string
+	codec Codec[V]
+	err   error
+}
+
+// NewListState declares a list state named name.
+func NewListState[V any](name string) *ListState[V] {
+	c, err := CodecFor[V]()
+	return &ListState[V]{name: name, codec: c, err: err}
+}
+
+func (s *ListState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
+	k := ctx.scope()
+	if s.err != nil {
+		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
+	}
+	return k, k.value(s.name, "list "+typeName[V]())
+}
+
+// Get is the key's list.
+func (s *ListState[V]) Get(ctx StateContext) []V {
+	k, st := s.state(ctx)
+	b, ok := st.Value()
+	if !ok || k.err != nil {
+		return nil
+	}
+	var out []V
+	for len(b) > 0 {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n > uint64(len(b)-w) {
+			k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, s.name, errShort))
+			return nil
+		}
+		v, err := s.codec.Decode(b[w : w+int(n)])
+		if err != nil {
+			k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, s.name, err))
+			return nil
+		}
+		out = append(out, v)
+		b = b[w+int(n):]
+	}
+	return out
+}
+
+// Add appends v to the key's list.
+func (s *ListState[V]) Add(ctx StateContext, v V) {
+	k, st := s.state(ctx)
+	if k.err != nil {
+		return
+	}
+	prev, _ := st.Value()
+	item := s.codec.Append(nil, v)
+	k.buf = append(k.buf[:0], prev...)
+	k.buf = append(binary.AppendUvarint(k.buf, uint64(len(item))), item...)
+	st.Update(k.buf)
+}
+
+// Update replaces the key's list.
+func (s *ListState[V]) Update(ctx StateContext, vs []V) {
+	k, st := s.state(ctx)
+	if k.err != nil {
+		return
+	}
+	k.buf = k.buf[:0]
+	for _, v := range vs {
+		item := s.codec.Append(nil, v)
+		k.buf = append(binary.AppendUvarint(k.buf, uint64(len(item))), item...)
+	}
+	st.Update(k.buf)
+}
+
+// Clear empties the key's list.
+func (s *ListState[V]) Clear(ctx StateContext) {
+	_, st := s.state(ctx)
+	st.Clear()
+}
