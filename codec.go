@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -90,7 +91,7 @@ func (stringCodec) Decode(b []byte) (string, error)    { return string(b), nil }
 type bytesCodec struct{}
 
 func (bytesCodec) Append(dst []byte, v []byte) []byte { return append(dst, v...) }
-func (bytesCodec) Decode(b []byte) ([]byte, error)    { return append([]byte(nil), b...), nil }
+func (bytesCodec) Decode(b []byte) ([]byte, error)    { return bytes.Clone(b), nil }
 
 type boolCodec struct{}
 
@@ -299,9 +300,13 @@ func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
 					return nil, errShort
 				}
 				b = b[k:]
-				if isSlice {
+				switch {
+				case isSlice && n == 0:
+					// Empty and nil encode alike; both decode as the zero
+					// value, nil.
+				case isSlice:
 					v.Set(reflect.MakeSlice(t, int(n), int(n)))
-				} else if int(n) != v.Len() {
+				case int(n) != v.Len():
 					return nil, errShort
 				}
 				var err error

@@ -35,10 +35,15 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// runJob runs j on an in-process cluster (a JobManager and two
-// TaskManagers whose operators are j's own, as `prog taskmanager` has
-// them), submits it the way `prog submit` does and waits for it to end.
-func runJob(t *testing.T, j *weir.Job) *weirv1.JobInfo {
+// cluster is an in-process cluster: a JobManager and two TaskManagers
+// whose operators are a program's own, as `prog taskmanager` has them.
+type cluster struct {
+	t      *testing.T
+	addr   string
+	client weirv1.ClientServiceClient
+}
+
+func startCluster(t *testing.T, worker *weir.Job) *cluster {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
 	rpcAddr := freeAddr(t)
@@ -50,7 +55,7 @@ func runJob(t *testing.T, j *weir.Job) *weirv1.JobInfo {
 	done := make(chan error, 3)
 	go func() { done <- jm.Run(ctx) }()
 	for i := range 2 {
-		reg := j.Registry()
+		reg := worker.Registry()
 		operators.Register(reg)
 		cfg := taskmanager.Config{
 			ID: fmt.Sprintf("tm-%d", i), JobManager: rpcAddr, RPCAddr: freeAddr(t), HTTPAddr: freeAddr(t),
@@ -58,38 +63,56 @@ func runJob(t *testing.T, j *weir.Job) *weirv1.JobInfo {
 		}
 		go func() { done <- taskmanager.Run(ctx, cfg) }()
 	}
-	defer func() {
+	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
 		cancel()
 		for range 3 {
 			if err := <-done; err != nil {
 				t.Errorf("daemon: %v", err)
 			}
 		}
-	}()
+	})
+	return &cluster{t: t, addr: rpcAddr, client: weirv1.NewClientServiceClient(conn)}
+}
+
+// submit submits j the way `prog submit` does, with args added.
+func (c *cluster) submit(j *weir.Job, args ...string) string {
+	c.t.Helper()
 	var out, errOut bytes.Buffer
-	if code := weir.Run(j, []string{"submit", "--jobmanager", rpcAddr}, &out, &errOut); code != 0 {
-		t.Fatalf("submit: exit %d: %s", code, errOut.String())
+	if code := weir.Run(j, append([]string{"submit", "--jobmanager", c.addr}, args...), &out, &errOut); code != 0 {
+		c.t.Fatalf("submit: exit %d: %s", code, errOut.String())
 	}
-	id := strings.TrimSpace(out.String())
-	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	return strings.TrimSpace(out.String())
+}
+
+// wait waits for job id to reach one of states (an end, by default).
+func (c *cluster) wait(id string, states ...weirv1.JobState) *weirv1.JobInfo {
+	c.t.Helper()
+	if len(states) == 0 {
+		states = []weirv1.JobState{weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED}
 	}
-	defer conn.Close()
-	client := weirv1.NewClientServiceClient(conn)
 	var info *weirv1.JobInfo
-	poll.Until(t, 2*time.Minute, 50*time.Millisecond, "job "+id+" to end", func() (bool, string) {
-		resp, err := client.GetJob(context.Background(), &weirv1.GetJobRequest{JobId: id})
+	poll.Until(c.t, 2*time.Minute, 20*time.Millisecond, "job "+id, func() (bool, string) {
+		resp, err := c.client.GetJob(context.Background(), &weirv1.GetJobRequest{JobId: id})
 		if err != nil {
 			return false, err.Error()
 		}
 		info = resp.GetJob()
-		switch info.GetState() {
-		case weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED:
-			return true, ""
-		}
-		return false, info.GetState().String()
+		return slices.Contains(states, info.GetState()), info.GetState().String()
 	})
+	return info
+}
+
+// runJob runs j on a cluster of its own to the end, which must be
+// FINISHED.
+func runJob(t *testing.T, j *weir.Job) *weirv1.JobInfo {
+	t.Helper()
+	c := startCluster(t, j)
+	info := c.wait(c.submit(j))
 	if info.GetState() != weirv1.JobState_JOB_STATE_FINISHED {
 		t.Fatalf("job ended %s: %s", info.GetState(), info.GetFailureCause())
 	}
@@ -154,5 +177,368 @@ func TestWordCount(t *testing.T) {
 				t.Fatalf("word %q: running count %d missing or repeated", w, i+1)
 			}
 		}
+	}
+}
+
+type event struct {
+	User   string
+	Time   int64
+	Amount int64
+}
+
+func events(i int64) event {
+	return event{User: fmt.Sprintf("u%d", i%5), Time: i * 3, Amount: i % 7}
+}
+
+// A windowed aggregation (sum and count per user and tumbling window) and
+// a window reduce, compared with the same computation in plain Go.
+func TestWindowAggregate(t *testing.T) {
+	const n = 4000
+	dir := t.TempDir()
+	job := weir.NewJob("windows", weir.Checkpointing(100*time.Millisecond))
+	evs := weir.FromSource(job, "events", weir.Generate(n, events, weir.Rate(20000), weir.EventTime(3*time.Millisecond, 0)),
+		weir.Parallelism(2), weir.Watermarks(10*time.Millisecond, 0))
+	// Timestamps come from the generator (i*3 ms), the same as Time.
+	byUser := weir.KeyBy(evs, func(e event) string { return e.User })
+	type acc struct{ Sum, N int64 }
+	sums := weir.Aggregate(weir.Window(byUser, weir.Tumbling(100*time.Millisecond)), "sums", weir.AggregateFuncs[event, acc, acc]{
+		Create:    func() acc { return acc{} },
+		AddFunc:   func(a acc, e event) acc { return acc{a.Sum + e.Amount, a.N + 1} },
+		MergeFunc: func(a, b acc) acc { return acc{a.Sum + b.Sum, a.N + b.N} },
+		ResultFun: func(a acc) acc { return a },
+	}, weir.Parallelism(2))
+	weir.SinkTo(sums, "sums-sink", weir.FileSink(filepath.Join(dir, "sums"), func(w weir.Windowed[string, acc]) string {
+		return fmt.Sprintf("%s,%d,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Sum, w.Value.N)
+	}))
+	maxes := weir.ReduceWindow(weir.Window(byUser, weir.Sliding(200*time.Millisecond, 100*time.Millisecond)), "maxes",
+		func(a, b event) event {
+			if b.Amount > a.Amount {
+				return b
+			}
+			return a
+		})
+	weir.SinkTo(maxes, "maxes-sink", weir.FileSink(filepath.Join(dir, "maxes"), func(w weir.Windowed[string, event]) string {
+		return fmt.Sprintf("%s,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Amount)
+	}))
+	runJob(t, job)
+
+	wantSums, wantMax := map[string]string{}, map[string]int64{}
+	type agg struct{ sum, n int64 }
+	sumAcc := map[string]*agg{}
+	for i := range int64(n) {
+		e := events(i)
+		start := e.Time / 100 * 100
+		id := fmt.Sprintf("%s,%d,%d", e.User, start, start+100)
+		if sumAcc[id] == nil {
+			sumAcc[id] = &agg{}
+		}
+		sumAcc[id].sum += e.Amount
+		sumAcc[id].n++
+		for s := e.Time / 100 * 100; s > e.Time-200; s -= 100 {
+			id := fmt.Sprintf("%s,%d,%d", e.User, s, s+200)
+			if m, ok := wantMax[id]; !ok || e.Amount > m {
+				wantMax[id] = e.Amount
+			}
+		}
+	}
+	for id, a := range sumAcc {
+		wantSums[id] = fmt.Sprintf("%d,%d", a.sum, a.n)
+	}
+	check2 := func(name string, want map[string]string) {
+		lines, err := check.ReadCommitted(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, l := range lines {
+			parts := strings.SplitN(l, ",", 4)
+			id := strings.Join(parts[:3], ",")
+			if _, dup := got[id]; dup {
+				t.Fatalf("%s: window %s twice", name, id)
+			}
+			got[id] = parts[3]
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d windows, want %d", name, len(got), len(want))
+		}
+		for id, w := range want {
+			if got[id] != w {
+				t.Fatalf("%s: window %s = %q, want %q", name, id, got[id], w)
+			}
+		}
+	}
+	check2("sums", wantSums)
+	wm := map[string]string{}
+	for id, m := range wantMax {
+		wm[id] = strconv.FormatInt(m, 10)
+	}
+	check2("maxes", wm)
+}
+
+// alert is what the inactivity function emits.
+type alert struct {
+	User       string
+	LastSeen   int64
+	SilentFrom int64
+}
+
+// inactivity alerts when a user has no event for 50 ms of event time: a
+// keyed process function with state and an event-time timer.
+type inactivity struct {
+	last *weir.ValueState[int64]
+}
+
+func (f *inactivity) ProcessElement(ctx *weir.Context[string, alert], e event) error {
+	if prev, ok := f.last.Value(ctx); ok {
+		if e.Time <= prev {
+			return nil // out of order: the user's latest event is later
+		}
+		ctx.DeleteEventTimeTimer(prev + 50)
+		// The watermark may lag: a silence it did not reach yet is
+		// over already.
+		if e.Time > prev+50 {
+			ctx.EmitAt(alert{User: ctx.Key(), LastSeen: prev, SilentFrom: prev + 50}, prev+50)
+		}
+	}
+	f.last.Update(ctx, e.Time)
+	ctx.RegisterEventTimeTimer(e.Time + 50)
+	return nil
+}
+
+func (f *inactivity) OnTimer(ctx *weir.Context[string, alert], t weir.Timer) error {
+	last, _ := f.last.Value(ctx)
+	ctx.Emit(alert{User: ctx.Key(), LastSeen: last, SilentFrom: t.Timestamp})
+	f.last.Clear(ctx)
+	return nil
+}
+
+func TestProcessFunctionTimers(t *testing.T) {
+	const n = 3000
+	// User u<k> sends an event every 5th record, but some users skip a
+	// stretch, and every user stops at the end: alerts in between and at
+	// the end of the input (the watermark reaches its end).
+	gen := func(i int64) event {
+		u := i % 5
+		if u == 2 && i%1000 > 800 {
+			u = 3
+		}
+		return event{User: fmt.Sprintf("u%d", u), Time: i}
+	}
+	out := filepath.Join(t.TempDir(), "alerts")
+	job := weir.NewJob("inactivity", weir.Checkpointing(100*time.Millisecond))
+	evs := weir.FromSource(job, "events", weir.Generate(n, gen, weir.Rate(20000), weir.EventTime(time.Millisecond, 0)),
+		weir.Parallelism(2), weir.Watermarks(5*time.Millisecond, 0))
+	alerts := weir.Process(weir.KeyBy(evs, func(e event) string { return e.User }), "inactivity",
+		func() weir.KeyedProcessFunction[string, event, alert] {
+			return &inactivity{last: weir.NewValueState[int64]("last")}
+		}, weir.Parallelism(2))
+	weir.SinkTo(alerts, "sink", weir.FileSink(out, func(a alert) string { return fmt.Sprintf("%s,%d,%d", a.User, a.LastSeen, a.SilentFrom) }))
+	runJob(t, job)
+
+	var want []string
+	last := map[string]int64{}
+	for i := range int64(n) {
+		e := gen(i)
+		if l, ok := last[e.User]; ok && e.Time > l+50 {
+			want = append(want, fmt.Sprintf("%s,%d,%d", e.User, l, l+50))
+		}
+		last[e.User] = e.Time
+	}
+	for u, l := range last {
+		want = append(want, fmt.Sprintf("%s,%d,%d", u, l, l+50))
+	}
+	got, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("alerts\n%v\nwant\n%v", got, want)
+	}
+	t.Logf("%d alerts", len(got))
+}
+
+// counter is a process function counting records per key in a state
+// whose type the tests change.
+func counterJob[V any](dir string, count int64, rate float64, add func(V) V) *weir.Job {
+	job := weir.NewJob("counter", weir.Checkpointing(50*time.Millisecond))
+	src := weir.FromSource(job, "numbers", weir.Generate(count, func(i int64) int64 { return i }, weir.Rate(rate)))
+	counted := weir.Process(weir.KeyBy(src, func(i int64) int64 { return i % 4 }), "count",
+		func() weir.KeyedProcessFunction[int64, int64, string] {
+			return &counter[V]{n: weir.NewValueState[V]("n"), add: add}
+		})
+	weir.SinkTo(counted, "sink", weir.FileSink(dir, func(s string) string { return s }))
+	return job
+}
+
+type counter[V any] struct {
+	n   *weir.ValueState[V]
+	add func(V) V
+}
+
+func (c *counter[V]) ProcessElement(ctx *weir.Context[int64, string], v int64) error {
+	n, _ := c.n.Value(ctx)
+	n = c.add(n)
+	c.n.Update(ctx, n)
+	ctx.Emit(fmt.Sprintf("%d,%v", ctx.Key(), n))
+	return nil
+}
+
+// A savepoint restores into the same program rebuilt, and is refused by
+// a program whose state of the same name changed type, with an error
+// naming the vertex and the state.
+func TestSavepointStateTypes(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	first := counterJob(out, 0, 2000, func(n int64) int64 { return n + 1 })
+	c := startCluster(t, first)
+	id := c.submit(first)
+	c.wait(id, weirv1.JobState_JOB_STATE_RUNNING)
+	var sp *weirv1.StopWithSavepointResponse
+	poll.Until(t, time.Minute, 50*time.Millisecond, "a stop with savepoint", func() (bool, string) {
+		var err error
+		sp, err = c.client.StopWithSavepoint(context.Background(), &weirv1.StopWithSavepointRequest{JobId: id, TargetDirectory: filepath.Join(dir, "savepoints")})
+		if err != nil {
+			return false, err.Error() // the tasks may still be starting
+		}
+		return true, ""
+	})
+	c.wait(id)
+
+	// The same program, rebuilt: the counts go on.
+	again := c.submit(counterJob(out, 0, 2000, func(n int64) int64 { return n + 1 }), "--from", sp.GetExternalPath())
+	c.wait(again, weirv1.JobState_JOB_STATE_RUNNING)
+	if _, err := c.client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: again}); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(again)
+
+	// The state "n" is a string now: refused, before any is misread.
+	changed := counterJob(out, 0, 2000, func(n string) string { return n + "+" })
+	c2 := startCluster(t, changed)
+	bad := c2.submit(changed, "--from", sp.GetExternalPath())
+	info := c2.wait(bad, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_RESTARTING)
+	for _, want := range []string{`vertex "count"`, `state "n" is value int64 in the checkpoint or savepoint restored, but value string in this program`} {
+		if !strings.Contains(info.GetFailureCause(), want) {
+			t.Fatalf("failure %q lacks %q", info.GetFailureCause(), want)
+		}
+	}
+	t.Logf("refused: %s", info.GetFailureCause())
+}
+
+// A TaskManager built from another version of the program refuses a
+// vertex whose function or types changed, and one it lacks, clearly.
+func TestWorkerFromAnotherBuild(t *testing.T) {
+	dir := t.TempDir()
+	submitted := counterJob(filepath.Join(dir, "out"), 100, 0, func(n int64) int64 { return n + 1 })
+	for _, tc := range []struct {
+		name   string
+		worker *weir.Job
+		want   string
+	}{
+		{"changed types", func() *weir.Job {
+			// The same vertices, keyed by a string now.
+			j := weir.NewJob("counter")
+			src := weir.FromSource(j, "numbers", weir.Generate(100, func(i int64) int64 { return i }))
+			counted := weir.Process(weir.KeyBy(src, func(i int64) string { return fmt.Sprint(i % 4) }), "count",
+				func() weir.KeyedProcessFunction[string, int64, string] { return nil })
+			weir.SinkTo(counted, "sink", weir.FileSink(dir, func(s string) string { return s }))
+			return j
+		}(), `vertex "count": the job was submitted by a program whose vertex is process(int64 by int64) string, but this TaskManager's program has process(int64 by string) string`},
+		{"no such vertex", func() *weir.Job {
+			j := weir.NewJob("other")
+			weir.SinkTo(weir.FromSource(j, "numbers", weir.Generate(1, func(i int64) int64 { return i })), "sink", weir.Discard[int64]())
+			return j
+		}(), `this TaskManager has no operator "go:count"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, tc.worker)
+			info := c.wait(c.submit(submitted, "--timeout", "10s"), weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_RESTARTING)
+			if !strings.Contains(info.GetFailureCause(), tc.want) {
+				t.Fatalf("failure %q lacks %q", info.GetFailureCause(), tc.want)
+			}
+			t.Logf("refused: %s", info.GetFailureCause())
+		})
+	}
+}
+
+func TestPlanAndBuildErrors(t *testing.T) {
+	job := weir.NewJob("plan", weir.Checkpointing(time.Second), weir.PebbleState(true))
+	src := weir.FromSource(job, "src", weir.Generate(10, func(i int64) int64 { return i }, weir.EventTime(time.Millisecond, 0)),
+		weir.Parallelism(2), weir.Watermarks(200*time.Millisecond, 5*time.Second))
+	evens := weir.Filter(src, "evens", func(i int64) bool { return i%2 == 0 }, weir.Parallelism(2))
+	sums := weir.Reduce(weir.KeyBy(evens, func(i int64) int64 { return i % 3 }), "sums", func(a, b int64) int64 { return a + b })
+	weir.SinkTo(sums, "sink", weir.Discard[int64]())
+	var out, errOut bytes.Buffer
+	if code := weir.Run(job, []string{"plan"}, &out, &errOut); code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		"name: plan",
+		"operator: go:src",
+		"watermarks: {max-out-of-orderness: 200ms, idle-timeout: 5s, interval: 200ms}",
+		"inputs: [{from: evens, partition: hash}]",
+		"weir.signature: reduce(int64) by int64",
+		"backend: pebble",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	bad := weir.NewJob("bad")
+	a := weir.FromSource(bad, "a", weir.Generate(1, func(i int64) int64 { return i }))
+	weir.Map(a, "a", func(i int64) int64 { return i })
+	weir.Map(a, "no spaces", func(i int64) int64 { return i })
+	weir.Map(a, "ptr", func(i int64) *int { return nil })
+	if _, err := bad.Graph(); err == nil ||
+		!strings.Contains(err.Error(), `vertex name "a" is used twice`) ||
+		!strings.Contains(err.Error(), `vertex name "no spaces"`) ||
+		!strings.Contains(err.Error(), "Map ptr: weir: no codec for *int") {
+		t.Fatalf("Graph() = %v, want the three mistakes", err)
+	}
+	if code := weir.Run(bad, []string{"plan"}, &out, &errOut); code != 1 {
+		t.Fatalf("plan of a bad job: exit %d", code)
+	}
+	if code := weir.Run(bad, []string{"launch"}, &out, &errOut); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+// Keying one stream two ways goes through a pass-through vertex.
+func TestKeyByTwice(t *testing.T) {
+	dir := t.TempDir()
+	job := weir.NewJob("twice", weir.Checkpointing(100*time.Millisecond))
+	src := weir.FromSource(job, "src", weir.Generate(1000, func(i int64) int64 { return i }), weir.Parallelism(2))
+	byMod := weir.Reduce(weir.KeyBy(src, func(i int64) int64 { return i % 3 }), "mod3", func(a, b int64) int64 { return a + b }, weir.Parallelism(2))
+	byTen := weir.Reduce(weir.KeyBy(src, func(i int64) bool { return i < 500 }), "half", func(a, b int64) int64 { return a + b }, weir.Parallelism(2))
+	weir.SinkTo(weir.Union(byMod, byTen), "sink", weir.FileSink(dir, func(i int64) string { return strconv.FormatInt(i, 10) }))
+	g, err := job.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range g.GetVertices() {
+		names = append(names, v.GetName())
+	}
+	if !slices.Contains(names, "src.keyBy-1") {
+		t.Fatalf("vertices %v: want the pass-through src.keyBy-1", names)
+	}
+	runJob(t, job)
+	lines, err := check.ReadCommitted(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The final sums of both reduces are among the running sums.
+	var total, half int64
+	for i := range int64(1000) {
+		total += i
+		if i < 500 {
+			half += i
+		}
+	}
+	if len(lines) != 2000 || !slices.Contains(lines, strconv.FormatInt(half, 10)) || !slices.Contains(lines, strconv.FormatInt(total-half, 10)) {
+		t.Fatalf("%d lines (want 2000), sums %d and %d among them?", len(lines), half, total-half)
 	}
 }

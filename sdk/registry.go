@@ -46,7 +46,7 @@ func (r *Registry) Lookup(name string) (Source, Operator, error) {
 	if f, ok := r.operators[name]; ok {
 		return nil, f(), nil
 	}
-	return nil, nil, fmt.Errorf("sdk: unknown operator %q (registered: %v)", name, r.Names())
+	return nil, nil, fmt.Errorf("sdk: this TaskManager has no operator %q (it has %v): its binary was built without it, or from another version of the job's program", name, r.Names())
 }
 
 // Names lists the registered operator names, sorted.

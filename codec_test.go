@@ -1,0 +1,110 @@
+package weir
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+func roundTrip[T any](t *testing.T, vs ...T) {
+	t.Helper()
+	c, err := CodecFor[T]()
+	if err != nil {
+		t.Fatalf("CodecFor[%s]: %v", typeName[T](), err)
+	}
+	for _, v := range vs {
+		b := c.Append([]byte("prefix"), v)
+		got, err := c.Decode(b[len("prefix"):])
+		if err != nil {
+			t.Fatalf("%s: decode %v: %v", typeName[T](), v, err)
+		}
+		equal := reflect.DeepEqual(got, v)
+		if m, ok := any(v).(proto.Message); ok {
+			equal = proto.Equal(m, any(got).(proto.Message))
+		}
+		if !equal {
+			t.Fatalf("%s: %v came back as %v", typeName[T](), v, got)
+		}
+		if again := c.Append(nil, v); string(again) != string(b[len("prefix"):]) {
+			t.Fatalf("%s: %v encodes two ways", typeName[T](), v)
+		}
+	}
+}
+
+type inner struct {
+	Tags []string
+	Raw  []byte
+}
+
+type outer struct {
+	Name  string
+	N     int64
+	U     uint16
+	F     float64
+	OK    bool
+	In    inner
+	List  []inner
+	Fixed [2]int32
+}
+
+func TestCodecsRoundTrip(t *testing.T) {
+	roundTrip(t, "", "word", strings.Repeat("x", 300))
+	roundTrip(t, []byte{}, []byte{0, 1, 2})
+	roundTrip(t, true, false)
+	roundTrip(t, 0, -1, math.MaxInt, math.MinInt)
+	roundTrip[int8](t, -128, 127)
+	roundTrip[int32](t, math.MinInt32, 7)
+	roundTrip[int64](t, math.MinInt64, math.MaxInt64)
+	roundTrip[uint](t, 0, math.MaxUint)
+	roundTrip[uint64](t, math.MaxUint64)
+	roundTrip(t, 0.5, math.Inf(-1), math.MaxFloat64)
+	roundTrip[float32](t, 1.25, -3)
+	roundTrip(t, outer{}, outer{Name: "a", N: -5, U: 9, F: 2.5, OK: true, In: inner{Tags: []string{"x", ""}, Raw: []byte("r")},
+		List: []inner{{Tags: []string{"y"}}}, Fixed: [2]int32{1, -1}})
+	// A protobuf message, encoded deterministically.
+	roundTrip(t, &weirv1.ExecutionAttemptID{JobId: "j", Vertex: "v", SubtaskIndex: 3})
+}
+
+func TestCodecRefusals(t *testing.T) {
+	type private struct{ x int }
+	type withMap struct{ M map[string]int }
+	for name, err := range map[string]error{
+		"unexported field": func() error { _, err := CodecFor[private](); return err }(),
+		"map":              func() error { _, err := CodecFor[withMap](); return err }(),
+		"pointer":          func() error { _, err := CodecFor[*int](); return err }(),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "weir.WithCodec") && !strings.Contains(err.Error(), "no codec") {
+			t.Errorf("%s: CodecFor = %v, want a clear refusal", name, err)
+		}
+	}
+	c, _ := CodecFor[int64]()
+	if _, err := c.Decode([]byte{0x80}); err == nil {
+		t.Error("a truncated varint decoded")
+	}
+	s, _ := CodecFor[outer]()
+	if _, err := s.Decode([]byte{5, 'a'}); err == nil {
+		t.Error("a truncated struct decoded")
+	}
+}
+
+func BenchmarkCodecStruct(b *testing.B) {
+	type rec struct {
+		User   string
+		Amount int64
+		Time   int64
+	}
+	c, _ := CodecFor[rec]()
+	v := rec{User: "user-42", Amount: 17, Time: 1700000000000}
+	var buf []byte
+	for b.Loop() {
+		buf = c.Append(buf[:0], v)
+		if _, err := c.Decode(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
