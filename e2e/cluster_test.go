@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,10 @@ func run(m *testing.M) int {
 		{"build", "-o", filepath.Join(dir, "custom-taskmanager"), "../examples/custom-operator"},
 		// Its event-time example: timers, and a source of partitions.
 		{"build", "-o", filepath.Join(dir, "event-time-taskmanager"), "../examples/event-time"},
+		// Go API programs: each submits its job and serves it.
+		{"build", "-o", filepath.Join(dir, "example-wordcount"), "../examples/wordcount"},
+		{"build", "-o", filepath.Join(dir, "example-inactivity-alert"), "../examples/inactivity-alert"},
+		{"build", "-o", filepath.Join(dir, "example-windowed-totals"), "../examples/windowed-totals"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", b...)
@@ -130,8 +135,13 @@ func (c *cluster) startTaskManager(binary, id string) *process {
 	// A state directory of the test's own: the default one is named after
 	// the ID only, and a TaskManager clears it at start, so tests running
 	// at the same time on this machine would clear each other's.
-	return c.start(binary, append(where, "--rpc-addr", freePort(c.t), "--http-addr", freePort(c.t),
-		"--slots", "2", "--id", id, "--state-dir", filepath.Join(c.dir, "state-"+id))...)
+	args := append(where, "--rpc-addr", freePort(c.t), "--http-addr", freePort(c.t),
+		"--slots", "2", "--id", id, "--state-dir", filepath.Join(c.dir, "state-"+id))
+	if strings.HasPrefix(binary, "example-") {
+		// A Go API program: its taskmanager command.
+		args = append([]string{"taskmanager"}, args...)
+	}
+	return c.start(binary, args...)
 }
 
 // kill sends SIGKILL: the process gets no chance to clean up.

@@ -110,7 +110,7 @@ func (c *cluster) killTaskManagers(id string, tms []*process, kills int) {
 		})
 		i := k % len(tms)
 		c.kill(tms[i])
-		tms[i] = c.startTaskManager("taskmanager", fmt.Sprintf("tm-k%d", k))
+		tms[i] = c.startTaskManager(tms[i].name, fmt.Sprintf("tm-k%d", k))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,13 @@ type window struct {
 	Exchange    exchangeCounters // both TaskManagers' remote channels
 	Checkpoints float64          // completed in the window
 	Failed      float64          // failed in the window
+	// The counted vertex's event time (W1): records it emitted, late
+	// records it dropped, how far its input watermark (the minimum over
+	// its subtasks) advanced, in seconds of event time (NaN while it has
+	// none), and at the window's end the timers pending and how far its
+	// input watermark was behind the job's most advanced watermark (a
+	// source's), in seconds of event time.
+	Out, Late, EventTime, Timers, WatermarkLag float64
 }
 
 func (w window) rate() float64 { return w.Records / w.Elapsed.Seconds() }
@@ -44,6 +52,12 @@ type snapshot struct {
 	completed   float64
 	failed      float64
 	backpressed float64
+	out         float64
+	late        float64
+	timers      float64
+	watermark   float64 // Unix seconds; NaN before the first watermark
+	// lead is the job's most advanced output watermark (a source's).
+	lead float64
 }
 
 func takeSnapshot(ctx context.Context, c *harness.Cluster, job, task string) (snapshot, error) {
@@ -55,6 +69,12 @@ func takeSnapshot(ctx context.Context, c *harness.Cluster, job, task string) (sn
 	s.at = time.Now()
 	s.records = m.Sum("weir_task_records_in_total", map[string]string{"job_id": job, "task_name": task})
 	s.backpressed = m.Sum("weir_task_backpressured_seconds_total", map[string]string{"job_id": job})
+	vertex := map[string]string{"job_id": job, "task_name": task}
+	s.out = m.Sum("weir_task_records_out_total", vertex)
+	s.late = m.Sum("weir_task_late_records_dropped_total", vertex)
+	s.timers = m.Sum("weir_task_timers", vertex)
+	s.watermark = minSample(m, "weir_task_input_watermark_seconds", vertex)
+	s.lead = -minSample(negated(m, "weir_task_output_watermark_seconds"), "weir_task_output_watermark_seconds", map[string]string{"job_id": job})
 	s.exchange = exchangeCounters{
 		Messages: m.Sum("weir_exchange_sent_messages_total", nil),
 		Bytes:    m.Sum("weir_exchange_sent_bytes_total", nil),
@@ -77,6 +97,40 @@ func takeSnapshot(ctx context.Context, c *harness.Cluster, job, task string) (sn
 	return s, nil
 }
 
+// minSample is the least value of the samples named name whose labels
+// include every pair in match; NaN when there is none.
+func minSample(m harness.Metrics, name string, match map[string]string) float64 {
+	v := math.NaN()
+next:
+	for _, s := range m {
+		if s.Name != name {
+			continue
+		}
+		for k, want := range match {
+			if s.Labels[k] != want {
+				continue next
+			}
+		}
+		if math.IsNaN(v) || s.Value < v {
+			v = s.Value
+		}
+	}
+	return v
+}
+
+// negated is m's samples named name with their values negated, for the
+// maximum through minSample.
+func negated(m harness.Metrics, name string) harness.Metrics {
+	var out harness.Metrics
+	for _, s := range m {
+		if s.Name == name {
+			s.Value = -s.Value
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // sampleWindows measures n consecutive windows of length d.
 func sampleWindows(e *Env, c *harness.Cluster, job, task string, n int, d time.Duration) ([]window, error) {
 	prev, err := takeSnapshot(e.Ctx, c, job, task)
@@ -97,6 +151,7 @@ func sampleWindows(e *Env, c *harness.Cluster, job, task string, n int, d time.D
 		out = append(out, window{
 			Records: cur.records - prev.records, Elapsed: cur.at.Sub(prev.at), CPU: cur.cpu - prev.cpu,
 			Net: cur.net.Sub(prev.net), Exchange: cur.exchange.sub(prev.exchange), Checkpoints: cur.completed - prev.completed, Failed: cur.failed - prev.failed,
+			Out: cur.out - prev.out, Late: cur.late - prev.late, EventTime: cur.watermark - prev.watermark, Timers: cur.timers, WatermarkLag: cur.lead - cur.watermark,
 		})
 		prev = cur
 	}
