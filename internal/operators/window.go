@@ -37,9 +37,11 @@ type Window struct {
 
 	ctx    sdk.Context
 	timers sdk.TimerService
-	// panes (tumbling, sliding) and sessions are keyed map state keyed by
-	// window.TimeKey of the pane or session start.
-	panes, sessions sdk.MapState
+	// panes (tumbling, sliding) is keyed map state keyed by
+	// window.TimeKey of the pane start; sessions keyed state holding a
+	// key's sessions.
+	panes    sdk.MapState
+	sessions sdk.ValueState
 	buf             []byte
 }
 
@@ -121,7 +123,7 @@ func (w *Window) Open(ctx sdk.Context) error {
 	}
 	w.ctx, w.timers = ctx, ctx.TimerService()
 	if w.Spec.Kind == window.Session {
-		w.sessions = ctx.MapState("sessions")
+		w.sessions = ctx.ValueState("sessions")
 	} else {
 		w.panes = ctx.MapState("panes")
 	}
@@ -212,7 +214,8 @@ func (w *Window) OnTimer(t sdk.Timer, out sdk.Collector) error {
 		return w.onSessionTimer(t, out)
 	}
 	if bytes.Equal(t.Namespace, cleanupNS) {
-		return w.dropPanes(t.Timestamp - w.Spec.Lateness + 1)
+		w.dropPanes(t.Timestamp - w.Spec.Lateness + 1)
+		return nil
 	}
 	end := t.Timestamp + 1
 	if err := w.firePanes(t.Key, end, out); err != nil {
@@ -220,44 +223,38 @@ func (w *Window) OnTimer(t sdk.Timer, out sdk.Collector) error {
 	}
 	if w.Spec.Lateness > 0 {
 		w.register(cleanupNS, t.Timestamp+w.Spec.Lateness)
-	} else if err := w.dropPanes(end); err != nil {
-		return err
+	} else {
+		w.dropPanes(end)
 	}
-	// The next window with data: the first pane that a window ending after
-	// this one still holds.
-	for k := range w.panes.All() {
-		p, err := window.ParseTimeKey(k)
-		if err != nil {
-			return fmt.Errorf("window: state of key %q: %w", t.Key, err)
-		}
-		if w.Spec.LastEnd(p) > end {
-			w.register(nil, window.MaxTimestamp(max(end+w.Spec.Slide, w.Spec.FirstEnd(p))))
-			break
+	// The next window, if it has data: the panes in [end, end+slide) got
+	// it a timer with their first record; the ones this window shares
+	// with it did not.
+	if w.Spec.Slide < w.Spec.Size {
+		for p := end + w.Spec.Slide - w.Spec.Size; p < end; p += w.Spec.Pane() {
+			if w.panes.Contains(window.TimeKey(w.buf[:0], p)) {
+				w.register(nil, window.MaxTimestamp(end+w.Spec.Slide))
+				break
+			}
 		}
 	}
 	return nil
 }
 
 // firePanes emits the result of key's window ending at end, merged from
-// its panes.
+// its panes, each looked up by its start: no scan of the key's state.
 func (w *Window) firePanes(key []byte, end int64, out sdk.Collector) error {
-	start := end - w.Spec.Size
 	var acc []byte
-	for k, b := range w.panes.All() {
-		p, err := window.ParseTimeKey(k)
-		if err != nil {
-			return fmt.Errorf("window: state of key %q: %w", key, err)
-		}
-		if p >= end {
-			break
-		}
-		if p < start {
+	for p := end - w.Spec.Size; p < end; p += w.Spec.Pane() {
+		w.buf = window.TimeKey(w.buf[:0], p)
+		b, ok := w.panes.Get(w.buf)
+		if !ok {
 			continue
 		}
 		if acc == nil {
 			acc = b
 			continue
 		}
+		var err error
 		if acc, err = w.Agg.Merge(acc, b); err != nil {
 			return fmt.Errorf("window: state of key %q: %w", key, err)
 		}
@@ -265,26 +262,18 @@ func (w *Window) firePanes(key []byte, end int64, out sdk.Collector) error {
 	if acc == nil {
 		return nil
 	}
-	return w.emit(key, start, end, acc, out)
+	return w.emit(key, end-w.Spec.Size, end, acc, out)
 }
 
-// dropPanes removes the panes no window ending after end holds.
-func (w *Window) dropPanes(end int64) error {
-	var drop [][]byte
-	for k := range w.panes.All() {
-		p, err := window.ParseTimeKey(k)
-		if err != nil {
-			return err
-		}
-		if w.Spec.LastEnd(p) > end {
-			break
-		}
-		drop = append(drop, k)
+// dropPanes removes the panes that no window ending after end holds.
+// Windows fire (and are cleaned) in order, so only the ones the window
+// ending at end was the last to hold are left of them: [end−size,
+// end−size+slide).
+func (w *Window) dropPanes(end int64) {
+	for p := end - w.Spec.Size; p < end-w.Spec.Size+w.Spec.Slide; p += w.Spec.Pane() {
+		w.buf = window.TimeKey(w.buf[:0], p)
+		w.panes.Remove(w.buf)
 	}
-	for _, k := range drop {
-		w.panes.Remove(k)
-	}
-	return nil
 }
 
 // session is one session window of a key as kept in state.
@@ -293,34 +282,50 @@ type session struct {
 	acc        []byte
 }
 
+// readSessions decodes the key's sessions: one value holding them all, as
+// a key has few open at once, so a record costs one read and one write.
 func (w *Window) readSessions(key []byte) ([]session, error) {
+	b, ok := w.sessions.Value()
+	if !ok {
+		return nil, nil
+	}
 	var ss []session
-	for k, b := range w.sessions.All() {
-		start, err := window.ParseTimeKey(k)
-		if err != nil {
-			return nil, fmt.Errorf("window: state of key %q: %w", key, err)
+	for len(b) > 0 {
+		start, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, fmt.Errorf("window: state of key %q: corrupt session", key)
 		}
+		b = b[n:]
 		end, n := binary.Varint(b)
 		if n <= 0 {
 			return nil, fmt.Errorf("window: state of key %q: corrupt session", key)
 		}
-		ss = append(ss, session{start: start, end: end, acc: b[n:]})
+		b = b[n:]
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return nil, fmt.Errorf("window: state of key %q: corrupt session", key)
+		}
+		ss = append(ss, session{start: start, end: end, acc: b[n : n+int(l) : n+int(l)]})
+		b = b[n+int(l):]
 	}
 	return ss, nil
 }
 
-func (w *Window) putSession(s session) {
-	w.buf = window.TimeKey(w.buf[:0], s.start)
-	v := binary.AppendVarint(w.buf[8:8], s.end)
-	v = append(v, s.acc...)
-	w.sessions.Put(w.buf[:8], v)
-}
-
-func (w *Window) removeSession(s session) {
-	w.buf = window.TimeKey(w.buf[:0], s.start)
-	w.sessions.Remove(w.buf)
-	w.deleteTimer(nil, window.MaxTimestamp(s.end))
-	w.deleteTimer(cleanupNS, window.MaxTimestamp(s.end)+w.Spec.Lateness)
+// writeSessions stores the key's sessions, or clears them when none is
+// left.
+func (w *Window) writeSessions(ss []session) {
+	if len(ss) == 0 {
+		w.sessions.Clear()
+		return
+	}
+	w.buf = w.buf[:0]
+	for _, s := range ss {
+		w.buf = binary.AppendVarint(w.buf, s.start)
+		w.buf = binary.AppendVarint(w.buf, s.end)
+		w.buf = binary.AppendUvarint(w.buf, uint64(len(s.acc)))
+		w.buf = append(w.buf, s.acc...)
+	}
+	w.sessions.Update(w.buf)
 }
 
 // addToSession merges the record's window [ts, ts+gap) with every session
@@ -335,6 +340,7 @@ func (w *Window) addToSession(r sdk.Record, ts int64, out sdk.Collector) error {
 	if merged.acc, err = w.Agg.Add(nil, r); err != nil {
 		return fmt.Errorf("window: key %q: %w", r.Key, err)
 	}
+	kept := ss[:0:0]
 	var absorbed []session
 	for _, s := range ss {
 		if s.start <= merged.end && s.end >= merged.start {
@@ -343,18 +349,22 @@ func (w *Window) addToSession(r sdk.Record, ts int64, out sdk.Collector) error {
 				return fmt.Errorf("window: state of key %q: %w", r.Key, err)
 			}
 			absorbed = append(absorbed, s)
+			continue
 		}
+		kept = append(kept, s)
 	}
 	if w.cleaned(merged.end, wm) {
 		w.ctx.EmitLate(r)
 		return nil
 	}
-	for _, s := range absorbed {
-		w.removeSession(s)
-	}
-	w.putSession(merged)
+	w.writeSessions(append(kept, merged))
 	if window.MaxTimestamp(merged.end) > wm {
-		w.register(nil, window.MaxTimestamp(merged.end))
+		// A session's timer is armed once, at its first end: when it fires
+		// short of the session's end (records extended it), it moves on
+		// to the end (onSessionTimer). A record costs no timer work.
+		if len(absorbed) == 0 {
+			w.register(nil, window.MaxTimestamp(merged.end))
+		}
 		return nil
 	}
 	// Late but within the allowed lateness: the session fires again now.
@@ -372,7 +382,12 @@ func (w *Window) onSessionTimer(t sdk.Timer, out sdk.Collector) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range ss {
+	for i, s := range ss {
+		if !cleanup && s.start <= t.Timestamp && t.Timestamp < window.MaxTimestamp(s.end) {
+			// Armed at an end the session has grown past.
+			w.register(nil, window.MaxTimestamp(s.end))
+			return nil
+		}
 		if s.end != end {
 			continue
 		}
@@ -385,8 +400,7 @@ func (w *Window) onSessionTimer(t sdk.Timer, out sdk.Collector) error {
 				return nil
 			}
 		}
-		w.buf = window.TimeKey(w.buf[:0], s.start)
-		w.sessions.Remove(w.buf)
+		w.writeSessions(append(ss[:i:i], ss[i+1:]...))
 		return nil
 	}
 	return nil

@@ -10,17 +10,16 @@ import (
 
 // W1's stream: B5's source (1024 keys, full speed, p=2) with event time:
 // record i is stamped i ms (step 1 ms), so a key has a record about every
-// 1024 ms of event time, and a 1 s tumbling window holds about one record
-// per key: the window operator fires about once per record, its worst
-// case. Event time runs as fast as records go, tens to hundreds of
-// seconds of event time per second, so the watermark interval is short.
-// Even so the window's input watermark (the minimum of the two source
-// subtasks') trails the records it processes by tens of seconds of event
-// time: the source subtasks drift apart by as many records as the
-// exchange's buffers hold (~20 k, 2 ms of event time each), so every key
-// has tens of windows open rather than one or two. The JSON has that lag
-// and the timers pending per key, which the window operator's cost
-// follows (see BenchmarkWindow* in internal/operators, lag=30s).
+// 1024 ms of event time. Windows are sized for tens of records per key:
+// tumbling 60 s (~58 records per key and window), sliding 600 s every
+// 60 s (size/slide = 10: a record is in 10 windows, folded into one
+// pane), and sessions that close every ~25 records. Event time runs as
+// fast as records go, hundreds of seconds of event time per second, so the
+// watermark interval is short. Even so the window's input watermark (the
+// minimum of the two source subtasks') trails the records it processes:
+// the source subtasks drift apart by as many records as the exchange's
+// buffers hold (~20 k, tens of seconds of event time), so every key has a
+// few windows open. The JSON has that lag and the timers pending per key.
 const (
 	w1Keys              = 1024
 	w1WatermarkInterval = "10ms"
@@ -50,8 +49,8 @@ type w1Job struct {
 // nothing is late.
 var w1Jobs = []w1Job{
 	{"keyed-sum", "keyed-sum (B5's job), baseline", "keyed-sum", "", ""},
-	{"tumbling", "tumbling 1 s", "window", "{type: tumbling, size: 1s, aggregate: sum}", "0ms"},
-	{"sliding", "sliding 10 s / 1 s", "window", "{type: sliding, size: 10s, slide: 1s, aggregate: sum}", "0ms"},
+	{"tumbling", "tumbling 60 s", "window", "{type: tumbling, size: 60s, aggregate: sum}", "0ms"},
+	{"sliding", "sliding 600 s / 60 s", "window", "{type: sliding, size: 600s, slide: 60s, aggregate: sum}", "0ms"},
 	{"session", "session, gap 1100 ms", "window", "{type: session, gap: 1100ms, aggregate: sum}", "101ms"},
 }
 
@@ -204,6 +203,6 @@ func runW1(e *Env, b *Bench) error {
 		}
 	}
 	b.Note("per core = records into the op vertex (keyed-sum or window) ÷ CPU time of the JobManager and both TaskManagers in the same 1 s window (%d windows × %d rounds, after %s of warm-up), as B5; the keyed-sum baseline is B5's job on the same backend, without event time", windows, rounds, warm)
-	b.Note("stream: %d keys, record i at i ms, watermarks every %s with max-out-of-orderness 0, so a key has ~1 record per second of event time: ~1 record per key and 1 s tumbling window (a timer and an output record per input record: firing-bound), ~10 per sliding window; session: jitter 101 ms makes a key's records 1020 ms apart and 1122 ms once in ~25.5, so with gap 1100 ms each record merges into its key's session and a session closes every ~25 records (see w1.go); windows emitted = records out of the window vertex (weir_task_records_out_total); in the JSON, watermark_lag_event_time_s is the sources' most advanced watermark minus the window's input watermark and timers_pending_per_key ≈ open windows per key", w1Keys, w1WatermarkInterval)
+	b.Note("stream: %d keys, record i at i ms, watermarks every %s with max-out-of-orderness 0, so a key has ~1 record per second of event time: ~58 records per key and 60 s tumbling window, a record in 10 sliding windows of 600 s (one pane of 60 s); session: jitter 101 ms makes a key's records 1020 ms apart and 1122 ms once in ~25.5, so with gap 1100 ms each record merges into its key's session and a session closes every ~25 records (see w1.go); windows emitted = records out of the window vertex (weir_task_records_out_total); in the JSON, watermark_lag_event_time_s is the sources' most advanced watermark minus the window's input watermark and timers_pending_per_key ≈ open windows per key", w1Keys, w1WatermarkInterval)
 	return nil
 }
