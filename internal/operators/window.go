@@ -42,7 +42,7 @@ type Window struct {
 	// key's sessions.
 	panes    sdk.MapState
 	sessions sdk.ValueState
-	buf             []byte
+	buf      []byte
 }
 
 // Aggregator is what a window computes. Accumulators are bytes kept in
