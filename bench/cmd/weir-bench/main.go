@@ -1,4 +1,4 @@
-// Command weir-bench runs Weir's benchmark suite (issue 9): it measures
+// Command weir-bench runs Weir's benchmark suite: it measures
 // this machine's floors, then each benchmark on real daemons (separate
 // processes on loopback), prints one table and writes it as JSON.
 //

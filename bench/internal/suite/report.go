@@ -1,4 +1,4 @@
-// Package suite holds the benchmarks of issue 9 and the report they fill:
+// Package suite holds the benchmark suite and the report it fills:
 // one table on stdout and the same as JSON (bench/results/latest.json,
 // schema in bench/README.md).
 package suite
@@ -245,7 +245,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "goals (from issue 9):")
+	fmt.Fprintln(w, "goals:")
 	for _, b := range r.Benchmarks {
 		for _, g := range b.Goals {
 			mark := "MISSED"
