@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -202,10 +203,10 @@ func TestWindowAggregate(t *testing.T) {
 	byUser := weir.KeyBy(evs, func(e event) string { return e.User })
 	type acc struct{ Sum, N int64 }
 	sums := weir.Aggregate(weir.Window(byUser, weir.Tumbling(100*time.Millisecond)), "sums", weir.AggregateFuncs[event, acc, acc]{
-		Create:    func() acc { return acc{} },
-		AddFunc:   func(a acc, e event) acc { return acc{a.Sum + e.Amount, a.N + 1} },
-		MergeFunc: func(a, b acc) acc { return acc{a.Sum + b.Sum, a.N + b.N} },
-		ResultFun: func(a acc) acc { return a },
+		CreateFn: func() acc { return acc{} },
+		AddFn:    func(a acc, e event) acc { return acc{a.Sum + e.Amount, a.N + 1} },
+		MergeFn:  func(a, b acc) acc { return acc{a.Sum + b.Sum, a.N + b.N} },
+		ResultFn: func(a acc) acc { return a },
 	}, weir.Parallelism(2))
 	weir.SinkTo(sums, "sums-sink", weir.FileSink(filepath.Join(dir, "sums"), func(w weir.Windowed[string, acc]) string {
 		return fmt.Sprintf("%s,%d,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Sum, w.Value.N)
@@ -540,5 +541,20 @@ func TestKeyByTwice(t *testing.T) {
 	}
 	if len(lines) != 2000 || !slices.Contains(lines, strconv.FormatInt(half, 10)) || !slices.Contains(lines, strconv.FormatInt(total-half, 10)) {
 		t.Fatalf("%d lines (want 2000), sums %d and %d among them?", len(lines), half, total-half)
+	}
+}
+
+// The README's program is examples/page-views, word for word.
+func TestReadmeProgram(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := os.ReadFile(filepath.Join("examples", "page-views", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```go\n"+string(prog)+"```") {
+		t.Fatal("README's \"Write a job in Go\" program differs from examples/page-views/main.go")
 	}
 }

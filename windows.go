@@ -97,16 +97,16 @@ type AggregateFunction[T, A, R any] interface {
 
 // AggregateFuncs is an AggregateFunction made of functions.
 type AggregateFuncs[T, A, R any] struct {
-	Create    func() A
-	AddFunc   func(acc A, v T) A
-	MergeFunc func(a, b A) A
-	ResultFun func(acc A) R
+	CreateFn func() A
+	AddFn    func(acc A, v T) A
+	MergeFn  func(a, b A) A
+	ResultFn func(acc A) R
 }
 
-func (f AggregateFuncs[T, A, R]) CreateAccumulator() A { return f.Create() }
-func (f AggregateFuncs[T, A, R]) Add(acc A, v T) A     { return f.AddFunc(acc, v) }
-func (f AggregateFuncs[T, A, R]) Merge(a, b A) A       { return f.MergeFunc(a, b) }
-func (f AggregateFuncs[T, A, R]) Result(acc A) R       { return f.ResultFun(acc) }
+func (f AggregateFuncs[T, A, R]) CreateAccumulator() A { return f.CreateFn() }
+func (f AggregateFuncs[T, A, R]) Add(acc A, v T) A     { return f.AddFn(acc, v) }
+func (f AggregateFuncs[T, A, R]) Merge(a, b A) A       { return f.MergeFn(a, b) }
+func (f AggregateFuncs[T, A, R]) Result(acc A) R       { return f.ResultFn(acc) }
 
 // Aggregate computes agg over each window of each key, and emits one
 // Windowed result per window when it fires (at its last millisecond).

@@ -46,10 +46,10 @@ func main() {
 		weir.Parallelism(2), weir.Watermarks(50*time.Millisecond, 0))
 	byAccount := weir.KeyBy(payments, func(p Payment) string { return p.Account })
 	totals := weir.Aggregate(weir.Window(byAccount, weir.Tumbling(time.Second)), "totals", weir.AggregateFuncs[Payment, Total, Total]{
-		Create:    func() Total { return Total{} },
-		AddFunc:   func(t Total, p Payment) Total { return Total{t.Cents + p.Cents, t.Payments + 1} },
-		MergeFunc: func(a, b Total) Total { return Total{a.Cents + b.Cents, a.Payments + b.Payments} },
-		ResultFun: func(t Total) Total { return t },
+		CreateFn: func() Total { return Total{} },
+		AddFn:    func(t Total, p Payment) Total { return Total{t.Cents + p.Cents, t.Payments + 1} },
+		MergeFn:  func(a, b Total) Total { return Total{a.Cents + b.Cents, a.Payments + b.Payments} },
+		ResultFn: func(t Total) Total { return t },
 	}, weir.Parallelism(2))
 	weir.SinkTo(totals, "sink", weir.FileSink(out, func(w weir.Windowed[string, Total]) string {
 		return fmt.Sprintf("%s,%d,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Cents, w.Value.Payments)
