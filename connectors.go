@@ -48,42 +48,57 @@ func (s *sourceOp) SnapshotState(id int64) error {
 }
 
 // GenerateOption tunes Generate.
-type GenerateOption func(map[string]any)
+type GenerateOption func(*generateConfig)
+
+type generateConfig struct {
+	cfg map[string]any
+	ts  func(i int64) int64
+}
 
 // Rate limits each subtask to perSecond records (0: as fast as it can).
 func Rate(perSecond float64) GenerateOption {
-	return func(c map[string]any) { c["rate"] = perSecond }
+	return func(c *generateConfig) { c.cfg["rate"] = perSecond }
 }
 
 // EventTime stamps record i with i*step − (i mod (jitter/step + 1))*step
 // ms: time advances step per record, and a record comes at most jitter
 // behind the newest.
 func EventTime(step, jitter time.Duration) GenerateOption {
-	return func(c map[string]any) {
-		c["event-time"] = map[string]any{"step": step.String(), "jitter": jitter.String()}
+	return func(c *generateConfig) {
+		c.cfg["event-time"] = map[string]any{"step": step.String(), "jitter": jitter.String()}
 	}
+}
+
+// Timestamps stamps record i with ts(i) (Unix ms of event time).
+func Timestamps(ts func(i int64) int64) GenerateOption {
+	return func(c *generateConfig) { c.ts = ts }
 }
 
 // Generate is a source of f(i) for i in [0, count) (count 0: unbounded),
 // split across the subtasks like sequence-source, its position in every
 // checkpoint: a restored job resumes exactly where the checkpoint was.
 func Generate[T any](count int64, f func(i int64) T, opts ...GenerateOption) Source[T] {
-	cfg := map[string]any{"count": float64(count)}
+	c := generateConfig{cfg: map[string]any{"count": float64(count)}}
 	for _, o := range opts {
-		o(cfg)
+		o(&c)
 	}
-	return generator[T]{cfg: cfg, f: f}
+	return generator[T]{c: c, f: f}
 }
 
 type generator[T any] struct {
-	cfg map[string]any
-	f   func(int64) T
+	c generateConfig
+	f func(int64) T
 }
 
 func (g generator[T]) source(out *output[T]) (string, map[string]any, func() sdk.Source) {
-	return fmt.Sprintf("generate() %s", typeName[T]()), g.cfg, func() sdk.Source {
+	return fmt.Sprintf("generate() %s", typeName[T]()), g.c.cfg, func() sdk.Source {
 		e := &emitter[T]{out: out}
-		return &operators.SequenceSource{Make: func(i, ts int64) sdk.Record { return e.record(g.f(i), ts) }}
+		return &operators.SequenceSource{Make: func(i, ts int64) sdk.Record {
+			if g.c.ts != nil {
+				ts = g.c.ts(i)
+			}
+			return e.record(g.f(i), ts)
+		}}
 	}
 }
 

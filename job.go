@@ -139,9 +139,22 @@ func Parallelism(n int) VertexOption { return func(v *vertex) { v.parallelism = 
 // holding the watermark back.
 func Watermarks(maxOutOfOrderness, idleTimeout time.Duration) VertexOption {
 	return func(v *vertex) {
-		v.watermarks = &weirv1.WatermarkStrategy{
-			MaxOutOfOrderness: durationpb.New(maxOutOfOrderness), IdleTimeout: durationpb.New(idleTimeout),
+		if v.watermarks == nil {
+			v.watermarks = &weirv1.WatermarkStrategy{}
 		}
+		v.watermarks.MaxOutOfOrderness = durationpb.New(maxOutOfOrderness)
+		v.watermarks.IdleTimeout = durationpb.New(idleTimeout)
+	}
+}
+
+// WatermarkInterval is how often a source with Watermarks emits its
+// watermark (default 200 ms).
+func WatermarkInterval(d time.Duration) VertexOption {
+	return func(v *vertex) {
+		if v.watermarks == nil {
+			v.watermarks = &weirv1.WatermarkStrategy{}
+		}
+		v.watermarks.Interval = durationpb.New(d)
 	}
 }
 

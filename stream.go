@@ -19,6 +19,9 @@ type Stream[T any] struct {
 type upstream[T any] struct {
 	v   *vertex
 	out *output[T]
+	// side names the vertex's side output the stream is; "" for its main
+	// output.
+	side string
 }
 
 // output encodes a vertex's records: the value with the stream's codec,
@@ -44,13 +47,18 @@ func newStream[T any](j *Job, v *vertex, c Codec[T]) *Stream[T] {
 func (s *Stream[T]) edges(p weirv1.Partitioner) []*weirv1.JobEdge {
 	var out []*weirv1.JobEdge
 	for _, u := range s.ups {
-		out = append(out, &weirv1.JobEdge{Source: u.v.name, Partitioner: p})
+		out = append(out, &weirv1.JobEdge{Source: u.v.name, Partitioner: p, Output: u.side})
 	}
 	return out
 }
 
 // codec is the stream's value codec (every upstream has the same).
-func (s *Stream[T]) codec() Codec[T] { return s.ups[0].out.codec }
+func (s *Stream[T]) codec() Codec[T] {
+	if len(s.ups) == 0 {
+		return nil // a stream the job's errors left empty; Graph reports them
+	}
+	return s.ups[0].out.codec
+}
 
 // arena hands out the bytes of encoded records from shared chunks: one
 // allocation per chunk, not per record. Bytes handed out are never written
@@ -92,7 +100,9 @@ func (e *emitter[T]) record(v T, ts int64) sdk.Record {
 func KeyBy[T any, K comparable](s *Stream[T], f func(T) K) *KeyedStream[T, K] {
 	kc := mustCodec[K](s.job, "KeyBy")
 	for _, u := range s.ups {
-		if u.v.keyed {
+		// A side output's records are the vertex's input records, keyed
+		// as they came: a new key needs a vertex of its own.
+		if u.v.keyed || u.side != "" {
 			n := 1
 			for s.job.byName[fmt.Sprintf("%s.keyBy-%d", u.v.name, n)] != nil {
 				n++

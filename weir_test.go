@@ -558,3 +558,173 @@ func TestReadmeProgram(t *testing.T) {
 		t.Fatal("README's \"Write a job in Go\" program differs from examples/page-views/main.go")
 	}
 }
+
+type order struct {
+	ID   int64
+	Item string
+}
+
+type payment struct {
+	Order int64
+	Cents int64
+}
+
+// Two keyed streams joined by interval and by window, compared with the
+// pairs a nested loop finds.
+func TestJoins(t *testing.T) {
+	const n = 1500
+	dir := t.TempDir()
+	job := weir.NewJob("joins", weir.Checkpointing(100*time.Millisecond))
+	orders := weir.FromSource(job, "orders", weir.Generate(n, func(i int64) order { return order{ID: i % 300, Item: fmt.Sprintf("item-%d", i)} },
+		weir.Rate(20000), weir.EventTime(2*time.Millisecond, 0)), weir.Parallelism(2), weir.Watermarks(5*time.Millisecond, 0))
+	payments := weir.FromSource(job, "payments", weir.Generate(n, func(i int64) payment { return payment{Order: (i * 7) % 300, Cents: i} },
+		weir.Rate(20000), weir.EventTime(2*time.Millisecond, 0)), weir.Parallelism(2), weir.Watermarks(5*time.Millisecond, 0))
+	byOrder := weir.KeyBy(orders, func(o order) int64 { return o.ID })
+	byPaid := weir.KeyBy(payments, func(p payment) int64 { return p.Order })
+	pair := func(k int64, o order, p payment) string { return fmt.Sprintf("%d,%s,%d", k, o.Item, p.Cents) }
+	near := weir.IntervalJoin(byOrder, byPaid, "near", -100*time.Millisecond, 300*time.Millisecond, pair, weir.Parallelism(2))
+	same := weir.WindowJoin(byOrder, byPaid, "same-second", time.Second, pair, weir.Parallelism(2))
+	id := func(s string) string { return s }
+	weir.SinkTo(near, "near-sink", weir.FileSink(filepath.Join(dir, "near"), id))
+	weir.SinkTo(same, "same-sink", weir.FileSink(filepath.Join(dir, "same"), id))
+	runJob(t, job)
+
+	var wantNear, wantSame []string
+	for i := range int64(n) {
+		o, ots := order{ID: i % 300, Item: fmt.Sprintf("item-%d", i)}, i*2
+		for k := range int64(n) {
+			p, pts := payment{Order: (k * 7) % 300, Cents: k}, k*2
+			if p.Order != o.ID {
+				continue
+			}
+			if ots-100 <= pts && pts <= ots+300 {
+				wantNear = append(wantNear, pair(o.ID, o, p))
+			}
+			if ots/1000 == pts/1000 {
+				wantSame = append(wantSame, pair(o.ID, o, p))
+			}
+		}
+	}
+	for name, want := range map[string][]string{"near": wantNear, "same": wantSame} {
+		got, err := check.ReadCommitted(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: %d pairs, want %d", name, len(got), len(want))
+		}
+		t.Logf("%s: %d pairs", name, len(got))
+	}
+}
+
+// Records later than the watermark allows reach LateData; the windows and
+// the late records together hold every record once.
+func TestLateData(t *testing.T) {
+	const n = 600
+	dir := t.TempDir()
+	job := weir.NewJob("late", weir.Checkpointing(100*time.Millisecond))
+	// Every 50th record is stamped half a second back: late.
+	ts := func(i int64) int64 {
+		if i%50 == 49 {
+			return i*10 - 500
+		}
+		return i * 10
+	}
+	src := weir.FromSource(job, "src", weir.Generate(n, func(i int64) int64 { return i }, weir.Rate(500), weir.Timestamps(ts)),
+		weir.Watermarks(20*time.Millisecond, 0), weir.WatermarkInterval(5*time.Millisecond))
+	windows := weir.Window(weir.KeyBy(src, func(i int64) int64 { return i % 3 }), weir.Tumbling(100*time.Millisecond))
+	counts := weir.Aggregate(windows, "counts", weir.AggregateFuncs[int64, int64, int64]{
+		CreateFn: func() int64 { return 0 },
+		AddFn:    func(n, _ int64) int64 { return n + 1 },
+		MergeFn:  func(a, b int64) int64 { return a + b },
+		ResultFn: func(n int64) int64 { return n },
+	})
+	weir.SinkTo(counts, "counts-sink", weir.FileSink(filepath.Join(dir, "counts"), func(w weir.Windowed[int64, int64]) string {
+		return strconv.FormatInt(w.Value, 10)
+	}))
+	late := weir.Map(weir.LateData(windows), "late-label", func(i int64) string { return fmt.Sprintf("late %d", i) })
+	weir.SinkTo(late, "late-sink", weir.FileSink(filepath.Join(dir, "late"), func(s string) string { return s }))
+	runJob(t, job)
+	counted := int64(0)
+	lines, err := check.ReadCommitted(filepath.Join(dir, "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		c, _ := strconv.ParseInt(l, 10, 64)
+		counted += c
+	}
+	lateLines, err := check.ReadCommitted(filepath.Join(dir, "late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lateLines) == 0 || counted+int64(len(lateLines)) != n {
+		t.Fatalf("%d in windows + %d late, want %d with some late", counted, len(lateLines), n)
+	}
+	for _, l := range lateLines {
+		i, _ := strconv.ParseInt(strings.TrimPrefix(l, "late "), 10, 64)
+		if i%50 != 49 {
+			t.Fatalf("record %d late, but it was on time", i)
+		}
+	}
+	t.Logf("%d records in windows, %d late", counted, len(lateLines))
+}
+
+// Map and list state keep per key what a process function puts in them.
+type distinct struct {
+	seen  *weir.MapState[int64, bool]
+	order *weir.ListState[int64]
+}
+
+// ProcessElement emits a key's last digits once it saw all ten.
+func (d *distinct) ProcessElement(ctx *weir.Context[int64, string], v int64) error {
+	if _, ok := d.seen.Get(ctx, v%10); ok {
+		return nil
+	}
+	d.seen.Put(ctx, v%10, true)
+	d.order.Add(ctx, v%10)
+	if got := d.order.Get(ctx); len(got) == 10 {
+		n := 0
+		d.seen.All(ctx, func(int64, bool) bool { n++; return true })
+		slices.Sort(got)
+		ctx.Emit(fmt.Sprintf("%d:%v:%d", ctx.Key(), got, n))
+		d.seen.Clear(ctx)
+		d.order.Clear(ctx)
+	}
+	return nil
+}
+
+func TestMapAndListState(t *testing.T) {
+	dir := t.TempDir()
+	job := weir.NewJob("distinct", weir.Checkpointing(50*time.Millisecond))
+	src := weir.FromSource(job, "src", weir.Generate(600, func(i int64) int64 { return i }, weir.Rate(5000)))
+	evens := weir.Filter(src, "evens", func(i int64) bool { return i%2 == 0 })
+	odds := weir.Filter(src, "odds", func(i int64) bool { return i%2 == 1 })
+	out := weir.Process(weir.KeyBy(weir.Union(evens, odds), func(i int64) int64 { return i % 3 }), "distinct",
+		func() weir.KeyedProcessFunction[int64, int64, string] {
+			return &distinct{seen: weir.NewMapState[int64, bool]("seen"), order: weir.NewListState[int64]("order")}
+		})
+	weir.SinkTo(out, "sink", weir.FileSink(dir, func(s string) string { return s }))
+	runJob(t, job)
+	lines, err := check.ReadCommitted(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each key gets 200 values, whose last digits come round every 30
+	// values whatever the order: at least six complete sets per key.
+	perKey := map[string]int{}
+	for _, l := range lines {
+		k, rest, _ := strings.Cut(l, ":")
+		if rest != "[0 1 2 3 4 5 6 7 8 9]:10" {
+			t.Fatalf("emitted %q", l)
+		}
+		perKey[k]++
+	}
+	for _, k := range []string{"0", "1", "2"} {
+		if perKey[k] < 6 {
+			t.Fatalf("key %s: %d complete sets, want at least 6 (%v)", k, perKey[k], lines)
+		}
+	}
+}

@@ -68,6 +68,8 @@ func (a WindowAssigner) AllowedLateness(d time.Duration) WindowAssigner {
 type WindowedStream[T any, K comparable] struct {
 	ks       *KeyedStream[T, K]
 	assigner WindowAssigner
+	// v is the vertex Aggregate made of it.
+	v *vertex
 }
 
 // Window cuts a keyed stream into windows (Flink's window()).
@@ -120,11 +122,25 @@ func Aggregate[T any, K comparable, A, R any](ws *WindowedStream[T, K], name str
 		name:      name,
 		signature: fmt.Sprintf("aggregate(%s by %s, %s) %s", typeName[T](), typeName[K](), typeName[A](), typeName[R]()),
 	}, opts, s.edges(weirv1.Partitioner_PARTITIONER_HASH)...)
+	ws.v = v
 	v.newOp = func() sdk.Operator {
 		a := &typedAggregator[T, K, A, R]{in: in, kc: kc, ac: ac, agg: agg, emit: emitter[Windowed[K, R]]{out: res}}
 		return &windowOp{base: base{name, v.signature}, accType: typeName[A](), w: &operators.Window{Spec: spec, Agg: a}}
 	}
 	return &Stream[Windowed[K, R]]{job: s.job, ups: []upstream[Windowed[K, R]]{{v: v, out: res}}}
+}
+
+// LateData is the records that came too late for the windows of ws (more
+// than the allowed lateness behind the watermark), which are dropped and
+// counted otherwise: the window vertex's side output "late". Call it after
+// Aggregate or ReduceWindow made ws's vertex.
+func LateData[T any, K comparable](ws *WindowedStream[T, K]) *Stream[T] {
+	s := ws.ks.s
+	if ws.v == nil {
+		s.job.fail(fmt.Errorf("LateData: call it after Aggregate or ReduceWindow"))
+		return &Stream[T]{job: s.job}
+	}
+	return &Stream[T]{job: s.job, ups: []upstream[T]{{v: ws.v, out: &output[T]{codec: s.codec()}, side: sdk.LateOutput}}}
 }
 
 // ReduceWindow folds each window's records with f (Flink's window reduce).

@@ -32,6 +32,11 @@ const (
 // A record at or behind the watermark is late and goes to EmitLate, as
 // Flink drops it.
 type IntervalJoin struct {
+	// Spec and Pair are set by the Go API; the built-in operator reads
+	// its spec from its configuration and joins values as "l|r".
+	Spec *window.IntervalJoinSpec
+	Pair Pairer
+
 	spec   window.IntervalJoinSpec
 	ctx    sdk.Context
 	timers sdk.TimerService
@@ -46,11 +51,19 @@ type IntervalJoin struct {
 var sideNS = [2][]byte{[]byte("l"), []byte("r")}
 
 func (j *IntervalJoin) Open(ctx sdk.Context) error {
-	spec, err := window.ParseIntervalJoin(ctx.Config())
-	if err != nil {
-		return fmt.Errorf("interval-join: %w", err)
+	if j.Spec != nil {
+		j.spec = *j.Spec
+	} else {
+		spec, err := window.ParseIntervalJoin(ctx.Config())
+		if err != nil {
+			return fmt.Errorf("interval-join: %w", err)
+		}
+		j.spec = spec
 	}
-	j.spec, j.ctx, j.timers = spec, ctx, ctx.TimerService()
+	if j.Pair == nil {
+		j.Pair = joinValues
+	}
+	j.ctx, j.timers = ctx, ctx.TimerService()
 	j.sides = [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
 	return nil
 }
@@ -105,7 +118,9 @@ func (j *IntervalJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) 
 			if input == rightInput {
 				lv, rv = v, r.Value
 			}
-			emitPair(out, r.Key, lv, rv, max(lts, rts))
+			if err := emitPair(j.Pair, out, r.Key, lv, rv, max(lts, rts)); err != nil {
+				return fmt.Errorf("interval-join: %w", err)
+			}
 		}
 	}
 	if isLate(last, wm) {
@@ -167,6 +182,10 @@ func (j *IntervalJoin) OnTimer(t sdk.Timer, _ sdk.Collector) error {
 // records are dropped. A record whose window fired already is late and
 // goes to EmitLate.
 type WindowJoin struct {
+	// Spec and Pair are set by the Go API, as IntervalJoin's.
+	Spec *window.WindowJoinSpec
+	Pair Pairer
+
 	spec   window.WindowJoinSpec
 	ctx    sdk.Context
 	timers sdk.TimerService
@@ -176,11 +195,19 @@ type WindowJoin struct {
 }
 
 func (j *WindowJoin) Open(ctx sdk.Context) error {
-	spec, err := window.ParseWindowJoin(ctx.Config())
-	if err != nil {
-		return fmt.Errorf("window-join: %w", err)
+	if j.Spec != nil {
+		j.spec = *j.Spec
+	} else {
+		spec, err := window.ParseWindowJoin(ctx.Config())
+		if err != nil {
+			return fmt.Errorf("window-join: %w", err)
+		}
+		j.spec = spec
 	}
-	j.spec, j.ctx, j.timers = spec, ctx, ctx.TimerService()
+	if j.Pair == nil {
+		j.Pair = joinValues
+	}
+	j.ctx, j.timers = ctx, ctx.TimerService()
 	j.sides = [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
 	return nil
 }
@@ -253,7 +280,9 @@ func (j *WindowJoin) OnTimer(t sdk.Timer, out sdk.Collector) error {
 				return fmt.Errorf("window-join: state of key %q at %d: %w", t.Key, ts, err)
 			}
 			for _, rv := range right {
-				emitPair(out, t.Key, lv, rv, t.Timestamp)
+				if err := emitPair(j.Pair, out, t.Key, lv, rv, t.Timestamp); err != nil {
+					return fmt.Errorf("window-join: %w", err)
+				}
 			}
 		}
 	}
@@ -319,9 +348,22 @@ func bufferedValues(b []byte) iter.Seq2[[]byte, error] {
 	}
 }
 
-// emitPair sends one joined pair downstream.
-func emitPair(out sdk.Collector, key, lv, rv []byte, ts int64) {
+// Pairer makes the record a joined pair of values emits.
+type Pairer func(key, left, right []byte, ts int64) (sdk.Record, error)
+
+// joinValues is the built-in joins' pair: the key, "<left>|<right>".
+func joinValues(key, lv, rv []byte, ts int64) (sdk.Record, error) {
 	v := make([]byte, 0, len(lv)+1+len(rv))
 	v = append(append(append(v, lv...), '|'), rv...)
-	out.Collect(sdk.Record{Key: bytes.Clone(key), Value: v, Timestamp: ts})
+	return sdk.Record{Key: bytes.Clone(key), Value: v, Timestamp: ts}, nil
+}
+
+// emitPair sends one joined pair downstream.
+func emitPair(pair Pairer, out sdk.Collector, key, lv, rv []byte, ts int64) error {
+	r, err := pair(key, lv, rv, ts)
+	if err != nil {
+		return err
+	}
+	out.Collect(r)
+	return nil
 }
