@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sync"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -26,6 +28,9 @@ type Codec[T any] interface {
 // encode without reflection; structs walk their fields with reflection
 // prepared once per type.
 func CodecFor[T any]() (Codec[T], error) {
+	if c, ok := registered.Load(reflect.TypeFor[T]()); ok {
+		return c.(Codec[T]), nil
+	}
 	var zero T
 	switch any(zero).(type) {
 	case string:
@@ -65,9 +70,20 @@ func CodecFor[T any]() (Codec[T], error) {
 	}
 	enc, dec, err := reflectCodec(t, 0)
 	if err != nil {
-		return nil, fmt.Errorf("weir: no codec for %v: %w (give one with weir.WithCodec)", t, err)
+		return nil, fmt.Errorf("weir: no codec for %v: %w (register one with weir.RegisterCodec)", t, err)
 	}
 	return &structCodec[T]{enc: enc, dec: dec}, nil
+}
+
+// registered holds the codecs RegisterCodec was given, by type.
+var registered sync.Map
+
+// RegisterCodec makes c the codec of T wherever the API needs one (stream
+// values, keys, state, accumulators), in place of CodecFor's. Register it
+// in an init function or before the job is built, in every program that
+// submits or runs the job.
+func RegisterCodec[T any](c Codec[T]) {
+	registered.Store(reflect.TypeFor[T](), c)
 }
 
 // mustCodec is CodecFor for the API's builders, which report a missing
@@ -189,27 +205,60 @@ func (protoCodec[T]) Decode(b []byte) (T, error) {
 
 // structCodec encodes structs, slices and arrays of the supported types
 // field by field: a length-prefixed, order-dependent layout (renaming a
-// field keeps state readable, reordering or retyping does not).
+// field keeps state readable, reordering or retyping does not). The
+// layout of the type is read once, with reflection; a record is encoded
+// and decoded through field offsets, without it.
 type structCodec[T any] struct {
-	enc func(dst []byte, v reflect.Value) []byte
-	dec func(b []byte, v reflect.Value) ([]byte, error)
+	enc encFn
+	dec decFn
 }
 
 func (c *structCodec[T]) Append(dst []byte, v T) []byte {
-	return c.enc(dst, reflect.ValueOf(&v).Elem())
+	return c.enc(dst, unsafe.Pointer(&v))
 }
 
 func (c *structCodec[T]) Decode(b []byte) (T, error) {
 	var v T
-	rest, err := c.dec(b, reflect.ValueOf(&v).Elem())
+	rest, err := c.dec(b, unsafe.Pointer(&v))
 	if err == nil && len(rest) != 0 {
 		err = fmt.Errorf("weir: decode %T: %d trailing bytes", v, len(rest))
 	}
 	return v, err
 }
 
-type encFn func(dst []byte, v reflect.Value) []byte
-type decFn func(b []byte, v reflect.Value) ([]byte, error)
+// encFn and decFn encode and decode the value at p.
+type encFn func(dst []byte, p unsafe.Pointer) []byte
+type decFn func(b []byte, p unsafe.Pointer) ([]byte, error)
+
+func varintCodec[I signed]() (encFn, decFn) {
+	return func(dst []byte, p unsafe.Pointer) []byte { return binary.AppendVarint(dst, int64(*(*I)(p))) },
+		func(b []byte, p unsafe.Pointer) ([]byte, error) {
+			x, n := binary.Varint(b)
+			if n <= 0 {
+				return nil, errShort
+			}
+			*(*I)(p) = I(x)
+			return b[n:], nil
+		}
+}
+
+func uvarintCodec[U unsigned]() (encFn, decFn) {
+	return func(dst []byte, p unsafe.Pointer) []byte { return binary.AppendUvarint(dst, uint64(*(*U)(p))) },
+		func(b []byte, p unsafe.Pointer) ([]byte, error) {
+			x, n := binary.Uvarint(b)
+			if n <= 0 {
+				return nil, errShort
+			}
+			*(*U)(p) = U(x)
+			return b[n:], nil
+		}
+}
+
+// sliceHeader is how a slice is laid out in memory.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
+}
 
 // reflectCodec prepares the encoder and decoder of type t once.
 func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
@@ -218,100 +267,138 @@ func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
 	}
 	switch t.Kind() {
 	case reflect.String:
-		return func(dst []byte, v reflect.Value) []byte {
-				s := v.String()
+		return func(dst []byte, p unsafe.Pointer) []byte {
+				s := *(*string)(p)
 				return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
-			}, func(b []byte, v reflect.Value) ([]byte, error) {
+			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
 				s, rest, err := cut(b)
-				v.SetString(string(s))
+				*(*string)(p) = string(s)
 				return rest, err
 			}, nil
 	case reflect.Bool:
-		return func(dst []byte, v reflect.Value) []byte {
-				if v.Bool() {
+		return func(dst []byte, p unsafe.Pointer) []byte {
+				if *(*bool)(p) {
 					return append(dst, 1)
 				}
 				return append(dst, 0)
-			}, func(b []byte, v reflect.Value) ([]byte, error) {
+			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
 				if len(b) < 1 {
 					return nil, errShort
 				}
-				v.SetBool(b[0] == 1)
+				*(*bool)(p) = b[0] == 1
 				return b[1:], nil
 			}, nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return func(dst []byte, v reflect.Value) []byte { return binary.AppendVarint(dst, v.Int()) },
-			func(b []byte, v reflect.Value) ([]byte, error) {
-				x, n := binary.Varint(b)
-				if n <= 0 {
-					return nil, errShort
-				}
-				v.SetInt(x)
-				return b[n:], nil
-			}, nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return func(dst []byte, v reflect.Value) []byte { return binary.AppendUvarint(dst, v.Uint()) },
-			func(b []byte, v reflect.Value) ([]byte, error) {
-				x, n := binary.Uvarint(b)
-				if n <= 0 {
-					return nil, errShort
-				}
-				v.SetUint(x)
-				return b[n:], nil
-			}, nil
-	case reflect.Float32, reflect.Float64:
-		return func(dst []byte, v reflect.Value) []byte {
-				return binary.BigEndian.AppendUint64(dst, math.Float64bits(v.Float()))
-			}, func(b []byte, v reflect.Value) ([]byte, error) {
+	case reflect.Int:
+		e, d := varintCodec[int]()
+		return e, d, nil
+	case reflect.Int8:
+		e, d := varintCodec[int8]()
+		return e, d, nil
+	case reflect.Int16:
+		e, d := varintCodec[int16]()
+		return e, d, nil
+	case reflect.Int32:
+		e, d := varintCodec[int32]()
+		return e, d, nil
+	case reflect.Int64:
+		e, d := varintCodec[int64]()
+		return e, d, nil
+	case reflect.Uint:
+		e, d := uvarintCodec[uint]()
+		return e, d, nil
+	case reflect.Uint8:
+		e, d := uvarintCodec[uint8]()
+		return e, d, nil
+	case reflect.Uint16:
+		e, d := uvarintCodec[uint16]()
+		return e, d, nil
+	case reflect.Uint32:
+		e, d := uvarintCodec[uint32]()
+		return e, d, nil
+	case reflect.Uint64:
+		e, d := uvarintCodec[uint64]()
+		return e, d, nil
+	case reflect.Float64:
+		return func(dst []byte, p unsafe.Pointer) []byte {
+				return binary.BigEndian.AppendUint64(dst, math.Float64bits(*(*float64)(p)))
+			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
 				if len(b) < 8 {
 					return nil, errShort
 				}
-				v.SetFloat(math.Float64frombits(binary.BigEndian.Uint64(b)))
+				*(*float64)(p) = math.Float64frombits(binary.BigEndian.Uint64(b))
 				return b[8:], nil
 			}, nil
+	case reflect.Float32:
+		return func(dst []byte, p unsafe.Pointer) []byte {
+				return binary.BigEndian.AppendUint32(dst, math.Float32bits(*(*float32)(p)))
+			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
+				if len(b) < 4 {
+					return nil, errShort
+				}
+				*(*float32)(p) = math.Float32frombits(binary.BigEndian.Uint32(b))
+				return b[4:], nil
+			}, nil
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return func(dst []byte, v reflect.Value) []byte {
-					return append(binary.AppendUvarint(dst, uint64(v.Len())), v.Bytes()...)
-				}, func(b []byte, v reflect.Value) ([]byte, error) {
+		if t.Elem().Kind() == reflect.Uint8 && t.Elem() == reflect.TypeFor[uint8]() {
+			return func(dst []byte, p unsafe.Pointer) []byte {
+					v := *(*[]byte)(p)
+					return append(binary.AppendUvarint(dst, uint64(len(v))), v...)
+				}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
 					s, rest, err := cut(b)
-					if err == nil {
-						v.SetBytes(append([]byte(nil), s...))
+					if err == nil && len(s) > 0 {
+						*(*[]byte)(p) = append([]byte(nil), s...)
 					}
 					return rest, err
 				}, nil
 		}
-		fallthrough
-	case reflect.Array:
 		ee, ed, err := reflectCodec(t.Elem(), depth+1)
 		if err != nil {
 			return nil, nil, err
 		}
-		isSlice := t.Kind() == reflect.Slice
-		return func(dst []byte, v reflect.Value) []byte {
-				dst = binary.AppendUvarint(dst, uint64(v.Len()))
-				for i := range v.Len() {
-					dst = ee(dst, v.Index(i))
+		size := t.Elem().Size()
+		return func(dst []byte, p unsafe.Pointer) []byte {
+				h := (*sliceHeader)(p)
+				dst = binary.AppendUvarint(dst, uint64(h.len))
+				data := h.data
+				for i := range h.len {
+					dst = ee(dst, unsafe.Add(data, uintptr(i)*size))
 				}
 				return dst
-			}, func(b []byte, v reflect.Value) ([]byte, error) {
+			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
 				n, k := binary.Uvarint(b)
 				if k <= 0 || n > uint64(len(b)) {
 					return nil, errShort
 				}
 				b = b[k:]
-				switch {
-				case isSlice && n == 0:
-					// Empty and nil encode alike; both decode as the zero
-					// value, nil.
-				case isSlice:
-					v.Set(reflect.MakeSlice(t, int(n), int(n)))
-				case int(n) != v.Len():
-					return nil, errShort
+				if n == 0 {
+					return b, nil // empty and nil encode alike; both decode as nil
 				}
+				s := reflect.MakeSlice(t, int(n), int(n))
+				reflect.NewAt(t, p).Elem().Set(s)
+				data := s.UnsafePointer()
 				var err error
 				for i := range int(n) {
-					if b, err = ed(b, v.Index(i)); err != nil {
+					if b, err = ed(b, unsafe.Add(data, uintptr(i)*size)); err != nil {
+						return nil, err
+					}
+				}
+				return b, nil
+			}, nil
+	case reflect.Array:
+		ee, ed, err := reflectCodec(t.Elem(), depth+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		n, size := t.Len(), t.Elem().Size()
+		return func(dst []byte, p unsafe.Pointer) []byte {
+				for i := range n {
+					dst = ee(dst, unsafe.Add(p, uintptr(i)*size))
+				}
+				return dst
+			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
+				var err error
+				for i := range n {
+					if b, err = ed(b, unsafe.Add(p, uintptr(i)*size)); err != nil {
 						return nil, err
 					}
 				}
@@ -319,7 +406,7 @@ func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
 			}, nil
 	case reflect.Struct:
 		type field struct {
-			i   int
+			off uintptr
 			enc encFn
 			dec decFn
 		}
@@ -333,17 +420,17 @@ func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("field %s: %w", f.Name, err)
 			}
-			fields = append(fields, field{i, e, d})
+			fields = append(fields, field{f.Offset, e, d})
 		}
-		return func(dst []byte, v reflect.Value) []byte {
+		return func(dst []byte, p unsafe.Pointer) []byte {
 				for _, f := range fields {
-					dst = f.enc(dst, v.Field(f.i))
+					dst = f.enc(dst, unsafe.Add(p, f.off))
 				}
 				return dst
-			}, func(b []byte, v reflect.Value) ([]byte, error) {
+			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
 				var err error
 				for _, f := range fields {
-					if b, err = f.dec(b, v.Field(f.i)); err != nil {
+					if b, err = f.dec(b, unsafe.Add(p, f.off)); err != nil {
 						return nil, err
 					}
 				}
