@@ -369,9 +369,15 @@ func counterJob[V any](dir string, count int64, rate float64, add func(V) V) *we
 		func() weir.KeyedProcessFunction[int64, int64, string] {
 			return &counter[V]{n: weir.NewValueState[V]("n"), add: add}
 		})
+	if extraVertex {
+		counted = weir.Map(counted, "upper", strings.ToUpper)
+	}
 	weir.SinkTo(counted, "sink", weir.FileSink(dir, func(s string) string { return s }))
 	return job
 }
+
+// extraVertex makes counterJob's program a changed one: a vertex more.
+var extraVertex bool
 
 type counter[V any] struct {
 	n   *weir.ValueState[V]
@@ -414,6 +420,29 @@ func TestSavepointStateTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.wait(again)
+
+	// A changed program that keeps the vertex and state names and types
+	// restores too.
+	extraVertex = true
+	changedOK := counterJob(out, 0, 2000, func(n int64) int64 { return n + 1 })
+	extraVertex = false
+	c3 := startCluster(t, changedOK)
+	resumed := c3.submit(changedOK, "--from", sp.GetExternalPath())
+	c3.wait(resumed, weirv1.JobState_JOB_STATE_RUNNING)
+	poll.Until(t, time.Minute, 20*time.Millisecond, "a checkpoint of the changed program", func() (bool, string) {
+		r, err := c3.client.TriggerCheckpoint(context.Background(), &weirv1.TriggerCheckpointRequest{JobId: resumed})
+		if err != nil {
+			return false, err.Error()
+		}
+		return r.GetCheckpointId() > 0, ""
+	})
+	if info := c3.wait(resumed, weirv1.JobState_JOB_STATE_RUNNING); info.GetRestarts() != 0 {
+		t.Fatalf("the changed program restarted: %s", info.GetFailureCause())
+	}
+	if _, err := c3.client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: resumed}); err != nil {
+		t.Fatal(err)
+	}
+	c3.wait(resumed)
 
 	// The state "n" is a string now: refused, before any is misread.
 	changed := counterJob(out, 0, 2000, func(n string) string { return n + "+" })
@@ -726,5 +755,42 @@ func TestMapAndListState(t *testing.T) {
 		if perKey[k] < 6 {
 			t.Fatalf("key %s: %d complete sets, want at least 6 (%v)", k, perKey[k], lines)
 		}
+	}
+}
+
+func TestJobOptions(t *testing.T) {
+	build := func(opts ...weir.JobOption) *weirv1.JobGraph {
+		j := weir.NewJob("opts", opts...)
+		weir.SinkTo(weir.FromSource(j, "src", weir.Generate(1, func(i int64) int64 { return i })), "sink", weir.Discard[int64]())
+		g, err := j.Graph()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g := build(weir.Checkpointing(2*time.Second), weir.AtLeastOnce(), weir.RetainedCheckpoints(4), weir.MaxParallelism(256),
+		weir.PebbleState(true), weir.FixedDelayRestart(3, time.Second))
+	cp := g.GetCheckpointing()
+	if cp.GetInterval().AsDuration() != 2*time.Second || cp.GetMode() != weirv1.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE ||
+		cp.GetRetained() != 4 || g.GetMaxParallelism() != 256 || !g.GetState().GetIncremental() ||
+		g.GetRestartStrategy().GetKind() != weirv1.RestartStrategy_KIND_FIXED_DELAY || g.GetRestartStrategy().GetAttempts() != 3 {
+		t.Fatalf("options did not reach the graph: %v", g)
+	}
+	g = build(weir.Checkpointing(time.Second), weir.UnalignedCheckpoints(), weir.NoRestart())
+	if !g.GetCheckpointing().GetUnaligned() || g.GetRestartStrategy().GetKind() != weirv1.RestartStrategy_KIND_NONE {
+		t.Fatalf("options did not reach the graph: %v", g)
+	}
+	// Defaults as a YAML spec without those keys: no checkpoints, heap,
+	// no restarts.
+	g = build()
+	if g.GetCheckpointing().GetInterval().AsDuration() != 0 || g.GetState().GetBackend() != weirv1.StateBackendConfig_BACKEND_HEAP ||
+		g.GetRestartStrategy().GetKind() != weirv1.RestartStrategy_KIND_NONE {
+		t.Fatalf("defaults: %v", g)
+	}
+	// Unaligned checkpoints need exactly-once: refused like in a spec.
+	j := weir.NewJob("bad", weir.Checkpointing(time.Second), weir.AtLeastOnce(), weir.UnalignedCheckpoints())
+	weir.SinkTo(weir.FromSource(j, "src", weir.Generate(1, func(i int64) int64 { return i })), "sink", weir.Discard[int64]())
+	if _, err := j.Graph(); err == nil || !strings.Contains(err.Error(), "unaligned checkpoints require mode exactly-once") {
+		t.Fatalf("Graph() = %v", err)
 	}
 }
