@@ -49,7 +49,7 @@ BENCH       ?=
 BENCH_FLAGS ?=
 comma       := ,
 bench: build
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager ./bench/cmd/bench-goapi
 	$(BIN)/weir-bench -bin $(BIN) -out bench/results/$(if $(BENCH),$(subst $(comma),-,$(BENCH)),latest).json $(if $(BENCH),-only $(BENCH)) $(BENCH_FLAGS)
 
 # Regenerate the protobuf code from proto/ with pinned plugin versions.

@@ -68,15 +68,18 @@ type arena struct{ buf []byte }
 
 const arenaChunk = 16 << 10
 
-// encode appends what enc writes and returns it as a slice of its own.
-func (a *arena) encode(enc func(dst []byte) []byte) []byte {
+// room makes sure the chunk has room for a small record; a larger one
+// makes its encoder grow (copy) the chunk, which is as good as a chunk of
+// its own.
+func (a *arena) room() int {
 	if cap(a.buf)-len(a.buf) < 256 {
 		a.buf = make([]byte, 0, arenaChunk)
 	}
-	start := len(a.buf)
-	a.buf = enc(a.buf)
-	return a.buf[start:len(a.buf):len(a.buf)]
+	return len(a.buf)
 }
+
+// take is what was appended since start, as a slice of its own.
+func (a *arena) take(start int) []byte { return a.buf[start:len(a.buf):len(a.buf)] }
 
 // emitter is an operator's output: encodes and collects records.
 type emitter[T any] struct {
@@ -85,10 +88,14 @@ type emitter[T any] struct {
 }
 
 func (e *emitter[T]) record(v T, ts int64) sdk.Record {
-	r := sdk.Record{Timestamp: ts}
-	r.Value = e.arena.encode(func(dst []byte) []byte { return e.out.codec.Append(dst, v) })
+	a := &e.arena
+	start := a.room()
+	a.buf = e.out.codec.Append(a.buf, v)
+	r := sdk.Record{Value: a.take(start), Timestamp: ts}
 	if e.out.key != nil {
-		r.Key = e.arena.encode(func(dst []byte) []byte { return e.out.key(dst, v) })
+		start = a.room()
+		a.buf = e.out.key(a.buf, v)
+		r.Key = a.take(start)
 	}
 	return r
 }
@@ -203,7 +210,9 @@ func (m *filterOp[T]) ProcessRecord(r sdk.Record, out sdk.Collector) error {
 	// The value's bytes go on as they are; only the key is new.
 	r.Key = nil
 	if m.out.key != nil {
-		r.Key = m.arena.encode(func(dst []byte) []byte { return m.out.key(dst, v) })
+		start := m.arena.room()
+		m.arena.buf = m.out.key(m.arena.buf, v)
+		r.Key = m.arena.take(start)
 	}
 	out.Collect(r)
 	return nil
