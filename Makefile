@@ -42,7 +42,7 @@ chaos:
 
 # The benchmark suite (bench/README.md): floors of this machine,
 # then every benchmark on real daemons; prints one table and writes it as
-# JSON. About 7 minutes. BENCH=B2 (an ID or name, comma-separated) runs
+# JSON. About 8 minutes. BENCH=B2 (an ID or name, comma-separated) runs
 # only those after the floors and writes bench/results/$(BENCH).json;
 # BENCH_FLAGS=-quick is a smoke run, -profile also saves CPU profiles.
 BENCH       ?=

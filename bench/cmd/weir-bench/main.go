@@ -67,7 +67,7 @@ func run() error {
 	only := flag.String("only", "", "comma-separated benchmark IDs or names to run (the floors always run): "+names())
 	quick := flag.Bool("quick", false, "fewer repetitions and shorter windows (a smoke run; numbers are noisier)")
 	profile := flag.Bool("profile", false, "serve pprof from the TaskManagers and save CPU profiles of extra (unmeasured) windows")
-	bin := flag.String("bin", "bin", "directory holding jobmanager and bench-taskmanager")
+	bin := flag.String("bin", "bin", "directory holding jobmanager, bench-taskmanager and bench-goapi")
 	out := flag.String("out", "bench/results/latest.json", "JSON report path ('' for none)")
 	work := flag.String("work", "", "work directory for logs, checkpoints and state (default: a new one under $TMPDIR, removed after a clean run)")
 	keep := flag.Bool("keep", false, "keep the work directory")
