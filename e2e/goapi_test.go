@@ -43,7 +43,9 @@ func runProgramWithKill(t *testing.T, program, out string, env ...string) []stri
 	c := startClusterWith(t, 2, program)
 	id := c.submitProgram(program, env...)
 	tms := append([]*process(nil), c.procs[1:]...)
-	c.killTaskManagers(id, tms, 1)
+	if c.killTaskManagers(id, tms, 1) == 0 {
+		t.Fatal("the job ended before a TaskManager could be killed: make it longer")
+	}
 	job := c.waitJob(id, 3*time.Minute)
 	if job.State != "FINISHED" {
 		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)
