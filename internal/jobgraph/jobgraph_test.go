@@ -723,3 +723,35 @@ func TestWindowsExampleParses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestValidateKafkaSink(t *testing.T) {
+	spec := func(sink string) string {
+		return "name: k\ncheckpointing: {interval: 1s, timeout: 2m}\nrestart-strategy: {type: fixed-delay, attempts: 3, delay: 30s}\nvertices:\n" +
+			"  - {name: src, operator: sequence-source}\n" +
+			"  - {name: out, operator: kafka-sink, inputs: [{from: src}], config: " + sink + "}\n"
+	}
+	for _, tt := range []struct {
+		name, sink string
+		want       string // empty: valid
+	}{
+		{"exactly once", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job}", ""},
+		{"at least once needs no prefix", "{bootstrap-servers: 'k:9092', topic: t, delivery: at-least-once}", ""},
+		{"no prefix", "{bootstrap-servers: 'k:9092', topic: t}", `vertices[1].config: config "transactional-id-prefix": required for delivery exactly-once`},
+		{"no topic", "{bootstrap-servers: 'k:9092'}", `config "topic": required`},
+		{"short transaction timeout", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job, transaction-timeout: 1m}",
+			`vertices[1].config.transaction-timeout: 1m is shorter than the checkpoint timeout (2m) plus the restart strategy's longest delay (30s) = 2m30s`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSpec([]byte(spec(tt.sink)))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParseSpec = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/weirproject/weir/internal/kafka/kafkacfg"
 	"github.com/weirproject/weir/internal/window"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -220,6 +221,7 @@ func validateVertices(ps *problems, g *weirv1.JobGraph, maxOK bool) {
 		ps.add("vertices", "no source vertex: every vertex has inputs, so nothing produces records")
 	}
 	validateEventTime(ps, g, first)
+	validateKafkaSinks(ps, g)
 	if cycle, closing, ok := findCycle(len(g.Vertices), resolveEdges(g)); ok {
 		ps.add(fmt.Sprintf("vertices[%d].inputs[%d].from", closing.to, closing.input), "cycle: %s", cycleString(g, cycle))
 	}
@@ -370,4 +372,45 @@ func watermarkedUpstream(g *weirv1.JobGraph, index map[string]int, v *weirv1.Job
 		}
 	}
 	return false
+}
+
+// validateKafkaSinks checks the kafka-sink configurations, and that an
+// exactly-once sink's transactions outlive a failure: a transaction
+// pre-committed at a checkpoint is committed after the restart, so its
+// timeout must exceed the checkpoint timeout plus the restart strategy's
+// longest delay, or the broker aborts it and its records are lost (Flink
+// users lose data to this).
+func validateKafkaSinks(ps *problems, g *weirv1.JobGraph) {
+	for i, v := range g.Vertices {
+		if v == nil || v.Operator != "kafka-sink" {
+			continue
+		}
+		p := fmt.Sprintf("vertices[%d].config", i)
+		c, err := kafkacfg.ParseSinkConfig(sdk.Config(v.Config.AsMap()))
+		if err != nil {
+			ps.add(p, "%v", err)
+			continue
+		}
+		if c.Delivery != kafkacfg.ExactlyOnce {
+			continue
+		}
+		ckTimeout := g.GetCheckpointing().GetTimeout().AsDuration()
+		delay := worstRestartDelay(g.GetRestartStrategy())
+		if need := ckTimeout + delay; c.TransactionTimeout < need {
+			ps.add(p+".transaction-timeout", "%s is shorter than the checkpoint timeout (%s) plus the restart strategy's longest delay (%s) = %s: a transaction pre-committed at a checkpoint could be aborted by the broker before the restarted job commits it, and its records lost",
+				formatDuration(c.TransactionTimeout), formatDuration(ckTimeout), formatDuration(delay), formatDuration(need))
+		}
+	}
+}
+
+// worstRestartDelay is the longest a restart strategy waits before a
+// restart.
+func worstRestartDelay(r *weirv1.RestartStrategy) time.Duration {
+	switch r.GetKind() {
+	case weirv1.RestartStrategy_KIND_FIXED_DELAY:
+		return r.GetDelay().AsDuration()
+	case weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY:
+		return r.GetMaxBackoff().AsDuration()
+	}
+	return 0
 }

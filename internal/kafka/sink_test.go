@@ -1,0 +1,355 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirproject/weir/sdk"
+)
+
+// sinkBroker is an in-process kfake cluster with the topic "out".
+func sinkBroker(t *testing.T) (*kfake.Cluster, string) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()[0]
+}
+
+// sinkCtx is the sdk.Context of one kafka-sink subtask, with operator
+// state in memory: what it stores is what a checkpoint would.
+type sinkCtx struct {
+	sdk.Context // nil: only what the sink calls is implemented
+	cfg         sdk.Config
+	subtask     int
+	parallelism int
+	lists       map[string]*memList
+}
+
+type memList struct{ items [][]byte }
+
+func (l *memList) Get() [][]byte         { return l.items }
+func (l *memList) Update(items [][]byte) { l.items = append([][]byte(nil), items...) }
+func (l *memList) Add(b []byte)          { l.items = append(l.items, b) }
+func (l *memList) Clear()                { l.items = nil }
+func (c *sinkCtx) Config() sdk.Config    { return c.cfg }
+func (c *sinkCtx) TaskName() string      { return "sink" }
+func (c *sinkCtx) SubtaskIndex() int     { return c.subtask }
+func (c *sinkCtx) Parallelism() int      { return c.parallelism }
+func (c *sinkCtx) Logger() *slog.Logger  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (c *sinkCtx) UnionListState(name string) sdk.ListState {
+	if c.lists[name] == nil {
+		c.lists[name] = &memList{}
+	}
+	return c.lists[name]
+}
+
+// sinkSubtask opens a sink subtask; restored is the union of the items
+// every subtask of the restored checkpoint stored.
+func sinkSubtask(t *testing.T, cfg sdk.Config, subtask, parallelism int, restored [][]byte) (*Sink, *sinkCtx, error) {
+	t.Helper()
+	ctx := &sinkCtx{cfg: cfg, subtask: subtask, parallelism: parallelism, lists: map[string]*memList{}}
+	ctx.lists["kafka-sink-transactions"] = &memList{items: restored}
+	s := &Sink{}
+	err := s.Open(ctx)
+	return s, ctx, err
+}
+
+func (c *sinkCtx) checkpoint() [][]byte { return c.lists["kafka-sink-transactions"].Get() }
+
+func write(t *testing.T, s *Sink, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		if err := s.ProcessRecord(sdk.Record{Key: []byte("k"), Value: []byte(v), Timestamp: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// committed reads topic "out" with read_committed to its end.
+func committed(t *testing.T, addr string) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// Read until a poll finds nothing more for a moment: the end.
+	var out []string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)); n++ })
+		if n == 0 {
+			break
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func eoConfig(addr string) sdk.Config {
+	return sdk.Config{"bootstrap-servers": addr, "topic": "out", "transactional-id-prefix": "job1", "transaction-timeout": "1m"}
+}
+
+// openSink opens a sink subtask that must open, closed with the test.
+func openSink(t *testing.T, cfg sdk.Config, subtask, parallelism int, restored [][]byte) (*Sink, *sinkCtx) {
+	t.Helper()
+	s, ctx, err := sinkSubtask(t, cfg, subtask, parallelism, restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ctx
+}
+
+func TestSinkCommitsOnCheckpointCompletion(t *testing.T) {
+	_, addr := sinkBroker(t)
+	s, _ := openSink(t, eoConfig(addr), 0, 1, nil)
+	write(t, s, "a", "b")
+	if err := s.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	write(t, s, "c")
+	if got := committed(t, addr); len(got) != 0 {
+		t.Fatalf("visible before the checkpoint completed: %v", got)
+	}
+	if err := s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(t, addr); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("committed %v, want a b (c is in the next checkpoint's transaction)", got)
+	}
+	if err := s.SnapshotState(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NotifyCheckpointComplete(2); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(t, addr); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("committed %v", got)
+	}
+}
+
+// The crash cases: the restored checkpoint's transaction is committed
+// exactly once whatever the failed attempt did after its snapshot, and
+// what it wrote after is aborted.
+func TestSinkRecovery(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// after runs on the failed attempt after checkpoint 1's snapshot.
+		after func(t *testing.T, s *Sink)
+	}{
+		{"crash after pre-commit, before the checkpoint completed", func(t *testing.T, s *Sink) {}},
+		{"crash after the checkpoint completed, before the commit", func(t *testing.T, s *Sink) {}},
+		{"crash after the commit", func(t *testing.T, s *Sink) {
+			if err := s.NotifyCheckpointComplete(1); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"crash with the next transaction open", func(t *testing.T, s *Sink) {
+			write(t, s, "lost-1", "lost-2")
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := s.slots[s.cur].Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := sinkBroker(t)
+			s, ctx, err := sinkSubtask(t, eoConfig(addr), 0, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, s, "a", "b")
+			if err := s.SnapshotState(1); err != nil {
+				t.Fatal(err)
+			}
+			state := ctx.checkpoint()
+			tc.after(t, s)
+			// The crash: the process is gone, its transactions as they are.
+			for _, c := range s.slots {
+				if c != nil {
+					c.Close()
+				}
+			}
+			s.admin.Close()
+
+			r, _ := openSink(t, eoConfig(addr), 0, 1, state)
+			write(t, r, "c")
+			if err := r.SnapshotState(2); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.NotifyCheckpointComplete(2); err != nil {
+				t.Fatal(err)
+			}
+			if got := committed(t, addr); !slices.Equal(got, []string{"a", "b", "c"}) {
+				t.Fatalf("committed %v, want a b c once each", got)
+			}
+		})
+	}
+}
+
+// Scaled down from 2 subtasks to 1: the remaining one commits both
+// subtasks' pre-committed transactions and aborts what the gone one left
+// open.
+func TestSinkRecoveryRescaled(t *testing.T) {
+	_, addr := sinkBroker(t)
+	var state [][]byte
+	var olds []*Sink
+	for i := range 2 {
+		s, ctx, err := sinkSubtask(t, eoConfig(addr), i, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, s, fmt.Sprintf("s%d-a", i))
+		if err := s.SnapshotState(1); err != nil {
+			t.Fatal(err)
+		}
+		state = append(state, ctx.checkpoint()...)
+		write(t, s, fmt.Sprintf("s%d-lost", i))
+		ctx2, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.slots[s.cur].Flush(ctx2); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		olds = append(olds, s)
+	}
+	for _, s := range olds {
+		for _, c := range s.slots {
+			if c != nil {
+				c.Close()
+			}
+		}
+		s.admin.Close()
+	}
+	openSink(t, eoConfig(addr), 0, 1, state)
+	if got := committed(t, addr); !slices.Equal(got, []string{"s0-a", "s1-a"}) {
+		t.Fatalf("committed %v, want both subtasks' checkpoint-1 records and nothing else", got)
+	}
+}
+
+// A commit the broker refuses (a fault it injects on EndTxn) fails the
+// subtask; the restore commits the transaction.
+func TestSinkCommitFailureThenRestore(t *testing.T) {
+	cluster, addr := sinkBroker(t)
+	s, ctx, err := sinkSubtask(t, eoConfig(addr), 0, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, s, "a")
+	if err := s.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Bool
+	cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if failed.Swap(true) {
+			return nil, nil, false
+		}
+		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.TransactionAbortable.Code
+		return resp, nil, true
+	})
+	if err := s.NotifyCheckpointComplete(1); err == nil {
+		t.Fatal("a refused commit did not fail the notification")
+	}
+	for _, c := range s.slots {
+		if c != nil {
+			c.Close()
+		}
+	}
+	s.admin.Close()
+	openSink(t, eoConfig(addr), 0, 1, ctx.checkpoint())
+	if got := committed(t, addr); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("committed %v, want a", got)
+	}
+}
+
+func TestSinkAtLeastOnce(t *testing.T) {
+	_, addr := sinkBroker(t)
+	cfg := sdk.Config{"bootstrap-servers": addr, "topic": "out", "delivery": "at-least-once"}
+	s, _ := openSink(t, cfg, 0, 1, nil)
+	write(t, s, "a", "b")
+	if err := s.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(t, addr); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after the snapshot's flush: %v", got)
+	}
+}
+
+func TestSinkConfigErrors(t *testing.T) {
+	_, addr := sinkBroker(t)
+	for _, tc := range []struct {
+		cfg  sdk.Config
+		want string
+	}{
+		{sdk.Config{"bootstrap-servers": addr}, `"topic": required`},
+		{sdk.Config{"bootstrap-servers": addr, "topic": "out"}, `"transactional-id-prefix": required for delivery exactly-once`},
+		{sdk.Config{"bootstrap-servers": addr, "topic": "out", "delivery": "maybe"}, `unknown delivery "maybe"`},
+		{sdk.Config{"topic": "out", "delivery": "none"}, `"bootstrap-servers": required`},
+		{sdk.Config{"bootstrap-servers": addr, "topic": "missing", "delivery": "none"}, `topic "missing" does not exist`},
+	} {
+		_, _, err := sinkSubtask(t, tc.cfg, 0, 1, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%v) = %v, want an error with %q", tc.cfg, err, tc.want)
+		}
+	}
+	// Unreachable brokers fail in bounded time, naming the problem.
+	start := time.Now()
+	_, _, err := sinkSubtask(t, sdk.Config{"bootstrap-servers": "127.0.0.1:1", "topic": "out", "delivery": "none"}, 0, 1, nil)
+	if err == nil || !strings.Contains(err.Error(), "brokers unreachable") || time.Since(start) > 30*time.Second {
+		t.Errorf("unreachable brokers: %v after %v", err, time.Since(start))
+	}
+}
+
+// Crash after the pre-commit of a checkpoint that then never completed:
+// the job restores the checkpoint before it, and the pre-committed
+// transaction is aborted (its records are written again by the replay).
+func TestSinkRecoveryFromEarlierCheckpoint(t *testing.T) {
+	_, addr := sinkBroker(t)
+	s, ctx, err := sinkSubtask(t, eoConfig(addr), 0, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := ctx.checkpoint() // what checkpoint 0 (the start) holds
+	write(t, s, "replayed")
+	if err := s.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range s.slots {
+		if c != nil {
+			c.Close()
+		}
+	}
+	s.admin.Close()
+	r, _ := openSink(t, eoConfig(addr), 0, 1, earlier)
+	write(t, r, "replayed")
+	if err := r.SnapshotState(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NotifyCheckpointComplete(2); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(t, addr); !slices.Equal(got, []string{"replayed"}) {
+		t.Fatalf("committed %v, want the replayed record once", got)
+	}
+}
