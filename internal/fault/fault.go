@@ -49,10 +49,12 @@ const (
 	// SinkBeforeCommit: a NotifyCheckpointComplete reached a sink, which
 	// has not started to commit.
 	SinkBeforeCommit = "sinkBeforeCommit"
-	// SinkMidCommit: a sink is in the middle of a commit: an epoch's file
-	// was renamed into place, the directory not yet fsynced (so the
-	// commit is visible but not durable), and any later epochs the same
-	// notification covers are still pending.
+	// SinkMidCommit: a sink is in the middle of a commit. The file sink:
+	// an epoch's file was renamed into place, the directory not yet
+	// fsynced (so the commit is visible but not durable), and any later
+	// epochs the same notification covers are still pending. The Kafka
+	// sink: a transaction was committed, the subtask's later ones and the
+	// other subtasks' not yet.
 	SinkMidCommit = "sinkMidCommit"
 	// RestoreDownload: a subtask is reading its state back from checkpoint
 	// storage on restore (fires before each file read; state small enough

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/kafka/kafkacfg"
 	"github.com/weirproject/weir/sdk"
 )
@@ -343,6 +344,9 @@ func (s *Sink) NotifyCheckpointComplete(id int64) error {
 	if s.cfg.Delivery != ExactlyOnce {
 		return nil
 	}
+	if err := fault.Point(fault.SinkBeforeCommit); err != nil {
+		return fmt.Errorf("kafka-sink: commit for checkpoint %d: %w", id, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	kept := s.pending[:0]
@@ -353,6 +357,10 @@ func (s *Sink) NotifyCheckpointComplete(id int64) error {
 		}
 		if err := s.slots[t.slot].EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d: %w", t.id, t.checkpoint, err)
+		}
+		// Committed here, not yet across the job's other subtasks.
+		if err := fault.Point(fault.SinkMidCommit); err != nil {
+			return fmt.Errorf("kafka-sink: after committing %s: %w", t.id, err)
 		}
 		s.busy[t.slot] = false
 	}
