@@ -42,6 +42,8 @@ func run(m *testing.M) int {
 	}
 	builds := [][]string{
 		append(append([]string{}, args...), "../cmd/jobmanager", "../cmd/taskmanager", "../cmd/weir"),
+		// The Kafka-protocol development broker the Kafka tests run.
+		{"build", "-o", filepath.Join(dir, "kafka-dev"), "../cmd/kafka-dev"},
 		// A user's taskmanager with its own operator, built on the public SDK.
 		{"build", "-o", filepath.Join(dir, "custom-taskmanager"), "../examples/custom-operator"},
 		// Its event-time example: timers, and a source of partitions.

@@ -1,7 +1,10 @@
 // Package operators holds Weir's built-in operators.
 package operators
 
-import "github.com/weirproject/weir/sdk"
+import (
+	"github.com/weirproject/weir/internal/kafka"
+	"github.com/weirproject/weir/sdk"
+)
 
 // Register adds the built-in operators to r.
 func Register(r *sdk.Registry) {
@@ -11,4 +14,6 @@ func Register(r *sdk.Registry) {
 	r.RegisterOperator("window", func() sdk.Operator { return &Window{} })
 	r.RegisterOperator("interval-join", func() sdk.Operator { return &IntervalJoin{} })
 	r.RegisterOperator("window-join", func() sdk.Operator { return &WindowJoin{} })
+	r.RegisterSource("kafka-source", func() sdk.Source { return &kafka.Source{} })
+	r.RegisterOperator("kafka-sink", func() sdk.Operator { return &kafka.Sink{} })
 }

@@ -1,0 +1,955 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weirproject/weir/sdk"
+)
+
+// Source is kafka-source: it reads the partitions of one or more topics,
+// each partition a split, and emits every record's key, value and
+// timestamp (Kafka record headers are not carried: sdk.Record has none).
+//
+//	config: {bootstrap-servers: host:port, topic: t | topics: [..] | topic-pattern: re,
+//	         group-id: g, starting-offsets: earliest|latest|committed|timestamp:<ms>,
+//	         isolation: read-committed|read-uncommitted, partition-discovery-interval: 1m,
+//	         bounded: latest, open-timeout: 10s}
+//
+// Positions. The next offset to read of every partition is operator union
+// list state, written at each checkpoint by the subtask reading the
+// partition: a restore, at any parallelism, gives every subtask all
+// positions and each takes those of the partitions it now owns, so the
+// first record after a restore is the one after the last emitted before
+// the checkpoint's barrier. Only emitted records move a position: what the
+// client fetched but Emit did not hand downstream yet is fetched again
+// after a restore.
+//
+// Assignment. Partition p of topic t is read by subtask
+// (fnv32a(t) mod parallelism + p) mod parallelism, Flink KafkaSource's
+// rule: it depends on nothing but (t, p, parallelism), so a partition
+// created while the job runs never moves an existing one to another
+// subtask, and subtasks that learn of it at different times still agree
+// on its owner. (An index into the sorted list of all partitions would
+// shift when a topic gains partitions.)
+//
+// starting-offsets (default earliest) is where a partition with no
+// restored position starts at the job's first start; committed needs
+// group-id and starts partitions without a commit at the earliest offset.
+// Once the job was restored from a checkpoint, a partition with no
+// position in it was created after that checkpoint and starts at its
+// earliest offset, as partitions found by partition-discovery-interval
+// do: anything else could skip records the failed run had read.
+//
+// bounded: latest stops every partition at the end offset it had when the
+// job first started (the last stable offset under read-committed, the high
+// watermark under read-uncommitted); the stop offset is stored with the
+// position, so a restored bounded job ends where the first run would
+// have. The source ends once every partition it reads reached its stop.
+//
+// group-id, when set, is only for monitoring (lag in Kafka tools): after
+// each completed checkpoint the positions of that checkpoint are committed
+// to the group, asynchronously; the source never reads them back except
+// for starting-offsets: committed.
+//
+// Per-partition lag metrics (weir_kafka_source_lag_records) are not
+// exported: the sdk gives operators no metrics registry.
+type Source struct {
+	cfg                  sourceConfig
+	log                  *slog.Logger
+	subtask, parallelism int
+	opts                 []kgo.Opt // every client's: servers, TLS, SASL, logger
+
+	// admin asks for metadata and offsets and commits to group-id.
+	admin *kgo.Client
+	// consumer fetches the partitions being read; nil while there are
+	// none, since a direct consumer can only gain partitions once it was
+	// created with some.
+	consumer *kgo.Client
+
+	parts   map[sourceTP]*sourcePart
+	order   []*sourcePart // parts sorted, for deterministic snapshots
+	active  int           // parts not done
+	state   sdk.ListState
+	opened  bool          // splits declared (at the first Emit)
+	backoff time.Duration // the last idle backoff, grown while nothing comes
+
+	// found carries partitions the discovery goroutine found to Emit.
+	found chan []*sourcePart
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	// pending are the positions snapshotted per checkpoint, committed to
+	// group-id once their checkpoint completes.
+	pending    map[int64]kadm.Offsets
+	commitMu   sync.Mutex
+	toCommit   kadm.Offsets // the newest completed checkpoint's, not yet committed
+	commitWake chan struct{}
+}
+
+// sourceTP is a topic partition.
+type sourceTP struct {
+	topic     string
+	partition int32
+}
+
+func (tp sourceTP) String() string { return tp.topic + "-" + strconv.Itoa(int(tp.partition)) }
+
+// sourcePart is a partition this subtask reads.
+type sourcePart struct {
+	sourceTP
+	next int64 // offset of the next record to emit
+	stop int64 // bounded: offset to stop at; -1 when unbounded
+	out  sdk.Collector
+	done bool
+}
+
+const (
+	// sourceMaxPerEmit bounds one Emit, so checkpoints do not wait long
+	// behind it.
+	sourceMaxPerEmit = 512
+	// The idle backoff doubles from min to max while polls come back
+	// empty: quick to pick up a trickle, cheap when a topic is quiet.
+	sourceMinBackoff = time.Millisecond
+	sourceMaxBackoff = 50 * time.Millisecond
+	// sourceStateName is the union list state of the positions.
+	sourceStateName = "kafka-source-offsets"
+)
+
+type sourceStart int
+
+const (
+	sourceFromEarliest sourceStart = iota
+	sourceFromLatest
+	sourceFromCommitted
+	sourceFromTimestamp
+)
+
+type sourceConfig struct {
+	servers       string
+	topics        []string
+	pattern       *regexp.Regexp
+	group         string
+	start         sourceStart
+	startMillis   int64 // sourceFromTimestamp
+	readCommitted bool
+	discovery     time.Duration
+	bounded       bool
+	timeout       time.Duration
+}
+
+// parseSourceConfig reads everything but the client settings (which
+// clientOptions reads).
+func parseSourceConfig(cfg sdk.Config) (sourceConfig, error) {
+	var c sourceConfig
+	var err error
+	if c.servers, err = cfg.String("bootstrap-servers", ""); err != nil {
+		return c, err
+	}
+	topic, err := cfg.String("topic", "")
+	if err != nil {
+		return c, err
+	}
+	pattern, err := cfg.String("topic-pattern", "")
+	if err != nil {
+		return c, err
+	}
+	var topics []string
+	if v, ok := cfg["topics"]; ok && v != nil {
+		list, ok := v.([]any)
+		if !ok {
+			if ss, isStrings := v.([]string); isStrings {
+				list = make([]any, len(ss))
+				for i, s := range ss {
+					list[i] = s
+				}
+			} else {
+				return c, fmt.Errorf(`config "topics": want a list of topic names, got %T`, v)
+			}
+		}
+		for i, t := range list {
+			s, ok := t.(string)
+			if !ok || s == "" {
+				return c, fmt.Errorf(`config "topics"[%d]: want a topic name, got %v`, i, t)
+			}
+			topics = append(topics, s)
+		}
+		if len(topics) == 0 {
+			return c, fmt.Errorf(`config "topics": empty`)
+		}
+	}
+	switch n := sourceCount(topic != "") + sourceCount(topics != nil) + sourceCount(pattern != ""); {
+	case n == 0:
+		return c, fmt.Errorf(`config: one of "topic", "topics" or "topic-pattern" is required`)
+	case n > 1:
+		return c, fmt.Errorf(`config: give only one of "topic", "topics" and "topic-pattern"`)
+	case topic != "":
+		c.topics = []string{topic}
+	case pattern != "":
+		if c.pattern, err = regexp.Compile(pattern); err != nil {
+			return c, fmt.Errorf(`config "topic-pattern": %w`, err)
+		}
+	default:
+		slices.Sort(topics)
+		c.topics = slices.Compact(topics)
+	}
+	if c.group, err = cfg.String("group-id", ""); err != nil {
+		return c, err
+	}
+	start, err := cfg.String("starting-offsets", "earliest")
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case start == "earliest":
+		c.start = sourceFromEarliest
+	case start == "latest":
+		c.start = sourceFromLatest
+	case start == "committed":
+		if c.group == "" {
+			return c, fmt.Errorf(`config "starting-offsets": committed needs "group-id"`)
+		}
+		c.start = sourceFromCommitted
+	case strings.HasPrefix(start, "timestamp:"):
+		ms, err := strconv.ParseInt(strings.TrimPrefix(start, "timestamp:"), 10, 64)
+		if err != nil || ms < 0 {
+			return c, fmt.Errorf(`config "starting-offsets": %q: want timestamp:<milliseconds since the epoch>`, start)
+		}
+		c.start, c.startMillis = sourceFromTimestamp, ms
+	default:
+		return c, fmt.Errorf(`config "starting-offsets": %q: want earliest, latest, committed or timestamp:<ms>`, start)
+	}
+	isolation, err := cfg.String("isolation", "read-committed")
+	if err != nil {
+		return c, err
+	}
+	switch isolation {
+	case "read-committed":
+		c.readCommitted = true
+	case "read-uncommitted":
+	default:
+		return c, fmt.Errorf(`config "isolation": %q: want read-committed or read-uncommitted`, isolation)
+	}
+	if c.discovery, err = cfg.Duration("partition-discovery-interval", 0); err != nil {
+		return c, err
+	}
+	if c.discovery < 0 {
+		return c, fmt.Errorf(`config "partition-discovery-interval": negative`)
+	}
+	bounded, err := cfg.String("bounded", "")
+	if err != nil {
+		return c, err
+	}
+	switch bounded {
+	case "":
+	case "latest":
+		c.bounded = true
+	default:
+		return c, fmt.Errorf(`config "bounded": %q: want latest (or leave it out for an unbounded source)`, bounded)
+	}
+	if c.bounded && c.discovery > 0 {
+		// A bounded source reads what was there when it started: it has
+		// no end offset for a partition created later.
+		return c, fmt.Errorf(`config: "partition-discovery-interval" does not go with "bounded"`)
+	}
+	if c.timeout, err = cfg.Duration("open-timeout", 10*time.Second); err != nil {
+		return c, err
+	}
+	if c.timeout <= 0 {
+		return c, fmt.Errorf(`config "open-timeout": must be positive`)
+	}
+	return c, nil
+}
+
+func sourceCount(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sourceOwner is the subtask that reads topic partition tp (see Source).
+func sourceOwner(tp sourceTP, parallelism int) int {
+	h := fnv.New32a()
+	h.Write([]byte(tp.topic))
+	start := int(h.Sum32() % uint32(parallelism))
+	return (start + int(tp.partition)) % parallelism
+}
+
+func (s *Source) Open(ctx sdk.Context) (err error) {
+	defer func() {
+		if err != nil {
+			s.Close() // the clients made before the failure
+		}
+	}()
+	cfg, err := parseSourceConfig(ctx.Config())
+	if err != nil {
+		return fmt.Errorf("kafka-source: %w", err)
+	}
+	opts, err := clientOptions(ctx.Config())
+	if err != nil {
+		return fmt.Errorf("kafka-source: %w", err)
+	}
+	s.cfg, s.subtask, s.parallelism = cfg, ctx.SubtaskIndex(), ctx.Parallelism()
+	s.log = ctx.Logger().With("operator", "kafka-source")
+	s.opts = append(opts, kgo.WithLogger(sourceKgoLogger{s.log}))
+	if s.admin, err = kgo.NewClient(s.opts...); err != nil {
+		return fmt.Errorf("kafka-source: %w", err)
+	}
+	s.state = ctx.UnionListState(sourceStateName)
+	restored, err := decodeSourcePositions(s.state.Get())
+	if err != nil {
+		return fmt.Errorf("kafka-source: restore positions: %w", err)
+	}
+
+	octx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	all, err := s.openPartitions(octx)
+	if err != nil {
+		return err
+	}
+	s.parts = map[sourceTP]*sourcePart{}
+	known := map[sourceTP]bool{} // for discovery: the partitions handled
+	var fresh []*sourcePart      // owned, with no restored position
+	var unstopped []*sourcePart  // bounded, with no restored stop offset
+	for _, tp := range all {
+		if sourceOwner(tp, s.parallelism) != s.subtask {
+			continue
+		}
+		known[tp] = true
+		p := &sourcePart{sourceTP: tp, stop: -1}
+		if pos, ok := restored[tp]; ok {
+			p.next = pos.next
+			if cfg.bounded {
+				p.stop = pos.stop
+			}
+		} else {
+			fresh = append(fresh, p)
+		}
+		if cfg.bounded && p.stop < 0 {
+			unstopped = append(unstopped, p)
+		}
+		s.add(p)
+	}
+	start := cfg.start
+	if len(restored) > 0 {
+		// Restored: partitions the checkpoint does not know are new.
+		start = sourceFromEarliest
+		if len(fresh) > 0 {
+			s.log.Info("kafka-source: partitions not in the restored checkpoint start at their earliest offset", "partitions", len(fresh))
+		}
+		if s.subtask == 0 {
+			listed := make(map[sourceTP]bool, len(all))
+			for _, tp := range all {
+				listed[tp] = true
+			}
+			for tp := range restored {
+				if !listed[tp] {
+					s.log.Warn("kafka-source: dropping the restored position of a partition no longer read (topic deleted or no longer configured)", "partition", tp.String())
+				}
+			}
+		}
+	}
+	if err := s.resolveStart(octx, fresh, start); err != nil {
+		return err
+	}
+	if err := s.resolveStop(octx, unstopped); err != nil {
+		return err
+	}
+	var reading []*sourcePart
+	for _, p := range s.order {
+		if cfg.bounded && p.next >= p.stop {
+			p.done = true
+			continue
+		}
+		reading = append(reading, p)
+	}
+	s.active = len(reading)
+	if err := s.consume(reading); err != nil {
+		return err
+	}
+	s.log.Info("kafka-source opened", "partitions", len(s.order), "reading", len(reading), "restored", len(restored) > 0)
+
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	if cfg.discovery > 0 {
+		s.found = make(chan []*sourcePart)
+		s.wg.Go(func() { s.discoverLoop(bg, known) })
+	}
+	if cfg.group != "" {
+		s.pending = map[int64]kadm.Offsets{}
+		s.commitWake = make(chan struct{}, 1)
+		s.wg.Go(func() { s.commitLoop(bg) })
+	}
+	return nil
+}
+
+// openPartitions lists the partitions of the configured topics, waiting
+// out retriable errors (a topic just created has no leader yet) until ctx
+// ends, and saying clearly what failed.
+func (s *Source) openPartitions(ctx context.Context) ([]sourceTP, error) {
+	for {
+		all, err := s.listPartitions(ctx)
+		if err == nil {
+			if len(all) == 0 && s.cfg.pattern != nil && s.cfg.discovery == 0 {
+				return nil, fmt.Errorf("kafka-source: no topic on %s matches topic-pattern %q", s.cfg.servers, s.cfg.pattern)
+			}
+			return all, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("kafka-source: no answer within open-timeout %s: %w", s.cfg.timeout, err)
+		}
+		if !kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return nil, fmt.Errorf("kafka-source: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafka-source: partitions of %s not available within %s: %w", s.topicsString(), s.cfg.timeout, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Source) topicsString() string {
+	if s.cfg.pattern != nil {
+		return "topic-pattern " + strconv.Quote(s.cfg.pattern.String())
+	}
+	return strings.Join(s.cfg.topics, ",")
+}
+
+// listPartitions asks the brokers, bypassing the client's metadata cache,
+// for the partitions of the configured topics, sorted.
+func (s *Source) listPartitions(ctx context.Context) ([]sourceTP, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	if s.cfg.pattern == nil {
+		for _, t := range s.cfg.topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	} // nil Topics: every topic, for the pattern
+	resp, err := req.RequestWith(ctx, s.admin)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap-servers %s unreachable: metadata request: %w", s.cfg.servers, err)
+	}
+	var tps []sourceTP
+	seen := map[string]bool{}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		name := *t.Topic
+		if s.cfg.pattern != nil && (t.IsInternal || !s.cfg.pattern.MatchString(name)) {
+			continue
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			if s.cfg.pattern != nil && errors.Is(err, kerr.UnknownTopicOrPartition) {
+				continue // deleted between listing and describing
+			}
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				return nil, fmt.Errorf("topic %q does not exist on %s: %w", name, s.cfg.servers, err)
+			}
+			return nil, fmt.Errorf("topic %q on %s: %w", name, s.cfg.servers, err)
+		}
+		seen[name] = true
+		for _, p := range t.Partitions {
+			tps = append(tps, sourceTP{name, p.Partition})
+		}
+	}
+	for _, t := range s.cfg.topics {
+		if !seen[t] {
+			return nil, fmt.Errorf("topic %q does not exist on %s: %w", t, s.cfg.servers, kerr.UnknownTopicOrPartition)
+		}
+	}
+	slices.SortFunc(tps, sourceCompareTP)
+	return tps, nil
+}
+
+func sourceCompareTP(a, b sourceTP) int {
+	if c := strings.Compare(a.topic, b.topic); c != 0 {
+		return c
+	}
+	return int(a.partition) - int(b.partition)
+}
+
+// add makes p one of the partitions this subtask reads.
+func (s *Source) add(p *sourcePart) {
+	s.parts[p.sourceTP] = p
+	i, _ := slices.BinarySearchFunc(s.order, p.sourceTP, func(q *sourcePart, tp sourceTP) int { return sourceCompareTP(q.sourceTP, tp) })
+	s.order = slices.Insert(s.order, i, p)
+}
+
+// resolveStart sets the next offset of parts to a concrete one: a
+// checkpoint must hold an offset, not "latest", or a restore would skip
+// what was written in between.
+func (s *Source) resolveStart(ctx context.Context, parts []*sourcePart, how sourceStart) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	adm := kadm.NewClient(s.admin)
+	set := func(p *sourcePart, o int64) { p.next = o }
+	switch how {
+	case sourceFromLatest:
+		// Under read-committed, latest is the last stable offset: a
+		// transaction open now may still commit, and its records come
+		// after it.
+		if s.cfg.readCommitted {
+			return s.listOffsets(ctx, "latest", parts, adm.ListCommittedOffsets, set)
+		}
+		return s.listOffsets(ctx, "latest", parts, adm.ListEndOffsets, set)
+	case sourceFromTimestamp:
+		list := func(ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
+			return adm.ListOffsetsAfterMilli(ctx, s.cfg.startMillis, topics...)
+		}
+		return s.listOffsets(ctx, "timestamp", parts, list, set)
+	case sourceFromCommitted:
+		committed, err := adm.FetchOffsetsForTopics(ctx, s.cfg.group, sourceTopics(parts)...)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			committed, err = nil, nil // a group that never committed
+		}
+		if err != nil {
+			return fmt.Errorf("kafka-source: offsets committed by group %q: %w", s.cfg.group, err)
+		}
+		var rest []*sourcePart
+		for _, p := range parts {
+			if o, ok := committed.Lookup(p.topic, p.partition); ok && o.Err == nil && o.At >= 0 {
+				p.next = o.At
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		if len(rest) > 0 {
+			s.log.Info("kafka-source: partitions without a commit start at the earliest offset", "group", s.cfg.group, "partitions", len(rest))
+		}
+		return s.listOffsets(ctx, "earliest", rest, adm.ListStartOffsets, set)
+	default:
+		return s.listOffsets(ctx, "earliest", parts, adm.ListStartOffsets, set)
+	}
+}
+
+// resolveStop sets the stop offset of bounded parts to their end now.
+func (s *Source) resolveStop(ctx context.Context, parts []*sourcePart) error {
+	adm := kadm.NewClient(s.admin)
+	set := func(p *sourcePart, o int64) { p.stop = o }
+	if s.cfg.readCommitted {
+		// Read-committed fetches stop at the last stable offset: a
+		// higher stop would wait for open transactions.
+		return s.listOffsets(ctx, "end", parts, adm.ListCommittedOffsets, set)
+	}
+	return s.listOffsets(ctx, "end", parts, adm.ListEndOffsets, set)
+}
+
+func (s *Source) listOffsets(ctx context.Context, what string, parts []*sourcePart,
+	list func(context.Context, ...string) (kadm.ListedOffsets, error), set func(*sourcePart, int64)) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	topics := sourceTopics(parts)
+	listed, err := list(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("kafka-source: list %s offsets of %s on %s: %w", what, strings.Join(topics, ","), s.cfg.servers, err)
+	}
+	for _, p := range parts {
+		o, ok := listed.Lookup(p.topic, p.partition)
+		switch {
+		case !ok:
+			return fmt.Errorf("kafka-source: list %s offsets: no answer for %s", what, p.sourceTP)
+		case o.Err != nil:
+			return fmt.Errorf("kafka-source: list %s offset of %s: %w", what, p.sourceTP, o.Err)
+		case o.Offset < 0:
+			return fmt.Errorf("kafka-source: list %s offset of %s: none", what, p.sourceTP)
+		}
+		set(p, o.Offset)
+	}
+	return nil
+}
+
+func sourceTopics(parts []*sourcePart) []string {
+	var topics []string
+	for _, p := range parts {
+		topics = append(topics, p.topic)
+	}
+	slices.Sort(topics)
+	return slices.Compact(topics)
+}
+
+// consume starts fetching parts from their positions.
+func (s *Source) consume(parts []*sourcePart) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	at := map[string]map[int32]kgo.Offset{}
+	for _, p := range parts {
+		if at[p.topic] == nil {
+			at[p.topic] = map[int32]kgo.Offset{}
+		}
+		at[p.topic][p.partition] = kgo.NewOffset().At(p.next)
+	}
+	if s.consumer != nil {
+		s.consumer.AddConsumePartitions(at)
+		return nil
+	}
+	isolation := kgo.ReadUncommitted()
+	if s.cfg.readCommitted {
+		isolation = kgo.ReadCommitted()
+	}
+	var err error
+	s.consumer, err = kgo.NewClient(append(slices.Clone(s.opts),
+		kgo.ConsumePartitions(at),
+		kgo.FetchIsolationLevel(isolation),
+		// Control records (transaction markers) take offsets too: seeing
+		// them moves a position past a transaction's end, so a bounded
+		// partition whose last record is a marker reaches its stop.
+		kgo.KeepControlRecords(),
+		// A position out of range (retention deleted it) resumes at the
+		// earliest offset left, like Kafka's auto.offset.reset=earliest.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Kafka's fetch.max.wait.ms rather than the client's 5s: a
+		// partition added (discovered) while a fetch waits on a quiet
+		// broker is fetched only from the next request.
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)...)
+	if err != nil {
+		return fmt.Errorf("kafka-source: consumer: %w", err)
+	}
+	return nil
+}
+
+func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
+	so, _ := out.(sdk.SourceOutput)
+	if !s.opened {
+		s.opened = true
+		for _, p := range s.order {
+			if !p.done {
+				p.out = sourceSplit(out, so, p)
+			}
+		}
+	}
+	if s.found != nil {
+		select {
+		case found := <-s.found:
+			var added []*sourcePart
+			for _, p := range found {
+				if s.parts[p.sourceTP] != nil {
+					continue
+				}
+				s.log.Info("kafka-source: reading a new partition", "partition", p.sourceTP.String(), "from", p.next)
+				s.add(p)
+				p.out = sourceSplit(out, so, p)
+				added = append(added, p)
+			}
+			s.active += len(added)
+			if err := s.consume(added); err != nil {
+				return sdk.SourceStatus{}, err
+			}
+		default:
+		}
+	}
+	if s.active == 0 {
+		if s.cfg.bounded {
+			return sdk.SourceStatus{EndOfInput: true}, nil
+		}
+		return sdk.SourceStatus{Backoff: sourceMaxBackoff}, nil
+	}
+
+	// A nil context polls without waiting: what the client buffered. Not
+	// polling is the back-pressure: the client fetches no more from a
+	// broker while its last fetch is buffered.
+	fetches := s.consumer.PollRecords(nil, sourceMaxPerEmit) //nolint:staticcheck // a nil context is kgo's "do not wait"
+	if err := s.fetchErrors(fetches); err != nil {
+		return sdk.SourceStatus{}, err
+	}
+	moved := false
+	var finished map[string][]int32
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		p := s.parts[sourceTP{fp.Topic, fp.Partition}]
+		for _, r := range fp.Records {
+			if p == nil || p.done {
+				break // fetched before it was finished
+			}
+			if s.cfg.bounded && r.Offset >= p.stop {
+				s.finish(p, so, &finished) // past a gap (compaction) to its stop
+				break
+			}
+			if !r.Attrs.IsControl() {
+				p.out.Collect(sdk.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()})
+			}
+			p.next = r.Offset + 1
+			moved = true
+			if s.cfg.bounded && p.next >= p.stop {
+				s.finish(p, so, &finished)
+			}
+		}
+	})
+	if finished != nil {
+		s.consumer.RemoveConsumePartitions(finished)
+	}
+	if s.active == 0 && s.cfg.bounded {
+		return sdk.SourceStatus{EndOfInput: true}, nil
+	}
+	if moved {
+		s.backoff = 0
+		return sdk.SourceStatus{}, nil
+	}
+	s.backoff = min(max(2*s.backoff, sourceMinBackoff), sourceMaxBackoff)
+	return sdk.SourceStatus{Backoff: s.backoff}, nil
+}
+
+// sourceSplit is the output of p: its own split of the watermark.
+func sourceSplit(out sdk.Collector, so sdk.SourceOutput, p *sourcePart) sdk.Collector {
+	if so == nil {
+		return out
+	}
+	return so.Split(p.sourceTP.String())
+}
+
+// finish ends bounded partition p: it reached its stop offset.
+func (s *Source) finish(p *sourcePart, so sdk.SourceOutput, finished *map[string][]int32) {
+	p.done = true
+	s.active--
+	if so != nil {
+		so.ReleaseSplit(p.sourceTP.String())
+	}
+	if *finished == nil {
+		*finished = map[string][]int32{}
+	}
+	(*finished)[p.topic] = append((*finished)[p.topic], p.partition)
+}
+
+// fetchErrors fails on fetch errors a restart may fix or that need a
+// human, and logs those the client recovers from itself.
+func (s *Source) fetchErrors(fetches kgo.Fetches) error {
+	for _, fe := range fetches.Errors() {
+		var loss *kgo.ErrDataLoss
+		switch {
+		case errors.As(fe.Err, &loss):
+			// The client reset the partition (to the earliest offset
+			// left): records were lost on the broker, not here.
+			s.log.Warn("kafka-source: data loss on the broker", "partition", sourceTP{fe.Topic, fe.Partition}.String(), "err", fe.Err)
+		case errors.Is(fe.Err, kgo.ErrClientClosed):
+			return fmt.Errorf("kafka-source: consumer closed")
+		case kerr.IsRetriable(fe.Err):
+			s.log.Warn("kafka-source: fetch failed, retrying", "partition", sourceTP{fe.Topic, fe.Partition}.String(), "err", fe.Err)
+		default:
+			return fmt.Errorf("kafka-source: fetch %s from %s: %w", sourceTP{fe.Topic, fe.Partition}, s.cfg.servers, fe.Err)
+		}
+	}
+	return nil
+}
+
+// SnapshotState stores every position: the runtime calls it right after
+// the barrier went downstream, between two Emits, so the positions are
+// exactly past the records before the barrier.
+func (s *Source) SnapshotState(checkpointID int64) error {
+	items := make([][]byte, len(s.order))
+	for i, p := range s.order {
+		items[i] = encodeSourcePosition(p)
+	}
+	s.state.Update(items)
+	if s.pending != nil {
+		o := make(kadm.Offsets)
+		for _, p := range s.order {
+			o.Add(kadm.Offset{Topic: p.topic, Partition: p.partition, At: p.next, LeaderEpoch: -1})
+		}
+		s.pending[checkpointID] = o
+	}
+	return nil
+}
+
+// NotifyCheckpointComplete commits the checkpoint's positions to
+// group-id, in the background: they are for monitoring, and a slow broker
+// must not hold the subtask up.
+func (s *Source) NotifyCheckpointComplete(checkpointID int64) error {
+	if s.pending == nil {
+		return nil
+	}
+	o := s.pending[checkpointID]
+	for id := range s.pending {
+		if id <= checkpointID {
+			delete(s.pending, id)
+		}
+	}
+	if o == nil {
+		return nil
+	}
+	s.commitMu.Lock()
+	s.toCommit = o
+	s.commitMu.Unlock()
+	select {
+	case s.commitWake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *Source) NotifyCheckpointAborted(checkpointID int64) error {
+	delete(s.pending, checkpointID)
+	return nil
+}
+
+// commitLoop commits the newest completed checkpoint's positions; an older
+// one not committed yet is skipped.
+func (s *Source) commitLoop(ctx context.Context) {
+	adm := kadm.NewClient(s.admin)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.commitWake:
+		}
+		s.commitMu.Lock()
+		o := s.toCommit
+		s.toCommit = nil
+		s.commitMu.Unlock()
+		if o == nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+		resp, err := adm.CommitOffsets(cctx, s.cfg.group, o)
+		cancel()
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("kafka-source: commit offsets (for monitoring only) failed", "group", s.cfg.group, "err", err)
+		}
+	}
+}
+
+// discoverLoop looks for new partitions every partition-discovery-interval
+// and hands the ones this subtask owns, positioned at their earliest
+// offset, to Emit. known are the partitions this subtask already reads.
+func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool) {
+	t := time.NewTicker(s.cfg.discovery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		found, err := s.discover(ctx, known)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("kafka-source: partition discovery failed", "err", err)
+			}
+			continue
+		}
+		if len(found) == 0 {
+			continue
+		}
+		select {
+		case s.found <- found:
+			for _, p := range found {
+				known[p.sourceTP] = true
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Source) discover(ctx context.Context, known map[sourceTP]bool) ([]*sourcePart, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	all, err := s.listPartitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var found []*sourcePart
+	for _, tp := range all {
+		if !known[tp] && sourceOwner(tp, s.parallelism) == s.subtask {
+			found = append(found, &sourcePart{sourceTP: tp, stop: -1})
+		}
+	}
+	if err := s.resolveStart(ctx, found, sourceFromEarliest); err != nil {
+		return nil, err
+	}
+	return found, nil
+}
+
+func (s *Source) Close() error {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+	if s.consumer != nil {
+		s.consumer.Close()
+		s.consumer = nil
+	}
+	if s.admin != nil {
+		s.admin.Close()
+		s.admin = nil
+	}
+	return nil
+}
+
+// A position item: version 1, next and stop (int64), partition (int32),
+// then the topic.
+const sourcePositionHeader = 1 + 8 + 8 + 4
+
+func encodeSourcePosition(p *sourcePart) []byte {
+	b := make([]byte, 0, sourcePositionHeader+len(p.topic))
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, uint64(p.next))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.stop))
+	b = binary.BigEndian.AppendUint32(b, uint32(p.partition))
+	return append(b, p.topic...)
+}
+
+type sourcePosition struct{ next, stop int64 }
+
+func decodeSourcePositions(items [][]byte) (map[sourceTP]sourcePosition, error) {
+	m := make(map[sourceTP]sourcePosition, len(items))
+	for _, b := range items {
+		if len(b) <= sourcePositionHeader || b[0] != 1 {
+			return nil, fmt.Errorf("corrupt position item (%d bytes)", len(b))
+		}
+		tp := sourceTP{string(b[sourcePositionHeader:]), int32(binary.BigEndian.Uint32(b[17:]))}
+		pos := sourcePosition{int64(binary.BigEndian.Uint64(b[1:])), int64(binary.BigEndian.Uint64(b[9:]))}
+		if pos.next < 0 || tp.partition < 0 {
+			return nil, fmt.Errorf("corrupt position item for %s (offset %d)", tp, pos.next)
+		}
+		if _, dup := m[tp]; dup {
+			// Two subtasks read the same partition: exactly-once is off.
+			return nil, fmt.Errorf("two positions for %s", tp)
+		}
+		m[tp] = pos
+	}
+	return m, nil
+}
+
+// sourceKgoLogger sends the client's warnings and errors (a broker that
+// cannot be reached, say) to the subtask's log.
+type sourceKgoLogger struct{ log *slog.Logger }
+
+func (l sourceKgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l sourceKgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lv := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		lv = slog.LevelError
+	case kgo.LogLevelWarn:
+		lv = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		lv = slog.LevelInfo
+	}
+	l.log.Log(context.Background(), lv, "kafka client: "+msg, keyvals...)
+}
