@@ -185,3 +185,90 @@ func TestKafkaSinkLeaderKill(t *testing.T) {
 	}
 	t.Logf("leader %s crashed after a store add; %d records read from Kafka exactly once", addr, len(lines))
 }
+
+// produce writes records i in [0, n) to topic with key i mod keys and
+// value i, with a plain franz-go producer, as any application would.
+func produce(t *testing.T, broker, topic string, n, keys int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	errs := make(chan error, 1)
+	for i := range n {
+		r := &kgo.Record{Key: []byte(strconv.Itoa(i % keys)), Value: []byte(strconv.Itoa(i))}
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+// A job reads a topic a plain producer filled (8 partitions), writes
+// running sums to another, is stopped with a savepoint in the middle and
+// resumed at twice the parallelism: the output topic holds every sum
+// exactly once.
+func TestKafkaRescaleFromSavepoint(t *testing.T) {
+	records := 1_000_000
+	if testing.Short() {
+		records = 100_000
+	}
+	const keys = 64
+	c := startCluster(t, 4)
+	addr := freePort(t)
+	c.start("kafka-dev", "--listen", addr, "--data-dir", filepath.Join(c.dir, "kafka"), "--topics", "in,out", "--partitions", "8")
+	c.waitFor(30*time.Second, "the Kafka broker listening", func() (bool, error) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false, nil
+		}
+		conn.Close()
+		return true, nil
+	})
+	produce(t, addr, "in", records, keys)
+	spec := func(p int) string {
+		s := fmt.Sprintf(`name: kafka-rescale
+checkpointing: {interval: 200ms, timeout: 1m}
+restart-strategy: {type: fixed-delay, attempts: 100, delay: 100ms}
+vertices:
+  - {name: source, operator: kafka-source, parallelism: %d, config: {bootstrap-servers: %q, topic: in, bounded: latest}}
+  - {name: sum, operator: keyed-sum, parallelism: %d, inputs: [{from: source, partition: hash}]}
+  - {name: sink, operator: kafka-sink, parallelism: %d, inputs: [{from: sum, partition: forward}],
+     config: {bootstrap-servers: %q, topic: out, transactional-id-prefix: rescale, transaction-timeout: 5m}}
+`, p, addr, p, p, addr)
+		path := filepath.Join(c.dir, fmt.Sprintf("rescale-%d.yaml", p))
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	savepoint := c.runThenStop(spec(2))
+	if before := len(readCommitted(t, addr)); before == 0 || before >= records {
+		t.Fatalf("%d sums committed at the stop; want some but not all of %d", before, records)
+	} else {
+		t.Logf("stopped with a savepoint after %d sums", before)
+	}
+	second := c.submit(spec(4), "--from", savepoint)
+	if job := c.waitJob(second, 3*time.Minute); job.State != "FINISHED" {
+		t.Fatalf("resumed job ended %s: %s", job.State, job.FailureCause)
+	}
+	lines := readCommitted(t, addr)
+	if err := check.RunningSum(lines, int64(records), keys); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d records from 8 partitions, stopped at p=2 and resumed at p=4: %d sums exactly once", records, len(lines))
+}
