@@ -17,13 +17,16 @@ import (
 )
 
 // startKafka runs the Kafka-protocol development broker (cmd/kafka-dev)
-// as a process of the cluster, with the topic "out", and returns its
-// address.
-func (c *cluster) startKafka(partitions int) string {
+// as a process of the cluster, with topics ("out" when none is named) of
+// partitions partitions, and returns its address.
+func (c *cluster) startKafka(partitions int, topics ...string) string {
 	c.t.Helper()
+	if len(topics) == 0 {
+		topics = []string{"out"}
+	}
 	addr := freePort(c.t)
 	c.start("kafka-dev", "--listen", addr, "--data-dir", filepath.Join(c.dir, "kafka"),
-		"--topics", "out", "--partitions", strconv.Itoa(partitions))
+		"--topics", strings.Join(topics, ","), "--partitions", strconv.Itoa(partitions))
 	c.waitFor(30*time.Second, "the Kafka broker listening", func() (bool, error) {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
@@ -229,16 +232,7 @@ func TestKafkaRescaleFromSavepoint(t *testing.T) {
 	}
 	const keys = 64
 	c := startCluster(t, 4)
-	addr := freePort(t)
-	c.start("kafka-dev", "--listen", addr, "--data-dir", filepath.Join(c.dir, "kafka"), "--topics", "in,out", "--partitions", "8")
-	c.waitFor(30*time.Second, "the Kafka broker listening", func() (bool, error) {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return false, nil
-		}
-		conn.Close()
-		return true, nil
-	})
+	addr := c.startKafka(8, "in", "out")
 	produce(t, addr, "in", records, keys)
 	spec := func(p int) string {
 		s := fmt.Sprintf(`name: kafka-rescale
