@@ -284,32 +284,36 @@ type alert struct {
 }
 
 // inactivity alerts when a user has no event for 50 ms of event time: a
-// keyed process function with state and an event-time timer.
+// keyed process function with state and event-time timers, exact however
+// the events arrive. An event waits in pending, with a timer at its time,
+// until the watermark passes it: timers fire in timestamp order, so the
+// events are seen in order; each moves the user's silence timer to
+// last+50, which, if it fires, finds the user silent since last.
 type inactivity struct {
-	last *weir.ValueState[int64]
+	pending *weir.MapState[int64, bool]
+	last    *weir.ValueState[int64]
 }
 
 func (f *inactivity) ProcessElement(ctx *weir.Context[string, alert], e event) error {
-	if prev, ok := f.last.Value(ctx); ok {
-		if e.Time <= prev {
-			return nil // out of order: the user's latest event is later
-		}
-		ctx.DeleteEventTimeTimer(prev + 50)
-		// The watermark may lag: a silence it did not reach yet is
-		// over already.
-		if e.Time > prev+50 {
-			ctx.EmitAt(alert{User: ctx.Key(), LastSeen: prev, SilentFrom: prev + 50}, prev+50)
-		}
-	}
-	f.last.Update(ctx, e.Time)
-	ctx.RegisterEventTimeTimer(e.Time + 50)
+	f.pending.Put(ctx, e.Time, true)
+	ctx.RegisterEventTimeTimer(e.Time)
 	return nil
 }
 
 func (f *inactivity) OnTimer(ctx *weir.Context[string, alert], t weir.Timer) error {
-	last, _ := f.last.Value(ctx)
-	ctx.Emit(alert{User: ctx.Key(), LastSeen: last, SilentFrom: t.Timestamp})
-	f.last.Clear(ctx)
+	last, seen := f.last.Value(ctx)
+	if _, isEvent := f.pending.Get(ctx, t.Timestamp); isEvent {
+		f.pending.Remove(ctx, t.Timestamp)
+		// The silence timer at last+50 stays: it is ignored when it fires
+		// after a later event. Deleting it could delete an event's timer
+		// of the same timestamp (timers of a key are one per timestamp).
+		f.last.Update(ctx, t.Timestamp)
+		ctx.RegisterEventTimeTimer(t.Timestamp + 50)
+		return nil
+	}
+	if seen && last+50 == t.Timestamp {
+		ctx.Emit(alert{User: ctx.Key(), LastSeen: last, SilentFrom: t.Timestamp})
+	}
 	return nil
 }
 
@@ -331,7 +335,7 @@ func TestProcessFunctionTimers(t *testing.T) {
 		weir.Parallelism(2), weir.Watermarks(5*time.Millisecond, 0))
 	alerts := weir.Process(weir.KeyBy(evs, func(e event) string { return e.User }), "inactivity",
 		func() weir.KeyedProcessFunction[string, event, alert] {
-			return &inactivity{last: weir.NewValueState[int64]("last")}
+			return &inactivity{pending: weir.NewMapState[int64, bool]("pending"), last: weir.NewValueState[int64]("last")}
 		}, weir.Parallelism(2))
 	weir.SinkTo(alerts, "sink", weir.FileSink(out, func(a alert) string { return fmt.Sprintf("%s,%d,%d", a.User, a.LastSeen, a.SilentFrom) }))
 	runJob(t, job)

@@ -70,9 +70,9 @@ func (f *Inactivity) OnTimer(ctx *weir.Context[string, Alert], t weir.Timer) err
 	last, seen := f.last.Value(ctx)
 	if _, isEvent := f.pending.Get(ctx, t.Timestamp); isEvent {
 		f.pending.Remove(ctx, t.Timestamp)
-		if seen {
-			ctx.DeleteEventTimeTimer(last + Silence)
-		}
+		// The silence timer at last+Silence stays: it is ignored when it fires
+		// after a later event. Deleting it could delete an event's timer
+		// of the same timestamp (timers of a key are one per timestamp).
 		f.last.Update(ctx, t.Timestamp)
 		ctx.RegisterEventTimeTimer(t.Timestamp + Silence)
 		return nil
