@@ -73,7 +73,10 @@ func (c *Context[K, U]) CurrentWatermark() int64 { return c.timers.CurrentWaterm
 func (c *Context[K, U]) CurrentProcessingTime() int64 { return c.timers.CurrentProcessingTime() }
 
 // RegisterEventTimeTimer asks for OnTimer when the watermark reaches ts,
-// for the current key; registering it again is a no-op.
+// for the current key; registering it again is a no-op. A key has one
+// timer per timestamp (as in Flink): two reasons for a timer at the same
+// time are one timer, and deleting it deletes it for both — a function
+// keeping timers for different purposes tells them apart when they fire.
 func (c *Context[K, U]) RegisterEventTimeTimer(ts int64) { c.timers.RegisterEventTimeTimer(nil, ts) }
 
 // RegisterProcessingTimeTimer asks for OnTimer when the clock reaches ts.

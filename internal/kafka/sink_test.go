@@ -89,16 +89,20 @@ func committed(t *testing.T, addr string) []string {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	// Read until a poll finds nothing more for a moment: the end.
+	// Read until three polls in a row find nothing: the end (one quiet
+	// poll is not enough on a loaded machine, where the first fetch can
+	// take longer than a poll waits).
 	var out []string
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	for quiet := 0; quiet < 3; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)); n++ })
 		if n == 0 {
-			break
+			quiet++
+		} else {
+			quiet = 0
 		}
 	}
 	slices.Sort(out)
