@@ -42,7 +42,7 @@ func (f *Failure) Error() string {
 func (f *Failure) Unwrap() error { return ErrCheckpointFailed }
 
 // counted reports whether a reason counts towards tolerable failures
-// (DESIGN §3: I/O, async snapshot, decline, expiry, finalize). Declines for
+// (I/O, async snapshot, decline, expiry, finalize, as Flink counts them). Declines for
 // transient task conditions (not ready, closing, subsumed, cancel barrier)
 // and trigger failures do not count, as in Flink.
 func counted(r weirv1.CheckpointFailureReason) bool {

@@ -60,11 +60,8 @@ func (j *IntervalJoin) Open(ctx sdk.Context) error {
 		}
 		j.spec = spec
 	}
-	if j.Pair == nil {
-		j.Pair = joinValues
-	}
-	j.ctx, j.timers = ctx, ctx.TimerService()
-	j.sides = [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
+	j.ctx = ctx
+	j.timers, j.sides = openJoin(ctx, &j.Pair)
 	return nil
 }
 
@@ -204,11 +201,8 @@ func (j *WindowJoin) Open(ctx sdk.Context) error {
 		}
 		j.spec = spec
 	}
-	if j.Pair == nil {
-		j.Pair = joinValues
-	}
-	j.ctx, j.timers = ctx, ctx.TimerService()
-	j.sides = [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
+	j.ctx = ctx
+	j.timers, j.sides = openJoin(ctx, &j.Pair)
 	return nil
 }
 
@@ -346,6 +340,16 @@ func bufferedValues(b []byte) iter.Seq2[[]byte, error] {
 			b = b[k+int(n):]
 		}
 	}
+}
+
+// openJoin is what both joins open with: the timer service, the two
+// sides' buffers, and the built-in pair ("l|r") unless the Go API gave
+// one.
+func openJoin(ctx sdk.Context, pair *Pairer) (sdk.TimerService, [2]sdk.MapState) {
+	if *pair == nil {
+		*pair = joinValues
+	}
+	return ctx.TimerService(), [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
 }
 
 // Pairer makes the record a joined pair of values emits.
