@@ -29,6 +29,17 @@ type Record struct {
 	Key       []byte
 	Value     []byte
 	Timestamp int64
+	// Headers are the record's metadata, as Kafka carries them: a source
+	// that reads them sets them, the exchange carries them, and a sink
+	// that writes them writes them. Operators that make new records from
+	// old ones decide whether to keep them.
+	Headers []Header
+}
+
+// Header is one record header. Keys may repeat.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // Collector passes records downstream. Collect may block while downstream is
@@ -79,6 +90,26 @@ type Context interface {
 	// when a downstream vertex reads it, and is counted as dropped
 	// (weir_task_late_records_dropped_total) otherwise.
 	EmitLate(r Record)
+	// Metrics is where the operator publishes its own metrics.
+	Metrics() MetricGroup
+}
+
+// MetricGroup is an operator's own metrics. The TaskManager exports them
+// on its /metrics endpoint with the subtask's labels (job_id, task_name,
+// subtask_index) before the operator's, and removes them when the
+// subtask ends.
+type MetricGroup interface {
+	// Gauge returns the gauge family name with the given label names. A
+	// name means one family in the TaskManager: every subtask asking for
+	// it must give the same help and labels.
+	Gauge(name, help string, labels ...string) Gauge
+}
+
+// Gauge is a family of gauges, one per combination of label values.
+type Gauge interface {
+	Set(value float64, labelValues ...string)
+	// Delete removes the series of labelValues.
+	Delete(labelValues ...string)
 }
 
 // Watermarks are event time in milliseconds: a watermark w says no record
@@ -269,3 +300,13 @@ type CheckpointListener interface {
 type InputEnder interface {
 	EndInput(out Collector) error
 }
+
+// DiscardMetrics is a MetricGroup that keeps nothing: for contexts outside
+// a TaskManager, such as tests and tools that run operators themselves.
+var DiscardMetrics MetricGroup = discardMetrics{}
+
+type discardMetrics struct{}
+
+func (discardMetrics) Gauge(string, string, ...string) Gauge { return discardMetrics{} }
+func (discardMetrics) Set(float64, ...string)                {}
+func (discardMetrics) Delete(...string)                      {}

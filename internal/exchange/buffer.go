@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weirproject/weir/internal/state"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -96,8 +97,9 @@ func (b Buffer) ToProto() *weirv1.ExchangeMessage {
 	m := &weirv1.ExchangeMessage{Priority: b.Priority}
 	switch b.Kind {
 	case KindRecords:
+		headers := HasHeaders(b.Records)
 		m.Kind = &weirv1.ExchangeMessage_Packed{Packed: &weirv1.PackedRecords{
-			Data: AppendRecords(nil, b.Records), Count: int32(len(b.Records)),
+			Data: AppendRecords(nil, b.Records, headers), Count: int32(len(b.Records)), Headers: headers,
 		}}
 	case KindBarrier:
 		m.Kind = &weirv1.ExchangeMessage_Barrier{Barrier: b.Barrier}
@@ -115,11 +117,29 @@ func (b Buffer) ToProto() *weirv1.ExchangeMessage {
 	return m
 }
 
-// AppendRecords appends recs in the PackedRecords layout.
-func AppendRecords(dst []byte, recs []sdk.Record) []byte {
+// HasHeaders says whether any of recs has headers: only then does a
+// batch carry them.
+func HasHeaders(recs []sdk.Record) bool {
+	for _, r := range recs {
+		if len(r.Headers) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// AppendRecords appends recs in the PackedRecords layout, with their
+// headers when headers is set (and dropping them otherwise).
+func AppendRecords(dst []byte, recs []sdk.Record, headers bool) []byte {
 	n := 0
 	for _, r := range recs {
 		n += len(r.Key) + len(r.Value) + 2 + binary.MaxVarintLen64
+		if headers {
+			n++
+			for _, h := range r.Headers {
+				n += len(h.Key) + len(h.Value) + 2*binary.MaxVarintLen64
+			}
+		}
 	}
 	dst = slices.Grow(dst, n)
 	for _, r := range recs {
@@ -128,13 +148,22 @@ func AppendRecords(dst []byte, recs []sdk.Record) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(r.Value)))
 		dst = append(dst, r.Value...)
 		dst = binary.AppendVarint(dst, r.Timestamp)
+		if headers {
+			dst = binary.AppendUvarint(dst, uint64(len(r.Headers)))
+			for _, h := range r.Headers {
+				dst = binary.AppendUvarint(dst, uint64(len(h.Key)))
+				dst = append(dst, h.Key...)
+				dst = binary.AppendUvarint(dst, uint64(len(h.Value)))
+				dst = append(dst, h.Value...)
+			}
+		}
 	}
 	return dst
 }
 
-// DecodeRecords decodes count records in the PackedRecords layout. Keys
-// and values point into data, which the records then own.
-func DecodeRecords(data []byte, count int) ([]sdk.Record, error) {
+// DecodeRecords decodes count records in the PackedRecords layout. Keys,
+// values and header values point into data, which the records then own.
+func DecodeRecords(data []byte, count int, headers bool) ([]sdk.Record, error) {
 	if count < 0 || count > len(data) {
 		return nil, fmt.Errorf("exchange: packed records: bad count %d for %d bytes", count, len(data))
 	}
@@ -154,6 +183,11 @@ func DecodeRecords(data []byte, count int) ([]sdk.Record, error) {
 		}
 		data = data[n:]
 		recs[i] = sdk.Record{Key: key, Value: value, Timestamp: ts}
+		if headers {
+			if recs[i].Headers, data, err = cutHeaders(data); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if len(data) != 0 {
 		return nil, fmt.Errorf("exchange: packed records: %d bytes after the last record", len(data))
@@ -162,6 +196,33 @@ func DecodeRecords(data []byte, count int) ([]sdk.Record, error) {
 }
 
 var errPacked = fmt.Errorf("exchange: packed records: truncated or corrupt")
+
+// cutHeaders splits a record's headers off data.
+func cutHeaders(data []byte) ([]sdk.Header, []byte, error) {
+	count, n := binary.Uvarint(data)
+	// Each header takes at least two bytes: a bad count fails here
+	// rather than allocating.
+	if n <= 0 || count > uint64(len(data)-n)/2 {
+		return nil, nil, errPacked
+	}
+	data = data[n:]
+	if count == 0 {
+		return nil, data, nil
+	}
+	hs := make([]sdk.Header, count)
+	for i := range hs {
+		var key []byte
+		var err error
+		if key, data, err = cutBytes(data); err != nil {
+			return nil, nil, err
+		}
+		if hs[i].Value, data, err = cutBytes(data); err != nil {
+			return nil, nil, err
+		}
+		hs[i].Key = string(key)
+	}
+	return hs, data, nil
+}
 
 // cutBytes splits a uvarint-length-prefixed byte string off data; the
 // string is capped so that appending to it never writes into the next.
@@ -187,7 +248,7 @@ func FromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 func fromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 	switch k := m.GetKind().(type) {
 	case *weirv1.ExchangeMessage_Packed:
-		recs, err := DecodeRecords(k.Packed.GetData(), int(k.Packed.GetCount()))
+		recs, err := DecodeRecords(k.Packed.GetData(), int(k.Packed.GetCount()), k.Packed.GetHeaders())
 		if err != nil {
 			return Buffer{}, err
 		}
@@ -195,7 +256,7 @@ func fromProto(m *weirv1.ExchangeMessage) (Buffer, error) {
 	case *weirv1.ExchangeMessage_Batch:
 		recs := make([]sdk.Record, len(k.Batch.GetRecords()))
 		for i, r := range k.Batch.GetRecords() {
-			recs[i] = sdk.Record{Key: r.GetKey(), Value: r.GetValue(), Timestamp: r.GetTimestamp()}
+			recs[i] = sdk.Record{Key: r.GetKey(), Value: r.GetValue(), Timestamp: r.GetTimestamp(), Headers: state.HeadersFromProto(r.GetHeaders())}
 		}
 		return Buffer{Kind: KindRecords, Records: recs}, nil
 	case *weirv1.ExchangeMessage_Barrier:

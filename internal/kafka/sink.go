@@ -46,8 +46,10 @@ type txn struct {
 	slot       int // -1 for one restored from a checkpoint
 }
 
-// Sink is kafka-sink: the record's key and value to topic, with the
-// delivery guarantee configured.
+// Sink is kafka-sink: the record's key, value, timestamp and headers to
+// topic, with the delivery guarantee configured. With topic-header set,
+// a record carrying that header goes to the topic its value names (the
+// header itself is not written).
 //
 // Exactly once is Flink's two-phase commit. Records go into a
 // transaction of one of the subtask's transactional IDs,
@@ -62,6 +64,7 @@ type txn struct {
 // they left open is aborted.
 type Sink struct {
 	cfg     SinkConfig
+	servers string // for messages
 	opts    []kgo.Opt
 	vertex  string
 	subtask int
@@ -93,6 +96,7 @@ func (s *Sink) Open(ctx sdk.Context) error {
 		return fmt.Errorf("kafka-sink: %w", err)
 	}
 	s.cfg, s.opts, s.cur = cfg, opts, -1
+	s.servers, _ = ctx.Config().String("bootstrap-servers", "")
 	s.vertex, s.subtask, s.log = ctx.TaskName(), ctx.SubtaskIndex(), ctx.Logger()
 	if s.admin, err = kgo.NewClient(opts...); err != nil {
 		return fmt.Errorf("kafka-sink: %w", err)
@@ -245,6 +249,7 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 		return err
 	}
 	rec := &kgo.Record{Key: r.Key, Value: r.Value}
+	rec.Topic, rec.Headers = s.route(r.Headers)
 	if r.Timestamp != 0 {
 		rec.Timestamp = time.UnixMilli(r.Timestamp)
 	}
@@ -262,6 +267,24 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 	}
 	cl.Produce(context.Background(), rec, s.produced)
 	return nil
+}
+
+// route picks a record's topic ("" for the default) from its headers and
+// converts the headers that are written.
+func (s *Sink) route(hs []sdk.Header) (string, []kgo.RecordHeader) {
+	if len(hs) == 0 {
+		return "", nil
+	}
+	topic := ""
+	out := make([]kgo.RecordHeader, 0, len(hs))
+	for _, h := range hs {
+		if s.cfg.TopicHeader != "" && h.Key == s.cfg.TopicHeader {
+			topic = string(h.Value)
+			continue
+		}
+		out = append(out, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return topic, out
 }
 
 // begin opens a transaction on the next free slot.
@@ -283,13 +306,13 @@ func (s *Sink) begin() error {
 
 // produced records the first failed write; the mailbox sees it at the
 // next record or checkpoint.
-func (s *Sink) produced(_ *kgo.Record, err error) {
+func (s *Sink) produced(r *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
 	s.mu.Lock()
 	if s.sendErr == nil {
-		s.sendErr = err
+		s.sendErr = fmt.Errorf("kafka-sink: write to topic %s on %s: %w", r.Topic, s.servers, err)
 	}
 	s.mu.Unlock()
 }
@@ -297,10 +320,7 @@ func (s *Sink) produced(_ *kgo.Record, err error) {
 func (s *Sink) failed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sendErr != nil {
-		return fmt.Errorf("kafka-sink: write to %s: %w", s.cfg.Topic, s.sendErr)
-	}
-	return nil
+	return s.sendErr
 }
 
 // SnapshotState pre-commits: every record written so far is in Kafka

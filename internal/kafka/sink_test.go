@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/weirproject/weir/sdk"
 )
@@ -355,5 +357,151 @@ func TestSinkRecoveryFromEarlierCheckpoint(t *testing.T) {
 	}
 	if got := committed(t, addr); !slices.Equal(got, []string{"replayed"}) {
 		t.Fatalf("committed %v, want the replayed record once", got)
+	}
+}
+
+// TestSinkInjectedWriteErrors: the broker refuses a write inside a
+// transaction, once, on produce or on adding the partition to the
+// transaction (which a client sends only to brokers before Kafka 4's
+// transactions version 2: the case runs against one speaking Kafka 3.9's
+// protocol). The sink fails at its next record or checkpoint (never
+// pre-committing a transaction that misses records), and the subtask
+// restored from the last completed checkpoint writes everything after
+// it again: the topic read read_committed holds each record once.
+func TestSinkInjectedWriteErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		broker *kversion.Versions
+		key    kmsg.Key
+		refuse func(kmsg.Request) kmsg.Response
+	}{
+		{"produce", nil, kmsg.Produce, func(req kmsg.Request) kmsg.Response {
+			r := req.(*kmsg.ProduceRequest)
+			resp := r.ResponseKind().(*kmsg.ProduceResponse)
+			for _, rt := range r.Topics {
+				st := kmsg.NewProduceResponseTopic()
+				st.Topic, st.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewProduceResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp
+		}},
+		{"add partitions to transaction", kversion.V3_9_0(), kmsg.AddPartitionsToTxn, func(req kmsg.Request) kmsg.Response {
+			r := req.(*kmsg.AddPartitionsToTxnRequest)
+			resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			for _, rt := range r.Topics {
+				st := kmsg.NewAddPartitionsToTxnResponseTopic()
+				st.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = p, kerr.TopicAuthorizationFailed.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []kfake.Opt{kfake.SeedTopics(3, "out")}
+			if tc.broker != nil {
+				opts = append(opts, kfake.MaxVersions(tc.broker))
+			}
+			addr, cluster := newBroker(t, opts...)
+			s, ctx := openSink(t, eoConfig(addr), 0, 1, nil)
+			write(t, s, "a")
+			if err := s.SnapshotState(1); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.NotifyCheckpointComplete(1); err != nil {
+				t.Fatal(err)
+			}
+			restored := ctx.checkpoint()
+
+			var fired atomic.Bool
+			cluster.ControlKey(int16(tc.key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				if fired.Swap(true) {
+					return nil, nil, false
+				}
+				return tc.refuse(req), nil, true
+			})
+			err := s.ProcessRecord(sdk.Record{Value: []byte("b")}, nil)
+			if err == nil {
+				err = s.SnapshotState(2)
+			}
+			if !fired.Load() {
+				t.Fatalf("the broker was never asked for %s", tc.name)
+			}
+			if err == nil {
+				t.Fatal("a refused write pre-committed checkpoint 2")
+			}
+			t.Logf("the sink failed: %v", err)
+			s.Close()
+
+			s2, _ := openSink(t, eoConfig(addr), 0, 1, restored)
+			write(t, s2, "b")
+			if err := s2.SnapshotState(2); err != nil {
+				t.Fatal(err)
+			}
+			if err := s2.NotifyCheckpointComplete(2); err != nil {
+				t.Fatal(err)
+			}
+			if got := committed(t, addr); !slices.Equal(got, []string{"a", "b"}) {
+				t.Fatalf("committed %v, want a and b once", got)
+			}
+		})
+	}
+}
+
+// TestSinkHeadersAndTopicHeader: headers are written; with topic-header,
+// the header names the record's topic and is not written itself.
+func TestSinkHeadersAndTopicHeader(t *testing.T) {
+	addr, _ := newBroker(t, kfake.SeedTopics(1, "out", "alerts"))
+	cfg := eoConfig(addr)
+	cfg["topic-header"] = "route"
+	s, _ := openSink(t, cfg, 0, 1, nil)
+	for _, r := range []sdk.Record{
+		{Value: []byte("plain"), Headers: []sdk.Header{{Key: "trace", Value: []byte("t1")}}},
+		{Value: []byte("routed"), Headers: []sdk.Header{{Key: "trace", Value: []byte("t2")}, {Key: "route", Value: []byte("alerts")}}},
+	} {
+		if err := s.ProcessRecord(r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("out", "alerts"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for len(got) < 2 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %v, want two records", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var hs []string
+			for _, h := range r.Headers {
+				hs = append(hs, h.Key+"="+string(h.Value))
+			}
+			got[r.Topic+"/"+string(r.Value)] = strings.Join(hs, ",")
+		})
+	}
+	want := map[string]string{"out/plain": "trace=t1", "alerts/routed": "trace=t2"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("read %v, want %v", got, want)
 	}
 }

@@ -23,8 +23,8 @@ import (
 )
 
 // Source is kafka-source: it reads the partitions of one or more topics,
-// each partition a split, and emits every record's key, value and
-// timestamp (Kafka record headers are not carried: sdk.Record has none).
+// each partition a split, and emits every record's key, value,
+// timestamp (its event time) and headers.
 //
 //	config: {bootstrap-servers: host:port, topic: t | topics: [..] | topic-pattern: re,
 //	         group-id: g, starting-offsets: earliest|latest|committed|timestamp:<ms>,
@@ -67,13 +67,17 @@ import (
 // to the group, asynchronously; the source never reads them back except
 // for starting-offsets: committed.
 //
-// Per-partition lag metrics (weir_kafka_source_lag_records) are not
-// exported: the sdk gives operators no metrics registry.
+// Lag. weir_kafka_source_lag_records{topic,partition} is how far each
+// partition's position is behind its end (the last stable offset under
+// read-committed, the high watermark under read-uncommitted) as of the
+// newest fetch: Flink's records-lag.
 type Source struct {
 	cfg                  sourceConfig
 	log                  *slog.Logger
 	subtask, parallelism int
 	opts                 []kgo.Opt // every client's: servers, TLS, SASL, logger
+
+	lag sdk.Gauge
 
 	// admin asks for metadata and offsets and commits to group-id.
 	admin *kgo.Client
@@ -307,6 +311,9 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 	}
 	s.cfg, s.subtask, s.parallelism = cfg, ctx.SubtaskIndex(), ctx.Parallelism()
 	s.log = ctx.Logger().With("operator", "kafka-source")
+	s.lag = ctx.Metrics().Gauge("weir_kafka_source_lag_records",
+		"Records a kafka-source partition's position is behind the partition's end (last stable offset under read-committed), as of its newest fetch.",
+		"topic", "partition")
 	s.opts = append(opts, kgo.WithLogger(sourceKgoLogger{s.log}))
 	if s.admin, err = kgo.NewClient(s.opts...); err != nil {
 		return fmt.Errorf("kafka-source: %w", err)
@@ -688,13 +695,20 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 				break
 			}
 			if !r.Attrs.IsControl() {
-				p.out.Collect(sdk.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli()})
+				p.out.Collect(sdk.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: sourceHeaders(r.Headers)})
 			}
 			p.next = r.Offset + 1
 			moved = true
 			if s.cfg.bounded && p.next >= p.stop {
 				s.finish(p, so, &finished)
 			}
+		}
+		if p != nil {
+			end := fp.HighWatermark
+			if s.cfg.readCommitted {
+				end = fp.LastStableOffset
+			}
+			s.lag.Set(float64(max(end-p.next, 0)), p.topic, strconv.Itoa(int(p.partition)))
 		}
 	})
 	if finished != nil {
@@ -709,6 +723,17 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 	}
 	s.backoff = min(max(2*s.backoff, sourceMinBackoff), sourceMaxBackoff)
 	return sdk.SourceStatus{Backoff: s.backoff}, nil
+}
+
+func sourceHeaders(hs []kgo.RecordHeader) []sdk.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]sdk.Header, len(hs))
+	for i, h := range hs {
+		out[i] = sdk.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }
 
 // sourceSplit is the output of p: its own split of the watermark.

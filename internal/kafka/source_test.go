@@ -35,6 +35,7 @@ type srcCtx struct {
 	parallelism int
 	restoredID  int64
 	heap        *state.Heap
+	metrics     *srcMetrics
 }
 
 const srcMaxParallelism = 128
@@ -51,8 +52,25 @@ func (c *srcCtx) Logger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
-func (c *srcCtx) ListState(name string) sdk.ListState      { return c.heap.ListState(name, false) }
-func (c *srcCtx) UnionListState(name string) sdk.ListState { return c.heap.ListState(name, true) }
+func (c *srcCtx) ListState(name string) sdk.ListState { return c.heap.ListState(name, false) }
+func (c *srcCtx) Metrics() sdk.MetricGroup {
+	if c.metrics == nil {
+		c.metrics = &srcMetrics{values: map[string]float64{}}
+	}
+	return c.metrics
+}
+
+// srcMetrics keeps the last value of every gauge series, by name and
+// label values joined with commas.
+type srcMetrics struct {
+	name   string
+	values map[string]float64
+}
+
+func (m *srcMetrics) Gauge(name, _ string, _ ...string) sdk.Gauge { m.name = name; return m }
+func (m *srcMetrics) Set(v float64, lv ...string)                 { m.values[m.name+"{"+strings.Join(lv, ",")+"}"] = v }
+func (m *srcMetrics) Delete(lv ...string)                         { delete(m.values, m.name+"{"+strings.Join(lv, ",")+"}") }
+func (c *srcCtx) UnionListState(name string) sdk.ListState        { return c.heap.ListState(name, true) }
 
 // srcOutput is the SourceOutput Emit gets: it records the splits declared
 // and released and which split each record came through.
@@ -249,6 +267,7 @@ func srcProduce(t *testing.T, addr, topic string, partitions int32, from, to int
 			values = append(values, v)
 			recs = append(recs, &kgo.Record{
 				Topic: topic, Partition: p, Key: []byte("k" + strconv.Itoa(i)), Value: []byte(v), Timestamp: srcTimestamp(i),
+				Headers: []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(i))}, {Key: "empty"}},
 			})
 		}
 	}
@@ -393,9 +412,38 @@ func TestSourceRecordFields(t *testing.T) {
 		if r.split != "in-0" || string(r.Key) != "k"+strconv.Itoa(i) || string(r.Value) != srcValue("in", 0, i) || r.Timestamp != srcTimestamp(i).UnixMilli() {
 			t.Fatalf("record %d: split %s key %q value %q timestamp %d", i, r.split, r.Key, r.Value, r.Timestamp)
 		}
+		if len(r.Headers) != 2 || r.Headers[0].Key != "i" || string(r.Headers[0].Value) != strconv.Itoa(i) || r.Headers[1].Key != "empty" || len(r.Headers[1].Value) != 0 {
+			t.Fatalf("record %d: headers %+v, want i=%d and empty", i, r.Headers, i)
+		}
+	}
+	if lag := s.ctx.metrics.values; len(lag) != 1 || lag["weir_kafka_source_lag_records{in,0}"] != 0 {
+		t.Fatalf("lag after reading everything: %v, want in-0 at 0", lag)
 	}
 	if !slices.Equal(s.out.released, []string{"in-0"}) {
 		t.Fatalf("released %v, want [in-0]", s.out.released)
+	}
+}
+
+// TestSourceLag: the lag gauge is the partition's end minus the position
+// after each fetch, per partition, and reaches 0 once everything is read.
+func TestSourceLag(t *testing.T) {
+	addr, _ := newBroker(t, kfake.SeedTopics(2, "in"))
+	srcProduce(t, addr, "in", 2, 0, 1500)
+	s := srcOpen(t, srcConfig(addr, "topic", "in"), 0, 1, 0, nil)
+	s.emitUntil(t, 1)
+	lag := s.ctx.metrics.values
+	var behind float64
+	for _, v := range lag {
+		behind += v
+	}
+	// Every record was produced before the first fetch, so every fetched
+	// partition's end is 1500, and what was read of them is 1500 - lag.
+	if read := 1500*float64(len(lag)) - behind; len(lag) == 0 || read != float64(len(s.got)) {
+		t.Fatalf("after %d of 3000 records: lag %v", len(s.got), lag)
+	}
+	s.emitUntil(t, 3000)
+	if len(lag) != 2 || lag["weir_kafka_source_lag_records{in,0}"] != 0 || lag["weir_kafka_source_lag_records{in,1}"] != 0 {
+		t.Fatalf("after reading everything: lag %v, want both partitions at 0", lag)
 	}
 }
 

@@ -60,6 +60,7 @@ func (c *testCtx) JobID() string                         { return "job-test" }
 func (c *testCtx) TaskName() string                      { return c.vertex }
 func (c *testCtx) SubtaskIndex() int                     { return c.subtask }
 func (c *testCtx) Parallelism() int                      { return c.parallelism }
+func (c *testCtx) Metrics() sdk.MetricGroup              { return sdk.DiscardMetrics }
 func (c *testCtx) AttemptNumber() int                    { return c.attempt }
 func (c *testCtx) Config() sdk.Config                    { return c.cfg }
 func (c *testCtx) Logger() *slog.Logger                  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

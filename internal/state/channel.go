@@ -82,7 +82,7 @@ func ChannelStateRecords(cs *weirv1.ChannelStateSnapshot) int {
 func InFlightBatch(recs []sdk.Record) *weirv1.InFlightBatch {
 	b := &weirv1.InFlightBatch{Records: make([]*weirv1.InFlightRecord, len(recs))}
 	for i, r := range recs {
-		b.Records[i] = &weirv1.InFlightRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		b.Records[i] = &weirv1.InFlightRecord{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: HeadersToProto(r.Headers)}
 	}
 	return b
 }
@@ -91,7 +91,31 @@ func InFlightBatch(recs []sdk.Record) *weirv1.InFlightBatch {
 func Records(b *weirv1.InFlightBatch) []sdk.Record {
 	recs := make([]sdk.Record, len(b.GetRecords()))
 	for i, r := range b.GetRecords() {
-		recs[i] = sdk.Record{Key: r.GetKey(), Value: r.GetValue(), Timestamp: r.GetTimestamp()}
+		recs[i] = sdk.Record{Key: r.GetKey(), Value: r.GetValue(), Timestamp: r.GetTimestamp(), Headers: HeadersFromProto(r.GetHeaders())}
 	}
 	return recs
+}
+
+// HeadersToProto converts record headers for a message.
+func HeadersToProto(hs []sdk.Header) []*weirv1.RecordHeader {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]*weirv1.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = &weirv1.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+// HeadersFromProto converts record headers from a message.
+func HeadersFromProto(hs []*weirv1.RecordHeader) []sdk.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]sdk.Header, len(hs))
+	for i, h := range hs {
+		out[i] = sdk.Header{Key: h.GetKey(), Value: h.GetValue()}
+	}
+	return out
 }

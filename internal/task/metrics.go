@@ -31,11 +31,12 @@ type Metrics struct {
 	lateDropped   *prometheus.CounterVec
 	timers        *prometheus.GaugeVec
 	load          *loadCollector
+	ops           *operatorMetrics
 }
 
 // NewMetrics registers the subtask metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	labels := []string{"job_id", "task_name", "subtask_index"}
+	labels := subtaskLabels
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16)
 	m := &Metrics{
 		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -81,11 +82,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "weir_task_timers", Help: "Timers registered and not yet fired (event time and processing time).",
 		}, labels),
 		load: newLoadCollector(labels),
+		ops:  newOperatorMetrics(),
 	}
 	reg.MustRegister(m.recordsIn, m.recordsOut, m.backpressured, m.alignment, m.startDelay, m.syncDuration, m.asyncDuration, m.processed, m.persisted, m.unaligned,
-		m.inputWM, m.outputWM, m.lateDropped, m.timers, m.load)
+		m.inputWM, m.outputWM, m.lateDropped, m.timers, m.load, m.ops)
 	return m
 }
+
+// subtaskLabels label every subtask's series.
+var subtaskLabels = []string{"job_id", "task_name", "subtask_index"}
 
 // subtaskMetrics are one subtask's children, looked up once.
 type subtaskMetrics struct {
@@ -100,7 +105,9 @@ type subtaskMetrics struct {
 	// subtask without event time has none.
 	inputWM, outputWM func() prometheus.Gauge
 	// load splits the subtask's time into idle, back-pressured and busy.
-	load    *loadClock
+	load *loadClock
+	// ops are the operator's own metrics.
+	ops     *subtaskGroup
 	release func()
 }
 
@@ -108,6 +115,7 @@ func (m *Metrics) forSubtask(a *weirv1.ExecutionAttemptID) *subtaskMetrics {
 	lv := []string{a.GetJobId(), a.GetVertex(), strconv.Itoa(int(a.GetSubtaskIndex()))}
 	load := &loadClock{}
 	m.load.add(lv, load)
+	ops := m.ops.forSubtask(subtaskLabels, lv)
 	return &subtaskMetrics{
 		recordsIn:     m.recordsIn.WithLabelValues(lv...),
 		recordsOut:    m.recordsOut.WithLabelValues(lv...),
@@ -124,8 +132,10 @@ func (m *Metrics) forSubtask(a *weirv1.ExecutionAttemptID) *subtaskMetrics {
 		inputWM:       sync.OnceValue(func() prometheus.Gauge { return m.inputWM.WithLabelValues(lv...) }),
 		outputWM:      sync.OnceValue(func() prometheus.Gauge { return m.outputWM.WithLabelValues(lv...) }),
 		load:          load,
+		ops:           ops,
 		release: func() {
 			m.load.remove(lv, load)
+			ops.release()
 			for _, v := range []interface{ DeleteLabelValues(...string) bool }{
 				m.recordsIn, m.recordsOut, m.backpressured, m.alignment, m.startDelay, m.syncDuration, m.asyncDuration, m.processed, m.persisted, m.unaligned,
 				m.inputWM, m.outputWM, m.lateDropped, m.timers,

@@ -1351,6 +1351,7 @@ func (c *opContext) EmitLate(r sdk.Record) {
 	c.t.metrics.lateDropped.Inc()
 	c.t.et.view.lateDropped.Add(1)
 }
+func (c *opContext) Metrics() sdk.MetricGroup { return c.t.metrics.ops }
 func (c *opContext) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
 	return c.t.backend.ReducingState(name, reduce)
 }

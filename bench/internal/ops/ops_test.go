@@ -28,6 +28,7 @@ func (c *fakeCtx) JobID() string                    { return "job" }
 func (c *fakeCtx) TaskName() string                 { return "source" }
 func (c *fakeCtx) SubtaskIndex() int                { return 0 }
 func (c *fakeCtx) Parallelism() int                 { return 1 }
+func (c *fakeCtx) Metrics() sdk.MetricGroup         { return sdk.DiscardMetrics }
 func (c *fakeCtx) AttemptNumber() int               { return 0 }
 func (c *fakeCtx) Config() sdk.Config               { return c.cfg }
 func (c *fakeCtx) Logger() *slog.Logger             { return slog.Default() }

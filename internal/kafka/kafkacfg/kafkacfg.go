@@ -28,7 +28,10 @@ const (
 
 // SinkConfig is a kafka-sink's configuration.
 type SinkConfig struct {
-	Topic              string
+	Topic string
+	// TopicHeader names the header that, on a record carrying it, names
+	// the record's topic instead of Topic; it is not written to Kafka.
+	TopicHeader        string
 	Delivery           Delivery
 	TransactionalID    string // prefix
 	TransactionTimeout time.Duration
@@ -38,7 +41,7 @@ type SinkConfig struct {
 // transaction's timeout (transaction.max.timeout.ms).
 const DefaultTransactionTimeout = 15 * time.Minute
 
-// ParseSinkConfig reads topic, delivery (exactly-once, at-least-once or
+// ParseSinkConfig reads topic, topic-header, delivery (exactly-once, at-least-once or
 // none; exactly-once by default), transactional-id-prefix (required for
 // exactly-once) and transaction-timeout.
 func ParseSinkConfig(cfg sdk.Config) (SinkConfig, error) {
@@ -48,7 +51,10 @@ func ParseSinkConfig(cfg sdk.Config) (SinkConfig, error) {
 		return c, err
 	}
 	if c.Topic == "" {
-		return c, errors.New(`config "topic": required`)
+		return c, errors.New(`config "topic": required (with topic-header, for records without that header)`)
+	}
+	if c.TopicHeader, err = cfg.String("topic-header", ""); err != nil {
+		return c, err
 	}
 	d, err := cfg.String("delivery", "exactly-once")
 	if err != nil {

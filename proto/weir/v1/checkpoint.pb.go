@@ -1087,6 +1087,7 @@ type InFlightRecord struct {
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	Timestamp     int64                  `protobuf:"varint,3,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Headers       []*RecordHeader        `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1140,6 +1141,13 @@ func (x *InFlightRecord) GetTimestamp() int64 {
 		return x.Timestamp
 	}
 	return 0
+}
+
+func (x *InFlightRecord) GetHeaders() []*RecordHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
 }
 
 type OperatorStateSnapshot_ListState struct {
@@ -1294,11 +1302,12 @@ const file_weir_v1_checkpoint_proto_rawDesc = "" +
 	"\rtarget_vertex\x18\x04 \x01(\tR\ftargetVertex\x120\n" +
 	"\abatches\x18\x05 \x03(\v2\x16.weir.v1.InFlightBatchR\abatches\"B\n" +
 	"\rInFlightBatch\x121\n" +
-	"\arecords\x18\x01 \x03(\v2\x17.weir.v1.InFlightRecordR\arecords\"V\n" +
+	"\arecords\x18\x01 \x03(\v2\x17.weir.v1.InFlightRecordR\arecords\"\x87\x01\n" +
 	"\x0eInFlightRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
-	"\ttimestamp\x18\x03 \x01(\x03R\ttimestampB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\ttimestamp\x18\x03 \x01(\x03R\ttimestamp\x12/\n" +
+	"\aheaders\x18\x04 \x03(\v2\x15.weir.v1.RecordHeaderR\aheadersB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_checkpoint_proto_rawDescOnce sync.Once
@@ -1333,6 +1342,7 @@ var file_weir_v1_checkpoint_proto_goTypes = []any{
 	(*InFlightRecord)(nil),                  // 15: weir.v1.InFlightRecord
 	(*OperatorStateSnapshot_ListState)(nil), // 16: weir.v1.OperatorStateSnapshot.ListState
 	(CheckpointType)(0),                     // 17: weir.v1.CheckpointType
+	(*RecordHeader)(nil),                    // 18: weir.v1.RecordHeader
 }
 var file_weir_v1_checkpoint_proto_depIdxs = []int32{
 	2,  // 0: weir.v1.SubtaskState.key_groups:type_name -> weir.v1.KeyGroupRange
@@ -1353,11 +1363,12 @@ var file_weir_v1_checkpoint_proto_depIdxs = []int32{
 	14, // 15: weir.v1.InputChannelState.batches:type_name -> weir.v1.InFlightBatch
 	14, // 16: weir.v1.ResultSubpartitionState.batches:type_name -> weir.v1.InFlightBatch
 	15, // 17: weir.v1.InFlightBatch.records:type_name -> weir.v1.InFlightRecord
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 18: weir.v1.InFlightRecord.headers:type_name -> weir.v1.RecordHeader
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_checkpoint_proto_init() }

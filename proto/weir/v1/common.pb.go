@@ -573,6 +573,59 @@ func (x *CheckpointOptions) GetIncremental() bool {
 	return false
 }
 
+// RecordHeader is one header of a record (Kafka's record headers).
+type RecordHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordHeader) Reset() {
+	*x = RecordHeader{}
+	mi := &file_weir_v1_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordHeader) ProtoMessage() {}
+
+func (x *RecordHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordHeader.ProtoReflect.Descriptor instead.
+func (*RecordHeader) Descriptor() ([]byte, []int) {
+	return file_weir_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RecordHeader) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RecordHeader) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 var File_weir_v1_common_proto protoreflect.FileDescriptor
 
 const file_weir_v1_common_proto_rawDesc = "" +
@@ -590,7 +643,10 @@ const file_weir_v1_common_proto_rawDesc = "" +
 	"\tunaligned\x18\x03 \x01(\bR\tunaligned\x12A\n" +
 	"\x1daligned_checkpoint_timeout_ms\x18\x04 \x01(\x03R\x1aalignedCheckpointTimeoutMs\x12'\n" +
 	"\x0ftarget_location\x18\x05 \x01(\tR\x0etargetLocation\x12 \n" +
-	"\vincremental\x18\x06 \x01(\bR\vincremental*\xfd\x01\n" +
+	"\vincremental\x18\x06 \x01(\bR\vincremental\"6\n" +
+	"\fRecordHeader\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xfd\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_CREATED\x10\x01\x12\x15\n" +
@@ -668,7 +724,7 @@ func file_weir_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_weir_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_weir_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_weir_v1_common_proto_goTypes = []any{
 	(JobState)(0),                // 0: weir.v1.JobState
 	(ExecutionState)(0),          // 1: weir.v1.ExecutionState
@@ -677,6 +733,7 @@ var file_weir_v1_common_proto_goTypes = []any{
 	(CheckpointFailureReason)(0), // 4: weir.v1.CheckpointFailureReason
 	(*ExecutionAttemptID)(nil),   // 5: weir.v1.ExecutionAttemptID
 	(*CheckpointOptions)(nil),    // 6: weir.v1.CheckpointOptions
+	(*RecordHeader)(nil),         // 7: weir.v1.RecordHeader
 }
 var file_weir_v1_common_proto_depIdxs = []int32{
 	2, // 0: weir.v1.CheckpointOptions.type:type_name -> weir.v1.CheckpointType
@@ -698,7 +755,7 @@ func file_weir_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_common_proto_rawDesc), len(file_weir_v1_common_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -169,6 +169,7 @@ type Record struct {
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	Timestamp     int64                  `protobuf:"varint,3,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Headers       []*RecordHeader        `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,6 +225,13 @@ func (x *Record) GetTimestamp() int64 {
 	return 0
 }
 
+func (x *Record) GetHeaders() []*RecordHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 type RecordBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*Record              `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -271,11 +279,15 @@ func (x *RecordBatch) GetRecords() []*Record {
 // PackedRecords is a batch of records in one payload, so a batch costs one
 // message to encode and decode rather than one per record. data holds
 // count records one after the other, each: uvarint key length, key,
-// uvarint value length, value, zigzag varint timestamp.
+// uvarint value length, value, zigzag varint timestamp; and when headers
+// is set, a uvarint header count followed by each header's uvarint key
+// length, key, uvarint value length and value. A batch without headers
+// leaves it unset and costs nothing for them.
 type PackedRecords struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
 	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Headers       bool                   `protobuf:"varint,3,opt,name=headers,proto3" json:"headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +334,13 @@ func (x *PackedRecords) GetCount() int32 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *PackedRecords) GetHeaders() bool {
+	if x != nil {
+		return x.Headers
+	}
+	return false
 }
 
 type CheckpointBarrier struct {
@@ -807,16 +826,18 @@ const file_weir_v1_exchange_proto_rawDesc = "" +
 	"\x12SubscribePartition\x128\n" +
 	"\tpartition\x18\x01 \x01(\v2\x1a.weir.v1.ResultPartitionIDR\tpartition\x12\"\n" +
 	"\fsubpartition\x18\x02 \x01(\x05R\fsubpartition\x12%\n" +
-	"\x0einitial_credit\x18\x03 \x01(\x05R\rinitialCredit\"N\n" +
+	"\x0einitial_credit\x18\x03 \x01(\x05R\rinitialCredit\"\x7f\n" +
 	"\x06Record\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
-	"\ttimestamp\x18\x03 \x01(\x03R\ttimestamp\"8\n" +
+	"\ttimestamp\x18\x03 \x01(\x03R\ttimestamp\x12/\n" +
+	"\aheaders\x18\x04 \x03(\v2\x15.weir.v1.RecordHeaderR\aheaders\"8\n" +
 	"\vRecordBatch\x12)\n" +
-	"\arecords\x18\x01 \x03(\v2\x0f.weir.v1.RecordR\arecords\"9\n" +
+	"\arecords\x18\x01 \x03(\v2\x0f.weir.v1.RecordR\arecords\"S\n" +
 	"\rPackedRecords\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"\x91\x01\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x18\n" +
+	"\aheaders\x18\x03 \x01(\bR\aheaders\"\x91\x01\n" +
 	"\x11CheckpointBarrier\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12!\n" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x124\n" +
@@ -872,28 +893,30 @@ var file_weir_v1_exchange_proto_goTypes = []any{
 	(*WatermarkStatus)(nil),        // 10: weir.v1.WatermarkStatus
 	(*ExchangeMessage)(nil),        // 11: weir.v1.ExchangeMessage
 	(*ResultPartitionID)(nil),      // 12: weir.v1.ResultPartitionID
-	(*CheckpointOptions)(nil),      // 13: weir.v1.CheckpointOptions
+	(*RecordHeader)(nil),           // 13: weir.v1.RecordHeader
+	(*CheckpointOptions)(nil),      // 14: weir.v1.CheckpointOptions
 }
 var file_weir_v1_exchange_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.ExchangeRequest.subscribe:type_name -> weir.v1.SubscribePartition
 	12, // 1: weir.v1.SubscribePartition.partition:type_name -> weir.v1.ResultPartitionID
-	2,  // 2: weir.v1.RecordBatch.records:type_name -> weir.v1.Record
-	13, // 3: weir.v1.CheckpointBarrier.options:type_name -> weir.v1.CheckpointOptions
-	3,  // 4: weir.v1.ExchangeMessage.batch:type_name -> weir.v1.RecordBatch
-	5,  // 5: weir.v1.ExchangeMessage.barrier:type_name -> weir.v1.CheckpointBarrier
-	6,  // 6: weir.v1.ExchangeMessage.cancel:type_name -> weir.v1.CancelCheckpointMarker
-	7,  // 7: weir.v1.ExchangeMessage.end_of_data:type_name -> weir.v1.EndOfData
-	8,  // 8: weir.v1.ExchangeMessage.end_of_partition:type_name -> weir.v1.EndOfPartition
-	4,  // 9: weir.v1.ExchangeMessage.packed:type_name -> weir.v1.PackedRecords
-	9,  // 10: weir.v1.ExchangeMessage.watermark:type_name -> weir.v1.Watermark
-	10, // 11: weir.v1.ExchangeMessage.watermark_status:type_name -> weir.v1.WatermarkStatus
-	0,  // 12: weir.v1.DataExchangeService.Subscribe:input_type -> weir.v1.ExchangeRequest
-	11, // 13: weir.v1.DataExchangeService.Subscribe:output_type -> weir.v1.ExchangeMessage
-	13, // [13:14] is the sub-list for method output_type
-	12, // [12:13] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	13, // 2: weir.v1.Record.headers:type_name -> weir.v1.RecordHeader
+	2,  // 3: weir.v1.RecordBatch.records:type_name -> weir.v1.Record
+	14, // 4: weir.v1.CheckpointBarrier.options:type_name -> weir.v1.CheckpointOptions
+	3,  // 5: weir.v1.ExchangeMessage.batch:type_name -> weir.v1.RecordBatch
+	5,  // 6: weir.v1.ExchangeMessage.barrier:type_name -> weir.v1.CheckpointBarrier
+	6,  // 7: weir.v1.ExchangeMessage.cancel:type_name -> weir.v1.CancelCheckpointMarker
+	7,  // 8: weir.v1.ExchangeMessage.end_of_data:type_name -> weir.v1.EndOfData
+	8,  // 9: weir.v1.ExchangeMessage.end_of_partition:type_name -> weir.v1.EndOfPartition
+	4,  // 10: weir.v1.ExchangeMessage.packed:type_name -> weir.v1.PackedRecords
+	9,  // 11: weir.v1.ExchangeMessage.watermark:type_name -> weir.v1.Watermark
+	10, // 12: weir.v1.ExchangeMessage.watermark_status:type_name -> weir.v1.WatermarkStatus
+	0,  // 13: weir.v1.DataExchangeService.Subscribe:input_type -> weir.v1.ExchangeRequest
+	11, // 14: weir.v1.DataExchangeService.Subscribe:output_type -> weir.v1.ExchangeMessage
+	14, // [14:15] is the sub-list for method output_type
+	13, // [13:14] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_exchange_proto_init() }
