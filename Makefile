@@ -6,7 +6,7 @@ BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
 .PHONY: all build test test-short vet proto check-proto demo image chaos bench clean \
-	etcd-image prometheus-image images up down compose-test
+	etcd-image kafka-image prometheus-image images up down compose-test
 
 all: build
 
@@ -49,7 +49,7 @@ BENCH       ?=
 BENCH_FLAGS ?=
 comma       := ,
 bench: build
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager ./bench/cmd/bench-goapi
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager ./bench/cmd/bench-goapi ./cmd/kafka-dev
 	$(BIN)/weir-bench -bin $(BIN) -out bench/results/$(if $(BENCH),$(subst $(comma),-,$(BENCH)),latest).json $(if $(BENCH),-only $(BENCH)) $(BENCH_FLAGS)
 
 # Regenerate the protobuf code from proto/ with pinned plugin versions.
@@ -75,7 +75,8 @@ image: build
 
 # --- The docker-compose cluster (deploy/docker-compose.yml) ---------------
 # Every image is built locally FROM scratch: nothing is pulled. etcd comes
-# from the Go module proxy (the tools-only module deploy/etcd pins it),
+# from the Go module proxy (the tools-only module deploy/etcd pins it), the
+# Kafka-protocol development broker from this module (cmd/kafka-dev),
 # Prometheus from Debian's package (deploy/prometheus/rootfs.sh).
 COMPOSE_CMD ?= $(shell command -v docker-compose >/dev/null 2>&1 && echo docker-compose || echo docker compose)
 COMPOSE     := $(COMPOSE_CMD) -p weir -f deploy/docker-compose.yml
@@ -86,12 +87,17 @@ etcd-image:
 	cd deploy/etcd && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../../$(BIN)/etcd-image/etcdctl go.etcd.io/etcd/etcdctl/v3
 	docker build -q -t weir-etcd:dev -f deploy/etcd/Dockerfile $(BIN)/etcd-image
 
+kafka-image:
+	rm -rf $(BIN)/kafka-image && mkdir -p $(BIN)/kafka-image/tmp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/kafka-image/kafka-dev ./cmd/kafka-dev
+	docker build -q -t weir-kafka:dev -f deploy/kafka/Dockerfile $(BIN)/kafka-image
+
 prometheus-image:
 	deploy/prometheus/rootfs.sh $(abspath $(BIN))/prometheus-image/rootfs $(abspath $(BIN))/debs
 	$(BIN)/prometheus-image/rootfs/usr/bin/promtool check config deploy/prometheus.yml
 	docker build -q -t weir-prometheus:dev -f deploy/prometheus/Dockerfile $(BIN)/prometheus-image
 
-images: image etcd-image prometheus-image
+images: image etcd-image kafka-image prometheus-image
 
 # Start the HA cluster and wait for a leader and three TaskManagers.
 up: images

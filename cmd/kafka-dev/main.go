@@ -8,6 +8,14 @@
 // Without --data-dir everything is in memory and gone at exit; with it
 // the topics, records and group offsets are kept there and reloaded at
 // the next start. It stops gracefully (persisting) on SIGTERM or SIGINT.
+//
+// In a container it listens on every interface and advertises the name
+// clients reach it by (Kafka's advertised.listeners):
+//
+//	kafka-dev --listen 0.0.0.0:9092 --advertise kafka:9092
+//
+// `kafka-dev --check host:port` asks a broker for its metadata and exits
+// 0 when it answers: a healthcheck for images without a shell.
 package main
 
 import (
@@ -43,8 +51,13 @@ func run(args []string) error {
 	dataDir := fs.String("data-dir", "", "directory to persist the broker's state in (empty: memory only)")
 	partitions := fs.Int("partitions", 1, "partitions of the --topics and of topics created without a count")
 	topicList := fs.String("topics", "", "comma-separated topics to create at start")
+	advertise := fs.String("advertise", "", "host:port clients are told to connect to (empty: the --listen address)")
+	checkAddr := fs.String("check", "", "only check that the broker at this host:port answers, then exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *checkAddr != "" {
+		return check(*checkAddr)
 	}
 	host, portStr, err := net.SplitHostPort(*listen)
 	if err != nil {
@@ -70,7 +83,11 @@ func run(args []string) error {
 		// kfake listens on 127.0.0.1; bind the host asked for instead
 		// (the broker advertises the address it listens on).
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return net.Listen(network, net.JoinHostPort(host, portStr))
+			ln, err := net.Listen(network, net.JoinHostPort(host, portStr))
+			if err != nil || *advertise == "" {
+				return ln, err
+			}
+			return advertised{ln, *advertise}, nil
 		}),
 		kfake.DefaultNumPartitions(*partitions),
 		kfake.SeedTopics(-1, topics...),
@@ -95,6 +112,35 @@ func run(args []string) error {
 	defer stop()
 	<-ctx.Done()
 	slog.Info("kafka-dev shutting down")
+	return nil
+}
+
+// advertised is a listener whose address is the one clients are told:
+// kfake advertises its listener's address.
+type advertised struct {
+	net.Listener
+	addr string
+}
+
+func (a advertised) Addr() net.Addr { return advertisedAddr(a.addr) }
+
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
+
+// check asks the broker at addr for its metadata.
+func check(addr string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		return fmt.Errorf("broker %s: %w", addr, err)
+	}
 	return nil
 }
 

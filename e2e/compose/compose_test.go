@@ -1,6 +1,9 @@
 // Package compose tests the docker-compose cluster of deploy/: a 3-member
-// etcd cluster, two JobManagers, three TaskManagers and Prometheus, all
-// containers of locally built images. It needs a Docker engine, a compose
+// etcd cluster, two JobManagers, three TaskManagers, Prometheus and the
+// Kafka-protocol development broker, all containers of locally built
+// images. Two jobs run through a TaskManager kill and a leader JobManager
+// kill: the running-sum job (file sink) and deploy/kafka-windows.yaml
+// (Kafka → window → Kafka), and both outputs are checked exactly once. It needs a Docker engine, a compose
 // tool and the images, so it runs only under `make compose-test` (which
 // builds them and sets WEIR_COMPOSE_TEST=1); plain `go test ./...` skips it.
 package compose
@@ -39,7 +42,7 @@ const (
 	cliService = "taskmanager-3"
 )
 
-var images = []string{"weir:dev", "weir-etcd:dev", "weir-prometheus:dev"}
+var images = []string{"weir:dev", "weir-etcd:dev", "weir-kafka:dev", "weir-prometheus:dev"}
 
 var jobSpec = fmt.Sprintf(`name: compose-test
 checkpointing: {interval: 1s, mode: exactly-once, timeout: 1m, retained: 3}
@@ -55,6 +58,7 @@ vertices:
 // cluster drives one compose project.
 type cluster struct {
 	t       *testing.T
+	root    string   // the repository
 	compose []string // the compose command with project and file options
 	env     []string
 	ids     map[string]string // compose service → container ID
@@ -129,6 +133,26 @@ func TestComposeCluster(t *testing.T) {
 	jobID := strings.TrimSpace(out)
 	phase("submitted job %s", jobID)
 
+	// The Kafka job, and its input produced from outside the cluster
+	// while it runs.
+	kafkaSpec, err := kafkaJobSpec(c.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWindows, err := kafkaWant(c.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkaAddr := c.hostPort(ctx, "kafka", 9092)
+	out, err = c.exec(ctx, strings.NewReader(kafkaSpec), cliService, "weir", "job", "submit", "-f", "-")
+	if err != nil {
+		t.Fatalf("submit deploy/kafka-windows.yaml: %v", err)
+	}
+	kafkaJobID := strings.TrimSpace(out)
+	produced := make(chan error, 1)
+	go func() { produced <- produceEvents(ctx, kafkaAddr) }()
+	phase("submitted the Kafka job %s; producing %d events at %d/s to %s", kafkaJobID, kafkaCount, kafkaRate, kafkaAddr)
+
 	// Checkpoints complete, seen by the CLI, the REST API and Prometheus.
 	c.waitForCheckpoints(ctx, jobID, 3)
 	var cps struct {
@@ -172,46 +196,57 @@ func TestComposeCluster(t *testing.T) {
 	})
 	phase("Prometheus: %s rose from %v", completedQuery, first)
 
-	// Kill a TaskManager that runs subtasks of the job.
-	victim := c.taskManagerOf(ctx, jobID)
-	c.mustRun(ctx, jobID)
-	before := c.latestCheckpoint(ctx, jobID)
+	// Kill a TaskManager that runs subtasks of both jobs.
+	c.waitForCheckpoints(ctx, kafkaJobID, 3)
+	victim := c.taskManagerOf(ctx, jobID, kafkaJobID)
+	jobs := []string{jobID, kafkaJobID}
+	before := map[string]int64{}
+	for _, id := range jobs {
+		c.mustRun(ctx, id)
+		before[id] = c.latestCheckpoint(ctx, id)
+	}
 	c.kill(ctx, victim)
-	phase("killed %s (latest checkpoint %d)", victim, before)
-	c.waitFor(ctx, 2*time.Minute, "the job to restart after the TaskManager loss", func() (bool, string) {
-		j, err := c.job(ctx, jobID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return j.Restarts >= 1 && j.State == "RUNNING", fmt.Sprintf("%s, %d restarts", j.State, j.Restarts)
-	})
-	// A checkpoint completed before the kill may still show up; wait for
-	// one triggered after the restart.
-	c.waitForCheckpointAfter(ctx, jobID, max(before, c.latestCheckpoint(ctx, jobID)))
-	phase("job restarted and checkpoints again")
+	phase("killed %s (latest checkpoints %v)", victim, before)
+	for _, id := range jobs {
+		c.waitFor(ctx, 2*time.Minute, "job "+id+" to restart after the TaskManager loss", func() (bool, string) {
+			j, err := c.job(ctx, id)
+			if err != nil {
+				return false, err.Error()
+			}
+			return j.Restarts >= 1 && j.State == "RUNNING", fmt.Sprintf("%s, %d restarts", j.State, j.Restarts)
+		})
+		// A checkpoint completed before the kill may still show up; wait
+		// for one triggered after the restart.
+		c.waitForCheckpointAfter(ctx, id, max(before[id], c.latestCheckpoint(ctx, id)))
+	}
+	phase("both jobs restarted and checkpoint again")
 	c.start(ctx, victim)
 
 	// Kill the leading JobManager: the standby takes over and recovers the
-	// job from its latest checkpoint in etcd.
-	c.mustRun(ctx, jobID)
-	before = c.latestCheckpoint(ctx, jobID)
+	// jobs from their latest checkpoints in etcd.
+	for _, id := range jobs {
+		c.mustRun(ctx, id)
+		before[id] = c.latestCheckpoint(ctx, id)
+	}
 	c.kill(ctx, leader)
-	phase("killed the leader %s (latest checkpoint %d)", leader, before)
+	phase("killed the leader %s (latest checkpoints %v)", leader, before)
 	old := leader
 	c.waitFor(ctx, 2*time.Minute, "another JobManager to lead", func() (bool, string) {
 		leader = c.leader(ctx)
 		return (leader == "jobmanager-1" || leader == "jobmanager-2") && leader != old, leader
 	})
 	phase("%s leads", leader)
-	c.waitFor(ctx, 2*time.Minute, "the job to run on the new leader", func() (bool, string) {
-		j, err := c.job(ctx, jobID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return j.State == "RUNNING", j.State
-	})
-	c.waitForCheckpointAfter(ctx, jobID, max(before, c.latestCheckpoint(ctx, jobID)))
-	phase("job recovered on %s and checkpoints again", leader)
+	for _, id := range jobs {
+		c.waitFor(ctx, 2*time.Minute, "job "+id+" to run on the new leader", func() (bool, string) {
+			j, err := c.job(ctx, id)
+			if err != nil {
+				return false, err.Error()
+			}
+			return j.State == "RUNNING", j.State
+		})
+		c.waitForCheckpointAfter(ctx, id, max(before[id], c.latestCheckpoint(ctx, id)))
+	}
+	phase("both jobs recovered on %s and checkpoint again", leader)
 	c.start(ctx, old)
 	c.waitFor(ctx, 2*time.Minute, "3 TaskManagers registered with the new leader", func() (bool, string) {
 		var tms []struct {
@@ -249,6 +284,35 @@ func TestComposeCluster(t *testing.T) {
 		t.Fatalf("output of %d records is not exactly once: %v", len(lines), err)
 	}
 	phase("exactly once: %d committed records, every running sum once", len(lines))
+
+	// The Kafka job: every window of the events in the windows topic,
+	// read read_committed, exactly once.
+	select {
+	case err := <-produced:
+		if err != nil {
+			t.Fatalf("produce the events: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("producing the events: %v", ctx.Err())
+	}
+	var windows []string
+	c.waitFor(ctx, 3*time.Minute, "every window in the windows topic", func() (bool, string) {
+		if j, err := c.job(ctx, kafkaJobID); err == nil && j.State != "RUNNING" {
+			t.Fatalf("the Kafka job is %s: %s", j.State, j.FailureCause)
+		}
+		var err error
+		if windows, err = kafkaWindows(ctx, kafkaAddr); err != nil {
+			return false, err.Error()
+		}
+		return len(windows) >= len(wantWindows), fmt.Sprintf("%d of %d windows", len(windows), len(wantWindows))
+	})
+	if err := check.Windows(windows, wantWindows); err != nil {
+		t.Fatalf("the windows topic is not exactly once: %v", err)
+	}
+	if _, err := c.exec(ctx, nil, cliService, "weir", "job", "cancel", kafkaJobID); err != nil {
+		t.Fatalf("cancel the Kafka job: %v", err)
+	}
+	phase("exactly once: %d windows of %d events in Kafka, each once with its sum", len(windows), kafkaCount)
 
 	// Prometheus scraped every target: both JobManagers, the three
 	// TaskManagers (the killed ones again since their restart), etcd, itself.
@@ -296,11 +360,12 @@ func newCluster(t *testing.T) *cluster {
 	}
 	c := &cluster{
 		t:       t,
+		root:    root,
 		compose: append(composeCmd, "-p", project, "-f", filepath.Join(root, "deploy", "docker-compose.yml")),
 		// Random free host ports on loopback: the test runs beside a
 		// cluster from `make up`.
 		env: append(os.Environ(), "WEIR_BIND=127.0.0.1", "WEIR_PORT_JM1_RPC=", "WEIR_PORT_JM1_HTTP=",
-			"WEIR_PORT_JM2_RPC=", "WEIR_PORT_JM2_HTTP=", "WEIR_PORT_PROMETHEUS="),
+			"WEIR_PORT_JM2_RPC=", "WEIR_PORT_JM2_HTTP=", "WEIR_PORT_PROMETHEUS=", "WEIR_PORT_KAFKA="),
 		ids: map[string]string{},
 	}
 	return c
@@ -444,22 +509,34 @@ func (c *cluster) mustRun(ctx context.Context, id string) {
 	}
 }
 
-// taskManagerOf picks a TaskManager, other than the CLI's, that runs a
-// subtask of the job.
-func (c *cluster) taskManagerOf(ctx context.Context, id string) string {
+// taskManagerOf picks a TaskManager, other than the CLI's, that runs
+// subtasks of every job given.
+func (c *cluster) taskManagerOf(ctx context.Context, ids ...string) string {
 	c.t.Helper()
-	j, err := c.job(ctx, id)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	for _, v := range j.Vertices {
-		for _, s := range v.Subtasks {
-			if s.TaskManagerID != "" && s.TaskManagerID != cliService {
-				return s.TaskManagerID
+	count := map[string]int{}
+	for _, id := range ids {
+		j, err := c.job(ctx, id)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		runs := map[string]bool{}
+		for _, v := range j.Vertices {
+			for _, s := range v.Subtasks {
+				if s.TaskManagerID != "" && s.TaskManagerID != cliService {
+					runs[s.TaskManagerID] = true
+				}
 			}
 		}
+		for tm := range runs {
+			count[tm]++
+		}
 	}
-	c.t.Fatalf("no subtask of job %s outside %s: %+v", id, cliService, j)
+	for _, tm := range []string{"taskmanager-1", "taskmanager-2"} {
+		if count[tm] == len(ids) {
+			return tm
+		}
+	}
+	c.t.Fatalf("no TaskManager outside %s runs subtasks of every job of %v: %v", cliService, ids, count)
 	return ""
 }
 

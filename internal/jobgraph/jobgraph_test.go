@@ -182,6 +182,32 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// TestShippedSpecs: every job spec in examples/ and deploy/ parses and
+// validates, so what the README and compose comments tell users to submit
+// is not refused.
+func TestShippedSpecs(t *testing.T) {
+	var files []string
+	for _, dir := range []string{"examples", "deploy"} {
+		fs, err := filepath.Glob(filepath.Join("..", "..", dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
+	}
+	if len(files) < 4 {
+		t.Fatalf("found only %v", files)
+	}
+	for _, f := range files {
+		g, err := ParseSpecFile(f)
+		if err == nil {
+			err = Validate(g)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
 func TestParseExampleFile(t *testing.T) {
 	g, err := ParseSpecFile(filepath.Join("..", "..", "examples", "running-sum.yaml"))
 	if err != nil {
@@ -724,6 +750,35 @@ func TestWindowsExampleParses(t *testing.T) {
 	}
 }
 
+func TestValidateKafkaSource(t *testing.T) {
+	for _, tt := range []struct {
+		name, src string
+		want      string // empty: valid
+	}{
+		{"valid", "{bootstrap-servers: 'k:9092', topics: [a, b], starting-offsets: 'timestamp:1700000000000', bounded: latest}", ""},
+		{"no topic", "{bootstrap-servers: 'k:9092'}", `one of "topic", "topics" or "topic-pattern" is required`},
+		{"bad pattern", "{bootstrap-servers: 'k:9092', topic-pattern: '('}", `config "topic-pattern"`},
+		{"committed without group", "{bootstrap-servers: 'k:9092', topic: t, starting-offsets: committed}", `committed needs "group-id"`},
+		{"bad isolation", "{bootstrap-servers: 'k:9092', topic: t, isolation: dirty}", `config "isolation"`},
+		{"tls cert without key", "{bootstrap-servers: 'k:9092', topic: t, tls: {cert: c.pem}}", `give both "cert" and "key"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := "name: k\nvertices:\n  - {name: src, operator: kafka-source, config: " + tt.src + "}\n" +
+				"  - {name: out, operator: file-sink, inputs: [{from: src}], config: {path: /tmp/x}}\n"
+			_, err := ParseSpec([]byte(spec))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "vertices[0].config") {
+				t.Fatalf("ParseSpec = %v, want %q at vertices[0].config", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestValidateKafkaSink(t *testing.T) {
 	spec := func(sink string) string {
 		return "name: k\ncheckpointing: {interval: 1s, timeout: 2m}\nrestart-strategy: {type: fixed-delay, attempts: 3, delay: 30s}\nvertices:\n" +
@@ -738,6 +793,8 @@ func TestValidateKafkaSink(t *testing.T) {
 		{"at least once needs no prefix", "{bootstrap-servers: 'k:9092', topic: t, delivery: at-least-once}", ""},
 		{"no prefix", "{bootstrap-servers: 'k:9092', topic: t}", `vertices[1].config: config "transactional-id-prefix": required for delivery exactly-once`},
 		{"no topic", "{bootstrap-servers: 'k:9092'}", `config "topic": required`},
+		{"no servers", "{topic: t, transactional-id-prefix: job}", `config "bootstrap-servers": required`},
+		{"bad sasl", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job, sasl: {mechanism: GSSAPI}}", `unknown mechanism "GSSAPI"`},
 		{"short transaction timeout", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job, transaction-timeout: 1m}",
 			`vertices[1].config.transaction-timeout: 1m is shorter than the checkpoint timeout (2m) plus the restart strategy's longest delay (30s) = 2m30s`},
 	} {

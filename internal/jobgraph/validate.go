@@ -221,7 +221,7 @@ func validateVertices(ps *problems, g *weirv1.JobGraph, maxOK bool) {
 		ps.add("vertices", "no source vertex: every vertex has inputs, so nothing produces records")
 	}
 	validateEventTime(ps, g, first)
-	validateKafkaSinks(ps, g)
+	validateKafka(ps, g)
 	if cycle, closing, ok := findCycle(len(g.Vertices), resolveEdges(g)); ok {
 		ps.add(fmt.Sprintf("vertices[%d].inputs[%d].from", closing.to, closing.input), "cycle: %s", cycleString(g, cycle))
 	}
@@ -374,19 +374,31 @@ func watermarkedUpstream(g *weirv1.JobGraph, index map[string]int, v *weirv1.Job
 	return false
 }
 
-// validateKafkaSinks checks the kafka-sink configurations, and that an
-// exactly-once sink's transactions outlive a failure: a transaction
+// validateKafka checks the kafka-source and kafka-sink configurations
+// (reaching the brokers is the JobManager's check, not this one), and
+// that an exactly-once sink's transactions outlive a failure: a transaction
 // pre-committed at a checkpoint is committed after the restart, so its
 // timeout must exceed the checkpoint timeout plus the restart strategy's
 // longest delay, or the broker aborts it and its records are lost (Flink
 // users lose data to this).
-func validateKafkaSinks(ps *problems, g *weirv1.JobGraph) {
+func validateKafka(ps *problems, g *weirv1.JobGraph) {
 	for i, v := range g.Vertices {
-		if v == nil || v.Operator != "kafka-sink" {
+		if v == nil || (v.Operator != "kafka-sink" && v.Operator != "kafka-source") {
 			continue
 		}
 		p := fmt.Sprintf("vertices[%d].config", i)
-		c, err := kafkacfg.ParseSinkConfig(sdk.Config(v.Config.AsMap()))
+		cfg := sdk.Config(v.Config.AsMap())
+		if _, err := kafkacfg.ParseClient(cfg); err != nil {
+			ps.add(p, "%v", err)
+			continue
+		}
+		if v.Operator == "kafka-source" {
+			if _, err := kafkacfg.ParseSourceConfig(cfg); err != nil {
+				ps.add(p, "%v", err)
+			}
+			continue
+		}
+		c, err := kafkacfg.ParseSinkConfig(cfg)
 		if err != nil {
 			ps.add(p, "%v", err)
 			continue

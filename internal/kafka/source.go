@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weirproject/weir/internal/kafka/kafkacfg"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -72,7 +72,7 @@ import (
 // read-committed, the high watermark under read-uncommitted) as of the
 // newest fetch: Flink's records-lag.
 type Source struct {
-	cfg                  sourceConfig
+	cfg                  kafkacfg.SourceConfig
 	log                  *slog.Logger
 	subtask, parallelism int
 	opts                 []kgo.Opt // every client's: servers, TLS, SASL, logger
@@ -135,158 +135,6 @@ const (
 	sourceStateName = "kafka-source-offsets"
 )
 
-type sourceStart int
-
-const (
-	sourceFromEarliest sourceStart = iota
-	sourceFromLatest
-	sourceFromCommitted
-	sourceFromTimestamp
-)
-
-type sourceConfig struct {
-	servers       string
-	topics        []string
-	pattern       *regexp.Regexp
-	group         string
-	start         sourceStart
-	startMillis   int64 // sourceFromTimestamp
-	readCommitted bool
-	discovery     time.Duration
-	bounded       bool
-	timeout       time.Duration
-}
-
-// parseSourceConfig reads everything but the client settings (which
-// clientOptions reads).
-func parseSourceConfig(cfg sdk.Config) (sourceConfig, error) {
-	var c sourceConfig
-	var err error
-	if c.servers, err = cfg.String("bootstrap-servers", ""); err != nil {
-		return c, err
-	}
-	topic, err := cfg.String("topic", "")
-	if err != nil {
-		return c, err
-	}
-	pattern, err := cfg.String("topic-pattern", "")
-	if err != nil {
-		return c, err
-	}
-	var topics []string
-	if v, ok := cfg["topics"]; ok && v != nil {
-		list, ok := v.([]any)
-		if !ok {
-			if ss, isStrings := v.([]string); isStrings {
-				list = make([]any, len(ss))
-				for i, s := range ss {
-					list[i] = s
-				}
-			} else {
-				return c, fmt.Errorf(`config "topics": want a list of topic names, got %T`, v)
-			}
-		}
-		for i, t := range list {
-			s, ok := t.(string)
-			if !ok || s == "" {
-				return c, fmt.Errorf(`config "topics"[%d]: want a topic name, got %v`, i, t)
-			}
-			topics = append(topics, s)
-		}
-		if len(topics) == 0 {
-			return c, fmt.Errorf(`config "topics": empty`)
-		}
-	}
-	switch n := sourceCount(topic != "") + sourceCount(topics != nil) + sourceCount(pattern != ""); {
-	case n == 0:
-		return c, fmt.Errorf(`config: one of "topic", "topics" or "topic-pattern" is required`)
-	case n > 1:
-		return c, fmt.Errorf(`config: give only one of "topic", "topics" and "topic-pattern"`)
-	case topic != "":
-		c.topics = []string{topic}
-	case pattern != "":
-		if c.pattern, err = regexp.Compile(pattern); err != nil {
-			return c, fmt.Errorf(`config "topic-pattern": %w`, err)
-		}
-	default:
-		slices.Sort(topics)
-		c.topics = slices.Compact(topics)
-	}
-	if c.group, err = cfg.String("group-id", ""); err != nil {
-		return c, err
-	}
-	start, err := cfg.String("starting-offsets", "earliest")
-	if err != nil {
-		return c, err
-	}
-	switch {
-	case start == "earliest":
-		c.start = sourceFromEarliest
-	case start == "latest":
-		c.start = sourceFromLatest
-	case start == "committed":
-		if c.group == "" {
-			return c, fmt.Errorf(`config "starting-offsets": committed needs "group-id"`)
-		}
-		c.start = sourceFromCommitted
-	case strings.HasPrefix(start, "timestamp:"):
-		ms, err := strconv.ParseInt(strings.TrimPrefix(start, "timestamp:"), 10, 64)
-		if err != nil || ms < 0 {
-			return c, fmt.Errorf(`config "starting-offsets": %q: want timestamp:<milliseconds since the epoch>`, start)
-		}
-		c.start, c.startMillis = sourceFromTimestamp, ms
-	default:
-		return c, fmt.Errorf(`config "starting-offsets": %q: want earliest, latest, committed or timestamp:<ms>`, start)
-	}
-	isolation, err := cfg.String("isolation", "read-committed")
-	if err != nil {
-		return c, err
-	}
-	switch isolation {
-	case "read-committed":
-		c.readCommitted = true
-	case "read-uncommitted":
-	default:
-		return c, fmt.Errorf(`config "isolation": %q: want read-committed or read-uncommitted`, isolation)
-	}
-	if c.discovery, err = cfg.Duration("partition-discovery-interval", 0); err != nil {
-		return c, err
-	}
-	if c.discovery < 0 {
-		return c, fmt.Errorf(`config "partition-discovery-interval": negative`)
-	}
-	bounded, err := cfg.String("bounded", "")
-	if err != nil {
-		return c, err
-	}
-	switch bounded {
-	case "":
-	case "latest":
-		c.bounded = true
-	default:
-		return c, fmt.Errorf(`config "bounded": %q: want latest (or leave it out for an unbounded source)`, bounded)
-	}
-	if c.bounded && c.discovery > 0 {
-		// A bounded source reads what was there when it started: it has
-		// no end offset for a partition created later.
-		return c, fmt.Errorf(`config: "partition-discovery-interval" does not go with "bounded"`)
-	}
-	if c.timeout, err = cfg.Duration("open-timeout", 10*time.Second); err != nil {
-		return c, err
-	}
-	if c.timeout <= 0 {
-		return c, fmt.Errorf(`config "open-timeout": must be positive`)
-	}
-	return c, nil
-}
-
-func sourceCount(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // sourceOwner is the subtask that reads topic partition tp (see Source).
 func sourceOwner(tp sourceTP, parallelism int) int {
 	h := fnv.New32a()
@@ -301,7 +149,7 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 			s.Close() // the clients made before the failure
 		}
 	}()
-	cfg, err := parseSourceConfig(ctx.Config())
+	cfg, err := kafkacfg.ParseSourceConfig(ctx.Config())
 	if err != nil {
 		return fmt.Errorf("kafka-source: %w", err)
 	}
@@ -324,7 +172,7 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 		return fmt.Errorf("kafka-source: restore positions: %w", err)
 	}
 
-	octx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	octx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	all, err := s.openPartitions(octx)
 	if err != nil {
@@ -342,21 +190,21 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 		p := &sourcePart{sourceTP: tp, stop: -1}
 		if pos, ok := restored[tp]; ok {
 			p.next = pos.next
-			if cfg.bounded {
+			if cfg.Bounded {
 				p.stop = pos.stop
 			}
 		} else {
 			fresh = append(fresh, p)
 		}
-		if cfg.bounded && p.stop < 0 {
+		if cfg.Bounded && p.stop < 0 {
 			unstopped = append(unstopped, p)
 		}
 		s.add(p)
 	}
-	start := cfg.start
+	start := cfg.Start
 	if len(restored) > 0 {
 		// Restored: partitions the checkpoint does not know are new.
-		start = sourceFromEarliest
+		start = kafkacfg.StartEarliest
 		if len(fresh) > 0 {
 			s.log.Info("kafka-source: partitions not in the restored checkpoint start at their earliest offset", "partitions", len(fresh))
 		}
@@ -380,7 +228,7 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 	}
 	var reading []*sourcePart
 	for _, p := range s.order {
-		if cfg.bounded && p.next >= p.stop {
+		if cfg.Bounded && p.next >= p.stop {
 			p.done = true
 			continue
 		}
@@ -394,11 +242,11 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	if cfg.discovery > 0 {
+	if cfg.Discovery > 0 {
 		s.found = make(chan []*sourcePart)
 		s.wg.Go(func() { s.discoverLoop(bg, known) })
 	}
-	if cfg.group != "" {
+	if cfg.Group != "" {
 		s.pending = map[int64]kadm.Offsets{}
 		s.commitWake = make(chan struct{}, 1)
 		s.wg.Go(func() { s.commitLoop(bg) })
@@ -413,30 +261,30 @@ func (s *Source) openPartitions(ctx context.Context) ([]sourceTP, error) {
 	for {
 		all, err := s.listPartitions(ctx)
 		if err == nil {
-			if len(all) == 0 && s.cfg.pattern != nil && s.cfg.discovery == 0 {
-				return nil, fmt.Errorf("kafka-source: no topic on %s matches topic-pattern %q", s.cfg.servers, s.cfg.pattern)
+			if len(all) == 0 && s.cfg.Pattern != nil && s.cfg.Discovery == 0 {
+				return nil, fmt.Errorf("kafka-source: no topic on %s matches topic-pattern %q", s.cfg.Servers, s.cfg.Pattern)
 			}
 			return all, nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("kafka-source: no answer within open-timeout %s: %w", s.cfg.timeout, err)
+			return nil, fmt.Errorf("kafka-source: no answer within open-timeout %s: %w", s.cfg.Timeout, err)
 		}
 		if !kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) {
 			return nil, fmt.Errorf("kafka-source: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kafka-source: partitions of %s not available within %s: %w", s.topicsString(), s.cfg.timeout, err)
+			return nil, fmt.Errorf("kafka-source: partitions of %s not available within %s: %w", s.topicsString(), s.cfg.Timeout, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
 func (s *Source) topicsString() string {
-	if s.cfg.pattern != nil {
-		return "topic-pattern " + strconv.Quote(s.cfg.pattern.String())
+	if s.cfg.Pattern != nil {
+		return "topic-pattern " + strconv.Quote(s.cfg.Pattern.String())
 	}
-	return strings.Join(s.cfg.topics, ",")
+	return strings.Join(s.cfg.Topics, ",")
 }
 
 // listPartitions asks the brokers, bypassing the client's metadata cache,
@@ -444,8 +292,8 @@ func (s *Source) topicsString() string {
 func (s *Source) listPartitions(ctx context.Context) ([]sourceTP, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = false
-	if s.cfg.pattern == nil {
-		for _, t := range s.cfg.topics {
+	if s.cfg.Pattern == nil {
+		for _, t := range s.cfg.Topics {
 			rt := kmsg.NewMetadataRequestTopic()
 			rt.Topic = kmsg.StringPtr(t)
 			req.Topics = append(req.Topics, rt)
@@ -453,7 +301,7 @@ func (s *Source) listPartitions(ctx context.Context) ([]sourceTP, error) {
 	} // nil Topics: every topic, for the pattern
 	resp, err := req.RequestWith(ctx, s.admin)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap-servers %s unreachable: metadata request: %w", s.cfg.servers, err)
+		return nil, fmt.Errorf("bootstrap-servers %s unreachable: metadata request: %w", s.cfg.Servers, err)
 	}
 	var tps []sourceTP
 	seen := map[string]bool{}
@@ -462,26 +310,26 @@ func (s *Source) listPartitions(ctx context.Context) ([]sourceTP, error) {
 			continue
 		}
 		name := *t.Topic
-		if s.cfg.pattern != nil && (t.IsInternal || !s.cfg.pattern.MatchString(name)) {
+		if s.cfg.Pattern != nil && (t.IsInternal || !s.cfg.Pattern.MatchString(name)) {
 			continue
 		}
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			if s.cfg.pattern != nil && errors.Is(err, kerr.UnknownTopicOrPartition) {
+			if s.cfg.Pattern != nil && errors.Is(err, kerr.UnknownTopicOrPartition) {
 				continue // deleted between listing and describing
 			}
 			if errors.Is(err, kerr.UnknownTopicOrPartition) {
-				return nil, fmt.Errorf("topic %q does not exist on %s: %w", name, s.cfg.servers, err)
+				return nil, fmt.Errorf("topic %q does not exist on %s: %w", name, s.cfg.Servers, err)
 			}
-			return nil, fmt.Errorf("topic %q on %s: %w", name, s.cfg.servers, err)
+			return nil, fmt.Errorf("topic %q on %s: %w", name, s.cfg.Servers, err)
 		}
 		seen[name] = true
 		for _, p := range t.Partitions {
 			tps = append(tps, sourceTP{name, p.Partition})
 		}
 	}
-	for _, t := range s.cfg.topics {
+	for _, t := range s.cfg.Topics {
 		if !seen[t] {
-			return nil, fmt.Errorf("topic %q does not exist on %s: %w", t, s.cfg.servers, kerr.UnknownTopicOrPartition)
+			return nil, fmt.Errorf("topic %q does not exist on %s: %w", t, s.cfg.Servers, kerr.UnknownTopicOrPartition)
 		}
 	}
 	slices.SortFunc(tps, sourceCompareTP)
@@ -505,33 +353,33 @@ func (s *Source) add(p *sourcePart) {
 // resolveStart sets the next offset of parts to a concrete one: a
 // checkpoint must hold an offset, not "latest", or a restore would skip
 // what was written in between.
-func (s *Source) resolveStart(ctx context.Context, parts []*sourcePart, how sourceStart) error {
+func (s *Source) resolveStart(ctx context.Context, parts []*sourcePart, how kafkacfg.Start) error {
 	if len(parts) == 0 {
 		return nil
 	}
 	adm := kadm.NewClient(s.admin)
 	set := func(p *sourcePart, o int64) { p.next = o }
 	switch how {
-	case sourceFromLatest:
+	case kafkacfg.StartLatest:
 		// Under read-committed, latest is the last stable offset: a
 		// transaction open now may still commit, and its records come
 		// after it.
-		if s.cfg.readCommitted {
+		if s.cfg.ReadCommitted {
 			return s.listOffsets(ctx, "latest", parts, adm.ListCommittedOffsets, set)
 		}
 		return s.listOffsets(ctx, "latest", parts, adm.ListEndOffsets, set)
-	case sourceFromTimestamp:
+	case kafkacfg.StartTimestamp:
 		list := func(ctx context.Context, topics ...string) (kadm.ListedOffsets, error) {
-			return adm.ListOffsetsAfterMilli(ctx, s.cfg.startMillis, topics...)
+			return adm.ListOffsetsAfterMilli(ctx, s.cfg.StartMillis, topics...)
 		}
 		return s.listOffsets(ctx, "timestamp", parts, list, set)
-	case sourceFromCommitted:
-		committed, err := adm.FetchOffsetsForTopics(ctx, s.cfg.group, sourceTopics(parts)...)
+	case kafkacfg.StartCommitted:
+		committed, err := adm.FetchOffsetsForTopics(ctx, s.cfg.Group, sourceTopics(parts)...)
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			committed, err = nil, nil // a group that never committed
 		}
 		if err != nil {
-			return fmt.Errorf("kafka-source: offsets committed by group %q: %w", s.cfg.group, err)
+			return fmt.Errorf("kafka-source: offsets committed by group %q: %w", s.cfg.Group, err)
 		}
 		var rest []*sourcePart
 		for _, p := range parts {
@@ -542,7 +390,7 @@ func (s *Source) resolveStart(ctx context.Context, parts []*sourcePart, how sour
 			}
 		}
 		if len(rest) > 0 {
-			s.log.Info("kafka-source: partitions without a commit start at the earliest offset", "group", s.cfg.group, "partitions", len(rest))
+			s.log.Info("kafka-source: partitions without a commit start at the earliest offset", "group", s.cfg.Group, "partitions", len(rest))
 		}
 		return s.listOffsets(ctx, "earliest", rest, adm.ListStartOffsets, set)
 	default:
@@ -554,7 +402,7 @@ func (s *Source) resolveStart(ctx context.Context, parts []*sourcePart, how sour
 func (s *Source) resolveStop(ctx context.Context, parts []*sourcePart) error {
 	adm := kadm.NewClient(s.admin)
 	set := func(p *sourcePart, o int64) { p.stop = o }
-	if s.cfg.readCommitted {
+	if s.cfg.ReadCommitted {
 		// Read-committed fetches stop at the last stable offset: a
 		// higher stop would wait for open transactions.
 		return s.listOffsets(ctx, "end", parts, adm.ListCommittedOffsets, set)
@@ -570,7 +418,7 @@ func (s *Source) listOffsets(ctx context.Context, what string, parts []*sourcePa
 	topics := sourceTopics(parts)
 	listed, err := list(ctx, topics...)
 	if err != nil {
-		return fmt.Errorf("kafka-source: list %s offsets of %s on %s: %w", what, strings.Join(topics, ","), s.cfg.servers, err)
+		return fmt.Errorf("kafka-source: list %s offsets of %s on %s: %w", what, strings.Join(topics, ","), s.cfg.Servers, err)
 	}
 	for _, p := range parts {
 		o, ok := listed.Lookup(p.topic, p.partition)
@@ -613,7 +461,7 @@ func (s *Source) consume(parts []*sourcePart) error {
 		return nil
 	}
 	isolation := kgo.ReadUncommitted()
-	if s.cfg.readCommitted {
+	if s.cfg.ReadCommitted {
 		isolation = kgo.ReadCommitted()
 	}
 	var err error
@@ -669,7 +517,7 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 		}
 	}
 	if s.active == 0 {
-		if s.cfg.bounded {
+		if s.cfg.Bounded {
 			return sdk.SourceStatus{EndOfInput: true}, nil
 		}
 		return sdk.SourceStatus{Backoff: sourceMaxBackoff}, nil
@@ -690,7 +538,7 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			if p == nil || p.done {
 				break // fetched before it was finished
 			}
-			if s.cfg.bounded && r.Offset >= p.stop {
+			if s.cfg.Bounded && r.Offset >= p.stop {
 				s.finish(p, so, &finished) // past a gap (compaction) to its stop
 				break
 			}
@@ -699,13 +547,13 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			}
 			p.next = r.Offset + 1
 			moved = true
-			if s.cfg.bounded && p.next >= p.stop {
+			if s.cfg.Bounded && p.next >= p.stop {
 				s.finish(p, so, &finished)
 			}
 		}
 		if p != nil {
 			end := fp.HighWatermark
-			if s.cfg.readCommitted {
+			if s.cfg.ReadCommitted {
 				end = fp.LastStableOffset
 			}
 			s.lag.Set(float64(max(end-p.next, 0)), p.topic, strconv.Itoa(int(p.partition)))
@@ -714,7 +562,7 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 	if finished != nil {
 		s.consumer.RemoveConsumePartitions(finished)
 	}
-	if s.active == 0 && s.cfg.bounded {
+	if s.active == 0 && s.cfg.Bounded {
 		return sdk.SourceStatus{EndOfInput: true}, nil
 	}
 	if moved {
@@ -772,7 +620,7 @@ func (s *Source) fetchErrors(fetches kgo.Fetches) error {
 		case kerr.IsRetriable(fe.Err):
 			s.log.Warn("kafka-source: fetch failed, retrying", "partition", sourceTP{fe.Topic, fe.Partition}.String(), "err", fe.Err)
 		default:
-			return fmt.Errorf("kafka-source: fetch %s from %s: %w", sourceTP{fe.Topic, fe.Partition}, s.cfg.servers, fe.Err)
+			return fmt.Errorf("kafka-source: fetch %s from %s: %w", sourceTP{fe.Topic, fe.Partition}, s.cfg.Servers, fe.Err)
 		}
 	}
 	return nil
@@ -845,14 +693,14 @@ func (s *Source) commitLoop(ctx context.Context) {
 		if o == nil {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-		resp, err := adm.CommitOffsets(cctx, s.cfg.group, o)
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		resp, err := adm.CommitOffsets(cctx, s.cfg.Group, o)
 		cancel()
 		if err == nil {
 			err = resp.Error()
 		}
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("kafka-source: commit offsets (for monitoring only) failed", "group", s.cfg.group, "err", err)
+			s.log.Warn("kafka-source: commit offsets (for monitoring only) failed", "group", s.cfg.Group, "err", err)
 		}
 	}
 }
@@ -861,7 +709,7 @@ func (s *Source) commitLoop(ctx context.Context) {
 // and hands the ones this subtask owns, positioned at their earliest
 // offset, to Emit. known are the partitions this subtask already reads.
 func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool) {
-	t := time.NewTicker(s.cfg.discovery)
+	t := time.NewTicker(s.cfg.Discovery)
 	defer t.Stop()
 	for {
 		select {
@@ -891,7 +739,7 @@ func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool) {
 }
 
 func (s *Source) discover(ctx context.Context, known map[sourceTP]bool) ([]*sourcePart, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	all, err := s.listPartitions(ctx)
 	if err != nil {
@@ -903,7 +751,7 @@ func (s *Source) discover(ctx context.Context, known map[sourceTP]bool) ([]*sour
 			found = append(found, &sourcePart{sourceTP: tp, stop: -1})
 		}
 	}
-	if err := s.resolveStart(ctx, found, sourceFromEarliest); err != nil {
+	if err := s.resolveStart(ctx, found, kafkacfg.StartEarliest); err != nil {
 		return nil, err
 	}
 	return found, nil

@@ -34,6 +34,7 @@ var All = []Spec{
 	{"B5", "throughput", "records/s per core (CPU time of all processes), 2 TaskManagers, checkpoints every 1 s", runB5},
 	{"W1", "windows", "window operator records/s per core (tumbling, sliding, session; heap and Pebble) against keyed-sum on the same backend, 2 TaskManagers, checkpoints every 1 s", runW1},
 	{"G1", "goapi", "typed Go API (package weir) records/s per core against the same job from built-in operators, 2 TaskManagers, checkpoints every 1 s", runG1},
+	{"K1", "kafka", "Kafka source → map → Kafka sink, exactly-once, records/s per core against franz-go consume + transactional produce, 2 TaskManagers, checkpoints every 1 s, one kafka-dev broker", runK1},
 	{"B6", "recovery", "recovery after SIGKILL of a TaskManager, 1 s checkpoints, ~100 MB heap state", runB6},
 	{"B7", "ha-cost", "coordinator and HA cost with etcd: etcd operations and JobManager CPU per checkpoint, max checkpoint rate", runB7},
 	{"X", "footprint", "idle RSS of the daemons and start-up time from process start to a job RUNNING", runFootprint},
