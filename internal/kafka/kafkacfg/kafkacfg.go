@@ -246,7 +246,6 @@ func count(b bool) int {
 	return 0
 }
 
-
 // Client is the settings every connector's client shares.
 type Client struct {
 	Seeds []string
