@@ -1,0 +1,184 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Local is a store on a file system: the operating system's when FS is
+// nil. Tests give one that injects errors (Pebble's vfs/errorfs), so
+// every write and read of checkpoint state has a seam for disk failures.
+type Local struct {
+	FS vfs.FS
+}
+
+func (l Local) fs() vfs.FS {
+	if l.FS == nil {
+		return vfs.Default
+	}
+	return l.FS
+}
+
+// tmpSeq names temporary files apart: two writers of one object (a
+// retried upload beside a slow first one) never share one.
+var tmpSeq atomic.Uint64
+
+func tmpName(p string) string {
+	return p + "." + strconv.FormatUint(tmpSeq.Add(1), 36) + ".tmp"
+}
+
+// Put writes through a temporary file, fsyncs it and renames it into
+// place, then fsyncs the directory: without that a power loss could lose
+// a _metadata that etcd already points at. Missing parent directories
+// are created.
+func (l Local) Put(_ context.Context, loc string, r io.Reader, size int64) error {
+	p := LocalPath(loc)
+	tmp, err := l.writeTemp(p, r, size)
+	if err != nil {
+		return err
+	}
+	if err := l.fs().Rename(tmp, p); err != nil {
+		l.fs().Remove(tmp)
+		return err
+	}
+	return syncDir(l.fs(), filepath.Dir(p))
+}
+
+// PutIfAbsent links a fully written temporary file to loc: the link fails
+// if loc exists, so the object appears whole and only once.
+func (l Local) PutIfAbsent(_ context.Context, loc string, data []byte) error {
+	p := LocalPath(loc)
+	tmp, err := l.writeTemp(p, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return err
+	}
+	defer l.fs().Remove(tmp)
+	if err := l.fs().Link(tmp, p); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %s", ErrExists, p)
+		}
+		return err
+	}
+	return syncDir(l.fs(), filepath.Dir(p))
+}
+
+// writeTemp writes size bytes of r to a fresh, fsynced temporary file
+// beside p and returns its name.
+func (l Local) writeTemp(p string, r io.Reader, size int64) (string, error) {
+	fsys := l.fs()
+	tmp := tmpName(p)
+	f, err := fsys.Create(tmp, vfs.WriteCategoryUnspecified)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = fsys.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			f, err = fsys.Create(tmp, vfs.WriteCategoryUnspecified)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	n, err := io.Copy(f, r)
+	if err == nil && n != size {
+		err = fmt.Errorf("blob: %s: wrote %d bytes, want %d", p, n, size)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fsys.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+func (l Local) Get(_ context.Context, loc string) (io.ReadCloser, error) {
+	return l.fs().Open(LocalPath(loc))
+}
+
+func (l Local) Stat(_ context.Context, loc string) (Info, error) {
+	fi, err := l.fs().Stat(LocalPath(loc))
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Location: loc, Size: fi.Size(), Modified: fi.ModTime()}, nil
+}
+
+func (l Local) Delete(_ context.Context, loc string) error {
+	if err := l.fs().Remove(LocalPath(loc)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (l Local) Mkdir(_ context.Context, dir string) error {
+	return l.fs().MkdirAll(LocalPath(dir), 0o755)
+}
+
+// List walks dir depth first, in name order; a missing dir holds nothing.
+func (l Local) List(_ context.Context, dir string) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		l.walk(LocalPath(dir), yield)
+	}
+}
+
+func (l Local) walk(dir string, yield func(Info, error) bool) bool {
+	fsys := l.fs()
+	names, err := fsys.List(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return yield(Info{}, err)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		fi, err := fsys.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return yield(Info{}, err)
+		}
+		if fi.IsDir() {
+			if !l.walk(p, yield) {
+				return false
+			}
+			continue
+		}
+		if !yield(Info{Location: p, Size: fi.Size(), Modified: fi.ModTime()}, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// removeAll deletes the directory dir itself with everything in it.
+func (l Local) removeAll(_ context.Context, dir string) error {
+	return l.fs().RemoveAll(LocalPath(dir))
+}
+
+func syncDir(fsys vfs.FS, dir string) error {
+	d, err := fsys.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return d.Close()
+}
