@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/poll"
@@ -26,15 +26,7 @@ import (
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 // cluster is an in-process cluster: a JobManager and two TaskManagers
 // whose operators are a program's own, as `prog taskmanager` has them.

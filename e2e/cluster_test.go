@@ -7,17 +7,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/poll"
 )
 
@@ -93,37 +92,8 @@ type cluster struct {
 	etcd string
 }
 
-// freePort is an address for a daemon to listen on. It comes from below
-// the kernel's ephemeral range (ip_local_port_range, 32768–60999 by
-// default): a port the kernel handed out for ":0" and freed again may be
-// taken by any outgoing connection before the daemon binds it, one below
-// the range is not. Each pick is checked free, and a counter keeps the
-// picks of one test binary apart.
-func freePort(t *testing.T) string {
-	t.Helper()
-	for range 1000 {
-		port := portBase + int(nextPort.Add(1))%portSpan
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue // taken: try the next
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
-}
-
-// The ports freePort picks from: [portBase, portBase+portSpan), started
-// at a place that differs between concurrent test binaries.
-const portBase, portSpan = 20000, 12000
-
-var nextPort = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(int64(os.Getpid()*7919) % portSpan)
-	return &n
-}()
+// freePort is an address for a daemon to listen on (freeport.Addr).
+func freePort(t *testing.T) string { return freeport.Addr(t) }
 
 // startCluster starts one JobManager and n TaskManagers and waits until
 // every TaskManager registered.

@@ -33,6 +33,7 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs := flag.NewFlagSet("taskmanager", flag.ContinueOnError)
 	cfg := taskmanager.Config{Operators: reg}
 	var logging daemon.Logging
+	var store daemon.Storage
 	fs.StringVar(&cfg.JobManager, "jobmanager", "localhost:6123", "JobManager gRPC address")
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6124", "gRPC address for the JobManager and other TaskManagers")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address others use to reach --rpc-addr (default 127.0.0.1:<port>)")
@@ -45,7 +46,11 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")
 	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
 	logging.Register(fs)
+	store.Register(fs)
 	if err := daemon.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := store.Configure(); err != nil {
 		return err
 	}
 	log, err := logging.Logger("taskmanager")

@@ -205,3 +205,20 @@ func DeleteAllIn(ctx context.Context, st Store, dir string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Check fails unless loc's storage can be used: its scheme is supported
+// and configured, and an object store's bucket exists and answers to the
+// credentials (the error names the endpoint, the bucket and the server's
+// error code). A local directory is made if missing.
+func Check(ctx context.Context, loc string) error {
+	st, err := Open(loc)
+	if err != nil {
+		return err
+	}
+	if c, ok := st.(interface {
+		CheckBucket(ctx context.Context, loc string) error
+	}); ok {
+		return c.CheckBucket(ctx, loc)
+	}
+	return st.Mkdir(ctx, loc)
+}

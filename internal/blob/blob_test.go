@@ -69,6 +69,9 @@ func TestStores(t *testing.T) {
 				blob.Join(root, "job", "chk-2", "deep", "x"):   small,
 				blob.Join(root, "other", "chk-1", "_metadata"): small,
 			} {
+				if err := st.Mkdir(ctx, blob.Dir(loc)); err != nil {
+					t.Fatal(err)
+				}
 				if err := st.Put(ctx, loc, bytes.NewReader(data), int64(len(data))); err != nil {
 					t.Fatalf("put %s: %v", loc, err)
 				}
@@ -90,7 +93,14 @@ func TestStores(t *testing.T) {
 				t.Fatalf("after a second put: %q", got)
 			}
 
-			// Missing objects.
+			// Missing objects, and a missing directory (an aborted
+			// checkpoint's, say) is not made by a put into it.
+			if blob.IsLocal(root) {
+				gone := blob.Join(root, "job", "chk-9", "x")
+				if err := st.Put(ctx, gone, strings.NewReader("x"), 1); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("put into a missing directory: %v", err)
+				}
+			}
 			missing := blob.Join(root, "job", "nope")
 			if _, err := st.Get(ctx, missing); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("get missing: %v", err)
@@ -104,6 +114,9 @@ func TestStores(t *testing.T) {
 
 			// Created once.
 			md := blob.Join(root, "job", "chk-3", "_metadata")
+			if err := st.Mkdir(ctx, blob.Dir(md)); err != nil {
+				t.Fatal(err)
+			}
 			if err := st.PutIfAbsent(ctx, md, []byte("first")); err != nil {
 				t.Fatal(err)
 			}
@@ -161,6 +174,9 @@ func TestPutIfAbsentRace(t *testing.T) {
 	for name, s := range stores(t, false) {
 		t.Run(name, func(t *testing.T) {
 			loc := blob.Join(s.root, "race", "_metadata")
+			if err := s.st.Mkdir(ctx, blob.Dir(loc)); err != nil {
+				t.Fatal(err)
+			}
 			var wg sync.WaitGroup
 			errs := make([]error, 8)
 			for i := range errs {

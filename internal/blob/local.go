@@ -30,21 +30,19 @@ func (l Local) fs() vfs.FS {
 	return l.FS
 }
 
-// tmpSeq names temporary files apart: two writers of one object (a
-// retried upload beside a slow first one) never share one.
+// tmpSeq names PutIfAbsent's temporary files apart: writers racing to
+// create one object never share one. Put's is the object's name with
+// .tmp, so a crashed writer's leftover is replaced by the next write.
 var tmpSeq atomic.Uint64
-
-func tmpName(p string) string {
-	return p + "." + strconv.FormatUint(tmpSeq.Add(1), 36) + ".tmp"
-}
 
 // Put writes through a temporary file, fsyncs it and renames it into
 // place, then fsyncs the directory: without that a power loss could lose
-// a _metadata that etcd already points at. Missing parent directories
-// are created.
+// a _metadata that etcd already points at. The directory must exist
+// (Mkdir): a checkpoint directory an abort removed does not come back
+// through a late write.
 func (l Local) Put(_ context.Context, loc string, r io.Reader, size int64) error {
 	p := LocalPath(loc)
-	tmp, err := l.writeTemp(p, r, size)
+	tmp, err := l.writeTemp(p, p+".tmp", r, size)
 	if err != nil {
 		return err
 	}
@@ -59,7 +57,7 @@ func (l Local) Put(_ context.Context, loc string, r io.Reader, size int64) error
 // if loc exists, so the object appears whole and only once.
 func (l Local) PutIfAbsent(_ context.Context, loc string, data []byte) error {
 	p := LocalPath(loc)
-	tmp, err := l.writeTemp(p, bytes.NewReader(data), int64(len(data)))
+	tmp, err := l.writeTemp(p, p+"."+strconv.FormatUint(tmpSeq.Add(1), 36)+".tmp", bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return err
 	}
@@ -73,17 +71,11 @@ func (l Local) PutIfAbsent(_ context.Context, loc string, data []byte) error {
 	return syncDir(l.fs(), filepath.Dir(p))
 }
 
-// writeTemp writes size bytes of r to a fresh, fsynced temporary file
+// writeTemp writes size bytes of r to the fsynced temporary file tmp
 // beside p and returns its name.
-func (l Local) writeTemp(p string, r io.Reader, size int64) (string, error) {
+func (l Local) writeTemp(p, tmp string, r io.Reader, size int64) (string, error) {
 	fsys := l.fs()
-	tmp := tmpName(p)
 	f, err := fsys.Create(tmp, vfs.WriteCategoryUnspecified)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = fsys.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			f, err = fsys.Create(tmp, vfs.WriteCategoryUnspecified)
-		}
-	}
 	if err != nil {
 		return "", err
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -589,9 +589,7 @@ func (d *Driver) RebuildShared(retained []*weirv1.CheckpointMetadata) {
 func discardFiles(paths []string) error {
 	var errs []error
 	for _, p := range paths {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, storage.Delete(p))
 	}
 	return errors.Join(errs...)
 }

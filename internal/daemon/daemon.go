@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/rpc"
 )
 
@@ -42,6 +43,34 @@ func ApplyEnv(fs *flag.FlagSet) error {
 		}
 	})
 	return err
+}
+
+// Storage are the checkpoint storage flags: how to reach S3 for s3://
+// checkpoint directories, savepoint targets and the locations in
+// checkpoints. Empty ones come from the standard AWS environment
+// variables (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+type Storage struct {
+	S3 blob.S3Config
+}
+
+// Register adds the --s3-* flags to fs.
+func (s *Storage) Register(fs *flag.FlagSet) {
+	fs.StringVar(&s.S3.Endpoint, "s3-endpoint", "", "S3 endpoint for s3:// locations: http://host:port, https://host or host:port (default $AWS_ENDPOINT_URL, else AWS)")
+	fs.StringVar(&s.S3.Region, "s3-region", "", "S3 region (default $AWS_REGION)")
+	fs.StringVar(&s.S3.PathStyle, "s3-path-style", "auto", "S3 addressing: auto (path-style for IPs, localhost and non-AWS servers), path or virtual")
+	fs.StringVar(&s.S3.AccessKey, "s3-access-key-id", "", "S3 access key ID (default $AWS_ACCESS_KEY_ID)")
+	fs.StringVar(&s.S3.SecretKey, "s3-secret-access-key", "", "S3 secret access key (default $AWS_SECRET_ACCESS_KEY; prefer the environment to a flag)")
+}
+
+// Configure makes s3:// locations usable in this process.
+func (s *Storage) Configure() error {
+	s3, err := blob.NewS3(s.S3.FromEnv())
+	if err != nil {
+		return err
+	}
+	blob.Default.S3 = s3
+	return nil
 }
 
 // Logging are the shared log flags.

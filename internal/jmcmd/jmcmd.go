@@ -18,10 +18,11 @@ func Run(args []string) error {
 	fs := flag.NewFlagSet("jobmanager", flag.ContinueOnError)
 	var cfg jobmanager.Config
 	var logging daemon.Logging
+	var storage daemon.Storage
 	var haMode, etcdEndpoints string
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6123", "gRPC address for clients and TaskManagers")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8081", "HTTP address serving /metrics and /healthz")
-	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/tmp/weir/checkpoints", "checkpoint storage directory, shared with every TaskManager")
+	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/tmp/weir/checkpoints", "checkpoint storage: a directory every TaskManager shares, or s3://bucket/prefix")
 	fs.StringVar(&haMode, "ha", "none", "high availability: none (standalone) or etcd")
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "localhost:2379", "etcd endpoints, comma-separated (with --ha etcd)")
 	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name: JobManagers and TaskManagers of one cluster share it in etcd")
@@ -31,7 +32,11 @@ func Run(args []string) error {
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often TaskManagers heartbeat")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "silence after which a TaskManager is lost")
 	logging.Register(fs)
+	storage.Register(fs)
 	if err := daemon.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := storage.Configure(); err != nil {
 		return err
 	}
 	log, err := logging.Logger("jobmanager")

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -73,16 +74,15 @@ func (j *jobMaster) sweepCheckpoints(why string, maxID int64) {
 // that none of the retained checkpoints references: neither one of their
 // metadata files (metadataPaths) nor a state handle in their metadata.
 // With maxID > 0 it lists only files known to belong to a checkpoint up to
-// maxID: in chk-<n> with n <= maxID, or uploaded to shared/ by one.
+// maxID: in chk-<n> with n <= maxID, or uploaded to shared/ by one. In an
+// object store it lists the bucket under the job's prefix.
 func Unreferenced(jobDir string, metadataPaths []string, retained []*weirv1.CheckpointMetadata, maxID int64) ([]string, error) {
 	refs := map[string]bool{}
 	add := func(p string) {
 		if p == "" {
 			return // inline state lives in the _metadata file
 		}
-		if abs, err := filepath.Abs(p); err == nil {
-			refs[abs] = true
-		}
+		refs[normLocation(p)] = true
 	}
 	for _, p := range metadataPaths {
 		add(p)
@@ -97,50 +97,48 @@ func Unreferenced(jobDir string, metadataPaths []string, retained []*weirv1.Chec
 			}
 		}
 	}
-	root, err := filepath.Abs(jobDir)
+	root := normLocation(jobDir)
+	st, err := blob.Open(root)
 	if err != nil {
-		return nil, fmt.Errorf("jobmanager: checkpoint dir %s: %w", jobDir, err)
-	}
-	entries, err := os.ReadDir(root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("jobmanager: list checkpoint dir: %w", err)
+		return nil, err
 	}
 	var out []string
-	for _, e := range entries {
-		if !e.IsDir() || !isCheckpointLayout(e.Name()) {
+	for info, err := range st.List(context.Background(), root) {
+		if err != nil {
+			return nil, fmt.Errorf("jobmanager: list checkpoint dir %s: %w", root, err)
+		}
+		p := normLocation(info.Location)
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
+		rel = strings.TrimPrefix(rel, string(filepath.Separator))
+		first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		if !isCheckpointLayout(first) || refs[p] {
 			continue
 		}
-		dirID, isChk := checkpointDirID(e.Name())
+		dirID, isChk := checkpointDirID(first)
 		if maxID > 0 && isChk && dirID > maxID {
 			continue
 		}
-		err := filepath.WalkDir(filepath.Join(root, e.Name()), func(p string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed meanwhile by a discard
+		if maxID > 0 && !isChk {
+			if id, ok := state.SharedFileCheckpoint(blob.Base(p)); !ok || id > maxID {
+				continue
 			}
-			if err != nil {
-				return err
-			}
-			if d.IsDir() || refs[p] {
-				return nil
-			}
-			if maxID > 0 && !isChk {
-				if id, ok := state.SharedFileCheckpoint(d.Name()); !ok || id > maxID {
-					return nil
-				}
-			}
-			out = append(out, p)
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("jobmanager: walk checkpoint dir: %w", err)
 		}
+		out = append(out, p)
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// normLocation makes locations comparable: absolute clean paths, clean
+// URLs.
+func normLocation(p string) string {
+	if !blob.IsLocal(p) {
+		return blob.Join(p)
+	}
+	if abs, err := filepath.Abs(blob.LocalPath(p)); err == nil {
+		return abs
+	}
+	return filepath.Clean(blob.LocalPath(p))
 }
 
 // isCheckpointLayout: the entries of a job's directory checkpoints write.
@@ -157,8 +155,9 @@ func checkpointDirID(name string) (int64, bool) {
 	return id, err == nil
 }
 
-// SweepUnreferenced removes the files Unreferenced lists, then the
-// checkpoint directories left empty, and returns the files removed.
+// SweepUnreferenced removes the files Unreferenced lists, then (on a
+// file system) the checkpoint directories left empty, and returns the
+// files removed.
 func SweepUnreferenced(jobDir string, metadataPaths []string, retained []*weirv1.CheckpointMetadata, maxID int64) ([]string, error) {
 	files, err := Unreferenced(jobDir, metadataPaths, retained, maxID)
 	if err != nil {
@@ -167,15 +166,19 @@ func SweepUnreferenced(jobDir string, metadataPaths []string, retained []*weirv1
 	var removed []string
 	var errs []error
 	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := storage.Delete(f); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		removed = append(removed, f)
 	}
+	if !blob.IsLocal(jobDir) {
+		return removed, errors.Join(errs...)
+	}
 	// Empty chk-<n> directories of aborted checkpoints go too; shared/
 	// stays for the checkpoints to come. Deepest first, so a directory
 	// emptied by removing its children is removed as well.
+	jobDir = blob.LocalPath(jobDir)
 	var dirs []string
 	entries, _ := os.ReadDir(jobDir)
 	for _, e := range entries {

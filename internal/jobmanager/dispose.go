@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -23,10 +24,7 @@ func (s *Server) DisposeSavepoint(ctx context.Context, req *weirv1.DisposeSavepo
 	if req.GetPath() == "" {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: dispose savepoint: no path")
 	}
-	dir := filepath.Clean(req.GetPath())
-	if filepath.Base(dir) == storage.MetadataFile {
-		dir = filepath.Dir(dir)
-	}
+	dir := blob.Dir(storage.MetadataLocation(req.GetPath()))
 	md, err := storage.ReadMetadata(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -66,7 +64,7 @@ func (s *Server) DisposeSavepoint(ctx context.Context, req *weirv1.DisposeSavepo
 // checkpoint of its own yet.
 func (s *Server) needsForRestart(dir string) *jobMaster {
 	for _, j := range s.jobsSorted() {
-		if j.restore == nil || filepath.Dir(filepath.Clean(j.restore.path)) != dir {
+		if j.restore == nil || blob.Dir(j.restore.path) != dir {
 			continue
 		}
 		j.mu.Lock()
@@ -83,6 +81,12 @@ func (s *Server) needsForRestart(dir string) *jobMaster {
 }
 
 func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	if blob.Scheme(dir) != blob.Scheme(path) {
+		return false
+	}
+	if !blob.IsLocal(dir) {
+		return strings.HasPrefix(blob.Join(path), blob.Join(dir)+"/")
+	}
+	rel, err := filepath.Rel(blob.LocalPath(dir), filepath.Clean(blob.LocalPath(path)))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

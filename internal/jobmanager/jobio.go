@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -20,10 +19,10 @@ func (s jobStorage) InitLocation(_ context.Context, id int64, savepoint bool, ta
 		return s.j.s.storage.InitLocation(s.j.id, id)
 	}
 	if target == "" {
-		target = filepath.Join(s.j.s.cfg.CheckpointDir, "savepoints")
+		target = blob.Join(s.j.s.cfg.CheckpointDir, "savepoints")
 	}
-	dir := filepath.Join(target, fmt.Sprintf("savepoint-%s-%d", s.j.id[:6], id))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir := blob.Join(target, fmt.Sprintf("savepoint-%s-%d", s.j.id[:6], id))
+	if err := (storage.Files{}).MkdirAll(dir); err != nil {
 		return "", fmt.Errorf("jobmanager: savepoint directory: %w", err)
 	}
 	return dir, nil

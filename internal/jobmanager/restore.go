@@ -2,8 +2,6 @@ package jobmanager
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/protobuf/proto"
 
@@ -24,11 +22,7 @@ type restorePoint struct {
 // every piece of state must have a vertex to go to, and keyed state can
 // only be split along the key groups it was written with.
 func loadRestorePoint(g *weirv1.JobGraph) (*restorePoint, error) {
-	path := g.GetRestoreFrom()
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, storage.MetadataFile)
-	}
-	md, err := storage.ReadMetadata(path)
+	md, err := storage.ReadMetadata(g.GetRestoreFrom())
 	if err != nil {
 		return nil, fmt.Errorf("restore-from %s: %w", g.GetRestoreFrom(), err)
 	}
@@ -45,7 +39,7 @@ func loadRestorePoint(g *weirv1.JobGraph) (*restorePoint, error) {
 			return nil, fmt.Errorf("restore-from %s: it holds state of vertex %q, which the job does not have", g.GetRestoreFrom(), st.GetVertex())
 		}
 	}
-	return newRestorePoint(path, md), nil
+	return newRestorePoint(storage.MetadataLocation(g.GetRestoreFrom()), md), nil
 }
 
 func newRestorePoint(path string, md *weirv1.CheckpointMetadata) *restorePoint {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/restapi"
@@ -54,6 +55,14 @@ type Config struct {
 func (c *Config) Validate() error {
 	if c.CheckpointDir == "" {
 		return errors.New("jobmanager: checkpoint directory is required")
+	}
+	// An unusable checkpoint directory (an unsupported scheme, a missing
+	// bucket, wrong credentials) refuses the start: every checkpoint
+	// would fail.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := blob.Check(ctx, c.CheckpointDir); err != nil {
+		return fmt.Errorf("jobmanager: checkpoint directory %s: %w", c.CheckpointDir, err)
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second

@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
+
+	"github.com/weirproject/weir/internal/blob"
 )
 
 // NewServer returns a gRPC server with the health and reflection services.
@@ -60,10 +62,12 @@ func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 }
 
 // NewRegistry returns a metrics registry with the Go runtime and process
-// collectors, as every daemon exposes them.
+// collectors and the checkpoint storage's request metrics, as every daemon
+// exposes them.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(blob.Collectors()...)
 	return reg
 }
 

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -182,7 +182,7 @@ func writeOperator(files storage.Files, st *weirv1.SubtaskState, prefix string, 
 }
 
 func filePrefix(dir, vertex string, subtask int) string {
-	return filepath.Join(dir, fmt.Sprintf("%s-%d", vertex, subtask))
+	return blob.Join(dir, fmt.Sprintf("%s-%d", vertex, subtask))
 }
 
 // restoreOperator gives subtask its share of the list state of prev.

@@ -3,10 +3,10 @@ package state
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -26,7 +26,7 @@ func WriteChannelState(fs vfs.FS, dir, vertex string, subtask int, cs *weirv1.Ch
 	if ChannelStateRecords(cs) == 0 {
 		return nil, nil
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d.channel", vertex, subtask))
+	path := blob.Join(dir, fmt.Sprintf("%s-%d.channel", vertex, subtask))
 	h, err := storage.Files{FS: fs}.WriteHandle(path, cs, inlineThreshold)
 	if err != nil {
 		return nil, fmt.Errorf("state: write channel state: %w", err)

@@ -1,9 +1,7 @@
 package state
 
 import (
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
@@ -58,7 +56,8 @@ func (r *restorer) readHandle(h *weirv1.StateHandle, m proto.Message) error {
 	return r.files.ReadHandle(h, m)
 }
 
-// download copies a native snapshot's files into a fresh directory dir.
+// download copies a native snapshot's files into a fresh local
+// directory dir.
 func (r *restorer) download(st *weirv1.SubtaskState, dir string) error {
 	if err := r.fs.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("state: download: %w", err)
@@ -67,40 +66,9 @@ func (r *restorer) download(st *weirv1.SubtaskState, dir string) error {
 		if err := r.next(h.GetPath()); err != nil {
 			return err
 		}
-		if _, err := copyFile(r.fs, h.GetPath(), r.fs.PathJoin(dir, localName(h))); err != nil {
+		if _, err := r.files.Download(h.GetPath(), r.fs.PathJoin(dir, localName(h))); err != nil {
 			return fmt.Errorf("state: download %s: %w", h.GetPath(), err)
 		}
 	}
 	return nil
-}
-
-// copyFile copies src to dst through a temporary file renamed into place.
-func copyFile(fs vfs.FS, src, dst string) (n int64, err error) {
-	in, err := fs.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			fs.Remove(tmp)
-		}
-	}()
-	n, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	err = errors.Join(err, out.Close())
-	if err == nil {
-		err = fs.Rename(tmp, dst)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
 }

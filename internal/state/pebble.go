@@ -21,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/storage"
@@ -660,11 +661,11 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 	prefix := filePrefix(dir, vertex, subtask)
 	exclusive := prefix + ".pebble"
 	// Mkdir, not MkdirAll: a checkpoint directory removed by an abort
-	// must not come back. (vfs.FS has no Mkdir.)
-	if err := os.Mkdir(exclusive, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	// must not come back.
+	if err := s.p.files.Mkdir(exclusive); err != nil {
 		return nil, fmt.Errorf("state: write pebble checkpoint: %w", err)
 	}
-	if err := fs.MkdirAll(s.p.cfg.SharedDir, 0o755); err != nil {
+	if err := s.p.files.MkdirAll(s.p.cfg.SharedDir); err != nil {
 		return nil, fmt.Errorf("state: write pebble checkpoint: %w", err)
 	}
 	referenced := map[string]*weirv1.StateHandle{}
@@ -688,8 +689,8 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 			if err := fault.Point(fault.IncrementalUpload); err != nil {
 				return nil, fmt.Errorf("state: upload %s: %w", name, err)
 			}
-			dst := filepath.Join(s.p.cfg.SharedDir, sharedFileName(s.p.uid, s.id, name))
-			n, err := copyFile(fs, src, dst)
+			dst := blob.Join(s.p.cfg.SharedDir, sharedFileName(s.p.uid, s.id, name))
+			n, err := s.p.files.Upload(src, dst)
 			if err != nil {
 				return nil, fmt.Errorf("state: upload %s: %w", name, err)
 			}
@@ -700,8 +701,8 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 			st.CheckpointedSize += n
 			continue
 		}
-		dst := filepath.Join(exclusive, name)
-		n, err := copyFile(fs, src, dst)
+		dst := blob.Join(exclusive, name)
+		n, err := s.p.files.Upload(src, dst)
 		if err != nil {
 			return nil, fmt.Errorf("state: write %s: %w", name, err)
 		}
@@ -742,7 +743,7 @@ func isNative(st *weirv1.SubtaskState) bool { return len(st.GetSharedFiles()) > 
 
 // localName is the name a file of a native snapshot had in its store.
 func localName(h *weirv1.StateHandle) string {
-	name := filepath.Base(h.GetPath())
+	name := blob.Base(h.GetPath())
 	if h.GetShared() {
 		if i := strings.LastIndexByte(name, '_'); i >= 0 {
 			name = name[i+1:]
@@ -870,7 +871,7 @@ func (p *Pebble) confirmRestored(st *weirv1.SubtaskState) {
 	}
 	files := map[string]*weirv1.StateHandle{}
 	for _, h := range st.GetSharedFiles() {
-		if h.GetShared() && filepath.Dir(filepath.Clean(h.GetPath())) == filepath.Clean(p.cfg.SharedDir) {
+		if h.GetShared() && blob.Dir(h.GetPath()) == blob.Join(p.cfg.SharedDir) {
 			files[localName(h)] = h
 		}
 	}

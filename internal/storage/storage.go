@@ -1,14 +1,19 @@
-// Package storage lays out checkpoints in the checkpoint directory shared by
-// all processes: <dir>/<job-id>/chk-<n>/_metadata plus the state files the
-// subtasks wrote next to it.
+// Package storage lays out checkpoints in the checkpoint directory every
+// process reaches (a shared file system, or an S3 bucket and prefix):
+// <dir>/<job-id>/chk-<n>/_metadata plus the state files the subtasks
+// wrote next to it, and <dir>/<job-id>/shared/ for incremental files.
+// Locations are blob locations: paths or s3:// URLs.
 package storage
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +22,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/internal/blob"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -35,43 +41,77 @@ type Storage struct {
 }
 
 // JobDir is where every checkpoint of a job lives.
-func (s Storage) JobDir(jobID string) string { return filepath.Join(s.Dir, jobID) }
+func (s Storage) JobDir(jobID string) string { return blob.Join(s.Dir, jobID) }
+
+// SharedDir holds a job's incremental files, shared by checkpoints.
+func (s Storage) SharedDir(jobID string) string { return blob.Join(s.JobDir(jobID), "shared") }
 
 // CheckpointDir is the exclusive directory of checkpoint id.
 func (s Storage) CheckpointDir(jobID string, id int64) string {
-	return filepath.Join(s.JobDir(jobID), "chk-"+strconv.FormatInt(id, 10))
+	return blob.Join(s.JobDir(jobID), "chk-"+strconv.FormatInt(id, 10))
 }
 
-// InitLocation creates the directory checkpoint id writes into.
+// InitLocation creates the directory checkpoint id writes into (a
+// no-op in an object store).
 func (s Storage) InitLocation(jobID string, id int64) (string, error) {
 	dir := s.CheckpointDir(jobID, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	st, err := blob.Open(dir)
+	if err == nil {
+		err = st.Mkdir(context.Background(), dir)
+	}
+	if err != nil {
 		return "", fmt.Errorf("storage: init location of checkpoint %d: %w", id, err)
 	}
 	return dir, nil
 }
 
-// HighestCheckpointID returns the largest n of the job's chk-<n> directories,
-// so a restarted standalone JobManager never reuses a checkpoint ID.
+// HighestCheckpointID returns the largest n of the job's chk-<n>
+// directories, so a restarted standalone JobManager never reuses a
+// checkpoint ID.
 func (s Storage) HighestCheckpointID(jobID string) (int64, error) {
-	entries, err := os.ReadDir(s.JobDir(jobID))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+	dir := s.JobDir(jobID)
+	if blob.IsLocal(dir) {
+		// Directories, empty ones too.
+		entries, err := os.ReadDir(blob.LocalPath(dir))
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("storage: list checkpoints of job %s: %w", jobID, err)
+		}
+		var highest int64
+		for _, e := range entries {
+			highest = max(highest, checkpointID(e.Name()))
+		}
+		return highest, nil
 	}
+	st, err := blob.Open(dir)
 	if err != nil {
-		return 0, fmt.Errorf("storage: list checkpoints of job %s: %w", jobID, err)
+		return 0, err
 	}
 	var highest int64
-	for _, e := range entries {
-		n, ok := strings.CutPrefix(e.Name(), "chk-")
-		if !ok {
-			continue
+	for info, err := range st.List(context.Background(), dir) {
+		if err != nil {
+			return 0, fmt.Errorf("storage: list checkpoints of job %s: %w", jobID, err)
 		}
-		if id, err := strconv.ParseInt(n, 10, 64); err == nil && id > highest {
-			highest = id
-		}
+		// The first element below the job directory.
+		first, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(info.Location, dir), "/"), "/")
+		highest = max(highest, checkpointID(first))
 	}
 	return highest, nil
+}
+
+// checkpointID is n of a chk-<n> name, 0 for any other name.
+func checkpointID(name string) int64 {
+	n, ok := strings.CutPrefix(name, "chk-")
+	if !ok {
+		return 0
+	}
+	id, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || id < 0 {
+		return 0
+	}
+	return id
 }
 
 // A _metadata file is the marshalled CheckpointMetadata followed by a
@@ -85,13 +125,18 @@ const metadataTrailerSize = 4 + len(metadataMagic)
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // WriteMetadata durably writes a checkpoint's metadata into dir and returns
-// its path. The file appears atomically, so a reader never sees half of it.
+// its location. It appears atomically, so a reader never sees half of it,
+// and only once: a _metadata already there is never overwritten.
 func WriteMetadata(dir string, md *weirv1.CheckpointMetadata) (string, error) {
 	md.Version = metadataVersion
-	path := filepath.Join(dir, MetadataFile)
+	path := blob.Join(dir, MetadataFile)
 	data, err := marshalMetadata(md)
+	var st blob.Store
 	if err == nil {
-		err = Files{}.writeFileAtomic(path, data)
+		st, err = blob.Open(path)
+	}
+	if err == nil {
+		err = st.PutIfAbsent(context.Background(), path, data)
 	}
 	if err != nil {
 		return "", fmt.Errorf("storage: write metadata of checkpoint %d: %w", md.GetCheckpointId(), err)
@@ -109,12 +154,19 @@ func marshalMetadata(md *weirv1.CheckpointMetadata) ([]byte, error) {
 	return append(data, metadataMagic...), nil
 }
 
+// MetadataLocation is the _metadata of a checkpoint given as its
+// directory or as the _metadata itself.
+func MetadataLocation(path string) string {
+	if blob.Base(path) == MetadataFile {
+		return path
+	}
+	return blob.Join(path, MetadataFile)
+}
+
 // ReadMetadata reads a _metadata file, or a checkpoint directory holding one.
 func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, MetadataFile)
-	}
-	data, err := os.ReadFile(path)
+	path = MetadataLocation(path)
+	data, err := blob.ReadAll(context.Background(), path)
 	if err != nil {
 		return nil, fmt.Errorf("storage: read metadata: %w", err)
 	}
@@ -135,10 +187,11 @@ func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
 	return md, nil
 }
 
-// Files reads and writes state files through a file system: the
-// operating system's when FS is nil. Tests give one that injects errors
-// (Pebble's vfs/errorfs), so every write and read of checkpoint state has
-// a seam for disk failures.
+// Files reads and writes state files: local paths through a file
+// system (the operating system's when FS is nil; tests give one that
+// injects errors, Pebble's vfs/errorfs, so every write and read of
+// checkpoint state has a seam for disk failures), other locations in
+// their object store.
 type Files struct {
 	FS vfs.FS
 }
@@ -148,6 +201,103 @@ func (f Files) fs() vfs.FS {
 		return vfs.Default
 	}
 	return f.FS
+}
+
+// Store is the store of loc.
+func (f Files) Store(loc string) (blob.Store, error) {
+	if blob.IsLocal(loc) {
+		return blob.Local{FS: f.FS}, nil
+	}
+	return blob.Open(loc)
+}
+
+// Mkdir makes the directory dir, whose parent must exist: a checkpoint
+// directory an abort removed is not made again by a late writer (object
+// stores have no directories, and the orphan clean-up deletes what late
+// writers leave there).
+func (f Files) Mkdir(dir string) error {
+	if !blob.IsLocal(dir) {
+		return nil
+	}
+	dir = blob.LocalPath(dir)
+	if f.FS == nil || f.FS == vfs.Default {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		return nil
+	}
+	// vfs.FS has no Mkdir.
+	if _, err := f.FS.Stat(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	return f.FS.MkdirAll(dir, 0o755)
+}
+
+// MkdirAll makes dir and its parents (object stores need nothing).
+func (f Files) MkdirAll(dir string) error {
+	st, err := f.Store(dir)
+	if err != nil {
+		return err
+	}
+	return st.Mkdir(context.Background(), dir)
+}
+
+// Upload copies the local file src to dst, streamed, and returns its size.
+func (f Files) Upload(src, dst string) (int64, error) {
+	in, err := f.fs().Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return 0, err
+	}
+	st, err := f.Store(dst)
+	if err != nil {
+		return 0, err
+	}
+	if err := st.Put(context.Background(), dst, in, fi.Size()); err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// Download copies src to the local file dst, streamed, through a
+// temporary file renamed into place.
+func (f Files) Download(src, dst string) (n int64, err error) {
+	st, err := f.Store(src)
+	if err != nil {
+		return 0, err
+	}
+	in, err := st.Get(context.Background(), src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	fsys := f.fs()
+	tmp := dst + ".tmp"
+	out, err := fsys.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			fsys.Remove(tmp)
+		}
+	}()
+	n, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	err = errors.Join(err, out.Close())
+	if err == nil {
+		err = fsys.Rename(tmp, dst)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // WriteProto writes m to path through a temporary file, fsyncs it and renames
@@ -217,49 +367,14 @@ func (f Files) ReadHandle(h *weirv1.StateHandle, m proto.Message) error {
 	return f.ReadProto(h.GetPath(), m)
 }
 
-// writeFileAtomic writes data to path through a temporary file, fsyncs it
-// and renames it into place. On failure the temporary file is removed.
-func (f Files) writeFileAtomic(path string, data []byte) (err error) {
-	fs := f.fs()
-	tmp := path + ".tmp"
-	file, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+// writeFileAtomic writes data to path whole: a reader sees all of it or
+// nothing, and it is durable on return.
+func (f Files) writeFileAtomic(path string, data []byte) error {
+	st, err := f.Store(path)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			fs.Remove(tmp)
-		}
-	}()
-	if _, err := file.Write(data); err != nil {
-		file.Close()
-		return err
-	}
-	if err := file.Sync(); err != nil {
-		file.Close()
-		return err
-	}
-	if err := file.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	// The rename is durable only once its directory is: without this a
-	// power loss could lose a _metadata that etcd already points at.
-	return syncDir(fs, filepath.Dir(path))
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
+	return st.Put(context.Background(), path, bytes.NewReader(data), int64(len(data)))
 }
 
 // ReadProto reads a file written by WriteProto into m.
@@ -267,7 +382,11 @@ func ReadProto(path string, m proto.Message) error { return Files{}.ReadProto(pa
 
 // ReadProto is the package's ReadProto through f's file system.
 func (f Files) ReadProto(path string, m proto.Message) error {
-	file, err := f.fs().Open(path)
+	st, err := f.Store(path)
+	if err != nil {
+		return err
+	}
+	file, err := st.Get(context.Background(), path)
 	if err != nil {
 		return err // names the path
 	}
@@ -286,7 +405,7 @@ func (f Files) ReadProto(path string, m proto.Message) error {
 
 // Discard deletes a checkpoint directory and everything in it.
 func Discard(dir string) error {
-	if err := os.RemoveAll(dir); err != nil {
+	if err := blob.DeleteAll(context.Background(), dir); err != nil {
 		return fmt.Errorf("storage: discard %s: %w", dir, err)
 	}
 	return nil
@@ -302,9 +421,16 @@ func DiscardHandles(st *weirv1.SubtaskState) error {
 		if h.GetPath() == "" || h.GetShared() {
 			continue
 		}
-		if err := os.Remove(h.GetPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, Delete(h.GetPath()))
 	}
 	return errors.Join(errs...)
+}
+
+// Delete removes the object at loc; a missing one is no error.
+func Delete(loc string) error {
+	st, err := blob.Open(loc)
+	if err == nil {
+		err = st.Delete(context.Background(), loc)
+	}
+	return err
 }

@@ -366,7 +366,7 @@ func TestStorageWriteErrorDeclinesCheckpoint(t *testing.T) {
 	e.waitProcessed(10)
 	acks, declines := e.checkpoint(1, 2)
 	if len(declines) != 1 || declines[0].GetAttempt().GetVertex() != "count" ||
-		declines[0].GetReason() != weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION ||
+		declines[0].GetReason() != weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION ||
 		!strings.Contains(declines[0].GetMessage(), "injected") {
 		t.Fatalf("checkpoint 1: acks %v, declines %v; want count's decline with the disk error", acks, declines)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/keygroup"
@@ -213,7 +213,7 @@ func New(cfg Config) (*Task, error) {
 		MaxParallelism:  maxP,
 		KeyGroups:       keygroup.RangeFor(maxP, p, i),
 		LocalDir:        cfg.StateDir,
-		SharedDir:       filepath.Join(storage.Storage{Dir: d.GetCheckpointDir()}.JobDir(a.GetJobId()), "shared"),
+		SharedDir:       storage.Storage{Dir: d.GetCheckpointDir()}.SharedDir(a.GetJobId()),
 		InlineThreshold: cfg.InlineThreshold,
 		FS:              cfg.FS,
 		Logger:          t.log,
@@ -992,17 +992,23 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap state.StateSnapsh
 	id := b.GetCheckpointId()
 	asyncStart := t.now()
 	dir := storageDir(t.desc, b)
-	if _, err := os.Stat(dir); err != nil {
-		// The JobManager creates the directory before triggering and
-		// removes it on abort: a missing one means the checkpoint is gone.
-		snap.Release()
-		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
-		return
+	if blob.IsLocal(dir) {
+		if _, err := os.Stat(blob.LocalPath(dir)); err != nil {
+			// The JobManager creates the directory before triggering and
+			// removes it on abort: a missing one means the checkpoint is
+			// gone. (An object store has no directories: what a late
+			// writer puts there, the orphan clean-up deletes.)
+			snap.Release()
+			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+			return
+		}
 	}
 	vertex, subtask := t.attempt.GetVertex(), int(t.attempt.GetSubtaskIndex())
 	st, err := snap.Write(dir, vertex, subtask, int(t.desc.GetParallelism()))
 	if err != nil {
-		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+		// Writing to checkpoint storage failed (a full disk, an object
+		// store that is down): Flink's IO_EXCEPTION.
+		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, err.Error())
 		return
 	}
 	if rec != nil {
@@ -1017,7 +1023,7 @@ func (t *Task) completeAsync(b *weirv1.CheckpointBarrier, snap state.StateSnapsh
 		stats.alignment, stats.processed, stats.persisted, stats.unaligned = rec.alignment, rec.processed, rec.bytes, rec.unaligned
 		h, err := state.WriteChannelState(t.cfg.FS, dir, vertex, subtask, rec.snapshot(t.desc), t.cfg.InlineThreshold)
 		if err != nil {
-			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_ASYNC_EXCEPTION, err.Error())
+			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, err.Error())
 			return
 		}
 		if h != nil {

@@ -7,7 +7,6 @@ package blobtest
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +25,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/freeport"
 )
 
 // Credentials of the test servers.
@@ -133,7 +134,9 @@ func Versity(t testing.TB) *Server {
 	dir := t.TempDir()
 	var lastErr error
 	for range 5 {
-		s, err := StartVersity(bin, dir, freePort())
+		_, port, _ := net.SplitHostPort(freeport.Addr(t))
+		p, _ := strconv.Atoi(port)
+		s, err := StartVersity(bin, dir, p)
 		if err == nil {
 			t.Cleanup(func() { s.Stop() })
 			return s
@@ -179,18 +182,5 @@ func StartVersity(bin, dir string, port int) (*Server, error) {
 func (s *Server) Stop() {
 	if s.Cmd != nil && s.Cmd.Process != nil {
 		s.Cmd.Process.Kill()
-	}
-}
-
-// freePort picks a port below the kernel's ephemeral range, where no
-// outgoing connection takes it between the pick and the bind.
-func freePort() int {
-	for {
-		p := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			l.Close()
-			return p
-		}
 	}
 }
