@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/blobtest"
 	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/poll"
 )
@@ -90,7 +92,58 @@ type cluster struct {
 	procs  []*process
 	// etcd, when set, is where the CLI and TaskManagers find the leader.
 	etcd string
+	// ckpt is the checkpoint directory: a path under dir, or an s3://
+	// location on a versitygw process of the test's (startClusterOn).
+	ckpt string
+	// env is every daemon's extra environment (the S3 endpoint and
+	// credentials).
+	env []string
 }
+
+// checkpointDir is --checkpoint-dir: the cluster's storage.
+func (c *cluster) checkpointDir() string {
+	if c.ckpt == "" {
+		c.ckpt = filepath.Join(c.dir, "checkpoints")
+	}
+	return c.ckpt
+}
+
+// savepointDir is where the test's savepoints go: beside the
+// checkpoints, in the same storage.
+func (c *cluster) savepointDir() string { return blob.Join(blob.Dir(c.checkpointDir()), "savepoints") }
+
+// exists says whether an object (a file) is at loc, in either storage.
+func (c *cluster) exists(loc string) bool {
+	c.t.Helper()
+	ok, err := blob.Exists(context.Background(), loc)
+	if err != nil {
+		c.t.Fatalf("stat %s: %v", loc, err)
+	}
+	return ok
+}
+
+// useS3 makes the cluster about to start keep its checkpoints in a
+// bucket of a versitygw process of its own: the daemons and this process
+// reach it through the AWS_* environment and blob.Default.
+func (c *cluster) useS3() {
+	c.t.Helper()
+	srv := blobtest.Versity(c.t)
+	srv.MakeBucket(c.t, "weir-e2e")
+	c.ckpt = "s3://weir-e2e/checkpoints"
+	c.env = []string{"AWS_ENDPOINT_URL=" + srv.Endpoint, "AWS_REGION=" + srv.Config.Region,
+		"AWS_ACCESS_KEY_ID=" + blobtest.AccessKey, "AWS_SECRET_ACCESS_KEY=" + blobtest.SecretKey}
+	s3, err := blob.NewS3(srv.Config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	prev := blob.Default.S3
+	blob.Default.S3 = s3
+	c.t.Cleanup(func() { blob.Default.S3 = prev })
+}
+
+// storages are the checkpoint storages the storage-dependent tests run
+// on.
+var storages = []string{"local", "s3"}
 
 // freePort is an address for a daemon to listen on (freeport.Addr).
 func freePort(t *testing.T) string { return freeport.Addr(t) }
@@ -103,11 +156,20 @@ func startCluster(t *testing.T, n int) *cluster {
 
 // startClusterWith runs TaskManagers from the binary tmBinary.
 func startClusterWith(t *testing.T, n int, tmBinary string) *cluster {
+	return startClusterOn(t, n, tmBinary, "local")
+}
+
+// startClusterOn keeps checkpoints in storage: "local" (a directory) or
+// "s3" (a bucket on a versitygw process).
+func startClusterOn(t *testing.T, n int, tmBinary, storage string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
+	if storage == "s3" {
+		c.useS3()
+	}
 	t.Cleanup(c.stop)
 	c.start("jobmanager", "--rpc-addr", c.jmAddr, "--http-addr", c.jmHTTP,
-		"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--heartbeat-timeout", "3s")
+		"--checkpoint-dir", c.checkpointDir(), "--heartbeat-timeout", "3s")
 	for i := 0; i < n; i++ {
 		c.startTaskManager(tmBinary, fmt.Sprintf("tm-%d", i))
 	}
@@ -151,7 +213,7 @@ func (c *cluster) kill(p *process) {
 
 func (c *cluster) start(name string, args ...string) *process {
 	c.t.Helper()
-	return c.startEnv(name, nil, args...)
+	return c.startEnv(name, c.env, args...)
 }
 
 // startEnv starts a daemon with env added to the test's environment. Every

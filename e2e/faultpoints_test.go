@@ -185,7 +185,7 @@ func TestFaultFailoverDuringFinalize(t *testing.T) {
 	c.setFault(c.procs[0], "jmAfterMetadataBeforeStore", `1*sleep(3000)->3*return("error")`)
 	tms := append([]*process(nil), c.procs[1:]...)
 	id := c.submit(spec)
-	metadata := filepath.Join(c.dir, "checkpoints", id, "chk-1", "_metadata")
+	metadata := filepath.Join(c.checkpointDir(), id, "chk-1", "_metadata")
 	c.waitForFast(time.Minute, "checkpoint 1's _metadata", func() (bool, error) {
 		_, err := os.Stat(metadata)
 		return err == nil, nil

@@ -68,7 +68,7 @@ func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
 		h.http[addr] = freePort(t)
 		h.jms[addr] = c.start("jobmanager", "--ha", "etcd", "--etcd-endpoints", c.etcd, "--cluster-id", "e2e",
 			"--leader-lease", "2s", "--rpc-addr", addr, "--http-addr", h.http[addr],
-			"--checkpoint-dir", filepath.Join(c.dir, "checkpoints"), "--heartbeat-timeout", "3s")
+			"--checkpoint-dir", c.checkpointDir(), "--heartbeat-timeout", "3s")
 	}
 	for i := 0; i < taskManagers; i++ {
 		h.tms = append(h.tms, c.startTaskManager("taskmanager", fmt.Sprintf("tm-%d", i)))

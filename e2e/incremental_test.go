@@ -1,8 +1,8 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -23,8 +24,14 @@ import (
 // referenced by a retained checkpoint's metadata: what the subtasks wrote
 // for aborted and in-flight checkpoints is gone.
 func TestIncrementalPebbleNoOrphans(t *testing.T) {
+	for _, storage := range storages {
+		t.Run(storage, func(t *testing.T) { incrementalPebbleNoOrphans(t, storage) })
+	}
+}
+
+func incrementalPebbleNoOrphans(t *testing.T, storage string) {
 	const count, keys = 1000000, 2000
-	c := startCluster(t, 3)
+	c := startClusterOn(t, 3, "taskmanager", storage)
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, 1500, "100ms")
 	b, err := os.ReadFile(spec)
@@ -108,7 +115,7 @@ func TestIncrementalPebbleNoOrphans(t *testing.T) {
 	// The JobManager sweeps once the job is CANCELED (it reports the state
 	// first), and the coordinator's discards run off its loop: wait for
 	// the directory to settle.
-	jobDir := filepath.Join(c.dir, "checkpoints", id)
+	jobDir := blob.Join(c.checkpointDir(), id)
 	var orphans []string
 	var report orphanReport
 	deadline := time.Now().Add(15 * time.Second)
@@ -162,19 +169,34 @@ type orphanReport struct {
 	sharedRefs  int
 }
 
-// orphansIn lists the files of a job's checkpoint directory that no
-// retained checkpoint (a chk-<n> with a _metadata file) references. It
-// reads the metadata itself rather than asking the JobManager, so it
-// checks the JobManager's sweep rather than repeating it.
+// orphansIn lists the files of a job's checkpoint directory (on disk or
+// in a bucket) that no retained checkpoint (a chk-<n> with a _metadata
+// file) references. It reads the metadata itself rather than asking the
+// JobManager, so it checks the JobManager's sweep rather than repeating
+// it.
 func orphansIn(jobDir string) (orphanReport, error) {
 	var r orphanReport
-	referenced := map[string]bool{}
-	mds, err := filepath.Glob(filepath.Join(jobDir, "chk-*", storage.MetadataFile))
+	st, err := blob.Open(jobDir)
 	if err != nil {
 		return r, err
 	}
-	for _, p := range mds {
-		referenced[filepath.Clean(p)] = true
+	var all []string
+	for info, err := range st.List(context.Background(), jobDir) {
+		if err != nil {
+			return r, err
+		}
+		all = append(all, info.Location)
+	}
+	rel := func(loc string) string {
+		return filepath.ToSlash(strings.TrimPrefix(strings.TrimPrefix(loc, jobDir), string(filepath.Separator)))
+	}
+	referenced := map[string]bool{}
+	for _, p := range all {
+		parts := strings.Split(strings.TrimPrefix(rel(p), "/"), "/")
+		if len(parts) != 2 || !strings.HasPrefix(parts[0], "chk-") || parts[1] != storage.MetadataFile {
+			continue
+		}
+		referenced[rel(p)] = true
 		md, err := storage.ReadMetadata(p)
 		if err != nil {
 			return r, err
@@ -185,35 +207,26 @@ func orphansIn(jobDir string) (orphanReport, error) {
 			incr += st.GetCheckpointedSize()
 			for _, h := range append(st.GetSharedFiles(), st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()) {
 				if h.GetPath() != "" {
-					referenced[filepath.Clean(h.GetPath())] = true
+					referenced[rel(h.GetPath())] = true
 					if h.GetShared() {
 						r.sharedRefs++
 					}
 				}
 			}
 		}
-		r.retained = append(r.retained, fmt.Sprintf("%s: full %d bytes, checkpointed %d bytes", filepath.Base(filepath.Dir(p)), full, incr))
+		r.retained = append(r.retained, fmt.Sprintf("%s: full %d bytes, checkpointed %d bytes", parts[0], full, incr))
 	}
-	err = filepath.WalkDir(jobDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil // removed while walking
-			}
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if strings.HasPrefix(path, filepath.Join(jobDir, "shared")+string(filepath.Separator)) {
+	for _, p := range all {
+		name := strings.TrimPrefix(rel(p), "/")
+		if strings.HasPrefix(name, "shared/") {
 			r.sharedFiles++
 		}
-		if !referenced[filepath.Clean(path)] {
-			r.orphans = append(r.orphans, strings.TrimPrefix(path, jobDir+string(filepath.Separator)))
+		if !referenced[rel(p)] {
+			r.orphans = append(r.orphans, name)
 		}
-		return nil
-	})
+	}
 	sort.Strings(r.orphans)
-	return r, err
+	return r, nil
 }
 
 // The orphan check must catch what it is there to catch: a file planted

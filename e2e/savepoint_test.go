@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/check"
 )
 
@@ -34,8 +35,14 @@ func (c *cluster) submit(spec string, args ...string) string {
 // resumes it from there into the same output: the committed output of both
 // runs together must hold every record exactly once.
 func TestStopWithSavepointAndResume(t *testing.T) {
+	for _, storage := range storages {
+		t.Run(storage, func(t *testing.T) { stopWithSavepointAndResume(t, storage) })
+	}
+}
+
+func stopWithSavepointAndResume(t *testing.T, storage string) {
 	const count, keys = 30000, 16
-	c := startCluster(t, 2)
+	c := startClusterOn(t, 2, "taskmanager", storage)
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
 
@@ -63,7 +70,7 @@ func TestStopWithSavepointAndResume(t *testing.T) {
 	if err := c.weirJSON(&cps, "checkpoint", "list", second); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(cps.Latest.Restored.ExternalPath, filepath.Dir(savepoint)) || cps.Latest.Restored.ID == 0 {
+	if !strings.HasPrefix(cps.Latest.Restored.ExternalPath, blob.Dir(savepoint)) || cps.Latest.Restored.ID == 0 {
 		t.Errorf("resumed job reports restored %+v, want the savepoint %s", cps.Latest.Restored, savepoint)
 	}
 	lines, err = check.ReadCommitted(out)
@@ -78,8 +85,8 @@ func TestStopWithSavepointAndResume(t *testing.T) {
 	if out, err := c.weir("savepoint", "dispose", savepoint); err != nil || !strings.Contains(string(out), "disposed") {
 		t.Fatalf("savepoint dispose: %v: %s", err, out)
 	}
-	if _, err := os.Stat(filepath.Dir(savepoint)); !os.IsNotExist(err) {
-		t.Errorf("savepoint directory after dispose: %v, want it gone", err)
+	if c.exists(savepoint) {
+		t.Errorf("savepoint %s still there after dispose", savepoint)
 	}
 	if _, err := c.weir("savepoint", "dispose", savepoint); err == nil || !strings.Contains(err.Error(), "no savepoint at") {
 		t.Errorf("second dispose: err %v; want a not-found error", err)
@@ -91,8 +98,14 @@ func TestStopWithSavepointAndResume(t *testing.T) {
 // cancelled run wrote after that checkpoint is rolled back, so the output
 // of both runs again holds every record exactly once.
 func TestResumeFromRetainedCheckpoint(t *testing.T) {
+	for _, storage := range storages {
+		t.Run(storage, func(t *testing.T) { resumeFromRetainedCheckpoint(t, storage) })
+	}
+}
+
+func resumeFromRetainedCheckpoint(t *testing.T, storage string) {
 	const count, keys = 30000, 16
-	c := startCluster(t, 2)
+	c := startClusterOn(t, 2, "taskmanager", storage)
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
 	b, err := os.ReadFile(spec)
@@ -126,19 +139,19 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	latest := cps.Latest.Completed.ExternalPath
-	if _, err := os.Stat(latest); err != nil {
-		t.Fatalf("retained checkpoint is gone after cancellation: %v", err)
+	if !c.exists(latest) {
+		t.Fatalf("retained checkpoint %s is gone after cancellation", latest)
 	}
 
 	// A checkpoint is not a savepoint: dispose refuses it and deletes nothing.
 	if _, err := c.weir("savepoint", "dispose", latest); err == nil || !strings.Contains(err.Error(), "not a savepoint") {
 		t.Errorf("dispose of a checkpoint: err %v; want a refusal", err)
 	}
-	if _, err := os.Stat(latest); err != nil {
-		t.Fatalf("dispose deleted a checkpoint: %v", err)
+	if !c.exists(latest) {
+		t.Fatalf("dispose deleted checkpoint %s", latest)
 	}
 
-	second := c.submit(spec, "--from", filepath.Dir(latest))
+	second := c.submit(spec, "--from", blob.Dir(latest))
 	if job := c.waitJob(second, 2*time.Minute); job.State != "FINISHED" {
 		t.Fatalf("resumed job ended %s: %s", job.State, job.FailureCause)
 	}
@@ -156,8 +169,14 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 // splits are handed to the new subtasks, and the output of both runs holds
 // every record exactly once.
 func TestRescaleFromSavepoint(t *testing.T) {
+	for _, storage := range storages {
+		t.Run(storage, func(t *testing.T) { rescaleFromSavepoint(t, storage) })
+	}
+}
+
+func rescaleFromSavepoint(t *testing.T, storage string) {
 	const count, keys = 30000, 16
-	c := startCluster(t, 3)
+	c := startClusterOn(t, 3, "taskmanager", storage)
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, 2000, "300ms")
 	savepoint := c.runThenStop(spec)
@@ -191,7 +210,7 @@ func (c *cluster) runThenStop(spec string) string {
 		n, err := c.checkpointsCompleted(first)
 		return n >= 2, err
 	})
-	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", filepath.Join(c.dir, "savepoints"))
+	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", c.savepointDir())
 	if err != nil {
 		c.t.Fatal(err)
 	}
