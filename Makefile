@@ -6,7 +6,7 @@ BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
 .PHONY: all build test test-short vet proto check-proto demo image chaos bench clean \
-	etcd-image kafka-image prometheus-image images up down compose-test
+	etcd-image kafka-image s3-image prometheus-image images up down compose-test
 
 all: build
 
@@ -76,7 +76,8 @@ image: build
 # --- The docker-compose cluster (deploy/docker-compose.yml) ---------------
 # Every image is built locally FROM scratch: nothing is pulled. etcd comes
 # from the Go module proxy (the tools-only module deploy/etcd pins it), the
-# Kafka-protocol development broker from this module (cmd/kafka-dev),
+# Kafka-protocol development broker from this module (cmd/kafka-dev), the
+# S3 server (versitygw) from the module proxy (deploy/s3 pins it),
 # Prometheus from Debian's package (deploy/prometheus/rootfs.sh).
 COMPOSE_CMD ?= $(shell command -v docker-compose >/dev/null 2>&1 && echo docker-compose || echo docker compose)
 COMPOSE     := $(COMPOSE_CMD) -p weir -f deploy/docker-compose.yml
@@ -92,12 +93,17 @@ kafka-image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/kafka-image/kafka-dev ./cmd/kafka-dev
 	docker build -q -t weir-kafka:dev -f deploy/kafka/Dockerfile $(BIN)/kafka-image
 
+s3-image:
+	rm -rf $(BIN)/s3-image && mkdir -p $(BIN)/s3-image/tmp $(BIN)/s3-image/data/weir
+	cd deploy/s3 && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../../$(BIN)/s3-image/versitygw github.com/versity/versitygw/cmd/versitygw
+	docker build -q -t weir-s3:dev -f deploy/s3/Dockerfile $(BIN)/s3-image
+
 prometheus-image:
 	deploy/prometheus/rootfs.sh $(abspath $(BIN))/prometheus-image/rootfs $(abspath $(BIN))/debs
 	$(BIN)/prometheus-image/rootfs/usr/bin/promtool check config deploy/prometheus.yml
 	docker build -q -t weir-prometheus:dev -f deploy/prometheus/Dockerfile $(BIN)/prometheus-image
 
-images: image etcd-image kafka-image prometheus-image
+images: image etcd-image kafka-image s3-image prometheus-image
 
 # Start the HA cluster and wait for a leader and three TaskManagers.
 up: images

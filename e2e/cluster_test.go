@@ -98,6 +98,8 @@ type cluster struct {
 	// env is every daemon's extra environment (the S3 endpoint and
 	// credentials).
 	env []string
+	// s3 is the S3 server of an S3 cluster.
+	s3 *blobtest.Server
 }
 
 // checkpointDir is --checkpoint-dir: the cluster's storage.
@@ -124,13 +126,20 @@ func (c *cluster) exists(loc string) bool {
 
 // useS3 makes the cluster about to start keep its checkpoints in a
 // bucket of a versitygw process of its own: the daemons and this process
-// reach it through the AWS_* environment and blob.Default.
-func (c *cluster) useS3() {
+// reach it through the AWS_* environment and blob.Default. endpoint, when
+// given, is where the daemons send their requests instead (a proxy in
+// front of the server).
+func (c *cluster) useS3(endpoint ...string) {
 	c.t.Helper()
 	srv := blobtest.Versity(c.t)
 	srv.MakeBucket(c.t, "weir-e2e")
+	c.s3 = srv
 	c.ckpt = "s3://weir-e2e/checkpoints"
-	c.env = []string{"AWS_ENDPOINT_URL=" + srv.Endpoint, "AWS_REGION=" + srv.Config.Region,
+	daemons := srv.Endpoint
+	if len(endpoint) > 0 {
+		daemons = endpoint[0]
+	}
+	c.env = []string{"AWS_ENDPOINT_URL=" + daemons, "AWS_REGION=" + srv.Config.Region,
 		"AWS_ACCESS_KEY_ID=" + blobtest.AccessKey, "AWS_SECRET_ACCESS_KEY=" + blobtest.SecretKey}
 	s3, err := blob.NewS3(srv.Config)
 	if err != nil {
@@ -167,6 +176,13 @@ func startClusterOn(t *testing.T, n int, tmBinary, storage string) *cluster {
 	if storage == "s3" {
 		c.useS3()
 	}
+	return startClusterProcs(c, n, tmBinary)
+}
+
+// startClusterProcs starts the daemons of c, its storage chosen.
+func startClusterProcs(c *cluster, n int, tmBinary string) *cluster {
+	t := c.t
+	t.Helper()
 	t.Cleanup(c.stop)
 	c.start("jobmanager", "--rpc-addr", c.jmAddr, "--http-addr", c.jmHTTP,
 		"--checkpoint-dir", c.checkpointDir(), "--heartbeat-timeout", "3s")

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/poll"
 )
@@ -42,7 +43,7 @@ const (
 	cliService = "taskmanager-3"
 )
 
-var images = []string{"weir:dev", "weir-etcd:dev", "weir-kafka:dev", "weir-prometheus:dev"}
+var images = []string{"weir:dev", "weir-etcd:dev", "weir-kafka:dev", "weir-s3:dev", "weir-prometheus:dev"}
 
 var jobSpec = fmt.Sprintf(`name: compose-test
 checkpointing: {interval: 1s, mode: exactly-once, timeout: 1m, retained: 3}
@@ -285,6 +286,12 @@ func TestComposeCluster(t *testing.T) {
 	}
 	phase("exactly once: %d committed records, every running sum once", len(lines))
 
+	// The checkpoints are in the s3 service's bucket (the Kafka job's,
+	// still running: a finished job's are gone), and no volume holds
+	// them: the daemons share only the output volume.
+	c.checkpointsInS3(ctx, kafkaJobID)
+	phase("checkpoints of %s are in s3://weir/checkpoints; the daemons share no checkpoint volume", kafkaJobID)
+
 	// The Kafka job: every window of the events in the windows topic,
 	// read read_committed, exactly once.
 	select {
@@ -365,7 +372,7 @@ func newCluster(t *testing.T) *cluster {
 		// Random free host ports on loopback: the test runs beside a
 		// cluster from `make up`.
 		env: append(os.Environ(), "WEIR_BIND=127.0.0.1", "WEIR_PORT_JM1_RPC=", "WEIR_PORT_JM1_HTTP=",
-			"WEIR_PORT_JM2_RPC=", "WEIR_PORT_JM2_HTTP=", "WEIR_PORT_PROMETHEUS=", "WEIR_PORT_KAFKA="),
+			"WEIR_PORT_JM2_RPC=", "WEIR_PORT_JM2_HTTP=", "WEIR_PORT_PROMETHEUS=", "WEIR_PORT_KAFKA=", "WEIR_PORT_S3="),
 		ids: map[string]string{},
 	}
 	return c
@@ -684,4 +691,37 @@ func promTargets(ctx context.Context, prom string) (map[string]string, error) {
 		h[tg.Labels["instance"]] = tg.Health
 	}
 	return h, nil
+}
+
+// checkpointsInS3 fails unless the job's retained checkpoints' _metadata
+// objects are in the s3 service's bucket and no Weir container mounts
+// anything but the output volume.
+func (c *cluster) checkpointsInS3(ctx context.Context, jobID string) {
+	c.t.Helper()
+	s3, err := blob.NewS3(blob.S3Config{Endpoint: "http://" + c.hostPort(ctx, "s3", 7070), Region: "us-east-1",
+		AccessKey: "weir", SecretKey: "weir-dev-secret", PathStyle: "path"})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	metadata := 0
+	for info, err := range s3.List(ctx, "s3://weir/checkpoints/"+jobID) {
+		if err != nil {
+			c.t.Fatalf("list the bucket: %v", err)
+		}
+		if strings.HasSuffix(info.Location, "/_metadata") {
+			metadata++
+		}
+	}
+	if metadata == 0 {
+		c.t.Fatalf("no checkpoint _metadata of job %s in s3://weir/checkpoints", jobID)
+	}
+	for _, svc := range []string{"jobmanager-1", "jobmanager-2", "taskmanager-1", "taskmanager-2", "taskmanager-3"} {
+		out, err := c.run(ctx, nil, "docker", "inspect", "--format", "{{range .Mounts}}{{.Destination}} {{end}}", c.containerID(ctx, svc))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if mounts := strings.Fields(out); len(mounts) != 1 || mounts[0] != "/output" {
+			c.t.Fatalf("%s mounts %v; want only /output", svc, mounts)
+		}
+	}
 }

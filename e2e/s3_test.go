@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/check"
+)
+
+// s3Job is the running-sum job on incremental Pebble state (so subtasks
+// upload files, not only the JobManager's _metadata) with short
+// checkpoints that tolerate failures (the faults here make some fail; the
+// job must keep running).
+func s3Job(t *testing.T, c *cluster, count, keys int) string {
+	t.Helper()
+	spec := writeSpec(t, c.dir, filepath.Join(c.dir, "out"), count, keys, 1000, "300ms")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tolerant := strings.Replace(string(b), "timeout: 1m, retained: 3}", "timeout: 1m, tolerable-failed-checkpoints: 1000, retained: 3}\nstate: {backend: pebble, incremental: true}", 1)
+	if err := os.WriteFile(spec, []byte(tolerant), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+type checkpointHistory struct {
+	Counts struct {
+		Completed int `json:"completed"`
+		Failed    int `json:"failed"`
+	} `json:"counts"`
+	History []struct {
+		ID             int64   `json:"id"`
+		Status         string  `json:"status"`
+		FailureMessage *string `json:"failure_message"`
+	} `json:"history"`
+}
+
+// TestS3Outage: the S3 server is down for a few seconds while a job runs.
+// The checkpoints of that window fail (the subtasks cannot write their
+// state and decline; the JobManager counts them), the job keeps running
+// without a restart, the first checkpoint after the server is back
+// completes, and the output is exactly once.
+func TestS3Outage(t *testing.T) {
+	const count, keys = 24000, 16
+	c := startClusterOn(t, 2, "taskmanager", "s3")
+	id := c.submit(s3Job(t, c, count, keys))
+	c.waitFor(time.Minute, "three checkpoints", func() (bool, error) {
+		n, err := c.checkpointsCompleted(id)
+		return n >= 3, err
+	})
+	var before checkpointHistory
+	if err := c.weirJSON(&before, "checkpoint", "list", id); err != nil {
+		t.Fatal(err)
+	}
+	port := c.s3.Endpoint[strings.LastIndexByte(c.s3.Endpoint, ':')+1:]
+	c.s3.Stop()
+	down := time.Now()
+	c.waitFor(time.Minute, "checkpoints to fail while S3 is down", func() (bool, error) {
+		var h checkpointHistory
+		err := c.weirJSON(&h, "checkpoint", "list", id)
+		return h.Counts.Failed >= before.Counts.Failed+2, err
+	})
+	<-time.After(time.Until(down.Add(3 * time.Second))) // the outage lasts a few seconds whatever the failures' pace
+	var during checkpointHistory
+	if err := c.weirJSON(&during, "checkpoint", "list", id); err != nil {
+		t.Fatal(err)
+	}
+	var p int
+	fmt.Sscan(port, &p)
+	srv, err := blobtest.StartVersity(blobtest.VersityBinary(t), c.s3.Dir, p)
+	if err != nil {
+		t.Fatalf("restart the S3 server: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	t.Logf("S3 down for %s: %d checkpoints failed meanwhile", time.Since(down).Round(100*time.Millisecond), during.Counts.Failed-before.Counts.Failed)
+	c.waitFor(time.Minute, "a checkpoint completed after the outage", func() (bool, error) {
+		n, err := c.checkpointsCompleted(id)
+		return n > during.Counts.Completed, err
+	})
+	job := c.waitJob(id, 2*time.Minute)
+	if job.State != "FINISHED" || job.Restarts != 0 {
+		t.Fatalf("job ended %s after %d restarts (%s); want FINISHED without a restart", job.State, job.Restarts, job.FailureCause)
+	}
+	var reasons []string
+	for _, h := range during.History {
+		if h.Status == "FAILED" && h.FailureMessage != nil {
+			reasons = append(reasons, *h.FailureMessage)
+		}
+	}
+	if len(reasons) == 0 || !strings.Contains(strings.Join(reasons, "\n"), "s3://weir-e2e/") {
+		t.Errorf("failed checkpoints do not name the storage: %q", reasons)
+	}
+	for _, r := range reasons {
+		t.Logf("failed: %.300s", r)
+	}
+	// Every daemon counts its storage requests; the failed uploads are
+	// the TaskManagers'.
+	var failedPuts float64
+	for _, p := range c.procs {
+		for i, a := range p.args {
+			if a == "--http-addr" && p.name == "taskmanager" && !p.killed {
+				failedPuts += c.metric(p.args[i+1], `weir_storage_requests_total{op="put",result="error"}`)
+			}
+		}
+	}
+	if failedPuts == 0 {
+		t.Errorf("the TaskManagers counted no failed put")
+	}
+	t.Logf("the TaskManagers counted %v failed puts (attempts, retries included)", failedPuts)
+	lines, err := check.ReadCommitted(filepath.Join(c.dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestS3Slow: every request to S3 takes 50 ms longer (a proxy in front of
+// the server): checkpoints take longer but complete, and the output is
+// exactly once.
+func TestS3Slow(t *testing.T) {
+	const count, keys = 16000, 16
+	var target atomic.Pointer[url.URL]
+	var delayed atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-time.After(50 * time.Millisecond) // the injected latency
+		delayed.Add(1)
+		httputil.NewSingleHostReverseProxy(target.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
+	c.useS3(proxy.URL)
+	u, err := url.Parse(c.s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Store(u)
+	startClusterProcs(c, 2, "taskmanager")
+	id := c.submit(s3Job(t, c, count, keys))
+	job := c.waitJob(id, 3*time.Minute)
+	if job.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)
+	}
+	n, err := c.checkpointsCompleted(id)
+	if err != nil || n < 3 {
+		t.Fatalf("%d checkpoints completed (%v), want at least 3", n, err)
+	}
+	t.Logf("%d requests delayed 50 ms; %d checkpoints completed", delayed.Load(), n)
+	lines, err := check.ReadCommitted(filepath.Join(c.dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metric is the value of one series on a daemon's /metrics (0 if absent).
+func (c *cluster) metric(httpAddr, series string) float64 {
+	c.t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
+}
