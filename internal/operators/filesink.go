@@ -231,10 +231,14 @@ func (f *FileSink) Open(ctx sdk.Context) error {
 		if ip := st.InProgress; ip != nil {
 			if st.Subtask == f.subtask && resume == nil {
 				resume = ip
-			} else if err := f.store.commitInProgress(st.Subtask, *ip); err != nil {
+			} else {
 				// A subtask that no longer exists: its records up to the
-				// checkpoint are committed now.
-				return err
+				// restored checkpoint are committed now.
+				p := *ip
+				p.Checkpoint = f.base
+				if err := f.store.commitInProgress(st.Subtask, p); err != nil {
+					return err
+				}
 			}
 		}
 		// Uncommitted files of a subtask that no longer exists are this
