@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/blobtest"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -233,13 +234,38 @@ func orphansIn(jobDir string) (orphanReport, error) {
 // next to a retained checkpoint, in an aborted checkpoint's directory and
 // in shared/.
 func TestOrphanCheckFindsPlantedFiles(t *testing.T) {
-	jobDir := t.TempDir()
+	for _, where := range storages {
+		t.Run(where, func(t *testing.T) {
+			jobDir := t.TempDir()
+			if where == "s3" {
+				srv := blobtest.Fake(t)
+				srv.MakeBucket(t, "weir-e2e")
+				s3, err := blob.NewS3(srv.Config)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prev := blob.Default.S3
+				blob.Default.S3 = s3
+				t.Cleanup(func() { blob.Default.S3 = prev })
+				jobDir = "s3://weir-e2e/checkpoints/job"
+			}
+			orphanCheckFindsPlantedFiles(t, jobDir)
+		})
+	}
+}
+
+func orphanCheckFindsPlantedFiles(t *testing.T, jobDir string) {
+	ctx := context.Background()
 	write := func(rel string) string {
-		p := filepath.Join(jobDir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
+		p := blob.Join(jobDir, rel)
+		st, err := blob.Open(p)
+		if err == nil {
+			err = st.Mkdir(ctx, blob.Dir(p))
 		}
-		if err := os.WriteFile(p, []byte(rel), 0o644); err != nil {
+		if err == nil {
+			err = st.Put(ctx, p, strings.NewReader(rel), int64(len(rel)))
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -248,7 +274,7 @@ func TestOrphanCheckFindsPlantedFiles(t *testing.T) {
 		KeyedState:  &weirv1.StateHandle{Path: write("chk-2/sum-0.keyed")},
 		SharedFiles: []*weirv1.StateHandle{{Path: write("shared/a_1_000001.sst"), Shared: true}},
 	}}}
-	if _, err := storage.WriteMetadata(filepath.Join(jobDir, "chk-2"), md); err != nil {
+	if _, err := storage.WriteMetadata(blob.Join(jobDir, "chk-2"), md); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := orphansIn(jobDir); err != nil || len(r.orphans) != 0 || r.sharedRefs != 1 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
 	"github.com/weirproject/weir/internal/check"
 )
@@ -189,4 +190,57 @@ func (c *cluster) metric(httpAddr, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestS3TaskManagerKilledMidUpload: a TaskManager dies in the middle of a
+// checkpoint's uploads to S3 (the incrementalUpload fault point crashes
+// it after some of its files are in the bucket). The job recovers, and
+// once it is cancelled (retaining its checkpoints), nothing in the
+// bucket under the job's prefix is left that no retained checkpoint
+// references: the orphan clean-up listed the bucket and deleted the
+// dead TaskManager's uploads.
+func TestS3TaskManagerKilledMidUpload(t *testing.T) {
+	const count, keys = 400000, 2000
+	c := startClusterOn(t, 3, "taskmanager", "s3")
+	spec := s3Job(t, c, count, keys)
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retain := strings.Replace(string(b), "retained: 3}", "retained: 3, externalized: retain-on-cancellation}\nrestart-strategy: {type: fixed-delay, attempts: 100, delay: 100ms}", 1)
+	if err := os.WriteFile(spec, []byte(retain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tms := append([]*process(nil), c.procs[1:4]...)
+	// The third upload of tm-0's subtasks crashes it: files of that
+	// checkpoint are already in the bucket.
+	c.setFault(tms[0], "incrementalUpload", `2*off->1*return("crash")`)
+	id := c.submit(spec)
+	c.waitFor(2*time.Minute, "the TaskManager to crash mid-upload", func() (bool, error) { return exited(tms[0]), nil })
+	tms[0].killed = true
+	c.startTaskManager("taskmanager", "tm-replacement")
+	before, err := c.checkpointsCompleted(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(2*time.Minute, "5 checkpoints after the recovery", func() (bool, error) {
+		n, err := c.checkpointsCompleted(id)
+		return n >= before+5, err
+	})
+	if _, err := c.weir("job", "cancel", id); err != nil {
+		t.Fatal(err)
+	}
+	if job := c.waitJob(id, time.Minute); job.State != "CANCELED" || job.Restarts == 0 {
+		t.Fatalf("job ended %s after %d restarts; want CANCELED after a restart", job.State, job.Restarts)
+	}
+	jobDir := blob.Join(c.checkpointDir(), id)
+	var report orphanReport
+	c.waitFor(15*time.Second, "the bucket to hold only referenced files", func() (bool, error) {
+		report, err = orphansIn(jobDir)
+		return err == nil && len(report.orphans) == 0, err
+	})
+	if len(report.retained) == 0 || report.sharedRefs == 0 {
+		t.Fatalf("retained %v with %d shared references: nothing incremental was checked", report.retained, report.sharedRefs)
+	}
+	t.Logf("%d retained checkpoints, %d files in shared/, no orphan", len(report.retained), report.sharedFiles)
 }
