@@ -100,6 +100,8 @@ type cluster struct {
 	env []string
 	// s3 is the S3 server of an S3 cluster.
 	s3 *blobtest.Server
+	// tmArgs are extra flags of every TaskManager.
+	tmArgs []string
 }
 
 // checkpointDir is --checkpoint-dir: the cluster's storage.
@@ -210,6 +212,7 @@ func (c *cluster) startTaskManager(binary, id string) *process {
 	// at the same time on this machine would clear each other's.
 	args := append(where, "--rpc-addr", freePort(c.t), "--http-addr", freePort(c.t),
 		"--slots", "2", "--id", id, "--state-dir", filepath.Join(c.dir, "state-"+id))
+	args = append(args, c.tmArgs...)
 	if strings.HasPrefix(binary, "example-") {
 		// A Go API program: its taskmanager command.
 		args = append([]string{"taskmanager"}, args...)

@@ -244,3 +244,59 @@ func TestS3TaskManagerKilledMidUpload(t *testing.T) {
 	}
 	t.Logf("%d retained checkpoints, %d files in shared/, no orphan", len(report.retained), report.sharedFiles)
 }
+
+// TestLocalRecoveryOnS3: with --local-recovery, a job that fails and
+// restarts on the same TaskManagers restores its Pebble state from the
+// TaskManagers' local copies of the newest completed checkpoint, not
+// from the bucket, and its output is exactly once.
+func TestLocalRecoveryOnS3(t *testing.T) {
+	const count, keys = 60000, 2000
+	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
+	c.useS3()
+	c.tmArgs = []string{"--local-recovery"}
+	startClusterProcs(c, 2, "taskmanager")
+	spec := s3Job(t, c, count, keys)
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := strings.Replace(string(b), "retained: 3}", "retained: 3}\nrestart-strategy: {type: fixed-delay, attempts: 5, delay: 100ms}", 1)
+	if err := os.WriteFile(spec, []byte(restart), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tms := append([]*process(nil), c.procs[1:3]...)
+	// The fifth completed checkpoint's commit fails a sink subtask: the
+	// job restarts from it, every subtask on the TaskManager it ran on.
+	c.setFault(tms[0], "sinkBeforeCommit", `4*off->1*return("injected failure")`)
+	id := c.submit(spec)
+	job := c.waitJob(id, 3*time.Minute)
+	if job.State != "FINISHED" || job.Restarts == 0 {
+		t.Fatalf("job ended %s after %d restarts (%s); want FINISHED after a restart", job.State, job.Restarts, job.FailureCause)
+	}
+	local := 0
+	for _, p := range tms {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "restored from the local copy") {
+				local++
+				if !strings.Contains(line, "downloaded_bytes=0") {
+					t.Errorf("a restore downloaded files it had a local copy of: %s", line)
+				}
+				t.Logf("%s", line[strings.Index(line, "restored"):])
+			}
+		}
+	}
+	if local == 0 {
+		t.Fatal("no subtask restored from its local copy")
+	}
+	lines, err := check.ReadCommitted(filepath.Join(c.dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}

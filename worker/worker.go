@@ -41,6 +41,7 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.IntVar(&cfg.Slots, "slots", 2, "task slots offered")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the subtasks' local state, cleared of an earlier run's leftovers at start (default <temp dir>/weir-<id>)")
+	fs.BoolVar(&cfg.LocalRecovery, "local-recovery", false, "keep a local copy of each subtask's newest completed incremental (Pebble) snapshot, so a subtask restarted on this TaskManager restores from disk instead of checkpoint storage")
 	fs.IntVar(&cfg.StateInlineThreshold, "state-inline-threshold", storage.DefaultInlineThreshold, "state smaller than this many bytes goes into the checkpoint's _metadata instead of a file of its own (Flink's state.storage.fs.memory-threshold); 0 writes every file")
 	var etcdEndpoints string
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")

@@ -115,6 +115,13 @@ type Config struct {
 	// Logger receives the embedded store's error reports; slog.Default()
 	// when nil.
 	Logger *slog.Logger
+	// LocalRecoveryDir, when set, keeps a local copy of the newest
+	// completed incremental snapshot there (LocalRecoveryDir), for a
+	// restore on this TaskManager to read instead of downloading.
+	LocalRecoveryDir string
+	// RestoredCheckpointID is the checkpoint the subtask restores, 0 for
+	// none: its local copy, if kept, is read first.
+	RestoredCheckpointID int64
 }
 
 // New builds the backend cfg asks for.

@@ -28,6 +28,11 @@ type restorer struct {
 	files storage.Files
 	fs    vfs.FS
 	read  int // files read so far
+	// local finds a file's local recovery copy (nil: none kept).
+	local func(h *weirv1.StateHandle) (string, bool)
+	// localBytes and remoteBytes count what download took from the local
+	// copy and from checkpoint storage.
+	localBytes, remoteBytes int64
 }
 
 func newRestorer(fs vfs.FS) *restorer {
@@ -63,12 +68,34 @@ func (r *restorer) download(st *weirv1.SubtaskState, dir string) error {
 		return fmt.Errorf("state: download: %w", err)
 	}
 	for _, h := range st.GetSharedFiles() {
+		dst := r.fs.PathJoin(dir, localName(h))
+		if r.local != nil {
+			if src, ok := r.local(h); ok && r.copyLocal(src, dst) == nil {
+				r.localBytes += h.GetSize()
+				continue
+			}
+		}
 		if err := r.next(h.GetPath()); err != nil {
 			return err
 		}
-		if _, err := r.files.Download(h.GetPath(), r.fs.PathJoin(dir, localName(h))); err != nil {
+		n, err := r.files.Download(h.GetPath(), dst)
+		if err != nil {
 			return fmt.Errorf("state: download %s: %w", h.GetPath(), err)
 		}
+		r.remoteBytes += n
 	}
 	return nil
+}
+
+// copyLocal takes a file from the local recovery copy: SSTs and blob
+// files, which never change, by hard link; the rest (the manifest, which
+// the store appends to) by copy.
+func (r *restorer) copyLocal(src, dst string) error {
+	if isImmutable(src) {
+		if err := r.fs.Link(src, dst); err == nil {
+			return nil
+		}
+	}
+	_, err := storage.Files{FS: r.fs}.Download(src, dst)
+	return err
 }

@@ -42,10 +42,13 @@ func CleanLocalDir(dir string) (int, error) {
 			lock = filepath.Join(dir, e.Name(), "db", "LOCK")
 		case strings.HasPrefix(e.Name(), restoreDirPrefix):
 			lock = filepath.Join(dir, e.Name(), "LOCK")
+		case e.Name() == localRecoveryDirName:
+			// An earlier run's local copies: its subtasks are gone.
+			lock = ""
 		default:
 			continue
 		}
-		if inUse(lock) {
+		if lock != "" && inUse(lock) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {

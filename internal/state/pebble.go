@@ -62,6 +62,8 @@ type Pebble struct {
 	// poisoned: Pebble panicked in a call, possibly holding its own
 	// locks; Close then leaves the store alone instead of waiting on them.
 	poisoned bool
+	// recovery keeps local copies of snapshots (nil: off).
+	recovery *localRecovery
 
 	mu sync.Mutex
 	// baseID is the newest completed checkpoint the backend was told of;
@@ -123,11 +125,15 @@ func OpenPebble(cfg Config) (*Pebble, error) {
 	}
 	var uid [8]byte
 	rand.Read(uid[:])
-	return &Pebble{
+	p := &Pebble{
 		cfg: cfg, fs: fs, files: storage.Files{FS: fs}, log: log, health: h,
 		dir: dir, db: db, uid: hex.EncodeToString(uid[:]), wo: pebble.NoSync,
 		lists: operatorLists{}, taken: map[int64]*takenSnapshot{},
-	}, nil
+	}
+	if cfg.LocalRecoveryDir != "" && cfg.Incremental {
+		p.recovery = &localRecovery{dir: cfg.LocalRecoveryDir}
+	}
+	return p, nil
 }
 
 // openDB opens a store whose failures h records. The store keeps no WAL,
@@ -555,6 +561,7 @@ func (p *Pebble) NotifyCheckpointComplete(id int64) {
 			delete(p.taken, c)
 		}
 	}
+	p.recovery.confirm(id)
 }
 
 // NotifyCheckpointAborted implements Backend: checkpoint id will never
@@ -563,6 +570,7 @@ func (p *Pebble) NotifyCheckpointAborted(id int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.taken, id)
+	p.recovery.abort(id)
 }
 
 type pebbleCanonical struct {
@@ -631,7 +639,11 @@ type pebbleNative struct {
 	lists map[string]listState
 }
 
-func (s *pebbleNative) Release() { s.p.fs.RemoveAll(s.local) }
+func (s *pebbleNative) Release() {
+	if s.local != "" {
+		s.p.fs.RemoveAll(s.local)
+	}
+}
 
 // isImmutable: SST and blob files never change once written, so they are
 // uploaded once and shared; the manifest, options and markers are
@@ -716,6 +728,11 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 	s.p.mu.Lock()
 	if t, ok := s.p.taken[s.id]; ok { // not aborted or subsumed meanwhile
 		t.refs, t.written = referenced, true
+		// Kept under the lock: a notification about s.id, which drops
+		// the copy of an aborted or subsumed checkpoint, comes after.
+		if s.p.recovery.keep(s.id, s.local) {
+			s.local = ""
+		}
 	}
 	s.p.mu.Unlock()
 	return st, nil
@@ -890,8 +907,16 @@ func (p *Pebble) openRestored(r *restorer, st *weirv1.SubtaskState) error {
 	if err := p.fs.RemoveAll(dbDir); err != nil {
 		return fmt.Errorf("state: restore: %w", err)
 	}
+	if p.recovery != nil {
+		id := p.cfg.RestoredCheckpointID
+		r.local = func(h *weirv1.StateHandle) (string, bool) { return p.recovery.find(id, h) }
+	}
 	if err := r.download(st, dbDir); err != nil {
 		return err
+	}
+	if r.localBytes > 0 {
+		p.log.Info("restored from the local copy", "checkpoint_id", p.cfg.RestoredCheckpointID,
+			"local_bytes", r.localBytes, "downloaded_bytes", r.remoteBytes)
 	}
 	db, err := openDB(p.fs, dbDir, p.health)
 	if err != nil {

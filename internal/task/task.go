@@ -53,6 +53,10 @@ type Config struct {
 	// InlineThreshold is state.Config.InlineThreshold (0: every handle is
 	// a file).
 	InlineThreshold int
+	// LocalRecovery keeps a local copy of the newest completed
+	// incremental snapshot under StateDir, read first by a restore of
+	// the same subtask on this TaskManager (state.LocalRecoveryDir).
+	LocalRecovery bool
 	// OnRunning is called once the subtask is connected and about to process.
 	OnRunning func()
 	// OnEndOfInput is called once the subtask received all its input.
@@ -217,6 +221,13 @@ func New(cfg Config) (*Task, error) {
 		InlineThreshold: cfg.InlineThreshold,
 		FS:              cfg.FS,
 		Logger:          t.log,
+		LocalRecoveryDir: func() string {
+			if !cfg.LocalRecovery {
+				return ""
+			}
+			return state.LocalRecoveryDir(stateDirOf(cfg), a.GetJobId(), a.GetVertex(), int(a.GetSubtaskIndex()))
+		}(),
+		RestoredCheckpointID: d.GetRestore().GetCheckpointId(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("task: state backend: %w", err)
@@ -1322,6 +1333,14 @@ func (c *sideCollector) Collect(r sdk.Record) {
 type discard struct{}
 
 func (discard) Collect(sdk.Record) {}
+
+// stateDirOf is the subtask's local state directory.
+func stateDirOf(cfg Config) string {
+	if cfg.StateDir == "" {
+		return os.TempDir()
+	}
+	return cfg.StateDir
+}
 
 // opContext is the sdk.Context of a subtask.
 type opContext struct{ t *Task }

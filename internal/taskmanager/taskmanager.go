@@ -54,6 +54,10 @@ type Config struct {
 	// <os temp dir>/weir-<id> when empty. Leftovers of an earlier run with
 	// the same directory are removed at start.
 	StateDir string
+	// LocalRecovery keeps local copies of subtasks' newest completed
+	// incremental snapshots under StateDir, so a subtask restarted here
+	// restores without downloading (Flink's local recovery).
+	LocalRecovery bool
 	// StateInlineThreshold: a subtask's keyed, operator or channel state
 	// smaller than this many bytes goes inline into its acknowledgement
 	// and the checkpoint's _metadata instead of a file of its own (Flink's
@@ -129,6 +133,35 @@ type running struct {
 	task   *task.Task
 	cancel context.CancelFunc
 	done   chan struct{}
+	// subtask is job/vertex/index: attempts of one subtask share it.
+	subtask string
+}
+
+// localRecoveryGrace is how long a subtask's local recovery copies
+// outlive its last attempt here: a failover redeploys it within its
+// restart delay; a job that ended, or a subtask placed elsewhere, does not
+// come back, and its copies go.
+const localRecoveryGrace = 2 * time.Minute
+
+// dropLocalRecoveryLater removes the local copies of a's subtask after
+// the grace period, unless an attempt of it runs here by then.
+func (s *Server) dropLocalRecoveryLater(a *weirv1.ExecutionAttemptID, subtask string) {
+	if !s.cfg.LocalRecovery {
+		return
+	}
+	dir := state.LocalRecoveryDir(s.cfg.StateDir, a.GetJobId(), a.GetVertex(), int(a.GetSubtaskIndex()))
+	time.AfterFunc(localRecoveryGrace, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, r := range s.mu.tasks {
+			if r.subtask == subtask {
+				return
+			}
+		}
+		if err := state.RemoveLocalRecovery(dir); err != nil {
+			s.log.Warn("local recovery copies not removed", "dir", dir, "err", err)
+		}
+	})
 }
 
 func attemptKey(a *weirv1.ExecutionAttemptID) string {
@@ -376,8 +409,8 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 	t, err := task.New(task.Config{
 		Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
 		Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
-		InlineThreshold: s.cfg.StateInlineThreshold,
-		OnRunning:       func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
+		InlineThreshold: s.cfg.StateInlineThreshold, LocalRecovery: s.cfg.LocalRecovery,
+		OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
 		OnEndOfInput: func() {
 			s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
 		},
@@ -386,7 +419,8 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		cancel()
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	r := &running{task: t, cancel: cancel, done: make(chan struct{})}
+	subtask := fmt.Sprintf("%s/%s/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex())
+	r := &running{task: t, cancel: cancel, done: make(chan struct{}), subtask: subtask}
 	s.mu.Lock()
 	if _, dup := s.mu.tasks[key]; dup {
 		s.mu.Unlock()
@@ -403,6 +437,7 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		s.mu.Lock()
 		delete(s.mu.tasks, key)
 		s.mu.Unlock()
+		s.dropLocalRecoveryLater(a, subtask)
 		cancelled := ctx.Err() != nil
 		cancel()
 		// The subtask stopped: whoever waits for it (a cancellation, a new
