@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -298,5 +300,44 @@ func TestLocalRecoveryOnS3(t *testing.T) {
 	}
 	if err := check.RunningSum(lines, count, keys); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJobManagerRefusesBadCheckpointStorage: a JobManager whose
+// checkpoint directory cannot be used does not start, and says why with
+// the endpoint, the bucket and the server's error code.
+func TestJobManagerRefusesBadCheckpointStorage(t *testing.T) {
+	srv := blobtest.Versity(t)
+	srv.MakeBucket(t, "weir-e2e")
+	creds := []string{"AWS_ENDPOINT_URL=" + srv.Endpoint, "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=" + blobtest.AccessKey, "AWS_SECRET_ACCESS_KEY=" + blobtest.SecretKey}
+	wrongSecret := append(append([]string(nil), creds[:3]...), "AWS_SECRET_ACCESS_KEY=wrong")
+	unreachable := append([]string{"AWS_ENDPOINT_URL=http://127.0.0.1:1"}, creds[1:]...)
+	for _, tc := range []struct {
+		name, dir string
+		env       []string
+		want      []string
+	}{
+		{"unknown scheme", "gs://bucket/ck", creds, []string{`unsupported storage scheme "gs"`}},
+		{"missing bucket", "s3://no-such-bucket/ck", creds, []string{`"no-such-bucket"`, srv.Endpoint, "NoSuchBucket"}},
+		{"wrong credentials", "s3://weir-e2e/ck", wrongSecret, []string{`"weir-e2e"`, srv.Endpoint, "HTTP 403"}},
+		{"unreachable endpoint", "s3://weir-e2e/ck", unreachable, []string{"127.0.0.1:1", "unreachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, filepath.Join(binDir, "jobmanager"), "--rpc-addr", freePort(t), "--http-addr", freePort(t),
+				"--checkpoint-dir", tc.dir)
+			cmd.Env = append(os.Environ(), tc.env...)
+			out, err := cmd.CombinedOutput()
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("the JobManager started (or hung) with %s: %v\n%s", tc.dir, err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output does not name %s:\n%s", w, out)
+				}
+			}
+		})
 	}
 }
