@@ -116,6 +116,9 @@ type Stores struct {
 	Local Store
 	// S3 serves s3:// locations; nil refuses them.
 	S3 Store
+	// S3Config is the configuration S3 was made from, for code that
+	// talks to the same store through minio-go's lower-level API.
+	S3Config *S3Config
 }
 
 // Open returns the store of loc, or an error naming an unsupported scheme.

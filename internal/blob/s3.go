@@ -85,6 +85,26 @@ type S3 struct {
 
 // NewS3 makes the client; it sends nothing until used.
 func NewS3(cfg S3Config) (*S3, error) {
+	endpoint, opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	client, err := minio.New(endpoint, opts)
+	if err != nil {
+		return nil, fmt.Errorf("blob: S3 endpoint %s: %w", endpoint, err)
+	}
+	part := cfg.PartSize
+	if part == 0 {
+		part = defaultPartSize
+	}
+	return &S3{client: client, endpoint: client.EndpointURL().String(), partSize: part, conditional: map[string]bool{}}, nil
+}
+
+// ClientOptions are minio-go's endpoint and options for cfg, as NewS3
+// uses them (requests counted in the storage metrics), for code that needs
+// minio-go's lower-level API on the same store (the file sink's multipart
+// uploads).
+func (cfg S3Config) ClientOptions() (string, *minio.Options, error) {
 	endpoint, secure := "s3.amazonaws.com", true
 	if cfg.Region != "" && cfg.Endpoint == "" {
 		endpoint = "s3." + cfg.Region + ".amazonaws.com"
@@ -93,7 +113,7 @@ func NewS3(cfg S3Config) (*S3, error) {
 		if strings.Contains(e, "://") {
 			u, err := url.Parse(e)
 			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-				return nil, fmt.Errorf("blob: S3 endpoint %q: want http://host:port, https://host or host:port", e)
+				return "", nil, fmt.Errorf("blob: S3 endpoint %q: want http://host:port, https://host or host:port", e)
 			}
 			endpoint, secure = u.Host, u.Scheme == "https"
 		} else {
@@ -110,7 +130,7 @@ func NewS3(cfg S3Config) (*S3, error) {
 	case "virtual":
 		lookup = minio.BucketLookupDNS
 	default:
-		return nil, fmt.Errorf("blob: S3 path style %q: want auto, path or virtual", cfg.PathStyle)
+		return "", nil, fmt.Errorf("blob: S3 path style %q: want auto, path or virtual", cfg.PathStyle)
 	}
 	var creds *credentials.Credentials
 	if cfg.AccessKey != "" || cfg.SecretKey != "" {
@@ -120,24 +140,16 @@ func NewS3(cfg S3Config) (*S3, error) {
 	}
 	tr, err := minio.DefaultTransport(secure)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	retries := cfg.MaxRetries
 	if retries <= 0 {
 		retries = 5
 	}
-	client, err := minio.New(endpoint, &minio.Options{
+	return endpoint, &minio.Options{
 		Creds: creds, Secure: secure, Region: cfg.Region, BucketLookup: lookup,
 		Transport: &countingTransport{next: tr}, MaxRetries: retries,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("blob: S3 endpoint %s: %w", endpoint, err)
-	}
-	part := cfg.PartSize
-	if part == 0 {
-		part = defaultPartSize
-	}
-	return &S3{client: client, endpoint: client.EndpointURL().String(), partSize: part, conditional: map[string]bool{}}, nil
+	}, nil
 }
 
 // split parses s3://bucket/key.

@@ -65,11 +65,12 @@ func (s *Storage) Register(fs *flag.FlagSet) {
 
 // Configure makes s3:// locations usable in this process.
 func (s *Storage) Configure() error {
-	s3, err := blob.NewS3(s.S3.FromEnv())
+	cfg := s.S3.FromEnv()
+	s3, err := blob.NewS3(cfg)
 	if err != nil {
 		return err
 	}
-	blob.Default.S3 = s3
+	blob.Default.S3, blob.Default.S3Config = s3, &cfg
 	return nil
 }
 

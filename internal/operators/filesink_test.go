@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirproject/weir/internal/check"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -627,9 +628,8 @@ func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.write(t, "a")
-	if err := s.sink.SnapshotState(1); err != nil {
-		t.Fatal(err)
-	}
+	chk := t.TempDir()
+	prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 1)}
 	if want := [][]string{{".part-0-1.pending"}}; !reflect.DeepEqual(syncs.calls, want) {
 		t.Fatalf("after the pre-commit: syncs saw %q, want %q", syncs.calls, want)
 	}
@@ -645,23 +645,49 @@ func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 	if !errors.Is(err, diskGone) || !strings.Contains(err.Error(), "pre-commit checkpoint 2") {
 		t.Fatalf("pre-commit with a failing directory sync: %v, want the sync error with context", err)
 	}
-
+	// Epoch 2's file is given up, so "b" is in no file: the sink refuses
+	// to go on (the subtask fails and restores, and the source replays
+	// "b") instead of committing later epochs without it.
 	syncs.err = nil
-	s.write(t, "c")
-	if err := s.sink.SnapshotState(3); err != nil {
+	for what, err := range map[string]error{
+		"a record":                  s.ctx.process(t, s.sink, sdk.Record{Key: []byte("k"), Value: []byte("c")}, nil),
+		"the next snapshot":         s.sink.SnapshotState(3),
+		"the abort of checkpoint 2": s.sink.NotifyCheckpointAborted(2),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "restarts from the last completed checkpoint") {
+			t.Errorf("%s after a lost epoch: %v, want the lost epoch's error", what, err)
+		}
+	}
+
+	// The restored attempt (from checkpoint 1's state) writes "b" and "c"
+	// again; a commit whose directory sync fails fails, and committing
+	// again syncs again.
+	r, err := openSinkWith(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), syncs, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write(t, "b", "c")
+	if err := r.sink.SnapshotState(3); err != nil {
 		t.Fatal(err)
 	}
 	syncs.err = diskGone
-	err = s.sink.NotifyCheckpointComplete(3)
+	err = r.sink.NotifyCheckpointComplete(3)
 	if !errors.Is(err, diskGone) || !strings.Contains(err.Error(), "commit checkpoint 3") {
 		t.Fatalf("commit with a failing directory sync: %v, want the sync error with context", err)
 	}
 	// The rename happened but may not be durable: committing again syncs
 	// the directory again.
 	syncs.err, syncs.calls = nil, nil
-	s.complete(t, 3)
-	if want := [][]string{{".part-0-2.pending", "part-0-1", "part-0-3"}}; !reflect.DeepEqual(syncs.calls, want) {
+	r.complete(t, 3)
+	if want := [][]string{{"part-0-1", "part-0-3"}}; !reflect.DeepEqual(syncs.calls, want) {
 		t.Fatalf("re-commit after a failed sync: syncs saw %q, want %q", syncs.calls, want)
+	}
+	lines, err := check.ReadCommitted(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(lines, " "); got != "k,a k,b k,c" {
+		t.Fatalf("committed %q, want a, b and c once", got)
 	}
 }
 
