@@ -1,8 +1,9 @@
 // Command bench-taskmanager is the TaskManager the benchmarks run: the stock
 // worker (the same code as bin/taskmanager, with the built-in operators)
-// plus the operators of bench/internal/ops, built the way a user builds a
-// taskmanager with their own operators. With BENCH_PPROF_ADDR set it also
-// serves net/http/pprof there, so the harness can profile a run.
+// plus the operators of bench/internal/ops and S3's (state.go), built the
+// way a user builds a taskmanager with their own operators. With
+// BENCH_PPROF_ADDR set it also serves net/http/pprof there, so the harness
+// can profile a run.
 package main
 
 import (
@@ -28,5 +29,6 @@ func main() {
 	}
 	reg := sdk.NewRegistry()
 	ops.Register(reg)
+	registerStateOps(reg)
 	worker.Main(reg)
 }
