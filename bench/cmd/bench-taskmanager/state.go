@@ -12,9 +12,9 @@ import (
 	"github.com/weirproject/weir/sdk"
 )
 
-// The operators of S3 (bench/internal/suite/s3.go), which builds a GiB of
-// incompressible keyed Pebble state and rewrites a little of it on
-// request.
+// The operators of S3 and R1 (bench/internal/suite/s3.go, r1.go), which
+// build a GiB of incompressible keyed Pebble state, rewrite a little of it
+// on request and (R1) fail a task on request.
 func registerStateOps(r *sdk.Registry) {
 	r.RegisterSource("state-load-source", func() sdk.Source { return &LoadSource{} })
 	r.RegisterOperator("random-state", func() sdk.Operator { return &RandomState{} })
@@ -28,6 +28,13 @@ func registerStateOps(r *sdk.Registry) {
 // keys drawn at random from [0, keys). Its position (next key, generation
 // served) is operator state, so a job restored from a checkpoint of it
 // neither loads again nor repeats an update.
+//
+// A task failure is asked for through the file <dir>/fail, "<generation>"
+// (R1, bench/internal/suite/r1.go): the idle subtask that claims it first
+// (renames it away; one rename wins) writes <dir>/failed-<generation>,
+// "<subtask> <Unix ns>", and fails with an error, which fails the job over
+// as any task failure does. The file is gone, so the restarted subtasks
+// do not fail again.
 type LoadSource struct {
 	keys, next, stride int64
 	sub                int
@@ -84,6 +91,9 @@ func (s *LoadSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 	}
 	if s.pending == 0 && time.Since(s.lastPoll) >= 20*time.Millisecond {
 		s.lastPoll = time.Now()
+		if err := s.failOnRequest(); err != nil {
+			return sdk.SourceStatus{}, err
+		}
 		s.poll()
 	}
 	for ; s.pending > 0 && n < 512; n++ {
@@ -112,6 +122,27 @@ func (s *LoadSource) poll() {
 		s.pending++
 	}
 	s.rng = rand.New(rand.NewPCG(uint64(gen), uint64(s.sub)))
+}
+
+// failOnRequest returns an error when this subtask claimed a failure
+// request (see LoadSource).
+func (s *LoadSource) failOnRequest() error {
+	claimed := filepath.Join(s.dir, fmt.Sprintf("fail.claimed-%d", s.sub))
+	if err := os.Rename(filepath.Join(s.dir, "fail"), claimed); err != nil {
+		return nil // none, or another subtask claimed it
+	}
+	b, err := os.ReadFile(claimed)
+	if err != nil {
+		return fmt.Errorf("state-load-source: failure request: %w", err)
+	}
+	gen := strings.TrimSpace(string(b))
+	os.Remove(claimed)
+	at := time.Now()
+	tmp := filepath.Join(s.dir, "failed.tmp-"+gen)
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", s.sub, at.UnixNano()), 0o644); err == nil {
+		_ = os.Rename(tmp, filepath.Join(s.dir, "failed-"+gen))
+	}
+	return fmt.Errorf("state-load-source: failing on request (generation %s, subtask %d)", gen, s.sub)
 }
 
 func (s *LoadSource) SnapshotState(int64) error {

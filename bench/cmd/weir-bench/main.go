@@ -74,7 +74,7 @@ func run() error {
 	timeout := flag.Duration("timeout", 30*time.Minute, "give up (and stop every process) after this long")
 	quietWait := flag.Duration("quiet-wait", 60*time.Second, "before benchmarks, wait for other processes to calm down, up to this long in the whole run (0: never wait)")
 	quietCores := flag.Float64("quiet-cores", 0.3, "CPU cores other processes may use for the host to count as quiet")
-	stateBytes := flag.Int64("state-bytes", 0, "keyed state S1 and S3 load, in bytes (default 1 GiB; with -quick 64 MiB for S1, 128 MiB for S3)")
+	stateBytes := flag.Int64("state-bytes", 0, "keyed state S1, S3 and R1 load, in bytes (default 1 GiB; with -quick 64 MiB for S1, 128 MiB for S3 and R1)")
 	flag.Parse()
 
 	self, err := os.Executable()

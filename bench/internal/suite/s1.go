@@ -24,8 +24,8 @@ const (
 )
 
 // onDemand lists the benchmarks a run without -only leaves out: S1 loads
-// a GiB of state and takes minutes, as does S3.
-var onDemand = map[string]bool{"S1": true, "S3": true}
+// a GiB of state and takes minutes, as do S3 and R1.
+var onDemand = map[string]bool{"S1": true, "S3": true, "R1": true}
 
 // s1Phase is one kind of checkpoint measured over several intervals.
 type s1Phase struct {

@@ -134,6 +134,14 @@ type s3Side struct {
 	dir   string // the source's control directory
 	gen   *int64 // update generations, shared by both sides
 	extra []int  // processes counted with the daemons (versitygw)
+	bench string // the benchmark, in the log lines ("" for S3)
+}
+
+func (s *s3Side) label() string {
+	if s.bench == "" {
+		return "S3 " + s.name
+	}
+	return s.bench + " " + s.name
 }
 
 func s3Spec(name string, keys int64, dir, restore string) string {
@@ -202,7 +210,7 @@ func (s *s3Side) idle(what string) error {
 		return err
 	}
 	if !ok {
-		s.e.Logf("S3 %s: daemons still busy %.0f s before %s; going on", s.name, d.Seconds(), what)
+		s.e.Logf("%s: daemons still busy %.0f s before %s; going on", s.label(), d.Seconds(), what)
 	}
 	return nil
 }
@@ -217,7 +225,7 @@ func (s *s3Side) load(keys int64) error {
 		}
 		if time.Since(last) >= 10*time.Second {
 			last = time.Now()
-			s.e.Logf("S3 %s: loaded %.0f of %d keys", s.name, n, keys)
+			s.e.Logf("%s: loaded %.0f of %d keys", s.label(), n, keys)
 		}
 		return n >= float64(keys), nil
 	})
@@ -387,8 +395,8 @@ func (s *s3Side) checkpoint(full bool) (s3Ckpt, error) {
 	if full {
 		kind = "full"
 	}
-	s.e.Logf("S3 %s: %s checkpoint %d: %.0f ms (sync %.0f ms, upload %.0f ms), %.1f of %.1f MB, %.0f MB/s, TaskManager RSS %s → peak %s MiB, disk reads %.1f MB; CPU s: daemons %.2f, server %.2f, other processes %.2f cores",
-		s.name, kind, k.ID, s1Millis(k.Client), s1Millis(k.Sync), s1Millis(k.Async), float64(k.Bytes)/mb, float64(k.StateSize)/mb,
+	s.e.Logf("%s: %s checkpoint %d: %.0f ms (sync %.0f ms, upload %.0f ms), %.1f of %.1f MB, %.0f MB/s, TaskManager RSS %s → peak %s MiB, disk reads %.1f MB; CPU s: daemons %.2f, server %.2f, other processes %.2f cores",
+		s.label(), kind, k.ID, s1Millis(k.Client), s1Millis(k.Sync), s1Millis(k.Async), float64(k.Bytes)/mb, float64(k.StateSize)/mb,
 		k.throughput(), fmtMiB(k.RSSBefore), fmtMiB(k.RSSPeak), float64(k.DiskRead)/mb, k.DaemonCPU.Seconds(), k.ExtraCPU.Seconds(), k.Foreign)
 	return k, nil
 }
@@ -579,7 +587,7 @@ func (s *s3Side) measure(rounds, incRounds int, changed int64, after func(k s3Ck
 		return m, fmt.Errorf("%s: first checkpoint: %w", s.name, err)
 	}
 	m.last = k
-	s.e.Logf("S3 %s: first checkpoint (uploads everything, not measured) took %.1f s", s.name, k.Client.Seconds())
+	s.e.Logf("%s: first checkpoint (uploads everything, not measured) took %.1f s", s.label(), k.Client.Seconds())
 	for i := 0; i < rounds; i++ {
 		if err := s.idle("a full checkpoint"); err != nil {
 			return m, err

@@ -40,6 +40,7 @@ var All = []Spec{
 	{"X", "footprint", "idle RSS of the daemons and start-up time from process start to a job RUNNING", runFootprint},
 	{"S1", "state", "Pebble state backend in-process (backend + local storage, no RPC): checkpoint sync/async duration and bytes written, incremental vs full, 1 GiB keyed state, 1% of keys changing per interval (on demand: BENCH=S1)", runS1},
 	{"S3", "s3-checkpoints", "checkpoints of 1 GiB of Pebble state (full and incremental) to S3 (versitygw on loopback) vs the local disk, against minio-go PutObject to the same server; TaskManager peak RSS (on demand: BENCH=S3)", runS3},
+	{"R1", "local-recovery", "restore after a task failure of 1 GiB of Pebble state checkpointed to S3 (versitygw on loopback), TaskManagers without --local-recovery (download from S3) vs with it (local copy), same TaskManagers; TaskManager peak RSS (on demand: BENCH=R1)", runR1},
 }
 
 // Env is what benchmarks share.
@@ -51,7 +52,7 @@ type Env struct {
 	Results string // where profiles go
 	Quick   bool
 	Profile bool
-	// StateBytes sizes S1's and S3's keyed state; 0 for their default.
+	// StateBytes sizes S1's, S3's and R1's keyed state; 0 for their default.
 	StateBytes int64
 	// QuietWait bounds how long, in the whole run, to wait before
 	// benchmarks for the rest of the host to use less than QuietCores of
