@@ -302,6 +302,17 @@ func TestRequestMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(counter(t, reg, "stat", "not-found")); got < 1 {
 		t.Errorf("stat not-found counted %v times", got)
 	}
+	// Reading an object is one GET, no HEAD before it.
+	stats, gets := testutil.ToFloat64(counter(t, reg, "stat", "ok")), testutil.ToFloat64(counter(t, reg, "get", "ok"))
+	if got := string(read(t, s3, "s3://weir-ck/m/x")); got != "x" {
+		t.Fatalf("read %q", got)
+	}
+	if d := testutil.ToFloat64(counter(t, reg, "stat", "ok")) - stats; d != 0 {
+		t.Errorf("a read sent %v HEAD requests", d)
+	}
+	if d := testutil.ToFloat64(counter(t, reg, "get", "ok")) - gets; d != 1 {
+		t.Errorf("a read sent %v GET requests, want 1", d)
+	}
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, op, result string) prometheus.Collector {

@@ -282,8 +282,9 @@ func (s *S3) honoursIfNoneMatch(ctx context.Context, dir string) (bool, error) {
 	return cond, nil
 }
 
-// Get opens the object; its first bytes are requested here, so a
-// missing object fails now rather than at the first Read.
+// Get opens the object. Its first bytes are read here, which sends the
+// one GET request, so a missing object fails now rather than at the first
+// Read (minio-go's own Stat would cost a HEAD request more).
 func (s *S3) Get(ctx context.Context, loc string) (io.ReadCloser, error) {
 	bucket, key, err := split(loc)
 	if err != nil {
@@ -293,21 +294,38 @@ func (s *S3) Get(ctx context.Context, loc string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, s.wrap("get", loc, err)
 	}
-	if _, err := obj.Stat(); err != nil {
+	r := &s3Reader{obj: obj, s: s, loc: loc, head: make([]byte, 0, 512)}
+	n, err := io.ReadFull(obj, r.head[:cap(r.head)])
+	r.head = r.head[:n]
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		r.eof = true
+	case err != nil:
 		obj.Close()
 		return nil, s.wrap("get", loc, err)
 	}
-	return &s3Reader{obj: obj, s: s, loc: loc}, nil
+	return r, nil
 }
 
-// s3Reader names the location in read errors.
+// s3Reader serves the bytes Get read first, then the rest of the object,
+// and names the location in read errors.
 type s3Reader struct {
-	obj *minio.Object
-	s   *S3
-	loc string
+	obj  *minio.Object
+	s    *S3
+	loc  string
+	head []byte
+	eof  bool // the object ended within head
 }
 
 func (r *s3Reader) Read(p []byte) (int, error) {
+	if len(r.head) > 0 {
+		n := copy(p, r.head)
+		r.head = r.head[n:]
+		return n, nil
+	}
+	if r.eof {
+		return 0, io.EOF
+	}
 	n, err := r.obj.Read(p)
 	if err != nil && err != io.EOF {
 		err = r.s.wrap("read", r.loc, err)
