@@ -7,11 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -324,4 +326,30 @@ func counter(t *testing.T, reg *prometheus.Registry, op, result string) promethe
 	}
 	t.Fatal("no request counter")
 	return nil
+}
+
+// noLinks is a file system without hard links.
+type noLinks struct{ vfs.FS }
+
+func (noLinks) Link(string, string) error { return errors.New("operation not supported") }
+
+// TestPutIfAbsentWithoutHardLinks: on a file system that cannot link,
+// the object is still created whole, once.
+func TestPutIfAbsentWithoutHardLinks(t *testing.T) {
+	st := blob.Local{FS: noLinks{vfs.Default}}
+	loc := blob.Join(t.TempDir(), "_metadata")
+	ctx := context.Background()
+	if err := st.PutIfAbsent(ctx, loc, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutIfAbsent(ctx, loc, []byte("second")); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if got := read(t, st, loc); string(got) != "first" {
+		t.Fatalf("object %q", got)
+	}
+	entries, _ := os.ReadDir(blob.Dir(loc))
+	if len(entries) != 1 {
+		t.Fatalf("left %d files, want only the object", len(entries))
+	}
 }

@@ -66,7 +66,16 @@ func (l Local) PutIfAbsent(_ context.Context, loc string, data []byte) error {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%w: %s", ErrExists, p)
 		}
-		return err
+		// A file system without hard links (some network and FUSE
+		// ones): refuse an existing object, then rename, which is
+		// atomic but would replace one created in between; the
+		// JobManager's checkpoint IDs are unique, so no one is.
+		if _, serr := l.fs().Stat(p); serr == nil {
+			return fmt.Errorf("%w: %s", ErrExists, p)
+		}
+		if rerr := l.fs().Rename(tmp, p); rerr != nil {
+			return fmt.Errorf("blob: create %s: link: %v; rename: %w", p, err, rerr)
+		}
 	}
 	return syncDir(l.fs(), filepath.Dir(p))
 }
