@@ -47,6 +47,23 @@ func (s *sourceOp) SnapshotState(id int64) error {
 	return nil
 }
 
+// NotifyCheckpointComplete and NotifyCheckpointAborted reach sources that
+// act on completed checkpoints (kafka-source commits offsets to its
+// group).
+func (s *sourceOp) NotifyCheckpointComplete(id int64) error {
+	if l, ok := s.Source.(sdk.CheckpointListener); ok {
+		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+func (s *sourceOp) NotifyCheckpointAborted(id int64) error {
+	if l, ok := s.Source.(sdk.CheckpointListener); ok {
+		return l.NotifyCheckpointAborted(id)
+	}
+	return nil
+}
+
 // GenerateOption tunes Generate.
 type GenerateOption func(*generateConfig)
 

@@ -191,3 +191,18 @@ func cycleString(g *weirv1.JobGraph, cycle []int) string {
 	}
 	return strings.Join(names, " -> ")
 }
+
+// ConnectorKey is the configuration key that names the built-in
+// connector a vertex runs when its operator is a program's own (the Go
+// API's typed connectors wrap kafka-source and kafka-sink), so the checks
+// of that connector apply to it too.
+const ConnectorKey = "weir.connector"
+
+// Connector is the built-in operator v runs: its operator, or the one
+// its configuration names under ConnectorKey.
+func Connector(v *weirv1.JobVertex) string {
+	if c, ok := v.GetConfig().GetFields()[ConnectorKey]; ok {
+		return c.GetStringValue()
+	}
+	return v.GetOperator()
+}

@@ -383,7 +383,8 @@ func watermarkedUpstream(g *weirv1.JobGraph, index map[string]int, v *weirv1.Job
 // users lose data to this).
 func validateKafka(ps *problems, g *weirv1.JobGraph) {
 	for i, v := range g.Vertices {
-		if v == nil || (v.Operator != "kafka-sink" && v.Operator != "kafka-source") {
+		op := Connector(v)
+		if v == nil || (op != "kafka-sink" && op != "kafka-source") {
 			continue
 		}
 		p := fmt.Sprintf("vertices[%d].config", i)
@@ -392,7 +393,7 @@ func validateKafka(ps *problems, g *weirv1.JobGraph) {
 			ps.add(p, "%v", err)
 			continue
 		}
-		if v.Operator == "kafka-source" {
+		if op == "kafka-source" {
 			if _, err := kafkacfg.ParseSourceConfig(cfg); err != nil {
 				ps.add(p, "%v", err)
 			}

@@ -3,6 +3,7 @@ package jobmanager
 import (
 	"fmt"
 
+	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/kafka/kafkacfg"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -13,7 +14,7 @@ import (
 func transactionalPrefixes(g *weirv1.JobGraph) map[string]string {
 	out := map[string]string{}
 	for _, v := range g.GetVertices() {
-		if v.GetOperator() != "kafka-sink" {
+		if jobgraph.Connector(v) != "kafka-sink" {
 			continue
 		}
 		c, err := kafkacfg.ParseSinkConfig(sdk.Config(v.GetConfig().AsMap()))
