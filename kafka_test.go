@@ -60,10 +60,12 @@ func TestKafkaTyped(t *testing.T) {
 		if !ok {
 			return purchase{}, fmt.Errorf("value %q", r.Value)
 		}
+		// Each subtask decodes at once: nothing shared is written here.
 		o := purchase{}
 		o.ID, _ = strconv.ParseInt(id, 10, 64)
-		o.Amount, err = strconv.ParseInt(amount, 10, 64)
-		return o, err
+		var perr error
+		o.Amount, perr = strconv.ParseInt(amount, 10, 64)
+		return o, perr
 	}), weir.Parallelism(2))
 	doubled := weir.Map(in, "double", func(o purchase) purchase { o.Amount *= 2; return o })
 	weir.SinkTo(doubled, "doubled", weir.KafkaSink(map[string]any{
