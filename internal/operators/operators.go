@@ -3,6 +3,7 @@ package operators
 
 import (
 	"github.com/weirproject/weir/internal/kafka"
+	"github.com/weirproject/weir/internal/nexmark"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -14,6 +15,7 @@ func Register(r *sdk.Registry) {
 	r.RegisterOperator("window", func() sdk.Operator { return &Window{} })
 	r.RegisterOperator("interval-join", func() sdk.Operator { return &IntervalJoin{} })
 	r.RegisterOperator("window-join", func() sdk.Operator { return &WindowJoin{} })
+	r.RegisterSource("nexmark-source", func() sdk.Source { return &nexmark.Source{} })
 	r.RegisterSource("kafka-source", func() sdk.Source { return &kafka.Source{} })
 	r.RegisterOperator("kafka-sink", func() sdk.Operator { return &kafka.Sink{} })
 }

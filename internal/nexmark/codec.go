@@ -1,0 +1,197 @@
+package nexmark
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The binary encoding of an event, the value of a nexmark-source record:
+//
+//	kind    1 byte: 1 person, 2 auction, 3 bid
+//	fields  in the order of the struct, int64s as zig-zag varints
+//	        (encoding/binary.AppendVarint), strings as a uvarint length and
+//	        the bytes; an auction's Expires as Expires − DateTime.
+//
+// Nothing follows the last field.
+
+// ErrCorrupt is returned (wrapped) by Decode for bytes that are not an
+// encoded event.
+var ErrCorrupt = errors.New("nexmark: corrupt event encoding")
+
+// AppendEncode appends the encoding of e to b.
+func AppendEncode(b []byte, e Event) []byte {
+	switch {
+	case e.Kind == KindPerson && e.Person != nil:
+		p := e.Person
+		b = append(b, byte(KindPerson))
+		b = binary.AppendVarint(b, p.ID)
+		b = appendString(b, p.Name)
+		b = appendString(b, p.EmailAddress)
+		b = appendString(b, p.CreditCard)
+		b = appendString(b, p.City)
+		b = appendString(b, p.State)
+		b = binary.AppendVarint(b, p.DateTime)
+		return appendString(b, p.Extra)
+	case e.Kind == KindAuction && e.Auction != nil:
+		a := e.Auction
+		b = append(b, byte(KindAuction))
+		b = binary.AppendVarint(b, a.ID)
+		b = appendString(b, a.ItemName)
+		b = appendString(b, a.Description)
+		b = binary.AppendVarint(b, a.InitialBid)
+		b = binary.AppendVarint(b, a.Reserve)
+		b = binary.AppendVarint(b, a.DateTime)
+		b = binary.AppendVarint(b, a.Expires-a.DateTime)
+		b = binary.AppendVarint(b, a.Seller)
+		b = binary.AppendVarint(b, a.Category)
+		return appendString(b, a.Extra)
+	case e.Kind == KindBid && e.Bid != nil:
+		d := e.Bid
+		b = append(b, byte(KindBid))
+		b = binary.AppendVarint(b, d.Auction)
+		b = binary.AppendVarint(b, d.Bidder)
+		b = binary.AppendVarint(b, d.Price)
+		b = appendString(b, d.Channel)
+		b = appendString(b, d.URL)
+		b = binary.AppendVarint(b, d.DateTime)
+		return appendString(b, d.Extra)
+	}
+	panic(fmt.Sprintf("nexmark: AppendEncode of an event of kind %v without its %v", e.Kind, e.Kind))
+}
+
+// Encode returns the encoding of e.
+func Encode(e Event) []byte { return AppendEncode(make([]byte, 0, EncodedSize(e)), e) }
+
+// EncodedSize is the length of e's encoding.
+func EncodedSize(e Event) int {
+	n := 1
+	switch {
+	case e.Kind == KindPerson && e.Person != nil:
+		p := e.Person
+		n += varintLen(p.ID) + varintLen(p.DateTime) + stringLen(p.Name) + stringLen(p.EmailAddress) +
+			stringLen(p.CreditCard) + stringLen(p.City) + stringLen(p.State) + stringLen(p.Extra)
+	case e.Kind == KindAuction && e.Auction != nil:
+		a := e.Auction
+		n += varintLen(a.ID) + stringLen(a.ItemName) + stringLen(a.Description) + varintLen(a.InitialBid) +
+			varintLen(a.Reserve) + varintLen(a.DateTime) + varintLen(a.Expires-a.DateTime) +
+			varintLen(a.Seller) + varintLen(a.Category) + stringLen(a.Extra)
+	case e.Kind == KindBid && e.Bid != nil:
+		d := e.Bid
+		n += varintLen(d.Auction) + varintLen(d.Bidder) + varintLen(d.Price) + stringLen(d.Channel) +
+			stringLen(d.URL) + varintLen(d.DateTime) + stringLen(d.Extra)
+	}
+	return n
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func varintLen(v int64) int {
+	u := uint64(v) << 1
+	if v < 0 {
+		u = ^u
+	}
+	return uvarintLen(u)
+}
+
+func uvarintLen(u uint64) int {
+	n := 1
+	for ; u >= 0x80; u >>= 7 {
+		n++
+	}
+	return n
+}
+
+func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+// Decode parses an encoded event. It never panics: any input that is not
+// exactly one encoded event is an error wrapping ErrCorrupt.
+func Decode(b []byte) (Event, error) {
+	if len(b) == 0 {
+		return Event{}, fmt.Errorf("%w: empty", ErrCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	var e Event
+	switch Kind(b[0]) {
+	case KindPerson:
+		p := &Person{}
+		p.ID = d.int()
+		p.Name = d.string()
+		p.EmailAddress = d.string()
+		p.CreditCard = d.string()
+		p.City = d.string()
+		p.State = d.string()
+		p.DateTime = d.int()
+		p.Extra = d.string()
+		e = Event{Kind: KindPerson, Person: p}
+	case KindAuction:
+		a := &Auction{}
+		a.ID = d.int()
+		a.ItemName = d.string()
+		a.Description = d.string()
+		a.InitialBid = d.int()
+		a.Reserve = d.int()
+		a.DateTime = d.int()
+		a.Expires = a.DateTime + d.int()
+		a.Seller = d.int()
+		a.Category = d.int()
+		a.Extra = d.string()
+		e = Event{Kind: KindAuction, Auction: a}
+	case KindBid:
+		x := &Bid{}
+		x.Auction = d.int()
+		x.Bidder = d.int()
+		x.Price = d.int()
+		x.Channel = d.string()
+		x.URL = d.string()
+		x.DateTime = d.int()
+		x.Extra = d.string()
+		e = Event{Kind: KindBid, Bid: x}
+	default:
+		return Event{}, fmt.Errorf("%w: unknown kind %d", ErrCorrupt, b[0])
+	}
+	if d.err != nil {
+		return Event{}, d.err
+	}
+	if len(d.b) != 0 {
+		return Event{}, fmt.Errorf("%w: %d bytes after the %v", ErrCorrupt, len(d.b), e.Kind)
+	}
+	return e, nil
+}
+
+// decoder reads fields until the first error, after which every read
+// returns the zero value.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = fmt.Errorf("%w: bad varint", ErrCorrupt)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	if d.err != nil {
+		return ""
+	}
+	l, n := binary.Uvarint(d.b)
+	if n <= 0 || l > uint64(len(d.b)-n) {
+		d.err = fmt.Errorf("%w: bad string length", ErrCorrupt)
+		return ""
+	}
+	s := string(d.b[n : n+int(l)])
+	d.b = d.b[n+int(l):]
+	return s
+}
