@@ -5,7 +5,7 @@ BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
-.PHONY: all build test test-short vet proto check-proto demo image chaos bench clean \
+.PHONY: all build test test-short versitygw vet proto check-proto demo image chaos bench clean \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test
 
 all: build
@@ -17,11 +17,17 @@ build:
 # with the fault points compiled in (internal/fault); the binaries `make
 # build` ships do not have them.
 TEST_TAGS ?= failpoints
-test: vet
-	$(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 20m ./...
+test: vet versitygw
+	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 20m ./...
 
-test-short:
-	$(GO) test -race -tags $(TEST_TAGS) -short ./...
+test-short: versitygw
+	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -short ./...
+
+# The S3 server the storage tests run against: versitygw from the Go
+# module proxy (the tools-only module deploy/s3 pins it), built once here
+# rather than by each test package that needs it.
+versitygw:
+	cd deploy/s3 && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/versitygw github.com/versity/versitygw/cmd/versitygw
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

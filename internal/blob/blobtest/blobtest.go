@@ -91,11 +91,18 @@ var (
 	buildErr  error
 )
 
-// VersityBinary builds versitygw once per process into the user's cache
-// (reused across runs: the first build takes minutes on 2 cores) and
-// returns its path.
+// VersityBinary returns the path of a versitygw binary: $WEIR_VERSITYGW
+// when set (`make test` builds it once for every package), else one built
+// once per process into the user's cache (reused across runs: the first
+// build takes minutes on 2 cores).
 func VersityBinary(t testing.TB) string {
 	t.Helper()
+	if p := os.Getenv("WEIR_VERSITYGW"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("WEIR_VERSITYGW=%s: %v", p, err)
+		}
+		return p
+	}
 	buildOnce.Do(func() {
 		cache, err := os.UserCacheDir()
 		if err != nil {
