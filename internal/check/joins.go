@@ -2,8 +2,6 @@ package check
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -65,30 +63,5 @@ func Joins(lines []string, want map[string]int) error {
 		}
 		got[l]++
 	}
-	var ex examples
-	report := ex.add
-	total, lost, dups, extra := 0, 0, 0, 0
-	for _, l := range slices.Sorted(maps.Keys(want)) {
-		w, g := want[l], got[l]
-		total += w
-		switch {
-		case g < w:
-			lost += w - g
-			report("pair %s lost (committed %d of %d times)", l, g, w)
-		case g > w:
-			dups += g - w
-			report("pair %s duplicated (committed %d times, want %d)", l, g, w)
-		}
-	}
-	for _, l := range slices.Sorted(maps.Keys(got)) {
-		if _, ok := want[l]; !ok {
-			extra += got[l]
-			report("pair %s (%d times) is not in the batch result", l, got[l])
-		}
-	}
-	if len(ex) == 0 {
-		return nil
-	}
-	return fmt.Errorf("check: %d joined pairs: %d lost, %d duplicated, %d unexpected: %s",
-		total, lost, dups, extra, ex.String())
+	return compareCounts("joined pairs", "pair", got, want)
 }
