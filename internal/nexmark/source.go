@@ -1,11 +1,11 @@
 package nexmark
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
 
+	"github.com/weirproject/weir/internal/splitsource"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -27,9 +27,9 @@ import (
 //	hot-auction-ratio, hot-bidder-ratio, hot-seller-ratio
 //	key               kind (default) or none
 //
-// The stream is cut into splits as sequence-source's is: event n belongs to
-// split n mod splits and split s is read by subtask s mod parallelism of
-// the first run. Each split's next event number is an item of operator
+// The stream is cut into splits as splitsource describes: event n belongs
+// to split n mod splits and split s is read by subtask s mod parallelism
+// of the first run. Each split's next event number is an item of operator
 // list state, so a restore resumes every split exactly after the last event
 // that preceded the checkpoint's barrier, and a restore at another
 // parallelism hands the splits round-robin to the new subtasks. The
@@ -39,35 +39,15 @@ import (
 type Source struct {
 	gen    Config
 	events int64
-	rate   float64 // this subtask's share, events/s; 0: unlimited
 	noKey  bool
-
-	splits   []split
-	cur      int
-	position sdk.ListState
-	outs     []sdk.Collector
-
-	start   time.Time
-	emitted int64
-	now     func() time.Time // time.Now when nil; tests drive a fake clock
+	// reader holds the splits and their positions and paces the events.
+	reader splitsource.Reader
+	// Make, when set, makes an event's record instead of the kind key and
+	// encoded value: the Go API's typed Nexmark source.
+	Make func(e Event) sdk.Record
 
 	arena []byte
 }
-
-// split is the arithmetic progression first, first+stride, … of event
-// numbers and the next one to emit.
-type split struct{ first, stride, next int64 }
-
-func (sp split) done(events int64) bool { return events > 0 && sp.next >= events }
-
-func (sp split) id() string { return fmt.Sprintf("nexmark-%d-of-%d", sp.first, sp.stride) }
-
-// maxPerEmit bounds one Emit call so checkpoints are not delayed behind it.
-const maxPerEmit = 512
-
-// positionSize is the size of a position state item: first, stride, next
-// as big-endian uint64s.
-const positionSize = 24
 
 // ParseConfig reads the generator settings of a nexmark-source config.
 func ParseConfig(cfg sdk.Config) (Config, error) {
@@ -140,80 +120,26 @@ func (s *Source) Open(ctx sdk.Context) error {
 		return fmt.Errorf("nexmark-source: key must be kind or none, got %q", key)
 	}
 	s.noKey = key == "none"
-	s.position = ctx.ListState("position")
-	items := s.position.Get()
-	if len(items) == 0 && ctx.RestoredCheckpointID() == 0 {
-		p := int64(ctx.Parallelism())
-		for f := int64(ctx.SubtaskIndex()); f < nsplits; f += p {
-			s.splits = append(s.splits, split{first: f, stride: nsplits, next: f})
-		}
-	}
-	for _, it := range items {
-		if len(it) != positionSize {
-			return fmt.Errorf("nexmark-source: corrupt position state (%d bytes)", len(it))
-		}
-		sp := split{
-			first:  int64(binary.BigEndian.Uint64(it)),
-			stride: int64(binary.BigEndian.Uint64(it[8:])),
-			next:   int64(binary.BigEndian.Uint64(it[16:])),
-		}
-		if sp.stride <= 0 || sp.first < 0 || sp.first >= sp.stride || sp.next < sp.first || (sp.next-sp.first)%sp.stride != 0 {
-			return fmt.Errorf("nexmark-source: corrupt position state (split %d/%d at %d)", sp.first, sp.stride, sp.next)
-		}
-		s.splits = append(s.splits, sp)
+	if err := s.reader.Open(ctx, "nexmark", s.events, nsplits); err != nil {
+		return err
 	}
 	// The stream's rate is shared by the splits: this subtask reads
 	// len(splits) of the stride.
-	if rate > 0 && len(s.splits) > 0 {
-		s.rate = rate * float64(len(s.splits)) / float64(s.splits[0].stride)
-	}
-	s.cur = len(s.splits) - 1 // the first Emit starts at splits[0]
+	s.reader.SetRate(s.reader.Share(rate))
 	return nil
 }
 
 func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
-	n := int64(maxPerEmit)
-	if s.rate > 0 {
-		clock := s.now
-		if clock == nil {
-			clock = time.Now
-		}
-		now := clock()
-		if s.start.IsZero() {
-			s.start = now
-		}
-		// One event is due at the start and one more every 1/rate.
-		elapsed := now.Sub(s.start)
-		due := int64(elapsed.Seconds()*s.rate) + 1 - s.emitted
-		if due <= 0 {
-			wait := time.Duration(math.Ceil(float64(s.emitted)/s.rate*float64(time.Second))) - elapsed
-			return sdk.SourceStatus{Backoff: max(wait, time.Millisecond)}, nil
-		}
-		n = min(n, due)
+	return s.reader.Emit(out, s.event), nil
+}
+
+// event makes event n's record.
+func (s *Source) event(n int64) sdk.Record {
+	e := Generate(s.gen, n)
+	if s.Make != nil {
+		return s.Make(e)
 	}
-	if s.outs == nil {
-		s.openSplits(out)
-	}
-	for ; n > 0; n-- {
-		sp := s.nextSplit()
-		if sp == nil {
-			return sdk.SourceStatus{EndOfInput: true}, nil
-		}
-		s.outs[s.cur].Collect(s.record(Generate(s.gen, sp.next)))
-		sp.next += sp.stride
-		s.emitted++
-		if sp.done(s.events) {
-			if so, ok := out.(sdk.SourceOutput); ok {
-				so.ReleaseSplit(sp.id())
-			}
-		}
-	}
-	if s.nextSplit() == nil {
-		return sdk.SourceStatus{EndOfInput: true}, nil
-	}
-	// nextSplit advanced cur; step back so the round-robin is unchanged.
-	s.cur = (s.cur + len(s.splits) - 1) % len(s.splits)
-	return sdk.SourceStatus{}, nil
+	return s.record(e)
 }
 
 // Kind keys, shared by all records (capped: appending to one reallocates).
@@ -244,44 +170,11 @@ func (s *Source) record(e Event) sdk.Record {
 	return r
 }
 
-// openSplits gives every split with events left its own output, so each
-// is a split of the watermark.
-func (s *Source) openSplits(out sdk.Collector) {
-	s.outs = make([]sdk.Collector, len(s.splits))
-	so, ok := out.(sdk.SourceOutput)
-	for i, sp := range s.splits {
-		s.outs[i] = out
-		if ok && !sp.done(s.events) {
-			s.outs[i] = so.Split(sp.id())
-		}
-	}
-}
-
-// nextSplit moves to the next split with events left, round-robin; nil
-// when every split is exhausted.
-func (s *Source) nextSplit() *split {
-	for range s.splits {
-		s.cur = (s.cur + 1) % len(s.splits)
-		if sp := &s.splits[s.cur]; !sp.done(s.events) {
-			return sp
-		}
-	}
-	return nil
-}
-
 // SnapshotState stores each split's next event number: the runtime calls
 // it right after the barrier went out, so every event before the barrier
 // is covered.
 func (s *Source) SnapshotState(int64) error {
-	items := make([][]byte, len(s.splits))
-	for i, sp := range s.splits {
-		it := make([]byte, positionSize)
-		binary.BigEndian.PutUint64(it, uint64(sp.first))
-		binary.BigEndian.PutUint64(it[8:], uint64(sp.stride))
-		binary.BigEndian.PutUint64(it[16:], uint64(sp.next))
-		items[i] = it
-	}
-	s.position.Update(items)
+	s.reader.Snapshot()
 	return nil
 }
 

@@ -4,88 +4,74 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/sdktest"
+	"github.com/weirproject/weir/internal/splitsource"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
 
-type fakeClock struct{ t time.Time }
+// The splits, their state and the rate limit are splitsource's, tested
+// there; these tests are of what nexmark-source makes of them.
 
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
-// splitOutput is an sdk.SourceOutput recording which split each record
-// went to.
-type splitOutput struct {
-	records  []sdk.Record
-	splits   []string
-	opened   []string
-	released []string
-}
-
-func (o *splitOutput) Collect(r sdk.Record) {
-	o.records = append(o.records, r)
-	o.splits = append(o.splits, "")
-}
-func (o *splitOutput) Split(id string) sdk.Collector {
-	o.opened = append(o.opened, id)
-	return splitCollector{o, id}
-}
-func (o *splitOutput) ReleaseSplit(id string) { o.released = append(o.released, id) }
-
-type splitCollector struct {
-	o  *splitOutput
-	id string
-}
-
-func (c splitCollector) Collect(r sdk.Record) {
-	c.o.records = append(c.o.records, r)
-	c.o.splits = append(c.o.splits, c.id)
-}
+const maxPerEmit = splitsource.MaxPerEmit
 
 type subtask struct {
-	ctx *testCtx
+	ctx *sdktest.Context
 	src *Source
-	out splitOutput
+	out sdktest.SplitOutput
 }
 
-func open(t *testing.T, ctx *testCtx, clock *fakeClock) *subtask {
+func newCtx(cfg sdk.Config, subtask, parallelism int) *sdktest.Context {
+	return sdktest.NewContext("nexmark", cfg, subtask, parallelism)
+}
+
+// restoreCtx is the context of a subtask restored from checkpoint id,
+// whose subtask states (at any parallelism) are prev.
+func restoreCtx(t *testing.T, cfg sdk.Config, subtask, parallelism int, id int64, prev []*weirv1.SubtaskState) *sdktest.Context {
+	t.Helper()
+	return sdktest.Restore(t, "nexmark", cfg, subtask, parallelism, int(id), id, prev)
+}
+
+func open(t *testing.T, ctx *sdktest.Context, clock *sdktest.Clock) *subtask {
 	t.Helper()
 	s := &Source{}
 	if clock != nil {
-		s.now = clock.now
+		s.reader.Now = clock.Now
 	}
 	if err := s.Open(ctx); err != nil {
-		t.Fatalf("open subtask %d: %v", ctx.subtask, err)
+		t.Fatalf("open subtask %d: %v", ctx.SubtaskIndex(), err)
 	}
 	return &subtask{ctx: ctx, src: s}
 }
 
 // emit calls Emit once and returns the event numbers of what it emitted,
-// checking each record against Generate.
+// checking each record against Generate and its split.
 func (s *subtask) emit(t *testing.T) (sdk.SourceStatus, []int64) {
 	t.Helper()
 	st, err := s.src.Emit(&s.out)
 	if err != nil {
-		t.Fatalf("subtask %d: Emit: %v", s.ctx.subtask, err)
+		t.Fatalf("subtask %d: Emit: %v", s.ctx.SubtaskIndex(), err)
 	}
-	if len(s.out.records) > maxPerEmit {
-		t.Fatalf("one Emit made %d records", len(s.out.records))
+	recs, splits := s.out.Take()
+	if len(recs) > maxPerEmit {
+		t.Fatalf("one Emit made %d records", len(recs))
 	}
-	if st.Backoff < 0 || (st.Backoff > 0 && (len(s.out.records) > 0 || st.EndOfInput)) {
-		t.Fatalf("subtask %d: Emit returned %+v with %d records", s.ctx.subtask, st, len(s.out.records))
+	if st.Backoff < 0 || (st.Backoff > 0 && (len(recs) > 0 || st.EndOfInput)) {
+		t.Fatalf("subtask %d: Emit returned %+v with %d records", s.ctx.SubtaskIndex(), st, len(recs))
 	}
 	var ns []int64
-	for i, r := range s.out.records {
+	for i, r := range recs {
 		n := eventNumber(t, s.src.gen, r)
-		if want := fmt.Sprintf("nexmark-%d-of-%d", n%s.src.splits[0].stride, s.src.splits[0].stride); s.out.splits[i] != want {
-			t.Fatalf("event %d went to split %q, want %q", n, s.out.splits[i], want)
+		var first, stride int64
+		if _, err := fmt.Sscanf(splits[i], "nexmark-%d-of-%d", &first, &stride); err != nil || n%stride != first {
+			t.Fatalf("event %d went to split %q", n, splits[i])
 		}
 		ns = append(ns, n)
 	}
-	s.out.records, s.out.splits = nil, nil
 	return st, ns
 }
 
@@ -149,7 +135,7 @@ func TestSourcePartition(t *testing.T) {
 		t.Run(fmt.Sprintf("events=%d p=%d splits=%d", tc.events, tc.p, tc.splits), func(t *testing.T) {
 			seen := make([]int, tc.events)
 			for s := range tc.p {
-				sub := open(t, newTestCtx(srcConfig(tc.events, 0, tc.splits), s, tc.p), nil)
+				sub := open(t, newCtx(srcConfig(tc.events, 0, tc.splits), s, tc.p), nil)
 				got := sub.drain(t)
 				stride := int64(tc.splits)
 				if stride == 0 {
@@ -173,8 +159,8 @@ func TestSourcePartition(t *testing.T) {
 				if st, ns := sub.emit(t); !st.EndOfInput || len(ns) != 0 {
 					t.Fatalf("Emit after the end: %+v, %d", st, len(ns))
 				}
-				if len(sub.out.released) != len(sub.out.opened) {
-					t.Fatalf("opened splits %v, released %v", sub.out.opened, sub.out.released)
+				if len(sub.out.Released) != len(sub.out.Opened) {
+					t.Fatalf("opened splits %v, released %v", sub.out.Opened, sub.out.Released)
 				}
 			}
 			for n, c := range seen {
@@ -187,7 +173,7 @@ func TestSourcePartition(t *testing.T) {
 }
 
 func TestSourceUnbounded(t *testing.T) {
-	sub := open(t, newTestCtx(srcConfig(0, 0, 0), 0, 1), nil)
+	sub := open(t, newCtx(srcConfig(0, 0, 0), 0, 1), nil)
 	var got []int64
 	for range 10 {
 		st, ns := sub.emit(t)
@@ -207,17 +193,17 @@ func TestSourceConfig(t *testing.T) {
 		{"first-event-rate": float64(0)}, {"base-time": "yesterday"}, {"base-time": float64(3)},
 		{"hot-auction-ratio": float64(0)}, {"hot-bidder-ratio": 1.5}, {"key": "auction"},
 	} {
-		if err := (&Source{}).Open(newTestCtx(cfg, 0, 1)); err == nil {
+		if err := (&Source{}).Open(newCtx(cfg, 0, 1)); err == nil {
 			t.Errorf("config %v: no error", cfg)
 		}
 	}
 	// key: none and the defaults.
-	sub := open(t, newTestCtx(sdk.Config{"events": float64(3), "key": "none"}, 0, 1), nil)
+	sub := open(t, newCtx(sdk.Config{"events": float64(3), "key": "none"}, 0, 1), nil)
 	if _, err := sub.src.Emit(&sub.out); err != nil {
 		t.Fatal(err)
 	}
-	if len(sub.out.records) != 3 || sub.out.records[0].Key != nil || sub.out.records[2].Timestamp != DefaultBaseTime.UnixMilli() {
-		t.Fatalf("records %+v", sub.out.records)
+	if recs := sub.out.Records; len(recs) != 3 || recs[0].Key != nil || recs[2].Timestamp != DefaultBaseTime.UnixMilli() {
+		t.Fatalf("records %+v", recs)
 	}
 }
 
@@ -225,31 +211,32 @@ func checkpoint(t *testing.T, subs []*subtask, root string, id int64) []*weirv1.
 	t.Helper()
 	var prev []*weirv1.SubtaskState
 	for _, s := range subs {
-		prev = append(prev, s.ctx.checkpoint(t, s.src, root, id))
+		prev = append(prev, s.ctx.Checkpoint(t, s.src, root, id))
 	}
 	return prev
 }
 
-// A checkpoint after any number of rate-limited Emit calls, more events
-// emitted after it and lost, and a restore at the same or another
-// parallelism: what preceded the checkpoint plus what the restored
-// subtasks emit is every event once, each split in order.
+// A checkpoint after some rate-limited Emit calls, more events emitted
+// after it and lost, and a restore at the same or another parallelism:
+// what preceded the checkpoint plus what the restored subtasks emit is
+// every event once, each split in order. (splitsource's tests cut at every
+// point and restore again and again.)
 func TestSourceRestoreAndRescale(t *testing.T) {
 	const events, splits, rate = 300, 6, 2000.0
-	for _, tc := range []struct{ from, to int }{{3, 3}, {2, 3}, {3, 2}, {1, 4}, {4, 1}, {6, 6}, {2, 8}} {
-		for cut := 0; cut <= 30; cut += 3 {
+	for _, tc := range []struct{ from, to int }{{3, 3}, {2, 3}, {4, 1}, {2, 8}} {
+		for _, cut := range []int{0, 7, 30} {
 			t.Run(fmt.Sprintf("%d to %d cut %d", tc.from, tc.to, cut), func(t *testing.T) {
 				cfg := srcConfig(events, rate, splits)
 				root := t.TempDir()
-				clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+				clock := sdktest.NewClock()
 				var subs []*subtask
 				for s := range tc.from {
-					subs = append(subs, open(t, newTestCtx(cfg, s, tc.from), clock))
+					subs = append(subs, open(t, newCtx(cfg, s, tc.from), clock))
 				}
 				var before []int64
 				run := func(calls int, keep bool) {
 					for c := range calls {
-						clock.advance(time.Duration(c%4) * time.Millisecond)
+						clock.Advance(time.Duration(c%4) * time.Millisecond)
 						for _, s := range subs {
 							_, ns := s.emit(t)
 							if keep {
@@ -262,12 +249,12 @@ func TestSourceRestoreAndRescale(t *testing.T) {
 				prev := checkpoint(t, subs, root, 1)
 				run(5, false) // after the barrier: lost with the crash
 
-				clock2 := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+				clock2 := sdktest.NewClock()
 				var after []int64
 				for s := range tc.to {
-					r := open(t, restoreTestCtx(t, cfg, s, tc.to, 1, prev), clock2)
+					r := open(t, restoreCtx(t, cfg, s, tc.to, 1, prev), clock2)
 					for range 100000 {
-						clock2.advance(time.Millisecond)
+						clock2.Advance(time.Millisecond)
 						st, ns := r.emit(t)
 						after = append(after, ns...)
 						if st.EndOfInput {
@@ -292,56 +279,15 @@ func TestSourceRestoreAndRescale(t *testing.T) {
 	}
 }
 
-// Several failovers in a row, each from the latest checkpoint, rescaling
-// each time.
-func TestSourceRestoreChained(t *testing.T) {
-	const events = 5000
-	cfg := srcConfig(events, 0, 4)
-	root := t.TempDir()
-	ps := []int{2, 3, 1, 4, 2}
-	var subs []*subtask
-	for s := range ps[0] {
-		subs = append(subs, open(t, newTestCtx(cfg, s, ps[0]), nil))
-	}
-	seen := make([]int, events)
-	for id := int64(1); ; id++ {
-		ended := true
-		for _, s := range subs {
-			st, ns := s.emit(t)
-			for _, n := range ns {
-				seen[n]++
-			}
-			ended = ended && st.EndOfInput
-		}
-		prev := checkpoint(t, subs, root, id)
-		if ended {
-			break
-		}
-		for _, s := range subs {
-			s.emit(t) // lost
-		}
-		p := ps[int(id)%len(ps)]
-		subs = subs[:0]
-		for s := range p {
-			subs = append(subs, open(t, restoreTestCtx(t, cfg, s, p, id, prev), nil))
-		}
-	}
-	for n, c := range seen {
-		if c != 1 {
-			t.Fatalf("event %d emitted %d times", n, c)
-		}
-	}
-}
-
 // The rate is the whole stream's: a subtask reading k of the splits emits
 // k/splits of it.
 func TestSourceRate(t *testing.T) {
 	const rate = 900.0
-	for _, p := range []int{1, 3} {
-		clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	for _, p := range []int{1, 2, 3} {
+		clock := sdktest.NewClock()
 		var subs []*subtask
 		for s := range p {
-			subs = append(subs, open(t, newTestCtx(srcConfig(0, rate, 3), s, p), clock))
+			subs = append(subs, open(t, newCtx(srcConfig(0, rate, 3), s, p), clock))
 		}
 		total := 0
 		for range 2000 { // 2 s in 1 ms steps
@@ -352,7 +298,7 @@ func TestSourceRate(t *testing.T) {
 				}
 				total += len(ns)
 			}
-			clock.advance(time.Millisecond)
+			clock.Advance(time.Millisecond)
 		}
 		if total < 2*rate-5 || total > 2*rate+5 {
 			t.Errorf("p=%d: %d events in 2 s at %v/s", p, total, rate)
@@ -361,19 +307,32 @@ func TestSourceRate(t *testing.T) {
 }
 
 func TestSourceCorruptPosition(t *testing.T) {
-	cfg := srcConfig(100, 0, 2)
-	ctx := newTestCtx(cfg, 0, 1)
-	ctx.restoredID = 1
+	ctx := newCtx(srcConfig(100, 0, 2), 0, 1)
+	ctx.RestoredID = 1
 	ctx.ListState("position").Update([][]byte{make([]byte, 23)})
-	if err := (&Source{}).Open(ctx); err == nil {
-		t.Fatal("short position item: no error")
+	err := (&Source{}).Open(ctx)
+	if err == nil || !strings.Contains(err.Error(), "nexmark-source: corrupt position state") {
+		t.Fatalf("Open: %v, want a corrupt position state error", err)
 	}
-	ctx = newTestCtx(cfg, 0, 1)
-	ctx.restoredID = 1
-	it := make([]byte, positionSize)
-	it[7], it[15], it[23] = 3, 2, 4 // first 3 of stride 2
-	ctx.ListState("position").Update([][]byte{it})
-	if err := (&Source{}).Open(ctx); err == nil {
-		t.Fatal("first >= stride: no error")
+}
+
+// Make makes the records from the events.
+func TestSourceMake(t *testing.T) {
+	cfg := srcConfig(5, 0, 0)
+	s := &Source{Make: func(e Event) sdk.Record { return sdk.Record{Key: []byte(e.Kind.String()), Timestamp: e.DateTime()} }}
+	if err := s.Open(newCtx(cfg, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var out sdktest.SplitOutput
+	if st, err := s.Emit(&out); err != nil || !st.EndOfInput {
+		t.Fatalf("Emit: %+v, %v", st, err)
+	}
+	if len(out.Records) != 5 {
+		t.Fatalf("%d records, want 5", len(out.Records))
+	}
+	for n, r := range out.Records {
+		if e := Generate(s.gen, int64(n)); string(r.Key) != e.Kind.String() || r.Value != nil || r.Timestamp != e.DateTime() {
+			t.Fatalf("record %d: %+v, want Make's of %v", n, r, e)
+		}
 	}
 }

@@ -51,7 +51,7 @@ func BenchmarkKeyedSum(b *testing.B) {
 	for b.Loop() {
 		r := recs[i%len(recs)]
 		i++
-		ctx.heap.SetCurrentKey(r.Key)
+		ctx.Heap.SetCurrentKey(r.Key)
 		if err := k.ProcessRecord(r, out); err != nil {
 			b.Fatal(err)
 		}
@@ -102,8 +102,8 @@ func benchWindow(b *testing.B, cfg sdk.Config, ts func(i int64) int64) {
 
 func benchWindowLag(b *testing.B, cfg sdk.Config, ts func(i int64) int64, lag int64) {
 	ctx := newTestCtx("window", cfg, 0, 1)
-	timers := &testTimers{svc: timer.New(ctx.heap), wm: sdk.MinWatermark}
-	ctx.timers = timers
+	timers := &testTimers{svc: timer.New(ctx.Heap), wm: sdk.MinWatermark}
+	ctx.Timers = timers
 	op := &Window{}
 	if err := op.Open(ctx); err != nil {
 		b.Fatal(err)
@@ -142,7 +142,7 @@ func benchWindowLag(b *testing.B, cfg sdk.Config, ts func(i int64) int64, lag in
 		t := ts(i)
 		newest = max(newest, t)
 		timers.key = k
-		ctx.heap.SetCurrentKey(k)
+		ctx.Heap.SetCurrentKey(k)
 		if err := op.ProcessRecord(sdk.Record{Key: k, Value: values[i%int64(len(values))], Timestamp: t}, out); err != nil {
 			b.Fatal(err)
 		}

@@ -149,7 +149,7 @@ func (e *sinkEnv) openCtx(t *testing.T, c *clock, ctx *testCtx) *envSink {
 	t.Helper()
 	s := e.newSink(c.now)
 	if err := s.Open(ctx); err != nil {
-		t.Fatalf("open file-sink subtask %d: %v", ctx.subtask, err)
+		t.Fatalf("open file-sink subtask %d: %v", ctx.SubtaskIndex(), err)
 	}
 	return &envSink{sinkSubtask: &sinkSubtask{ctx: ctx, sink: s}}
 }

@@ -56,12 +56,12 @@ func TestFileSinkCommitFaults(t *testing.T) {
 			dir, chk := t.TempDir(), t.TempDir()
 			s := newSink(t, dir, 0, 1)
 			s.write(t, "a")
-			s.ctx.checkpoint(t, s.sink, chk, 1)
+			s.ctx.Checkpoint(t, s.sink, chk, 1)
 			if err := s.sink.NotifyCheckpointAborted(1); err != nil {
 				t.Fatal(err)
 			}
 			s.write(t, "b")
-			prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 2)}
+			prev := []*weirv1.SubtaskState{s.ctx.Checkpoint(t, s.sink, chk, 2)}
 			s.write(t, "c") // after checkpoint 2: replayed after the restore
 
 			enableFault(t, tc.point)
@@ -89,7 +89,7 @@ func TestFileSinkCommitFaults(t *testing.T) {
 			}
 			s = restoreSinks(t, dir, 1, attempt, 2, prev)[0]
 			s.write(t, "c")
-			s.ctx.checkpoint(t, s.sink, chk, 3)
+			s.ctx.Checkpoint(t, s.sink, chk, 3)
 			s.complete(t, 3)
 			if err := s.sink.Close(); err != nil {
 				t.Fatal(err)

@@ -274,7 +274,7 @@ func runRollScenario(t *testing.T, env *sinkEnv, roll map[string]any, steps []st
 		case "write":
 			s.write(t, fields...)
 		case "checkpoint":
-			prev[id] = []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, id)}
+			prev[id] = []*weirv1.SubtaskState{s.ctx.Checkpoint(t, s.sink, chk, id)}
 		case "complete":
 			err = s.sink.NotifyCheckpointComplete(id)
 		case "abort":

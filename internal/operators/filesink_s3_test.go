@@ -167,7 +167,7 @@ func (j *sumJob) emit(n int) error {
 				break
 			}
 			key, sum, _ := strings.Cut(j.lines[i], ",")
-			if err := sink.ctx.process(j.t, sink.sink, sdk.Record{Key: []byte(key), Value: []byte(sum)}, nil); err != nil {
+			if err := sink.ctx.Process(j.t, sink.sink, sdk.Record{Key: []byte(key), Value: []byte(sum)}, nil); err != nil {
 				return err
 			}
 			j.pos[s]++
@@ -187,7 +187,7 @@ func (j *sumJob) checkpoint(id int64) {
 	j.t.Helper()
 	var states []*weirv1.SubtaskState
 	for _, s := range j.sinks {
-		states = append(states, s.ctx.checkpoint(j.t, s.sink, j.chk, id))
+		states = append(states, s.ctx.Checkpoint(j.t, s.sink, j.chk, id))
 	}
 	j.saved[id] = savedCheckpoint{states: states, pos: slices.Clone(j.pos)}
 }
@@ -461,7 +461,7 @@ func TestFileSinkS3LargeVersity(t *testing.T) {
 			s := env.open(t, cfg, c, 0, 1)
 			write := func(s *envSink, from, to int) error {
 				for i := from; i < to; i++ {
-					if err := s.ctx.process(t, s.sink, sdk.Record{Key: []byte("k"), Value: []byte(value(i))}, nil); err != nil {
+					if err := s.ctx.Process(t, s.sink, sdk.Record{Key: []byte("k"), Value: []byte(value(i))}, nil); err != nil {
 						return err
 					}
 				}
@@ -471,10 +471,10 @@ func TestFileSinkS3LargeVersity(t *testing.T) {
 			if err := write(s, 0, 6*mib); err != nil {
 				t.Fatal(err)
 			}
-			prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 1)}
+			prev := []*weirv1.SubtaskState{s.ctx.Checkpoint(t, s.sink, chk, 1)}
 			if tc.roll == nil {
 				s.complete(t, 1)
-				prev = []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 2)}
+				prev = []*weirv1.SubtaskState{s.ctx.Checkpoint(t, s.sink, chk, 2)}
 			}
 			fs.failNext("part", tc.failAfter)
 			if err := write(s, 6*mib, 13*mib); !errors.Is(err, errInjected) {
@@ -488,7 +488,7 @@ func TestFileSinkS3LargeVersity(t *testing.T) {
 			if err := write(s, 6*mib, 13*mib); err != nil {
 				t.Fatal(err)
 			}
-			s.ctx.checkpoint(t, s.sink, chk, 3)
+			s.ctx.Checkpoint(t, s.sink, chk, 3)
 			s.complete(t, 3)
 			var names []string
 			for name := range env.committed(t) {
@@ -501,7 +501,7 @@ func TestFileSinkS3LargeVersity(t *testing.T) {
 			if err := s.sink.EndInput(nil); err != nil {
 				t.Fatal(err)
 			}
-			s.ctx.checkpoint(t, s.sink, chk, 4)
+			s.ctx.Checkpoint(t, s.sink, chk, 4)
 			s.complete(t, 4)
 			lines, err := check.ReadCommittedAt(context.Background(), env.loc)
 			if err != nil {
@@ -587,7 +587,7 @@ func TestFileSinkRestoresOldState(t *testing.T) {
 		}
 	}
 	ctx := newTestCtx("sink", sdk.Config{"path": dir}, 0, 1)
-	ctx.heap.ListState("pending", false).Update([][]byte{[]byte("0:1,2")})
+	ctx.Heap.ListState("pending", false).Update([][]byte{[]byte("0:1,2")})
 	if err := (&FileSink{}).Open(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +609,7 @@ func TestFileSinkS3EpochNames(t *testing.T) {
 	step := func(id int64, values ...string) {
 		t.Helper()
 		s.write(t, values...)
-		s.ctx.checkpoint(t, s.sink, chk, id)
+		s.ctx.Checkpoint(t, s.sink, chk, id)
 	}
 	step(3, "a")           // 4 bytes: uploaded at the snapshot of 3
 	step(6, "b", "c", "d") // 12 bytes: the upload starts after checkpoint 3

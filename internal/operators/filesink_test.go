@@ -29,7 +29,7 @@ func openSink(t *testing.T, ctx *testCtx) *sinkSubtask {
 	t.Helper()
 	s := &FileSink{}
 	if err := s.Open(ctx); err != nil {
-		t.Fatalf("open file-sink subtask %d: %v", ctx.subtask, err)
+		t.Fatalf("open file-sink subtask %d: %v", ctx.SubtaskIndex(), err)
 	}
 	return &sinkSubtask{ctx: ctx, sink: s}
 }
@@ -53,8 +53,8 @@ func restoreSinks(t *testing.T, dir string, parallelism, attempt int, id int64, 
 func (s *sinkSubtask) write(t *testing.T, values ...string) {
 	t.Helper()
 	for _, v := range values {
-		if err := s.ctx.process(t, s.sink, sdk.Record{Key: []byte("k"), Value: []byte(v)}, nil); err != nil {
-			t.Fatalf("subtask %d: write %q: %v", s.ctx.subtask, v, err)
+		if err := s.ctx.Process(t, s.sink, sdk.Record{Key: []byte("k"), Value: []byte(v)}, nil); err != nil {
+			t.Fatalf("subtask %d: write %q: %v", s.ctx.SubtaskIndex(), v, err)
 		}
 	}
 }
@@ -62,7 +62,7 @@ func (s *sinkSubtask) write(t *testing.T, values ...string) {
 func (s *sinkSubtask) complete(t *testing.T, id int64) {
 	t.Helper()
 	if err := s.sink.NotifyCheckpointComplete(id); err != nil {
-		t.Fatalf("subtask %d: complete %d: %v", s.ctx.subtask, id, err)
+		t.Fatalf("subtask %d: complete %d: %v", s.ctx.SubtaskIndex(), id, err)
 	}
 }
 
@@ -335,7 +335,7 @@ func TestFileSinkCorruptPendingState(t *testing.T) {
 	for _, item := range []string{"x", "", "0:1,x", "zz:1", "0:-"} {
 		t.Run(strconv.Quote(item), func(t *testing.T) {
 			ctx := newTestCtx("sink", sdk.Config{"path": t.TempDir()}, 0, 1)
-			ctx.heap.ListState("pending", false).Update([][]byte{[]byte(item)})
+			ctx.Heap.ListState("pending", false).Update([][]byte{[]byte(item)})
 			err := (&FileSink{}).Open(ctx)
 			if err == nil || !strings.Contains(err.Error(), "corrupt pending state") {
 				t.Fatalf("Open: %v, want a corrupt pending state error", err)
@@ -405,14 +405,14 @@ func TestFileSinkFailover(t *testing.T) {
 
 			writeAll("e1", nil, false)
 			for _, s := range sinks {
-				s.ctx.checkpoint(t, s.sink, chk, 1)
+				s.ctx.Checkpoint(t, s.sink, chk, 1)
 				s.complete(t, 1)
 			}
 			k := int64(2)
 			if tc.abortBefore {
 				writeAll("e2", nil, false)
 				for _, s := range sinks {
-					s.ctx.checkpoint(t, s.sink, chk, 2)
+					s.ctx.Checkpoint(t, s.sink, chk, 2)
 					if err := s.sink.NotifyCheckpointAborted(2); err != nil {
 						t.Fatal(err)
 					}
@@ -422,7 +422,7 @@ func TestFileSinkFailover(t *testing.T) {
 			writeAll("ek", tc.idle, false)
 			var prev []*weirv1.SubtaskState
 			for _, s := range sinks {
-				prev = append(prev, s.ctx.checkpoint(t, s.sink, chk, k))
+				prev = append(prev, s.ctx.Checkpoint(t, s.sink, chk, k))
 			}
 			if tc.notified {
 				for _, s := range sinks {
@@ -433,7 +433,7 @@ func TestFileSinkFailover(t *testing.T) {
 			// epoch is still in progress when the process dies.
 			writeAll("ek1", nil, true)
 			for _, s := range sinks {
-				s.ctx.checkpoint(t, s.sink, chk, k+1)
+				s.ctx.Checkpoint(t, s.sink, chk, k+1)
 			}
 			writeAll("ek2", nil, true)
 			if tc.closeOnCrash {
@@ -483,7 +483,7 @@ func TestFileSinkFailover(t *testing.T) {
 				}
 			}
 			for _, s := range sinks {
-				s.ctx.checkpoint(t, s.sink, chk, k+2)
+				s.ctx.Checkpoint(t, s.sink, chk, k+2)
 				s.complete(t, k+2)
 				if err := s.sink.Close(); err != nil {
 					t.Fatal(err)
@@ -509,11 +509,11 @@ func TestFileSinkRestoreLeavesOtherSubtasksAlone(t *testing.T) {
 	s0, s1 := newSink(t, dir, 0, p), newSink(t, dir, 1, p)
 	s0.write(t, "a0")
 	s1.write(t, "a1")
-	prev := []*weirv1.SubtaskState{s0.ctx.checkpoint(t, s0.sink, chk, 1), s1.ctx.checkpoint(t, s1.sink, chk, 1)}
+	prev := []*weirv1.SubtaskState{s0.ctx.Checkpoint(t, s0.sink, chk, 1), s1.ctx.Checkpoint(t, s1.sink, chk, 1)}
 	s0.write(t, "b0")
 	s1.write(t, "b1")
-	s0.ctx.checkpoint(t, s0.sink, chk, 2)
-	s1.ctx.checkpoint(t, s1.sink, chk, 2)
+	s0.ctx.Checkpoint(t, s0.sink, chk, 2)
+	s1.ctx.Checkpoint(t, s1.sink, chk, 2)
 	s0.write(t, "c0")
 	s1.write(t, "c1")
 	for _, name := range []string{".part-10-3.pending", ".part-11-inprogress-0-0", ".part-1x", ".other", "README"} {
@@ -535,7 +535,7 @@ func TestFileSinkRestoreLeavesOtherSubtasksAlone(t *testing.T) {
 	}
 	// Subtask 0 carries on undisturbed.
 	s0.complete(t, 2)
-	s0.ctx.checkpoint(t, s0.sink, chk, 3)
+	s0.ctx.Checkpoint(t, s0.sink, chk, 3)
 	s0.complete(t, 3)
 	visible, _ = listDir(t, dir)
 	for name, want := range map[string][]string{"part-0-1": {"k,a0"}, "part-0-2": {"k,b0"}, "part-0-3": {"k,c0"}} {
@@ -558,10 +558,10 @@ func TestFileSinkRestoreRescaled(t *testing.T) {
 				s := newSink(t, dir, i, tc.from)
 				v := fmt.Sprintf("v%d", i)
 				s.write(t, v)
-				prev = append(prev, s.ctx.checkpoint(t, s.sink, chk, 1))
+				prev = append(prev, s.ctx.Checkpoint(t, s.sink, chk, 1))
 				want[FinalName(i, 1)] = []string{"k," + v}
 				s.write(t, "lost")
-				s.ctx.checkpoint(t, s.sink, chk, 2)
+				s.ctx.Checkpoint(t, s.sink, chk, 2)
 				s.write(t, "lost")
 			}
 			restoreSinks(t, dir, tc.to, 1, 1, prev)
@@ -629,7 +629,7 @@ func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 	}
 	s.write(t, "a")
 	chk := t.TempDir()
-	prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 1)}
+	prev := []*weirv1.SubtaskState{s.ctx.Checkpoint(t, s.sink, chk, 1)}
 	if want := [][]string{{".part-0-1.pending"}}; !reflect.DeepEqual(syncs.calls, want) {
 		t.Fatalf("after the pre-commit: syncs saw %q, want %q", syncs.calls, want)
 	}
@@ -650,7 +650,7 @@ func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 	// "b") instead of committing later epochs without it.
 	syncs.err = nil
 	for what, err := range map[string]error{
-		"a record":                  s.ctx.process(t, s.sink, sdk.Record{Key: []byte("k"), Value: []byte("c")}, nil),
+		"a record":                  s.ctx.Process(t, s.sink, sdk.Record{Key: []byte("k"), Value: []byte("c")}, nil),
 		"the next snapshot":         s.sink.SnapshotState(3),
 		"the abort of checkpoint 2": s.sink.NotifyCheckpointAborted(2),
 	} {
@@ -698,7 +698,7 @@ func TestFileSinkRecommitAfterRestore(t *testing.T) {
 	dir, chk := t.TempDir(), t.TempDir()
 	s := newSink(t, dir, 0, 1)
 	s.write(t, "a")
-	prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 1)}
+	prev := []*weirv1.SubtaskState{s.ctx.Checkpoint(t, s.sink, chk, 1)}
 	s.complete(t, 1)
 
 	syncs, logs := &dirSyncs{t: t}, &strings.Builder{}
@@ -723,7 +723,7 @@ func TestFileSinkCommitLostEpoch(t *testing.T) {
 	dir, chk := t.TempDir(), t.TempDir()
 	s := newSink(t, dir, 0, 1)
 	s.write(t, "a")
-	prev := []*weirv1.SubtaskState{s.ctx.checkpoint(t, s.sink, chk, 1)}
+	prev := []*weirv1.SubtaskState{s.ctx.Checkpoint(t, s.sink, chk, 1)}
 	if err := os.Remove(filepath.Join(dir, ".part-0-1.pending")); err != nil {
 		t.Fatal(err)
 	}

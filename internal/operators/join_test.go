@@ -52,12 +52,12 @@ func newJoinSubtask(t *testing.T, operator string, cfg sdk.Config, subtask, para
 		ctx = newTestCtx(operator, cfg, subtask, parallelism)
 	}
 	j := &joinSubtask{t: t, ctx: ctx, op: newJoinOperator(t, operator), out: &collector{}, late: &collector{}}
-	j.timers = &testTimers{svc: timer.New(ctx.heap), wm: sdk.MinWatermark}
+	j.timers = &testTimers{svc: timer.New(ctx.Heap), wm: sdk.MinWatermark}
 	if err := j.timers.svc.Restore(); err != nil {
 		t.Fatalf("restore timers: %v", err)
 	}
-	ctx.timers = j.timers
-	ctx.outputs = map[string]sdk.Collector{sdk.LateOutput: j.late}
+	ctx.Timers = j.timers
+	ctx.Outputs = map[string]sdk.Collector{sdk.LateOutput: j.late}
 	if err := j.op.Open(ctx); err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -66,7 +66,7 @@ func newJoinSubtask(t *testing.T, operator string, cfg sdk.Config, subtask, para
 
 func (j *joinSubtask) record(input int, key string, ts, v int64) {
 	j.t.Helper()
-	j.ctx.heap.SetCurrentKey([]byte(key))
+	j.ctx.Heap.SetCurrentKey([]byte(key))
 	j.timers.key = []byte(key)
 	r := sdk.Record{Key: []byte(key), Value: []byte(strconv.FormatInt(v, 10)), Timestamp: ts}
 	if err := j.op.ProcessInput(input, r, j.out); err != nil {
@@ -111,7 +111,7 @@ func joinStateEntries(t *testing.T, j *joinSubtask) int {
 	t.Helper()
 	n := 0
 	for _, name := range []string{"left", "right"} {
-		if err := j.ctx.heap.ScanMap(name, func(_, _, _ []byte) error { n++; return nil }); err != nil {
+		if err := j.ctx.Heap.ScanMap(name, func(_, _, _ []byte) error { n++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,7 +245,7 @@ func runJoinAgainstBatch(t *testing.T, tc joinCase, seed uint64) {
 			id++
 			var prev []*weirv1.SubtaskState
 			for _, s := range subs {
-				prev = append(prev, s.ctx.checkpoint(t, s.op, root, id))
+				prev = append(prev, s.ctx.Checkpoint(t, s.op, root, id))
 			}
 			wm := subs[0].timers.wm
 			parallelism = 1 + (parallelism+rng.IntN(2))%3 // another of 1, 2, 3
@@ -352,19 +352,19 @@ func TestIntervalJoinLateAndCleanup(t *testing.T) {
 		if err := check.Joins(joinLines(j.out.take()), map[string]int{"k,2|1": 1}); err != nil {
 			t.Fatal(err)
 		}
-		j.ctx.heap.SetCurrentKey([]byte("k"))
+		j.ctx.Heap.SetCurrentKey([]byte("k"))
 		if !j.op.(*IntervalJoin).sides[leftInput].IsEmpty() {
 			t.Fatal("a left record no future right record joins was buffered")
 		}
 	})
 	t.Run("counted without a late output", func(t *testing.T) {
 		j := newJoinSubtask(t, "interval-join", sdk.Config{"lower": "0s", "upper": "0s"}, 0, 1, nil)
-		j.ctx.outputs = nil
+		j.ctx.Outputs = nil
 		j.watermark(20)
 		j.left("k", 20, 1)
 		j.right("k", 1, 1)
-		if j.ctx.lateDropped != 2 {
-			t.Fatalf("late dropped = %d, want 2", j.ctx.lateDropped)
+		if j.ctx.LateDropped != 2 {
+			t.Fatalf("late dropped = %d, want 2", j.ctx.LateDropped)
 		}
 	})
 }
@@ -523,7 +523,7 @@ func TestJoinConfigErrors(t *testing.T) {
 			t.Errorf("%s %v: %v, want an error containing %s", tc.operator, tc.cfg, err, tc.want)
 		}
 		ctx := newTestCtx(tc.operator, tc.cfg, 0, 1)
-		ctx.timers = &testTimers{}
+		ctx.Timers = &testTimers{}
 		err = newJoinOperator(t, tc.operator).Open(ctx)
 		if err == nil || !strings.Contains(err.Error(), tc.operator+": config") {
 			t.Errorf("%s %v: Open = %v, want the config error", tc.operator, tc.cfg, err)

@@ -1,7 +1,6 @@
 package operators
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,17 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/sdktest"
+	"github.com/weirproject/weir/internal/splitsource"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
 
-// fakeClock is a manually advanced clock for the source's rate limiter.
-type fakeClock struct{ t time.Time }
+// The splits, their state and the rate limit are splitsource's, tested
+// there; these tests are of what sequence-source makes of them.
 
-func newFakeClock() *fakeClock                  { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-func (c *fakeClock) now() time.Time             { return c.t }
-func (c *fakeClock) advance(d time.Duration)    { c.t = c.t.Add(d) }
-func (c *fakeClock) since(t0 time.Time) float64 { return c.t.Sub(t0).Seconds() }
+const maxPerEmit = splitsource.MaxPerEmit
 
 type sourceSubtask struct {
 	ctx *testCtx
@@ -32,14 +30,14 @@ func seqConfig(count, keys int64, rate float64) sdk.Config {
 	return sdk.Config{"count": float64(count), "keys": float64(keys), "rate": rate}
 }
 
-func openSource(t *testing.T, ctx *testCtx, clock *fakeClock) *sourceSubtask {
+func openSource(t *testing.T, ctx *testCtx, clock *sdktest.Clock) *sourceSubtask {
 	t.Helper()
 	s := &SequenceSource{}
 	if clock != nil {
-		s.now = clock.now
+		s.reader.Now = clock.Now
 	}
 	if err := s.Open(ctx); err != nil {
-		t.Fatalf("open sequence-source subtask %d: %v", ctx.subtask, err)
+		t.Fatalf("open sequence-source subtask %d: %v", ctx.SubtaskIndex(), err)
 	}
 	return &sourceSubtask{ctx: ctx, src: s}
 }
@@ -49,14 +47,14 @@ func (s *sourceSubtask) emit(t *testing.T) (sdk.SourceStatus, []sdk.Record) {
 	t.Helper()
 	st, err := s.src.Emit(&s.out)
 	if err != nil {
-		t.Fatalf("subtask %d: Emit: %v", s.ctx.subtask, err)
+		t.Fatalf("subtask %d: Emit: %v", s.ctx.SubtaskIndex(), err)
 	}
 	recs := s.out.take()
 	if len(recs) > maxPerEmit {
-		t.Fatalf("subtask %d: one Emit produced %d records, more than %d", s.ctx.subtask, len(recs), maxPerEmit)
+		t.Fatalf("subtask %d: one Emit produced %d records, more than %d", s.ctx.SubtaskIndex(), len(recs), maxPerEmit)
 	}
 	if st.Backoff < 0 || (st.Backoff > 0 && (len(recs) > 0 || st.EndOfInput)) {
-		t.Fatalf("subtask %d: Emit returned %+v with %d records", s.ctx.subtask, st, len(recs))
+		t.Fatalf("subtask %d: Emit returned %+v with %d records", s.ctx.SubtaskIndex(), st, len(recs))
 	}
 	return st, recs
 }
@@ -72,7 +70,7 @@ func (s *sourceSubtask) drain(t *testing.T) []int64 {
 			return out
 		}
 	}
-	t.Fatalf("subtask %d: no end of input", s.ctx.subtask)
+	t.Fatalf("subtask %d: no end of input", s.ctx.SubtaskIndex())
 	return nil
 }
 
@@ -187,216 +185,32 @@ func checkpointSources(t *testing.T, srcs []*sourceSubtask, root string, id int6
 	t.Helper()
 	var prev []*weirv1.SubtaskState
 	for _, s := range srcs {
-		prev = append(prev, s.ctx.checkpoint(t, s.src, root, id))
+		prev = append(prev, s.ctx.Checkpoint(t, s.src, root, id))
 	}
 	return prev
 }
 
-// TestSequenceSourceRestoreAtAnyPoint checkpoints after every possible
-// number of Emit calls (a rate-limited source emits a few records per call,
-// so this covers every few records), keeps running past the checkpoint,
-// "crashes" and restores: what preceded the checkpoint plus what the restored
-// source emits is each subtask's sequence, without loss or duplicates.
-func TestSequenceSourceRestoreAtAnyPoint(t *testing.T) {
-	const (
-		count = 60
-		keys  = 7
-		p     = 3
-		rate  = 1000.0
-	)
-	cfg := seqConfig(count, keys, rate)
-	// The clock advances 0..3 ms before each Emit: 0..3 records per call
-	// (plus backoffs when nothing is due).
-	step := func(clock *fakeClock, call int) { clock.advance(time.Duration(call%4) * time.Millisecond) }
-	for cut := 0; cut <= 40; cut++ {
-		t.Run(fmt.Sprint("cut after ", cut, " calls"), func(t *testing.T) {
-			root := t.TempDir()
-			clock := newFakeClock()
-			srcs := make([]*sourceSubtask, p)
-			before := make([][]int64, p)
-			for s := range srcs {
-				srcs[s] = openSource(t, newTestCtx("source", cfg, s, p), clock)
-			}
-			call := 0
-			run := func(calls int, into [][]int64) {
-				for range calls {
-					step(clock, call)
-					call++
-					for s, src := range srcs {
-						_, recs := src.emit(t)
-						if into != nil {
-							into[s] = append(into[s], values(t, keys, recs)...)
-						}
-					}
-				}
-			}
-			run(cut, before)
-			prev := checkpointSources(t, srcs, root, 1)
-			run(5, nil) // emitted after the barrier, lost with the crash
-
-			clock2 := newFakeClock()
-			for s := range p {
-				r := openSource(t, restoreTestCtx(t, "source", cfg, s, p, 1, 1, prev), clock2)
-				var after []int64
-				for range 10000 {
-					clock2.advance(time.Millisecond)
-					st, recs := r.emit(t)
-					after = append(after, values(t, keys, recs)...)
-					if st.EndOfInput {
-						break
-					}
-				}
-				got := append(slices.Clone(before[s]), after...)
-				if want := sequence(s, p, count); !slices.Equal(got, want) {
-					t.Fatalf("subtask %d: %v before the checkpoint + %v after the restore, want %v", s, before[s], after, want)
-				}
-			}
-		})
-	}
-}
-
-// Several failovers in a row, each from the latest checkpoint, with
-// unlimited rate.
-func TestSequenceSourceRestoreChained(t *testing.T) {
-	const count, keys, p = 3000, 16, 2
-	cfg := seqConfig(count, keys, 0)
-	root := t.TempDir()
-	srcs := []*sourceSubtask{
-		openSource(t, newTestCtx("source", cfg, 0, p), nil),
-		openSource(t, newTestCtx("source", cfg, 1, p), nil),
-	}
-	got := make([][]int64, p)
-	for id := int64(1); ; id++ {
-		ended := true
-		for s, src := range srcs {
-			st, recs := src.emit(t)
-			got[s] = append(got[s], values(t, keys, recs)...)
-			ended = ended && st.EndOfInput
+// The rate is per subtask: each of 2 subtasks at rate 4 emits one record
+// at the start and the next 250ms later.
+func TestSequenceSourceRate(t *testing.T) {
+	clock := sdktest.NewClock()
+	for sub := range 2 {
+		src := openSource(t, newTestCtx("source", seqConfig(0, 4, 4), sub, 2), clock)
+		if _, recs := src.emit(t); len(recs) != 1 {
+			t.Fatalf("subtask %d: %d records at the start, want 1", sub, len(recs))
 		}
-		prev := checkpointSources(t, srcs, root, id)
-		if ended {
-			break
-		}
-		for _, src := range srcs {
-			src.emit(t) // lost
-		}
-		for s := range srcs {
-			srcs[s] = openSource(t, restoreTestCtx(t, "source", cfg, s, p, int(id), id, prev), nil)
+		if st, recs := src.emit(t); len(recs) != 0 || st.Backoff != 250*time.Millisecond {
+			t.Fatalf("subtask %d: %d records, backoff %v; want none and 250ms", sub, len(recs), st.Backoff)
 		}
 	}
-	for s := range p {
-		if want := sequence(s, p, count); !slices.Equal(got[s], want) {
-			t.Fatalf("subtask %d emitted %d records, want %d in sequence", s, len(got[s]), len(want))
-		}
-	}
-}
-
-func TestSequenceSourceRateLimit(t *testing.T) {
-	for _, rate := range []float64{0.5, 3, 4, 10, 1000, 7919.3, 100000} {
-		t.Run(fmt.Sprint("rate=", rate), func(t *testing.T) {
-			clock := newFakeClock()
-			src := openSource(t, newTestCtx("source", seqConfig(0, 4, rate), 0, 1), clock)
-			start := clock.now()
-			// allowed is how many records may have gone out by now: one at
-			// the start and one more every 1/rate.
-			allowed := func() int64 { return int64(clock.since(start)*rate) + 1 }
-			var emitted int64
-			var waited bool // the previous call asked for a backoff we then waited
-			end := start.Add(20 * time.Second)
-			for calls := 0; clock.now().Before(end); calls++ {
-				st, recs := src.emit(t)
-				emitted += int64(len(recs))
-				if emitted > allowed() {
-					t.Fatalf("at %v: emitted %d records, at most %d allowed", clock.now().Sub(start), emitted, allowed())
-				}
-				if len(recs) == 0 {
-					if st.Backoff <= 0 {
-						t.Fatalf("at %v: nothing emitted and no backoff", clock.now().Sub(start))
-					}
-					// Waiting exactly the backoff makes the next record due
-					// (a float rounding may cost one more minimal backoff).
-					if waited && st.Backoff > time.Millisecond {
-						t.Fatalf("at %v: waited the backoff but asked for another %v", clock.now().Sub(start), st.Backoff)
-					}
-					if interval := time.Duration(float64(time.Second)/rate) + time.Microsecond; st.Backoff > max(interval, time.Millisecond) {
-						t.Fatalf("at %v: backoff %v longer than the interval %v between records", clock.now().Sub(start), st.Backoff, interval)
-					}
-					clock.advance(st.Backoff)
-					waited = true
-					continue
-				}
-				waited = false
-				if len(recs) < maxPerEmit && emitted != allowed() {
-					t.Fatalf("at %v: emitted %d records, %d are due", clock.now().Sub(start), emitted, allowed())
-				}
-			}
-			// Driven by its own backoffs the source keeps up with the rate
-			// (the last backoff, at least 1ms, may end right at the end).
-			if lo := int64(rate*(20-max(1/rate, 0.001))) - 1; emitted < lo {
-				t.Fatalf("emitted %d records in 20s at rate %v, want at least %d", emitted, rate, lo)
-			}
-		})
-	}
-}
-
-func TestSequenceSourceRateLimitSchedule(t *testing.T) {
-	clock := newFakeClock()
-	src := openSource(t, newTestCtx("source", seqConfig(0, 4, 4), 0, 1), clock)
-	steps := []struct {
-		advance time.Duration
-		records int
-		backoff time.Duration
-	}{
-		{0, 1, 0},                      // one record right away
-		{0, 0, 250 * time.Millisecond}, // ahead of schedule
-		{100 * time.Millisecond, 0, 150 * time.Millisecond},
-		{149 * time.Millisecond, 0, time.Millisecond},
-		{time.Millisecond, 1, 0}, // t=250ms: the second record
-		{0, 0, 250 * time.Millisecond},
-		{10 * time.Second, 40, 0}, // t=10.25s: 42 due in all, 2 went out
-		{0, 0, 250 * time.Millisecond},
-		{200 * time.Second, maxPerEmit, 0}, // t=210.25s: a backlog of 800 goes out in bounded bursts
-		{0, 800 - maxPerEmit, 0},
-		{0, 0, 250 * time.Millisecond},
-	}
-	for i, s := range steps {
-		clock.advance(s.advance)
-		st, recs := src.emit(t)
-		if len(recs) != s.records || st.Backoff != s.backoff {
-			t.Fatalf("step %d: %d records, backoff %v; want %d, %v", i, len(recs), st.Backoff, s.records, s.backoff)
-		}
-	}
-}
-
-func positionItem(sub, par, next uint64) []byte {
-	it := make([]byte, 24)
-	binary.BigEndian.PutUint64(it, sub)
-	binary.BigEndian.PutUint64(it[8:], par)
-	binary.BigEndian.PutUint64(it[16:], next)
-	return it
 }
 
 func TestSequenceSourceCorruptPosition(t *testing.T) {
-	tests := []struct {
-		name string
-		item []byte
-	}{
-		{"empty", nil},
-		{"short", []byte{1, 2, 3, 4, 5}},
-		{"16 bytes", make([]byte, 16)},
-		{"long", make([]byte, 25)},
-		{"next of another subtask", positionItem(1, 2, 4)},
-		{"negative next", positionItem(1, 2, 1<<63|1)},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := newTestCtx("source", seqConfig(10, 2, 0), 1, 2)
-			ctx.heap.ListState("position", false).Update([][]byte{tc.item})
-			err := (&SequenceSource{}).Open(ctx)
-			if err == nil || !strings.Contains(err.Error(), "corrupt position state") {
-				t.Fatalf("Open: %v, want a corrupt position state error", err)
-			}
-		})
+	ctx := newTestCtx("source", seqConfig(10, 2, 0), 1, 2)
+	ctx.Heap.ListState("position", false).Update([][]byte{{1, 2, 3, 4, 5}})
+	err := (&SequenceSource{}).Open(ctx)
+	if err == nil || !strings.Contains(err.Error(), "sequence-source: corrupt position state") {
+		t.Fatalf("Open: %v, want a corrupt position state error", err)
 	}
 }
 
@@ -435,5 +249,49 @@ func TestSequenceSourceRescales(t *testing.T) {
 				t.Fatalf("%d distinct values, want %d", len(seen), count)
 			}
 		})
+	}
+}
+
+// Each split of the sequence is a split of the watermark, released once
+// read to its end.
+func TestSequenceSourceSplits(t *testing.T) {
+	src := &SequenceSource{}
+	if err := src.Open(newTestCtx("source", seqConfig(10, 2, 0), 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	var out sdktest.SplitOutput
+	if st, err := src.Emit(&out); err != nil || !st.EndOfInput {
+		t.Fatalf("Emit: %+v, %v", st, err)
+	}
+	want := []string{"sequence-1-of-2"}
+	if !slices.Equal(out.Opened, want) || !slices.Equal(out.Released, want) || len(out.Records) != 5 {
+		t.Fatalf("opened %v, released %v, %d records; want %v twice, 5 records", out.Opened, out.Released, len(out.Records), want)
+	}
+	for i, sp := range out.Splits {
+		if sp != want[0] {
+			t.Fatalf("record %d went to %q", i, sp)
+		}
+	}
+}
+
+// Make makes the records, given the number and its event time.
+func TestSequenceSourceMake(t *testing.T) {
+	cfg := seqConfig(6, 2, 0)
+	cfg["event-time"] = map[string]any{"step": "10ms", "jitter": "20ms"}
+	var got []string
+	src := &SequenceSource{Make: func(i, ts int64) sdk.Record {
+		got = append(got, fmt.Sprintf("%d@%d", i, ts))
+		return sdk.Record{}
+	}}
+	if err := src.Open(newTestCtx("source", cfg, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var out collector
+	if st, err := src.Emit(&out); err != nil || !st.EndOfInput || len(out.records) != 6 {
+		t.Fatalf("Emit: %+v, %v, %d records", st, err, len(out.records))
+	}
+	// Timestamps i*10 − (i mod 3)*10.
+	if want := []string{"0@0", "1@0", "2@0", "3@30", "4@30", "5@30"}; !slices.Equal(got, want) {
+		t.Fatalf("Make got %v, want %v", got, want)
 	}
 }

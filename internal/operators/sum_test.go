@@ -44,7 +44,7 @@ func TestKeyedSum(t *testing.T) {
 			s := openSum(t, newTestCtx("sum", nil, 0, 1))
 			var got []string
 			for i, r := range tc.in {
-				if err := s.ctx.process(t, s.op, sdk.Record{Key: []byte(r.key), Value: []byte(r.value), Timestamp: int64(i)}, &s.out); err != nil {
+				if err := s.ctx.Process(t, s.op, sdk.Record{Key: []byte(r.key), Value: []byte(r.value), Timestamp: int64(i)}, &s.out); err != nil {
 					t.Fatal(err)
 				}
 				for _, o := range s.out.take() {
@@ -65,11 +65,11 @@ func TestKeyedSumBadValue(t *testing.T) {
 	for _, v := range []string{"", "1.5", "abc", " 1", "99999999999999999999"} {
 		t.Run(strconv.Quote(v), func(t *testing.T) {
 			s := openSum(t, newTestCtx("sum", nil, 0, 1))
-			if err := s.ctx.process(t, s.op, sdk.Record{Key: []byte("the-key"), Value: []byte("5")}, &s.out); err != nil {
+			if err := s.ctx.Process(t, s.op, sdk.Record{Key: []byte("the-key"), Value: []byte("5")}, &s.out); err != nil {
 				t.Fatal(err)
 			}
 			s.out.take()
-			err := s.ctx.process(t, s.op, sdk.Record{Key: []byte("the-key"), Value: []byte(v)}, &s.out)
+			err := s.ctx.Process(t, s.op, sdk.Record{Key: []byte("the-key"), Value: []byte(v)}, &s.out)
 			if err == nil || !strings.Contains(err.Error(), `key "the-key"`) {
 				t.Fatalf("value %q: %v, want an error naming the key", v, err)
 			}
@@ -77,7 +77,7 @@ func TestKeyedSumBadValue(t *testing.T) {
 				t.Fatalf("emitted %d records for a bad value", n)
 			}
 			// The sum is untouched.
-			if err := s.ctx.process(t, s.op, sdk.Record{Key: []byte("the-key"), Value: []byte("1")}, &s.out); err != nil {
+			if err := s.ctx.Process(t, s.op, sdk.Record{Key: []byte("the-key"), Value: []byte("1")}, &s.out); err != nil {
 				t.Fatal(err)
 			}
 			if out := s.out.take(); len(out) != 1 || string(out[0].Value) != "6" {
@@ -90,9 +90,9 @@ func TestKeyedSumBadValue(t *testing.T) {
 func TestKeyedSumCorruptState(t *testing.T) {
 	ctx := newTestCtx("sum", nil, 0, 1)
 	s := openSum(t, ctx)
-	ctx.heap.SetCurrentKey([]byte("k"))
-	ctx.heap.ValueState("sum").Update([]byte("not a number"))
-	err := ctx.process(t, s.op, sdk.Record{Key: []byte("k"), Value: []byte("1")}, &s.out)
+	ctx.Heap.SetCurrentKey([]byte("k"))
+	ctx.Heap.ValueState("sum").Update([]byte("not a number"))
+	err := ctx.Process(t, s.op, sdk.Record{Key: []byte("k"), Value: []byte("1")}, &s.out)
 	if err == nil || !strings.Contains(err.Error(), `corrupt state of key "k"`) {
 		t.Fatalf("got %v, want a corrupt state error naming the key", err)
 	}
@@ -114,7 +114,7 @@ func TestKeyedSumSnapshotRestore(t *testing.T) {
 					v := int64(k*round + 1)
 					want[string(key)] += v
 					s := subs[keygroup.OperatorIndex(keygroup.Of(key, testMaxParallelism), testMaxParallelism, p)]
-					if err := s.ctx.process(t, s.op, sdk.Record{Key: key, Value: []byte(fmt.Sprint(v))}, &s.out); err != nil {
+					if err := s.ctx.Process(t, s.op, sdk.Record{Key: key, Value: []byte(fmt.Sprint(v))}, &s.out); err != nil {
 						t.Fatal(err)
 					}
 					out := s.out.take()
@@ -131,7 +131,7 @@ func TestKeyedSumSnapshotRestore(t *testing.T) {
 			feed(subs, 2)
 			var prev []*weirv1.SubtaskState
 			for _, s := range subs {
-				prev = append(prev, s.ctx.checkpoint(t, s.op, root, 1))
+				prev = append(prev, s.ctx.Checkpoint(t, s.op, root, 1))
 			}
 			// Records after the checkpoint are lost with the crash.
 			lost := map[string]int64{}

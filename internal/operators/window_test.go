@@ -59,12 +59,12 @@ func newWindowSubtask(t *testing.T, cfg sdk.Config, subtask, parallelism int, ct
 		ctx = newTestCtx("window", cfg, subtask, parallelism)
 	}
 	w := &windowSubtask{t: t, ctx: ctx, op: &Window{}, out: &collector{}, late: &collector{}}
-	w.timers = &testTimers{svc: timer.New(ctx.heap), wm: sdk.MinWatermark}
+	w.timers = &testTimers{svc: timer.New(ctx.Heap), wm: sdk.MinWatermark}
 	if err := w.timers.svc.Restore(); err != nil {
 		t.Fatalf("restore timers: %v", err)
 	}
-	ctx.timers = w.timers
-	ctx.outputs = map[string]sdk.Collector{sdk.LateOutput: w.late}
+	ctx.Timers = w.timers
+	ctx.Outputs = map[string]sdk.Collector{sdk.LateOutput: w.late}
 	if err := w.op.Open(ctx); err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -75,7 +75,7 @@ func (w *windowSubtask) record(key string, ts, v int64) {
 	w.t.Helper()
 	w.timers.key = []byte(key)
 	r := sdk.Record{Key: []byte(key), Value: []byte(strconv.FormatInt(v, 10)), Timestamp: ts}
-	if err := w.ctx.process(w.t, w.op, r, w.out); err != nil {
+	if err := w.ctx.Process(w.t, w.op, r, w.out); err != nil {
 		w.t.Fatalf("process %s@%d: %v", key, ts, err)
 	}
 }
@@ -211,7 +211,7 @@ func runWindowAgainstBatch(t *testing.T, cfg sdk.Config, spec window.Spec, seed 
 			id++
 			var prev []*weirv1.SubtaskState
 			for _, s := range subs {
-				prev = append(prev, s.ctx.checkpoint(t, s.op, root, id))
+				prev = append(prev, s.ctx.Checkpoint(t, s.op, root, id))
 			}
 			wm := subs[0].timers.wm
 			parallelism = 1 + rng.IntN(3)
@@ -259,12 +259,12 @@ func runWindowAgainstBatch(t *testing.T, cfg sdk.Config, spec window.Spec, seed 
 func stateEntries(t *testing.T, s *windowSubtask) int {
 	t.Helper()
 	n := 0
-	if err := s.ctx.heap.ScanMap("panes", func(_, _, _ []byte) error { n++; return nil }); err != nil {
+	if err := s.ctx.Heap.ScanMap("panes", func(_, _, _ []byte) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	sessions := s.ctx.heap.ValueState("sessions")
+	sessions := s.ctx.Heap.ValueState("sessions")
 	for _, k := range []string{"a", "b", "c", "d", "e", "k", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"} {
-		s.ctx.heap.SetCurrentKey([]byte(k))
+		s.ctx.Heap.SetCurrentKey([]byte(k))
 		if _, ok := sessions.Value(); ok {
 			n++
 		}
@@ -290,12 +290,12 @@ func TestWindowLateRecords(t *testing.T) {
 	})
 	t.Run("counted without a late output", func(t *testing.T) {
 		w := newWindowSubtask(t, sdk.Config{"type": "session", "gap": "5ms"}, 0, 1, nil)
-		w.ctx.outputs = nil
+		w.ctx.Outputs = nil
 		w.record("k", 5, 1)
 		w.watermark(20)
 		w.record("k", 1, 1)
-		if w.ctx.lateDropped != 1 {
-			t.Fatalf("late dropped = %d, want 1", w.ctx.lateDropped)
+		if w.ctx.LateDropped != 1 {
+			t.Fatalf("late dropped = %d, want 1", w.ctx.LateDropped)
 		}
 	})
 	t.Run("allowed lateness fires again", func(t *testing.T) {
