@@ -54,6 +54,7 @@ func run(m *testing.M) int {
 		{"build", "-o", filepath.Join(dir, "example-wordcount"), "../examples/wordcount"},
 		{"build", "-o", filepath.Join(dir, "example-inactivity-alert"), "../examples/inactivity-alert"},
 		{"build", "-o", filepath.Join(dir, "example-windowed-totals"), "../examples/windowed-totals"},
+		{"build", "-o", filepath.Join(dir, "example-nexmark"), "../examples/nexmark"},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", b...)

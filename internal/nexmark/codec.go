@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // The binary encoding of an event, the value of a nexmark-source record:
@@ -58,6 +59,30 @@ func AppendEncode(b []byte, e Event) []byte {
 		return appendString(b, d.Extra)
 	}
 	panic(fmt.Sprintf("nexmark: AppendEncode of an event of kind %v without its %v", e.Kind, e.Kind))
+}
+
+// AppendCSV appends e's fields to b as text, comma-separated, in the
+// order of its struct (the kind is not written): a line for a file.
+func AppendCSV(b []byte, e Event) []byte {
+	str := func(b []byte, s string) []byte { return append(append(b, ','), s...) }
+	num := func(b []byte, v int64) []byte { return strconv.AppendInt(append(b, ','), v, 10) }
+	switch {
+	case e.Kind == KindPerson && e.Person != nil:
+		p := e.Person
+		b = strconv.AppendInt(b, p.ID, 10)
+		b = str(str(str(str(str(b, p.Name), p.EmailAddress), p.CreditCard), p.City), p.State)
+		return str(num(b, p.DateTime), p.Extra)
+	case e.Kind == KindAuction && e.Auction != nil:
+		a := e.Auction
+		b = str(str(strconv.AppendInt(b, a.ID, 10), a.ItemName), a.Description)
+		b = num(num(num(num(num(num(b, a.InitialBid), a.Reserve), a.DateTime), a.Expires), a.Seller), a.Category)
+		return str(b, a.Extra)
+	case e.Kind == KindBid && e.Bid != nil:
+		d := e.Bid
+		b = num(num(strconv.AppendInt(b, d.Auction, 10), d.Bidder), d.Price)
+		return str(num(str(str(b, d.Channel), d.URL), d.DateTime), d.Extra)
+	}
+	panic(fmt.Sprintf("nexmark: AppendCSV of an event of kind %v without its %v", e.Kind, e.Kind))
 }
 
 // Encode returns the encoding of e.

@@ -192,6 +192,7 @@ func TestSourceConfig(t *testing.T) {
 		{"events": float64(-1)}, {"rate": float64(-1)}, {"splits": float64(0)},
 		{"first-event-rate": float64(0)}, {"base-time": "yesterday"}, {"base-time": float64(3)},
 		{"hot-auction-ratio": float64(0)}, {"hot-bidder-ratio": 1.5}, {"key": "auction"},
+		{"format": "json"}, {"kinds": []any{}}, {"kinds": "bid"}, {"kinds": []any{"bid", "sale"}},
 	} {
 		if err := (&Source{}).Open(newCtx(cfg, 0, 1)); err == nil {
 			t.Errorf("config %v: no error", cfg)
@@ -335,4 +336,53 @@ func TestSourceMake(t *testing.T) {
 			t.Fatalf("record %d: %+v, want Make's of %v", n, r, e)
 		}
 	}
+}
+
+// kinds selects the events emitted; format: csv writes them as text. The
+// skipped events' numbers are still read, so positions stay the stream's.
+func TestSourceKindsAndCSV(t *testing.T) {
+	cfg := srcConfig(200, 0, 2)
+	cfg["kinds"] = []any{"person", "bid"}
+	cfg["format"] = "csv"
+	var recs []sdk.Record
+	for i := range 2 {
+		sub := open(t, newCtx(cfg, i, 2), nil)
+		for {
+			st, err := sub.src.Emit(&sub.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.EndOfInput {
+				break
+			}
+		}
+		recs = append(recs, sub.out.Records...)
+	}
+	want := map[string]bool{}
+	for n := range int64(200) {
+		if e := Generate(sub0Gen(t, cfg), n); e.Kind != KindAuction {
+			want[e.Kind.String()+","+string(AppendCSV(nil, e))] = true
+		}
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("%d records, want %d (persons and bids of 200 events)", len(recs), len(want))
+	}
+	for _, r := range recs {
+		if line := string(r.Key) + "," + string(r.Value); !want[line] {
+			t.Fatalf("record %q is not a person's or bid's CSV line", line)
+		}
+	}
+	bid := Event{Kind: KindBid, Bid: &Bid{Auction: 1000, Bidder: 1001, Price: 250, Channel: "Google", URL: "u", DateTime: 7, Extra: "x"}}
+	if got := string(AppendCSV(nil, bid)); got != "1000,1001,250,Google,u,7,x" {
+		t.Fatalf("bid as CSV: %q", got)
+	}
+}
+
+func sub0Gen(t *testing.T, cfg sdk.Config) Config {
+	t.Helper()
+	c, err := ParseConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

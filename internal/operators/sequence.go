@@ -63,7 +63,7 @@ func (s *SequenceSource) Open(ctx sdk.Context) error {
 }
 
 func (s *SequenceSource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
-	return s.reader.Emit(out, s.record), nil
+	return s.reader.Emit(out, func(i int64, split sdk.Collector) { split.Collect(s.record(i)) }), nil
 }
 
 // record makes record i.

@@ -110,12 +110,13 @@ func (r *Reader) Share(streamRate float64) float64 {
 	return streamRate * float64(len(r.splits)) / float64(r.splits[0].stride)
 }
 
-// Emit reads up to MaxPerEmit records that are due at the rate, making
-// record i with record(i) and collecting it into its split's output: a
-// split of out when out is an sdk.SourceOutput, which Emit releases once
-// the split is read to its end. The splits take turns record by record,
+// Emit reads up to MaxPerEmit record numbers that are due at the rate,
+// calling emit(i, split) for each, which collects record i (or nothing:
+// a source may skip numbers) into split, its split's output: a split of
+// out when out is an sdk.SourceOutput, which Emit releases once the split
+// is read to its end. The splits take turns record by record,
 // the turn carrying over from one call to the next.
-func (r *Reader) Emit(out sdk.Collector, record func(i int64) sdk.Record) sdk.SourceStatus {
+func (r *Reader) Emit(out sdk.Collector, emit func(i int64, split sdk.Collector)) sdk.SourceStatus {
 	n := int64(MaxPerEmit)
 	if r.rate > 0 {
 		clock := r.Now
@@ -144,7 +145,7 @@ func (r *Reader) Emit(out sdk.Collector, record func(i int64) sdk.Record) sdk.So
 		if sp == nil {
 			return sdk.SourceStatus{EndOfInput: true}
 		}
-		r.outs[r.cur].Collect(record(sp.next))
+		emit(sp.next, r.outs[r.cur])
 		sp.next += sp.stride
 		r.emitted++
 		if sp.done(r.count) {

@@ -22,7 +22,7 @@ func (s *source) SnapshotState(int64) error {
 	return nil
 }
 
-func number(i int64) sdk.Record { return sdk.Record{Timestamp: i} }
+func number(i int64, out sdk.Collector) { out.Collect(sdk.Record{Timestamp: i}) }
 
 // subtask is one subtask of a source and what it emitted.
 type subtask struct {
