@@ -138,7 +138,9 @@ func Decode(b []byte) (Event, error) {
 	if len(b) == 0 {
 		return Event{}, fmt.Errorf("%w: empty", ErrCorrupt)
 	}
-	d := decoder{b: b[1:]}
+	// One string holds all of the event's strings: a single allocation
+	// where one per field would be eight.
+	d := decoder{s: string(b[1:])}
 	var e Event
 	switch Kind(b[0]) {
 	case KindPerson:
@@ -181,16 +183,16 @@ func Decode(b []byte) (Event, error) {
 	if d.err != nil {
 		return Event{}, d.err
 	}
-	if len(d.b) != 0 {
-		return Event{}, fmt.Errorf("%w: %d bytes after the %v", ErrCorrupt, len(d.b), e.Kind)
+	if len(d.s) != 0 {
+		return Event{}, fmt.Errorf("%w: %d bytes after the %v", ErrCorrupt, len(d.s), e.Kind)
 	}
 	return e, nil
 }
 
-// decoder reads fields until the first error, after which every read
-// returns the zero value.
+// decoder reads fields from s until the first error, after which every
+// read returns the zero value. The strings it returns are slices of s.
 type decoder struct {
-	b   []byte
+	s   string
 	err error
 }
 
@@ -198,12 +200,17 @@ func (d *decoder) int() int64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	u, n := uvarint(d.s)
 	if n <= 0 {
 		d.err = fmt.Errorf("%w: bad varint", ErrCorrupt)
 		return 0
 	}
-	d.b = d.b[n:]
+	d.s = d.s[n:]
+	// Zig-zag, as encoding/binary.AppendVarint writes it.
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
+	}
 	return v
 }
 
@@ -211,12 +218,34 @@ func (d *decoder) string() string {
 	if d.err != nil {
 		return ""
 	}
-	l, n := binary.Uvarint(d.b)
-	if n <= 0 || l > uint64(len(d.b)-n) {
+	l, n := uvarint(d.s)
+	if n <= 0 || l > uint64(len(d.s)-n) {
 		d.err = fmt.Errorf("%w: bad string length", ErrCorrupt)
 		return ""
 	}
-	s := string(d.b[n : n+int(l)])
-	d.b = d.b[n+int(l):]
-	return s
+	v := d.s[n : n+int(l)]
+	d.s = d.s[n+int(l):]
+	return v
+}
+
+// uvarint is encoding/binary.Uvarint for a string: the value and the
+// bytes read, 0 if s is too short, negative on overflow of 64 bits.
+func uvarint(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s); i++ {
+		if i == binary.MaxVarintLen64 {
+			return 0, -(i + 1)
+		}
+		c := s[i]
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, -(i + 1)
+			}
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
 }

@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -77,6 +78,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{3, 0x80})
 	f.Add([]byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The decoder's varints are encoding/binary's.
+		u, n := uvarint(string(b))
+		if wu, wn := binary.Uvarint(b); u != wu || n != wn {
+			t.Fatalf("uvarint(%x) = %d, %d; encoding/binary says %d, %d", b, u, n, wu, wn)
+		}
 		e, err := Decode(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
