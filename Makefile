@@ -55,7 +55,7 @@ BENCH       ?=
 BENCH_FLAGS ?=
 comma       := ,
 bench: build
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager ./bench/cmd/bench-goapi ./cmd/kafka-dev
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager ./bench/cmd/bench-goapi ./cmd/kafka-dev ./examples/nexmark
 	$(if $(filter S3 s3 s3-checkpoints,$(subst $(comma), ,$(BENCH))),cd deploy/s3 && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/versitygw github.com/versity/versitygw/cmd/versitygw)
 	$(BIN)/weir-bench -bin $(BIN) -out bench/results/$(if $(BENCH),$(subst $(comma),-,$(BENCH)),latest).json $(if $(BENCH),-only $(BENCH)) $(BENCH_FLAGS)
 

@@ -235,16 +235,26 @@ type flatMapOp[T, U any] struct {
 	in   Codec[T]
 	f    func(T, func(U))
 	emit emitter[U]
+	// collect is f's emit, made once rather than a closure per record:
+	// it emits into out at ts, the current record's.
+	collect func(U)
+	out     sdk.Collector
+	ts      int64
 }
 
-func (m *flatMapOp[T, U]) Open(ctx sdk.Context) error { return m.open(ctx) }
-func (m *flatMapOp[T, U]) Close() error               { return nil }
+func (m *flatMapOp[T, U]) Open(ctx sdk.Context) error {
+	m.collect = func(u U) { m.out.Collect(m.emit.record(u, m.ts)) }
+	return m.open(ctx)
+}
+
+func (m *flatMapOp[T, U]) Close() error { return nil }
 func (m *flatMapOp[T, U]) ProcessRecord(r sdk.Record, out sdk.Collector) error {
 	v, err := m.in.Decode(r.Value)
 	if err != nil {
 		return fmt.Errorf("weir: vertex %q: decode %s: %w", m.vertex, typeName[T](), err)
 	}
-	m.f(v, func(u U) { out.Collect(m.emit.record(u, r.Timestamp)) })
+	m.out, m.ts = out, r.Timestamp
+	m.f(v, m.collect)
 	return nil
 }
 

@@ -67,14 +67,15 @@ func run() error {
 	only := flag.String("only", "", "comma-separated benchmark IDs or names to run (the floors always run): "+names())
 	quick := flag.Bool("quick", false, "fewer repetitions and shorter windows (a smoke run; numbers are noisier)")
 	profile := flag.Bool("profile", false, "serve pprof from the TaskManagers and save CPU profiles of extra (unmeasured) windows")
-	bin := flag.String("bin", "bin", "directory holding jobmanager, bench-taskmanager and bench-goapi")
+	bin := flag.String("bin", "bin", "directory holding jobmanager, bench-taskmanager, bench-goapi and nexmark")
 	out := flag.String("out", "bench/results/latest.json", "JSON report path ('' for none)")
 	work := flag.String("work", "", "work directory for logs, checkpoints and state (default: a new one under $TMPDIR, removed after a clean run)")
 	keep := flag.Bool("keep", false, "keep the work directory")
-	timeout := flag.Duration("timeout", 30*time.Minute, "give up (and stop every process) after this long")
+	timeout := flag.Duration("timeout", 30*time.Minute, "give up (and stop every process) after this long (when -only selects N1 and -timeout is not given: 90m, for its 16 jobs of 10 M events)")
 	quietWait := flag.Duration("quiet-wait", 60*time.Second, "before benchmarks, wait for other processes to calm down, up to this long in the whole run (0: never wait)")
 	quietCores := flag.Float64("quiet-cores", 0.3, "CPU cores other processes may use for the host to count as quiet")
 	stateBytes := flag.Int64("state-bytes", 0, "keyed state S1, S3 and R1 load, in bytes (default 1 GiB; with -quick 64 MiB for S1, 128 MiB for S3 and R1)")
+	nexmarkEvents := flag.Int64("nexmark-events", 0, "events each of N1's Nexmark jobs generates (default 10,000,000; with -quick 1,000,000)")
 	flag.Parse()
 
 	self, err := os.Executable()
@@ -120,16 +121,23 @@ func run() error {
 		results = *work
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 	var sel []string
 	for _, s := range strings.Split(*only, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			sel = append(sel, s)
 		}
 	}
+	timeoutSet := false
+	flag.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	for _, s := range sel {
+		if !timeoutSet && (strings.EqualFold(s, "N1") || strings.EqualFold(s, "nexmark")) {
+			*timeout = 90 * time.Minute
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	r := &suite.Report{
 		SchemaVersion: suite.SchemaVersion,
 		StartedAt:     time.Now().UTC(),
@@ -138,7 +146,7 @@ func run() error {
 		Options:       suite.Options{Only: sel, Quick: *quick, Profile: *profile, WorkDir: *work},
 	}
 	e := &suite.Env{Ctx: ctx, Bin: bins, Self: self, Work: *work, Results: results, Quick: *quick, Profile: *profile,
-		QuietWait: *quietWait, QuietCores: *quietCores, StateBytes: *stateBytes}
+		QuietWait: *quietWait, QuietCores: *quietCores, StateBytes: *stateBytes, NexmarkEvents: *nexmarkEvents}
 	func() {
 		defer harness.KillAll()
 		defer e.Close()

@@ -41,6 +41,7 @@ var All = []Spec{
 	{"S1", "state", "Pebble state backend in-process (backend + local storage, no RPC): checkpoint sync/async duration and bytes written, incremental vs full, 1 GiB keyed state, 1% of keys changing per interval (on demand: BENCH=S1)", runS1},
 	{"S3", "s3-checkpoints", "checkpoints of 1 GiB of Pebble state (full and incremental) to S3 (versitygw on loopback) vs the local disk, against minio-go PutObject to the same server; TaskManager peak RSS (on demand: BENCH=S3)", runS3},
 	{"R1", "local-recovery", "restore after a task failure of 1 GiB of Pebble state checkpointed to S3 (versitygw on loopback), TaskManagers without --local-recovery (download from S3) vs with it (local copy), same TaskManagers; TaskManager peak RSS (on demand: BENCH=R1)", runR1},
+	{"N1", "nexmark", "Nexmark q0 q1 q2 q3 q4 q5 q7 q8 (Go API, examples/nexmark) on heap and incremental Pebble state: N events as fast as they go, p=2, checkpoints every 10 s, 1 TaskManager × 2 slots; events/s, cores, events/s/core, Cores × Time (on demand: BENCH=N1)", runN1},
 }
 
 // Env is what benchmarks share.
@@ -54,6 +55,9 @@ type Env struct {
 	Profile bool
 	// StateBytes sizes S1's, S3's and R1's keyed state; 0 for their default.
 	StateBytes int64
+	// NexmarkEvents is how many events each of N1's jobs generates; 0
+	// for its default.
+	NexmarkEvents int64
 	// QuietWait bounds how long, in the whole run, to wait before
 	// benchmarks for the rest of the host to use less than QuietCores of
 	// CPU.

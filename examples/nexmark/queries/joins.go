@@ -47,13 +47,25 @@ func (s seller) suggest(auction int64) Suggestion {
 // auction (another split may be behind); it waits until its auction comes
 // or until the watermark passes its time, after which no auction it could
 // be valid for can come (an auction starting after the bid).
+//
+// A closed auction stays as a tombstone for closedFor of event time: hot
+// auctions keep getting bids after they expire, and without it each would
+// wait as an early bid.
 type winningBids struct {
 	auction *weir.ValueState[openAuction]
 	best    *weir.ValueState[int64]
 	early   *weir.ListState[earlyBid]
 }
 
-type openAuction struct{ Start, Expires, Category int64 }
+// closedFor is how long a closed auction's tombstone stays. Only speed
+// depends on it: a bid for an auction closed longer ago waits as an early
+// bid until the watermark passes it.
+const closedFor = 10_000
+
+type openAuction struct {
+	Start, Expires, Category int64
+	Closed                   bool
+}
 
 type earlyBid struct{ Price, DateTime int64 }
 
@@ -86,8 +98,10 @@ func (f *winningBids) ProcessElement(ctx *weir.Context[int64, Winner], e weir.Ne
 	}
 	b := e.Bid
 	if open, ok := f.auction.Value(ctx); ok {
-		if cur, ok := f.best.Value(ctx); open.valid(b.DateTime) && (!ok || b.Price > cur) {
-			f.best.Update(ctx, b.Price)
+		if !open.Closed && open.valid(b.DateTime) {
+			if cur, ok := f.best.Value(ctx); !ok || b.Price > cur {
+				f.best.Update(ctx, b.Price)
+			}
 		}
 		return nil
 	}
@@ -98,14 +112,20 @@ func (f *winningBids) ProcessElement(ctx *weir.Context[int64, Winner], e weir.Ne
 
 func (f *winningBids) OnTimer(ctx *weir.Context[int64, Winner], t weir.Timer) error {
 	if open, ok := f.auction.Value(ctx); ok {
-		if t.Timestamp < open.Expires {
-			return nil // an early bid's timer, from before the auction came
+		switch {
+		case open.Closed && t.Timestamp >= open.Expires+closedFor:
+			f.auction.Clear(ctx)
+		case open.Closed || t.Timestamp < open.Expires:
+			// An early bid's timer, from before the auction came.
+		default:
+			if best, ok := f.best.Value(ctx); ok {
+				ctx.EmitAt(Winner{Auction: ctx.Key(), Category: open.Category, Price: best}, open.Expires)
+			}
+			f.best.Clear(ctx)
+			open.Closed = true
+			f.auction.Update(ctx, open)
+			ctx.RegisterEventTimeTimer(open.Expires + closedFor)
 		}
-		if best, ok := f.best.Value(ctx); ok {
-			ctx.EmitAt(Winner{Auction: ctx.Key(), Category: open.Category, Price: best}, open.Expires)
-		}
-		f.auction.Clear(ctx)
-		f.best.Clear(ctx)
 		return nil
 	}
 	// No auction came by the watermark: early bids at or before it never
