@@ -65,14 +65,8 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	switch *state {
-	case "heap":
-	case "pebble":
-		o.Pebble = true
-	case "pebble-incremental":
-		o.Pebble, o.Incremental = true, true
-	default:
-		fmt.Fprintf(os.Stderr, "nexmark: -state: want heap, pebble or pebble-incremental, got %q\n", *state)
+	if err := o.SetState(*state); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	if rest := fs.Args(); len(rest) > 0 && rest[0] == "taskmanager" {

@@ -63,16 +63,7 @@ var (
 // discarding sink, state on backend.
 func n1Options(backend string, events int64) (queries.Options, error) {
 	o := queries.Options{Events: events, Rate: 0, Parallelism: n1Parallelism, Checkpoint: n1Checkpoint}
-	switch backend {
-	case "heap":
-	case "pebble":
-		o.Pebble = true
-	case "pebble-incremental":
-		o.Pebble, o.Incremental = true, true
-	default:
-		return o, fmt.Errorf("N1: unknown state backend %q", backend)
-	}
-	return o, nil
+	return o, o.SetState(backend)
 }
 
 // n1TaskManager writes, into dir, the executable the query's TaskManager

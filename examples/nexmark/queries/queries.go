@@ -67,6 +67,22 @@ type Options struct {
 	Pebble, Incremental bool
 }
 
+// SetState sets the keyed state backend by name: heap, pebble, or
+// pebble-incremental (Pebble with incremental checkpoints).
+func (o *Options) SetState(backend string) error {
+	switch backend {
+	case "heap":
+		o.Pebble, o.Incremental = false, false
+	case "pebble":
+		o.Pebble, o.Incremental = true, false
+	case "pebble-incremental":
+		o.Pebble, o.Incremental = true, true
+	default:
+		return fmt.Errorf("nexmark: state backend: want heap, pebble or pebble-incremental, got %q", backend)
+	}
+	return nil
+}
+
 // Windows of the queries, as in the Nexmark suite.
 const (
 	q4Size, q4Slide = 10 * time.Second, 5 * time.Second
