@@ -64,22 +64,31 @@ func (s *Stream[T]) codec() Codec[T] {
 // allocation per chunk, not per record. Bytes handed out are never written
 // again (downstream may hold a record a while); a chunk is freed with its
 // last record.
-type arena struct{ buf []byte }
+type arena struct {
+	buf []byte
+	// big is the largest record taken so far: a new record gets at least
+	// that much room, since one outgrowing the chunk would make its
+	// encoder copy the whole chunk into a larger one.
+	big int
+}
 
 const arenaChunk = 16 << 10
 
-// room makes sure the chunk has room for a small record; a larger one
-// makes its encoder grow (copy) the chunk, which is as good as a chunk of
-// its own.
+// room makes sure the chunk has room for a record as large as the largest
+// so far (up to a chunk: a larger one starts a fresh chunk, which its
+// encoder grows, copying only itself).
 func (a *arena) room() int {
-	if cap(a.buf)-len(a.buf) < 256 {
+	if cap(a.buf)-len(a.buf) < min(max(256, a.big), arenaChunk) {
 		a.buf = make([]byte, 0, arenaChunk)
 	}
 	return len(a.buf)
 }
 
 // take is what was appended since start, as a slice of its own.
-func (a *arena) take(start int) []byte { return a.buf[start:len(a.buf):len(a.buf)] }
+func (a *arena) take(start int) []byte {
+	a.big = max(a.big, len(a.buf)-start)
+	return a.buf[start:len(a.buf):len(a.buf)]
+}
 
 // emitter is an operator's output: encodes and collects records.
 type emitter[T any] struct {
