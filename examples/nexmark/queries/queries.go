@@ -33,7 +33,6 @@ package queries
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -301,21 +300,23 @@ type HotItem struct{ Start, End, Auction, Bids int64 }
 
 func (h HotItem) Line() string { return fmt.Sprintf("%d,%d,%d,%d", h.Start, h.End, h.Auction, h.Bids) }
 
-// hottest is the auctions with the most bids in a window: the count and
-// the auctions that have it.
-type hottest struct {
-	Bids     int64
-	Auctions []int64
+// top is the items of the highest score in a window, ties kept: q5's
+// auctions with the most bids, q7's bids of the highest price. The
+// accumulators the window operator hands over are decoded afresh for
+// every call, so merge may append to them.
+type top[T any] struct {
+	Score int64
+	Items []T
 }
 
-func (h hottest) merge(o hottest) hottest {
+func (t top[T]) merge(o top[T]) top[T] {
 	switch {
-	case o.Bids > h.Bids:
-		return hottest{o.Bids, slices.Clone(o.Auctions)}
-	case o.Bids == h.Bids:
-		return hottest{h.Bids, append(slices.Clone(h.Auctions), o.Auctions...)}
+	case o.Score > t.Score:
+		return o
+	case o.Score == t.Score:
+		t.Items = append(t.Items, o.Items...)
 	}
-	return h
+	return t
 }
 
 func buildQ5(s *weir.Stream[weir.NexmarkEvent], o Options) {
@@ -336,36 +337,20 @@ func buildQ5(s *weir.Stream[weir.NexmarkEvent], o Options) {
 	// start.
 	byWindow := weir.KeyBy(counts, func(w weir.Windowed[int64, int64]) int64 { return w.Start })
 	max := weir.Aggregate(weir.Window(byWindow, weir.Tumbling(q5Slide)), "q5-max",
-		weir.AggregateFuncs[weir.Windowed[int64, int64], hottest, hottest]{
-			CreateFn: func() hottest { return hottest{} },
-			AddFn: func(h hottest, w weir.Windowed[int64, int64]) hottest {
-				return h.merge(hottest{w.Value, []int64{w.Key}})
+		weir.AggregateFuncs[weir.Windowed[int64, int64], top[int64], top[int64]]{
+			CreateFn: func() top[int64] { return top[int64]{} },
+			AddFn: func(t top[int64], w weir.Windowed[int64, int64]) top[int64] {
+				return t.merge(top[int64]{w.Value, []int64{w.Key}})
 			},
-			MergeFn:  hottest.merge,
-			ResultFn: func(h hottest) hottest { return h },
+			MergeFn:  top[int64].merge,
+			ResultFn: func(t top[int64]) top[int64] { return t },
 		}, par(o))
-	rows := weir.FlatMap(max, "q5-rows", func(w weir.Windowed[int64, hottest], emit func(HotItem)) {
-		for _, a := range w.Value.Auctions {
-			emit(HotItem{Start: w.Key, End: w.Key + q5Size.Milliseconds(), Auction: a, Bids: w.Value.Bids})
+	rows := weir.FlatMap(max, "q5-rows", func(w weir.Windowed[int64, top[int64]], emit func(HotItem)) {
+		for _, a := range w.Value.Items {
+			emit(HotItem{Start: w.Key, End: w.Key + q5Size.Milliseconds(), Auction: a, Bids: w.Value.Score})
 		}
 	}, par(o))
 	sink("q5", o, rows, HotItem.Line)
-}
-
-// highest is the bids of the highest price in a window.
-type highest struct {
-	Price int64
-	Bids  []weir.NexmarkBid
-}
-
-func (h highest) merge(o highest) highest {
-	switch {
-	case o.Price > h.Price:
-		return highest{o.Price, slices.Clone(o.Bids)}
-	case o.Price == h.Price:
-		return highest{h.Price, append(slices.Clone(h.Bids), o.Bids...)}
-	}
-	return h
 }
 
 func buildQ7(s *weir.Stream[weir.NexmarkEvent], o Options) {
@@ -377,8 +362,9 @@ func buildQ7(s *weir.Stream[weir.NexmarkEvent], o Options) {
 	// Two stages, as a combiner would: the highest per auction and window
 	// spreads the work over the subtasks, then one key per window takes
 	// the highest of those.
+	type highest = top[weir.NexmarkBid]
 	agg := weir.AggregateFuncs[weir.NexmarkBid, highest, highest]{
-		CreateFn: func() highest { return highest{Price: -1} },
+		CreateFn: func() highest { return highest{Score: -1} },
 		AddFn:    func(h highest, b weir.NexmarkBid) highest { return h.merge(highest{b.Price, []weir.NexmarkBid{b}}) },
 		MergeFn:  highest.merge,
 		ResultFn: func(h highest) highest { return h },
@@ -387,13 +373,13 @@ func buildQ7(s *weir.Stream[weir.NexmarkEvent], o Options) {
 	byWindow := weir.KeyBy(perAuction, func(w weir.Windowed[int64, highest]) int64 { return w.Start })
 	perWindow := weir.Aggregate(weir.Window(byWindow, weir.Tumbling(q7Size)), "q7-window",
 		weir.AggregateFuncs[weir.Windowed[int64, highest], highest, highest]{
-			CreateFn: func() highest { return highest{Price: -1} },
+			CreateFn: func() highest { return highest{Score: -1} },
 			AddFn:    func(h highest, w weir.Windowed[int64, highest]) highest { return h.merge(w.Value) },
 			MergeFn:  highest.merge,
 			ResultFn: func(h highest) highest { return h },
 		}, par(o))
 	rows := weir.FlatMap(perWindow, "q7-rows", func(w weir.Windowed[int64, highest], emit func(weir.NexmarkBid)) {
-		for _, b := range w.Value.Bids {
+		for _, b := range w.Value.Items {
 			emit(b)
 		}
 	}, par(o))
