@@ -164,6 +164,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 		set(n, "name", strNode(v.Name))
 		set(n, "operator", strNode(v.Operator))
 		set(n, "parallelism", intNode(int64(v.Parallelism)))
+		if v.SlotSharingGroup != "" {
+			set(n, "slot-sharing-group", strNode(v.SlotSharingGroup))
+		}
 		if len(v.Inputs) > 0 {
 			// Flow style keeps each edge on one line, as people write them.
 			inputs := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}

@@ -65,6 +65,7 @@ type vertexDoc struct {
 	Name        yaml.Node  `yaml:"name"`
 	Operator    yaml.Node  `yaml:"operator"`
 	Parallelism yaml.Node  `yaml:"parallelism"`
+	SlotSharing yaml.Node  `yaml:"slot-sharing-group"`
 	Config      yaml.Node  `yaml:"config"`
 	Inputs      []inputDoc `yaml:"inputs"`
 	// Watermarks is a source's watermark strategy.
@@ -456,6 +457,8 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 			Operator:    c.str(&vd.Operator, p+".operator"),
 			Parallelism: c.int32(&vd.Parallelism, p+".parallelism", 1),
 			Config:      c.config(&vd.Config, p+".config"),
+			// Empty is the default group, as in Flink.
+			SlotSharingGroup: c.str(&vd.SlotSharing, p+".slot-sharing-group"),
 		}
 		if w := vd.Watermarks; w != nil {
 			wp := p + ".watermarks"

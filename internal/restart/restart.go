@@ -17,20 +17,36 @@ type Strategy interface {
 	Failure(now time.Time) (delay time.Duration, ok bool)
 	// Describe says what the strategy allows, for failure messages.
 	Describe() string
+	// Budget is what the strategy has used up, for a new leader to carry
+	// on with (New's second argument) rather than start over.
+	Budget() Budget
 }
 
-// New returns the strategy the job spec asks for.
-func New(spec *weirv1.RestartStrategy) Strategy {
+// Budget is the part of a strategy that changes with failures. It is
+// stored with the job, so that a JobManager failover does not grant a
+// failing job a fresh set of attempts.
+type Budget struct {
+	Used        int           `json:"used,omitempty"`
+	Current     time.Duration `json:"current_ns,omitempty"`
+	LastFailure time.Time     `json:"last_failure,omitzero"`
+}
+
+// New returns the strategy the job spec asks for, with budget already
+// used (the zero Budget for a new job).
+func New(spec *weirv1.RestartStrategy, used Budget) Strategy {
 	switch spec.GetKind() {
 	case weirv1.RestartStrategy_KIND_FIXED_DELAY:
-		return &fixedDelay{attempts: int(spec.GetAttempts()), delay: spec.GetDelay().AsDuration()}
+		return &fixedDelay{attempts: int(spec.GetAttempts()), delay: spec.GetDelay().AsDuration(), used: used.Used}
 	case weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY:
 		return &exponentialDelay{
-			attempts:   int(spec.GetAttempts()),
-			initial:    spec.GetInitialBackoff().AsDuration(),
-			max:        spec.GetMaxBackoff().AsDuration(),
-			multiplier: spec.GetMultiplier(),
-			reset:      spec.GetResetBackoffThreshold().AsDuration(),
+			attempts:    int(spec.GetAttempts()),
+			initial:     spec.GetInitialBackoff().AsDuration(),
+			max:         spec.GetMaxBackoff().AsDuration(),
+			multiplier:  spec.GetMultiplier(),
+			reset:       spec.GetResetBackoffThreshold().AsDuration(),
+			used:        used.Used,
+			current:     used.Current,
+			lastFailure: used.LastFailure,
 		}
 	default:
 		return none{}
@@ -41,6 +57,7 @@ type none struct{}
 
 func (none) Failure(time.Time) (time.Duration, bool) { return 0, false }
 func (none) Describe() string                        { return "restart strategy none" }
+func (none) Budget() Budget                          { return Budget{} }
 
 // fixedDelay allows attempts restarts in the job's life, each after delay.
 type fixedDelay struct {
@@ -56,6 +73,8 @@ func (f *fixedDelay) Failure(time.Time) (time.Duration, bool) {
 	f.used++
 	return f.delay, true
 }
+
+func (f *fixedDelay) Budget() Budget { return Budget{Used: f.used} }
 
 func (f *fixedDelay) Describe() string {
 	return fmt.Sprintf("fixed-delay restart strategy (%d attempts, %d used)", f.attempts, f.used)
@@ -92,6 +111,10 @@ func (e *exponentialDelay) Failure(now time.Time) (time.Duration, bool) {
 		e.current = min(time.Duration(float64(e.current)*e.multiplier), e.max)
 	}
 	return e.current, true
+}
+
+func (e *exponentialDelay) Budget() Budget {
+	return Budget{Used: e.used, Current: e.current, LastFailure: e.lastFailure}
 }
 
 func (e *exponentialDelay) Describe() string {

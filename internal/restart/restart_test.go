@@ -1,6 +1,8 @@
 package restart
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,14 +59,30 @@ func TestStrategies(t *testing.T) {
 		},
 	}
 	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			s := New(c.spec)
-			for i, st := range c.steps {
-				delay, ok := s.Failure(t0.Add(st.at))
-				if delay != st.delay || ok != st.ok {
-					t.Fatalf("failure %d at +%v: got (%v, %t), want (%v, %t); %s", i, st.at, delay, ok, st.delay, st.ok, s.Describe())
+		// Failover: after every failure a new leader rebuilds the strategy
+		// from the stored budget (through JSON, as etcd holds it); the
+		// decisions must be those of one strategy living throughout.
+		for _, failover := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/failover=%t", name, failover), func(t *testing.T) {
+				s := New(c.spec, Budget{})
+				for i, st := range c.steps {
+					delay, ok := s.Failure(t0.Add(st.at))
+					if delay != st.delay || ok != st.ok {
+						t.Fatalf("failure %d at +%v: got (%v, %t), want (%v, %t); %s", i, st.at, delay, ok, st.delay, st.ok, s.Describe())
+					}
+					if failover {
+						b, err := json.Marshal(s.Budget())
+						if err != nil {
+							t.Fatal(err)
+						}
+						var stored Budget
+						if err := json.Unmarshal(b, &stored); err != nil {
+							t.Fatal(err)
+						}
+						s = New(c.spec, stored)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -382,9 +382,15 @@ type JobVertex struct {
 	Inputs []*JobEdge       `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// watermarks is a source's event-time watermark strategy; unset: the
 	// source emits no watermarks.
-	Watermarks    *WatermarkStrategy `protobuf:"bytes,6,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Watermarks *WatermarkStrategy `protobuf:"bytes,6,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
+	// slot_sharing_group names the group whose subtasks share slots: slot i
+	// of a group holds subtask i of each of its vertices. Empty is the
+	// group "default", so a job needs as many slots as its largest
+	// parallelism; vertices in different groups never share a slot, so a
+	// lost TaskManager takes down only the groups it ran.
+	SlotSharingGroup string `protobuf:"bytes,7,opt,name=slot_sharing_group,json=slotSharingGroup,proto3" json:"slot_sharing_group,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobVertex) Reset() {
@@ -457,6 +463,13 @@ func (x *JobVertex) GetWatermarks() *WatermarkStrategy {
 		return x.Watermarks
 	}
 	return nil
+}
+
+func (x *JobVertex) GetSlotSharingGroup() string {
+	if x != nil {
+		return x.SlotSharingGroup
+	}
+	return ""
 }
 
 // WatermarkStrategy is bounded out-of-orderness with idleness, generated
@@ -861,7 +874,7 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x12C\n" +
 	"\x10restart_strategy\x18\x05 \x01(\v2\x18.weir.v1.RestartStrategyR\x0frestartStrategy\x121\n" +
 	"\x05state\x18\x06 \x01(\v2\x1b.weir.v1.StateBackendConfigR\x05state\x12!\n" +
-	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\"\xf4\x01\n" +
+	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\"\xa2\x02\n" +
 	"\tJobVertex\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
@@ -870,7 +883,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x06inputs\x18\x05 \x03(\v2\x10.weir.v1.JobEdgeR\x06inputs\x12:\n" +
 	"\n" +
 	"watermarks\x18\x06 \x01(\v2\x1a.weir.v1.WatermarkStrategyR\n" +
-	"watermarks\"\xd4\x01\n" +
+	"watermarks\x12,\n" +
+	"\x12slot_sharing_group\x18\a \x01(\tR\x10slotSharingGroup\"\xd4\x01\n" +
 	"\x11WatermarkStrategy\x12J\n" +
 	"\x14max_out_of_orderness\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11maxOutOfOrderness\x12<\n" +
 	"\fidle_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x125\n" +

@@ -1,0 +1,713 @@
+// Package scheduler is a job's lifecycle on the JobManager as a state
+// machine, in the shape of the checkpoint coordinator: the driver feeds it
+// events (slots offered, a subtask's state changed, a TaskManager lost, a
+// restart timer due, cancel, loss of leadership) and carries out the
+// effects it decides (deploy, cancel subtasks, start and stop checkpoints,
+// arm a timer, persist the restart budget, end the job). It does no I/O and
+// reads time only from its Clock, so every interleaving can be scripted.
+//
+// Failover follows Flink's region strategy: a failed subtask restarts only
+// its pipelined region (the subtasks connected to it by data exchange)
+// from the latest completed checkpoint; the other regions keep running and
+// keep their attempts. A failure that concerns every region, or one that is
+// not a subtask's (a checkpoint failure past the tolerable count), restarts
+// the whole job, which then is RESTARTING rather than RUNNING.
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/restart"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// Clock is the scheduler's only source of time.
+type Clock interface{ Now() time.Time }
+
+// Config is what a job's scheduler is built from.
+type Config struct {
+	JobID string
+	// Session is unique to this leadership term's run of the job; attempt
+	// IDs carry it so that a TaskManager tells two terms' attempts apart.
+	Session  string
+	Graph    *weirv1.JobGraph
+	Strategy restart.Strategy
+	// Restarts is the count a previous leader reached.
+	Restarts int32
+}
+
+// Exec is one attempt of one subtask.
+type Exec struct {
+	Attempt *weirv1.ExecutionAttemptID
+	Vertex  *weirv1.JobVertex
+	Source  bool
+	Region  int
+	Slot    SlotKey
+	// TaskManager runs it; empty until it is placed.
+	TaskManager string
+	State       weirv1.ExecutionState
+	Failure     string
+	EndOfInput  bool
+	// Start is when it was deployed, End when it reached a terminal state.
+	Start, End time.Time
+}
+
+// Terminal reports whether the attempt stopped for good.
+func (e *Exec) Terminal() bool { return terminalExec(e.State) }
+
+func terminalExec(s weirv1.ExecutionState) bool {
+	switch s {
+	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, weirv1.ExecutionState_EXECUTION_STATE_FAILED:
+		return true
+	}
+	return false
+}
+
+// Name is the subtask's name as users see it: "vertex (2/4)".
+func (e *Exec) Name() string {
+	return fmt.Sprintf("%s (%d/%d)", e.Vertex.GetName(), e.Attempt.GetSubtaskIndex()+1, e.Vertex.GetParallelism())
+}
+
+// Exception is a failure in the job's history, as Flink's exception
+// history keeps it.
+type Exception struct {
+	Time        time.Time
+	Task        string // empty for a failure of the job as a whole
+	TaskManager string
+	Cause       string
+	// Regions the failure restarted; nil when it was not restarted.
+	Regions []int
+	Full    bool
+}
+
+// maxExceptions bounds the exception history.
+const maxExceptions = 32
+
+type phase int
+
+const (
+	// stopping: the regions' subtasks are being cancelled.
+	stopping phase = iota
+	// delaying: every one stopped; the restart strategy's delay runs.
+	delaying
+	// restoring: the driver finds the checkpoint to restart from.
+	restoring
+	// scheduling: the regions wait for slots to be redeployed.
+	scheduling
+)
+
+func (p phase) String() string {
+	return [...]string{"stopping", "delaying", "restoring", "scheduling"}[p]
+}
+
+// pendingRestart is a failover in progress: a set of regions that go
+// through stopping, delaying, restoring and scheduling together.
+type pendingRestart struct {
+	id      int64
+	regions map[int]bool
+	full    bool
+	phase   phase
+	delay   time.Duration
+	due     time.Time
+}
+
+// Job is one job's lifecycle state machine.
+type Job struct {
+	cfg   Config
+	clock Clock
+
+	state    weirv1.JobState
+	cause    string
+	restarts int32
+	start    time.Time
+	end      time.Time
+	regions  int
+
+	execs []*Exec
+	// restarts in progress by ID, and the restart each busy region is in.
+	pending     map[int64]*pendingRestart
+	busy        map[int]int64
+	nextRestart int64
+	// generation changes on every failure, so a final checkpoint the
+	// driver is still retrying for an earlier generation stops.
+	generation   int64
+	checkpoints bool // the coordinator runs
+	// finalFor is the generation a final checkpoint was asked for in.
+	finalFor   int64
+	exceptions []Exception
+	effects    []Effect
+}
+
+// New returns a job in CREATED, waiting for slots for every subtask; its
+// first deployment is restart 0, which needs no delay or restore step (the
+// driver already knows where the job starts from).
+func New(cfg Config, clock Clock) (*Job, error) {
+	order, err := jobgraph.TopologicalOrder(cfg.Graph)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Strategy == nil {
+		cfg.Strategy = restart.New(nil, restart.Budget{})
+	}
+	regions := pipelinedRegions(order)
+	j := &Job{
+		cfg: cfg, clock: clock, state: weirv1.JobState_JOB_STATE_CREATED, restarts: cfg.Restarts,
+		pending: map[int64]*pendingRestart{}, busy: map[int]int64{}, finalFor: -1,
+	}
+	for _, v := range order {
+		for i := range v.GetParallelism() {
+			r := regions[subtask{v.GetName(), i}]
+			j.regions = max(j.regions, r+1)
+			j.execs = append(j.execs, &Exec{
+				Attempt: &weirv1.ExecutionAttemptID{JobId: cfg.JobID, Vertex: v.GetName(), SubtaskIndex: i, Session: cfg.Session},
+				Vertex:  v, Source: len(v.GetInputs()) == 0, Region: r, Slot: slotKey(v, i),
+				State: weirv1.ExecutionState_EXECUTION_STATE_CREATED,
+			})
+		}
+	}
+	first := &pendingRestart{id: 0, regions: j.allRegions(), full: true, phase: scheduling}
+	j.pending[0] = first
+	for r := range first.regions {
+		j.busy[r] = 0
+	}
+	j.nextRestart = 1
+	return j, nil
+}
+
+// Ready returns and clears the effects decided since the last call.
+func (j *Job) Ready() []Effect {
+	out := j.effects
+	j.effects = nil
+	return out
+}
+
+func (j *Job) emit(e Effect) { j.effects = append(j.effects, e) }
+
+// State is the job's state.
+func (j *Job) State() weirv1.JobState { return j.state }
+
+func (j *Job) allRegions() map[int]bool {
+	all := make(map[int]bool, j.regions)
+	for r := range j.regions {
+		all[r] = true
+	}
+	return all
+}
+
+func (j *Job) transition(to weirv1.JobState) bool {
+	if !CanTransition(j.state, to) {
+		return false
+	}
+	from := j.state
+	j.state = to
+	if Terminal(to) {
+		j.end = j.clock.Now()
+	}
+	j.emit(StateChanged{From: from, To: to})
+	return true
+}
+
+// find is the current attempt a names; nil for an earlier attempt or
+// another job's.
+func (j *Job) find(a *weirv1.ExecutionAttemptID) *Exec {
+	for _, e := range j.execs {
+		if e.Attempt.GetVertex() == a.GetVertex() && e.Attempt.GetSubtaskIndex() == a.GetSubtaskIndex() &&
+			e.Attempt.GetAttempt() == a.GetAttempt() && e.Attempt.GetSession() == a.GetSession() &&
+			e.Attempt.GetJobId() == a.GetJobId() {
+			return e
+		}
+	}
+	return nil
+}
+
+// NextSlotRequest says how many new slots the oldest restart waiting for
+// slots needs, and whether one waits at all. Slots its subtasks share
+// with subtasks that still run are held already and need none.
+func (j *Job) NextSlotRequest() (n int, waiting bool) {
+	r := j.scheduling()
+	if r == nil {
+		return 0, false
+	}
+	keys, _ := j.placement(r)
+	for _, tm := range keys {
+		if tm == "" {
+			n++
+		}
+	}
+	return n, true
+}
+
+func (j *Job) scheduling() *pendingRestart {
+	var oldest *pendingRestart
+	for _, r := range j.pending {
+		if r.phase == scheduling && (oldest == nil || r.id < oldest.id) {
+			oldest = r
+		}
+	}
+	return oldest
+}
+
+// placement maps each slot restart r's subtasks need to the TaskManager
+// already holding it for a running subtask, or "" when it needs a new one;
+// order lists the slots in a stable order.
+func (j *Job) placement(r *pendingRestart) (map[SlotKey]string, []SlotKey) {
+	keys := map[SlotKey]string{}
+	var order []SlotKey
+	for _, e := range j.execs {
+		if r.regions[e.Region] {
+			if _, ok := keys[e.Slot]; !ok {
+				keys[e.Slot] = ""
+				order = append(order, e.Slot)
+			}
+		}
+	}
+	for _, e := range j.execs {
+		if !r.regions[e.Region] && !e.Terminal() && e.TaskManager != "" {
+			if tm, ok := keys[e.Slot]; ok && tm == "" {
+				keys[e.Slot] = e.TaskManager
+			}
+		}
+	}
+	sort.Slice(order, func(a, b int) bool {
+		if order[a].Group != order[b].Group {
+			return order[a].Group < order[b].Group
+		}
+		return order[a].Index < order[b].Index
+	})
+	return keys, order
+}
+
+// SlotsOffered deploys the oldest restart waiting for slots onto
+// taskManagers, one entry per new slot NextSlotRequest asked for.
+func (j *Job) SlotsOffered(taskManagers []string) error {
+	r := j.scheduling()
+	if r == nil {
+		return fmt.Errorf("scheduler: job %s waits for no slots", j.cfg.JobID)
+	}
+	keys, order := j.placement(r)
+	next := 0
+	for _, k := range order {
+		if keys[k] != "" {
+			continue
+		}
+		if next >= len(taskManagers) {
+			return fmt.Errorf("scheduler: job %s needs more than the %d slots offered", j.cfg.JobID, len(taskManagers))
+		}
+		keys[k] = taskManagers[next]
+		next++
+	}
+	if next != len(taskManagers) {
+		return fmt.Errorf("scheduler: job %s was offered %d slots but needs %d", j.cfg.JobID, len(taskManagers), next)
+	}
+	now := j.clock.Now()
+	var deploy []Exec
+	for i, e := range j.execs {
+		if !r.regions[e.Region] {
+			continue
+		}
+		attempt := e.Attempt.GetAttempt()
+		if e.State != weirv1.ExecutionState_EXECUTION_STATE_CREATED {
+			attempt++
+		}
+		a := &weirv1.ExecutionAttemptID{JobId: j.cfg.JobID, Vertex: e.Vertex.GetName(), SubtaskIndex: e.Attempt.GetSubtaskIndex(), Attempt: attempt, Session: j.cfg.Session}
+		ne := &Exec{
+			Attempt: a, Vertex: e.Vertex, Source: e.Source, Region: e.Region, Slot: e.Slot,
+			TaskManager: keys[e.Slot], State: weirv1.ExecutionState_EXECUTION_STATE_SCHEDULED, Start: now,
+		}
+		j.execs[i] = ne
+		deploy = append(deploy, *ne)
+	}
+	delete(j.pending, r.id)
+	for reg := range r.regions {
+		delete(j.busy, reg)
+	}
+	if r.full {
+		j.transition(weirv1.JobState_JOB_STATE_RUNNING)
+	}
+	if j.start.IsZero() {
+		j.start = now
+	}
+	j.emit(Deploy{Restart: r.id, Execs: deploy})
+	return nil
+}
+
+// TaskStateChanged applies a state change a TaskManager reported (or the
+// driver concluded: a deployment that failed, a cancel that could not
+// reach the TaskManager). It reports whether a is a current attempt.
+func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string) bool {
+	e := j.find(a)
+	if e == nil {
+		return false
+	}
+	if e.Terminal() {
+		return true // a late report for an attempt already over
+	}
+	e.State = st
+	if cause != "" {
+		e.Failure = cause
+	}
+	if e.Terminal() {
+		e.End = j.clock.Now()
+	}
+	switch st {
+	case weirv1.ExecutionState_EXECUTION_STATE_RUNNING:
+		j.maybeStartCheckpoints()
+	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED:
+		j.emit(TaskFinished{Attempt: e.Attempt})
+		if j.state == weirv1.JobState_JOB_STATE_RUNNING && len(j.pending) == 0 && j.all(weirv1.ExecutionState_EXECUTION_STATE_FINISHED) {
+			j.finish(weirv1.JobState_JOB_STATE_FINISHED)
+			return true
+		}
+	case weirv1.ExecutionState_EXECUTION_STATE_FAILED:
+		if _, restarting := j.busy[e.Region]; !restarting {
+			j.failure(map[int]bool{e.Region: true}, fmt.Sprintf("subtask %s failed: %s", e.Name(), cause), e.Name(), e.TaskManager, false)
+		}
+	}
+	j.settle()
+	return true
+}
+
+func (j *Job) all(st weirv1.ExecutionState) bool {
+	for _, e := range j.execs {
+		if e.State != st {
+			return false
+		}
+	}
+	return true
+}
+
+// maybeStartCheckpoints starts the coordinator once every subtask of a
+// running job runs and no region is being restarted.
+func (j *Job) maybeStartCheckpoints() {
+	if j.checkpoints || j.state != weirv1.JobState_JOB_STATE_RUNNING || len(j.pending) > 0 ||
+		!j.all(weirv1.ExecutionState_EXECUTION_STATE_RUNNING) {
+		return
+	}
+	j.checkpoints = true
+	tasks := make([]Exec, 0, len(j.execs))
+	for _, e := range j.execs {
+		tasks = append(tasks, *e)
+	}
+	j.emit(StartCheckpoints{Tasks: tasks})
+}
+
+func (j *Job) stopCheckpoints(reason weirv1.CheckpointFailureReason) {
+	j.checkpoints = false
+	j.emit(StopCheckpoints{Reason: reason})
+}
+
+// TaskManagerLost fails every subtask that ran on taskManager, as one
+// failure: the regions they belong to restart together and use one
+// restart of the strategy's budget.
+func (j *Job) TaskManagerLost(taskManager, cause string) {
+	regions := map[int]bool{}
+	var first *Exec
+	for _, e := range j.execs {
+		if e.TaskManager != taskManager || e.Terminal() {
+			continue
+		}
+		e.State, e.Failure, e.End = weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause, j.clock.Now()
+		if _, restarting := j.busy[e.Region]; !restarting {
+			regions[e.Region] = true
+			if first == nil {
+				first = e
+			}
+		}
+	}
+	if first != nil {
+		j.failure(regions, fmt.Sprintf("subtask %s failed: %s", first.Name(), cause), first.Name(), taskManager, false)
+	}
+	j.settle()
+}
+
+// Fail is a failure of the job as a whole (a checkpoint failure beyond the
+// tolerable count, a deployment that cannot be built): every region
+// restarts.
+func (j *Job) Fail(cause string) {
+	j.failure(j.allRegions(), cause, "", "", true)
+	j.settle()
+}
+
+// failure decides on a failure of regions: restart them (all of them,
+// when they are every region or the failure is global) or fail the job.
+// Only a RUNNING job restarts; a CREATED one fails for good (it never
+// ran, so its failure is one of scheduling), and a job already restarting
+// whole, failing or cancelling is stopping every subtask anyway.
+func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool) {
+	if j.state != weirv1.JobState_JOB_STATE_RUNNING && j.state != weirv1.JobState_JOB_STATE_CREATED {
+		return
+	}
+	now := j.clock.Now()
+	ex := Exception{Time: now, Task: task, TaskManager: tm, Cause: cause}
+	j.generation++
+	delay, ok := j.cfg.Strategy.Failure(now)
+	if !ok || j.state == weirv1.JobState_JOB_STATE_CREATED {
+		j.cause = cause
+		if !ok {
+			j.cause = fmt.Sprintf("%s (not restarted: %s)", cause, j.cfg.Strategy.Describe())
+		}
+		j.recordException(ex)
+		j.failJob()
+		return
+	}
+	j.cause = cause
+	j.restarts++
+	full := global || len(regions) == j.regions
+	r := &pendingRestart{id: j.nextRestart, regions: regions, full: full, delay: delay}
+	j.nextRestart++
+	if full {
+		// A whole-job restart takes over the regions' restarts in progress.
+		r.regions = j.allRegions()
+		clear(j.pending)
+		clear(j.busy)
+		j.transition(weirv1.JobState_JOB_STATE_RESTARTING)
+	}
+	j.pending[r.id] = r
+	for reg := range r.regions {
+		j.busy[reg] = r.id
+	}
+	ex.Regions, ex.Full = sortedRegions(r.regions), full
+	j.recordException(ex)
+	j.stopCheckpoints(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER_REGION)
+	j.emit(RestartStarted{Restart: r.id, Regions: ex.Regions, Full: full, Cause: cause, Delay: delay})
+	j.emit(PersistStatus{Restarts: j.restarts, Budget: j.cfg.Strategy.Budget()})
+	j.cancel(func(e *Exec) bool { return r.regions[e.Region] })
+}
+
+func sortedRegions(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for r := range m {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (j *Job) recordException(ex Exception) {
+	j.exceptions = append(j.exceptions, ex)
+	if len(j.exceptions) > maxExceptions {
+		j.exceptions = j.exceptions[len(j.exceptions)-maxExceptions:]
+	}
+}
+
+// failJob fails the job for good: FAILING until every subtask stopped.
+func (j *Job) failJob() {
+	if !j.transition(weirv1.JobState_JOB_STATE_FAILING) {
+		return
+	}
+	clear(j.pending)
+	clear(j.busy)
+	j.stopCheckpoints(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER_REGION)
+	j.cancel(func(*Exec) bool { return true })
+}
+
+// cancel asks for every live subtask that match selects to be cancelled.
+func (j *Job) cancel(match func(*Exec) bool) {
+	var live []Exec
+	for _, e := range j.execs {
+		if !e.Terminal() && e.State != weirv1.ExecutionState_EXECUTION_STATE_CREATED && match(e) {
+			live = append(live, *e)
+		}
+	}
+	if len(live) > 0 {
+		j.emit(CancelTasks{Execs: live})
+	}
+}
+
+// settle moves on what waited for subtasks to stop: restarts whose
+// regions stopped start their delay, and a failing or cancelling job whose
+// subtasks all stopped ends.
+func (j *Job) settle() {
+	for _, id := range j.pendingIDs() {
+		r := j.pending[id]
+		if r.phase != stopping || !j.stopped(func(e *Exec) bool { return r.regions[e.Region] }) {
+			continue
+		}
+		r.phase, r.due = delaying, j.clock.Now().Add(r.delay)
+		j.emit(ArmTimer{Restart: r.id, At: r.due})
+	}
+	switch j.state {
+	case weirv1.JobState_JOB_STATE_FAILING:
+		if j.stopped(func(*Exec) bool { return true }) {
+			j.finish(weirv1.JobState_JOB_STATE_FAILED)
+		}
+	case weirv1.JobState_JOB_STATE_CANCELLING:
+		if j.stopped(func(*Exec) bool { return true }) {
+			j.finish(weirv1.JobState_JOB_STATE_CANCELED)
+		}
+	}
+}
+
+func (j *Job) pendingIDs() []int64 {
+	ids := make([]int64, 0, len(j.pending))
+	for id := range j.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// stopped reports whether no subtask that match selects runs: each is
+// terminal or was never deployed.
+func (j *Job) stopped(match func(*Exec) bool) bool {
+	for _, e := range j.execs {
+		if match(e) && !e.Terminal() && e.State != weirv1.ExecutionState_EXECUTION_STATE_CREATED {
+			return false
+		}
+	}
+	return true
+}
+
+// RestartDue is the restart timer of restart id firing: the driver is to
+// find the checkpoint the regions restart from.
+func (j *Job) RestartDue(id int64) {
+	r, ok := j.pending[id]
+	if !ok || r.phase != delaying || j.clock.Now().Before(r.due) {
+		return // superseded, cancelled, or early
+	}
+	r.phase = restoring
+	j.emit(PrepareRestore{Restart: id, Full: r.full})
+}
+
+// RestoreReady is the driver's answer to PrepareRestore: the restart goes
+// on to wait for slots, or, when no checkpoint could be read, the job
+// fails for good.
+func (j *Job) RestoreReady(id int64, err error) {
+	r, ok := j.pending[id]
+	if !ok || r.phase != restoring {
+		return
+	}
+	if err != nil {
+		j.cause = fmt.Sprintf("restart: %v", err)
+		j.recordException(Exception{Time: j.clock.Now(), Cause: j.cause})
+		j.failJob()
+		j.settle()
+		return
+	}
+	r.phase = scheduling
+	j.emit(AwaitSlots{Restart: id})
+}
+
+// EndOfInput records that a subtask received all its input. Once every
+// subtask has, the job takes its final checkpoint now rather than at the
+// next period: the sinks commit their last epoch and every subtask
+// finishes after it. It reports whether a is a current, running attempt.
+func (j *Job) EndOfInput(a *weirv1.ExecutionAttemptID) bool {
+	e := j.find(a)
+	if e == nil || e.Terminal() {
+		return false
+	}
+	e.EndOfInput = true
+	if j.finalFor == j.generation {
+		return true
+	}
+	if j.state != weirv1.JobState_JOB_STATE_RUNNING || len(j.pending) > 0 {
+		return true
+	}
+	for _, x := range j.execs {
+		if !x.EndOfInput {
+			return true
+		}
+	}
+	j.finalFor = j.generation
+	j.emit(FinalCheckpoint{Generation: j.generation})
+	return true
+}
+
+// Generation changes with every failure; a final checkpoint asked for in
+// an earlier generation is moot.
+func (j *Job) Generation() int64 { return j.generation }
+
+// Cancel cancels the job on a user's request.
+func (j *Job) Cancel() error {
+	if j.state == weirv1.JobState_JOB_STATE_CREATED && j.stopped(func(*Exec) bool { return true }) {
+		clear(j.pending)
+		clear(j.busy)
+		j.finish(weirv1.JobState_JOB_STATE_CANCELED)
+		return nil
+	}
+	if !CanTransition(j.state, weirv1.JobState_JOB_STATE_CANCELLING) {
+		return fmt.Errorf("scheduler: job %s cannot go from %s to %s", j.cfg.JobID, StateName(j.state), StateName(weirv1.JobState_JOB_STATE_CANCELLING))
+	}
+	j.transition(weirv1.JobState_JOB_STATE_CANCELLING)
+	clear(j.pending)
+	clear(j.busy)
+	j.stopCheckpoints(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING)
+	j.cancel(func(*Exec) bool { return true })
+	j.settle()
+	return nil
+}
+
+// Suspend ends this JobManager's part in the job when it lost leadership:
+// nothing is sent to TaskManagers any more (they cancel the subtasks
+// themselves when they follow the new leader, which recovers the job).
+func (j *Job) Suspend() {
+	clear(j.pending)
+	clear(j.busy)
+	j.finish(weirv1.JobState_JOB_STATE_SUSPENDED)
+}
+
+func (j *Job) finish(st weirv1.JobState) {
+	if !j.transition(st) {
+		return
+	}
+	j.checkpoints = false
+	j.emit(Terminated{State: st})
+}
+
+// View is a copy of the job's state for the API.
+type View struct {
+	State      weirv1.JobState
+	Cause      string
+	Restarts   int32
+	Start, End time.Time
+	Execs      []Exec
+	Regions    int
+	// Restarting lists the regions being restarted.
+	Restarting []int
+	Exceptions []Exception
+	Generation int64
+}
+
+// View copies the job's state.
+func (j *Job) View() View {
+	v := View{
+		State: j.state, Cause: j.cause, Restarts: j.restarts, Start: j.start, End: j.end, Regions: j.regions,
+		Generation: j.generation, Exceptions: slices.Clone(j.exceptions),
+	}
+	for _, e := range j.execs {
+		v.Execs = append(v.Execs, *e)
+	}
+	for r := range j.busy {
+		v.Restarting = append(v.Restarting, r)
+	}
+	slices.Sort(v.Restarting)
+	return v
+}
+
+// SlotsHeld counts the slots the job's live subtasks hold per
+// TaskManager.
+func (v View) SlotsHeld() map[string]int {
+	held := map[string]int{}
+	if Terminal(v.State) {
+		return held
+	}
+	seen := map[string]map[SlotKey]bool{}
+	for _, e := range v.Execs {
+		if e.Terminal() || e.TaskManager == "" {
+			continue
+		}
+		if seen[e.TaskManager] == nil {
+			seen[e.TaskManager] = map[SlotKey]bool{}
+		}
+		if !seen[e.TaskManager][e.Slot] {
+			seen[e.TaskManager][e.Slot] = true
+			held[e.TaskManager]++
+		}
+	}
+	return held
+}
