@@ -41,14 +41,18 @@ var now = time.Now
 // scripts: they follow Flink's REST API so existing tooling carries over.
 
 type jobView struct {
-	ID           string       `json:"id"`
-	Name         string       `json:"name"`
-	State        string       `json:"state"`
-	StartTime    int64        `json:"start_time"`
-	EndTime      int64        `json:"end_time"`
-	FailureCause string       `json:"failure_cause"`
-	Restarts     int32        `json:"restarts"`
-	Vertices     []vertexView `json:"vertices"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	StartTime    int64  `json:"start_time"`
+	EndTime      int64  `json:"end_time"`
+	FailureCause string `json:"failure_cause"`
+	Restarts     int32  `json:"restarts"`
+	// Regions counts the job's pipelined regions; RestartingRegions are
+	// being restarted now.
+	Regions           int32        `json:"regions"`
+	RestartingRegions []int32      `json:"restarting_regions"`
+	Vertices          []vertexView `json:"vertices"`
 }
 
 type vertexView struct {
@@ -64,18 +68,21 @@ type subtaskView struct {
 	State         string `json:"state"`
 	TaskManagerID string `json:"taskmanager_id"`
 	FailureCause  string `json:"failure_cause,omitempty"`
+	Region        int32  `json:"region"`
 }
 
 func newJobView(j *weirv1.JobInfo) jobView {
 	v := jobView{
-		ID:           j.GetId(),
-		Name:         j.GetName(),
-		State:        jobState(j.GetState()),
-		StartTime:    j.GetStartTimeMs(),
-		EndTime:      j.GetEndTimeMs(),
-		FailureCause: j.GetFailureCause(),
-		Restarts:     j.GetRestarts(),
-		Vertices:     []vertexView{},
+		ID:                j.GetId(),
+		Name:              j.GetName(),
+		State:             jobState(j.GetState()),
+		StartTime:         j.GetStartTimeMs(),
+		EndTime:           j.GetEndTimeMs(),
+		FailureCause:      j.GetFailureCause(),
+		Restarts:          j.GetRestarts(),
+		Regions:           j.GetRegions(),
+		Vertices:          []vertexView{},
+		RestartingRegions: append([]int32{}, j.GetRestartingRegions()...),
 	}
 	for _, vx := range j.GetVertices() {
 		vv := vertexView{Name: vx.GetName(), Operator: vx.GetOperator(), Parallelism: vx.GetParallelism(), Subtasks: []subtaskView{}}
@@ -86,6 +93,7 @@ func newJobView(j *weirv1.JobInfo) jobView {
 				State:         executionState(st.GetState()),
 				TaskManagerID: st.GetTaskmanagerId(),
 				FailureCause:  st.GetFailureCause(),
+				Region:        st.GetRegion(),
 			})
 		}
 		v.Vertices = append(v.Vertices, vv)
@@ -404,6 +412,9 @@ func writeJobDetails(w io.Writer, j *weirv1.JobInfo) error {
 	t.row("End:", formatTime(j.GetEndTimeMs()))
 	t.row("Duration:", jobDuration(j))
 	t.row("Restarts:", j.GetRestarts())
+	if r := j.GetRestartingRegions(); len(r) > 0 {
+		t.row("Restarting:", fmt.Sprintf("regions %v of %d", r, j.GetRegions()))
+	}
 	if c := j.GetFailureCause(); c != "" {
 		t.row("Failure:", oneLine(c))
 	}
@@ -417,14 +428,14 @@ func writeJobDetails(w io.Writer, j *weirv1.JobInfo) error {
 		return fmt.Errorf("write table: %w", err)
 	}
 	t = newTable(w)
-	t.row("VERTEX", "OPERATOR", "PARALLELISM", "SUBTASK", "ATTEMPT", "STATE", "TASKMANAGER")
+	t.row("VERTEX", "OPERATOR", "PARALLELISM", "SUBTASK", "ATTEMPT", "STATE", "TASKMANAGER", "REGION")
 	for _, v := range j.GetVertices() {
 		if len(v.GetSubtasks()) == 0 {
-			t.row(v.GetName(), v.GetOperator(), v.GetParallelism(), "-", "-", "-", "-")
+			t.row(v.GetName(), v.GetOperator(), v.GetParallelism(), "-", "-", "-", "-", "-")
 		}
 		for _, s := range v.GetSubtasks() {
 			t.row(v.GetName(), v.GetOperator(), v.GetParallelism(), s.GetIndex(), s.GetAttempt(),
-				executionState(s.GetState()), dash(s.GetTaskmanagerId()))
+				executionState(s.GetState()), dash(s.GetTaskmanagerId()), s.GetRegion())
 		}
 	}
 	return t.flush()

@@ -84,7 +84,7 @@ func decode(t *testing.T, v any) any {
 
 func TestJobJSONFieldNames(t *testing.T) {
 	j := decode(t, newJobView(sampleJob())).(map[string]any)
-	if got, want := keys(t, j), sorted("id", "name", "state", "start_time", "end_time", "failure_cause", "restarts", "vertices"); !slices.Equal(got, want) {
+	if got, want := keys(t, j), sorted("id", "name", "state", "start_time", "end_time", "failure_cause", "restarts", "regions", "restarting_regions", "vertices"); !slices.Equal(got, want) {
 		t.Errorf("job keys = %v, want %v", got, want)
 	}
 	if j["state"] != "RUNNING" || j["start_time"] != 1_700_000_000_000.0 || j["end_time"] != 0.0 {
@@ -95,7 +95,7 @@ func TestJobJSONFieldNames(t *testing.T) {
 		t.Errorf("vertex keys = %v, want %v", got, want)
 	}
 	st := v.(map[string]any)["subtasks"].([]any)[0]
-	if got, want := keys(t, st), sorted("index", "attempt", "state", "taskmanager_id"); !slices.Equal(got, want) {
+	if got, want := keys(t, st), sorted("index", "attempt", "state", "taskmanager_id", "region"); !slices.Equal(got, want) {
 		t.Errorf("subtask keys = %v, want %v", got, want)
 	}
 	if st.(map[string]any)["state"] != "RUNNING" {

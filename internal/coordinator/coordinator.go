@@ -284,6 +284,35 @@ func (c *Coordinator) Stop(reason weirv1.CheckpointFailureReason) {
 	}
 }
 
+// Reconfiguration changes a coordinator's periodic checkpointing while it
+// runs; a nil field keeps its value.
+type Reconfiguration struct {
+	// Interval 0 turns periodic checkpoints off.
+	Interval *time.Duration
+	// Timeout applies to checkpoints triggered from now on.
+	Timeout  *time.Duration
+	MinPause *time.Duration
+}
+
+// Reconfigure applies r. A new interval takes effect at once: the next
+// periodic checkpoint is one new interval from now (or never, with 0), so
+// shortening a long interval does not wait for the old period to end.
+func (c *Coordinator) Reconfigure(r Reconfiguration) {
+	if r.Timeout != nil {
+		c.cfg.Timeout = *r.Timeout
+	}
+	if r.MinPause != nil {
+		c.cfg.MinPause = *r.MinPause
+	}
+	if r.Interval != nil {
+		c.cfg.Interval = *r.Interval
+		c.nextPeriodic = time.Time{}
+		if c.running && !c.periodicPaused && c.cfg.Interval > 0 {
+			c.nextPeriodic = c.clock.Now().Add(c.cfg.Interval)
+		}
+	}
+}
+
 // TaskFinished records that a subtask finished; checkpoints that still wait
 // for it can no longer complete.
 func (c *Coordinator) TaskFinished(a *weirv1.ExecutionAttemptID) {

@@ -20,6 +20,8 @@ package coordinator
 //	start tasks=src/0,src/1,sink/0 sources=src/0,src/1
 //	    the job turned RUNNING with these subtasks (vertex/index[#attempt]).
 //	stop reason=REASON
+//	reconfigure [interval=D] [timeout=D] [min-pause=D]
+//	    change periodic checkpointing on the running coordinator.
 //	trigger kind=periodic|manual|full|savepoint [forced=bool] [target=DIR]
 //	    enqueue a request (savepoints are forced by default, as the Driver
 //	    does); prints its number.
@@ -145,6 +147,16 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		a.done()
 		h.c.Start(tasks)
+	case "reconfigure":
+		var r Reconfiguration
+		for key, field := range map[string]**time.Duration{"interval": &r.Interval, "timeout": &r.Timeout, "min-pause": &r.MinPause} {
+			if a.has(key) {
+				d := a.dur(key, 0)
+				*field = &d
+			}
+		}
+		a.done()
+		h.c.Reconfigure(r)
 	case "stop":
 		r := parseReason(t, a.str("reason", ""))
 		a.done()

@@ -279,6 +279,9 @@ func (d *Driver) Start(tasks []Task) { d.post(func() { d.sm.Start(tasks) }) }
 // Stop aborts everything in flight; the job left RUNNING.
 func (d *Driver) Stop(reason weirv1.CheckpointFailureReason) { d.call(func() { d.sm.Stop(reason) }) }
 
+// Reconfigure changes periodic checkpointing on the running coordinator.
+func (d *Driver) Reconfigure(r Reconfiguration) bool { return d.call(func() { d.sm.Reconfigure(r) }) }
+
 // TaskFinished records a finished subtask.
 func (d *Driver) TaskFinished(a *weirv1.ExecutionAttemptID) { d.post(func() { d.sm.TaskFinished(a) }) }
 

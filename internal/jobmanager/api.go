@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -47,19 +48,21 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	if err := services.putJob(ctx, id, g); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "jobmanager: store job: %v", err)
 	}
-	j, err := s.newJob(services, id, g, restore, restore)
+	j, err := s.newJob(services, id, g, restore, restore, jobStatus{})
 	if err != nil {
 		_ = services.removeJob(ctx, id)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	if err := services.putStatus(ctx, id, jobStatus{SubmittedMs: j.submitted.UnixMilli()}); err != nil {
+		j.close()
+		j.stop()
 		_ = services.removeJob(ctx, id)
 		return nil, status.Errorf(codes.Unavailable, "jobmanager: store job status: %v", err)
 	}
 	s.mu.Lock()
 	s.mu.jobs[id] = j
 	s.mu.Unlock()
-	j.log.Info("job submitted", "vertices", len(g.GetVertices()), "slots_needed", slotsNeeded(g))
+	j.log.Info("job submitted", "vertices", len(g.GetVertices()), "slots_needed", scheduler.SlotsNeeded(g))
 	j.trySchedule()
 	return &weirv1.SubmitJobResponse{JobId: id}, nil
 }
@@ -78,7 +81,7 @@ func (s *Server) CancelJob(_ context.Context, req *weirv1.CancelJobRequest) (*we
 	if err != nil {
 		return nil, err
 	}
-	if err := j.cancel(); err != nil {
+	if err := j.cancelJob(); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	return &weirv1.CancelJobResponse{}, nil
@@ -109,11 +112,8 @@ func (s *Server) runningJob(id string) (*jobMaster, error) {
 	if err != nil {
 		return nil, err
 	}
-	j.mu.Lock()
-	st := j.mu.state
-	j.mu.Unlock()
-	if st != weirv1.JobState_JOB_STATE_RUNNING {
-		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is %s, not RUNNING", id, stateName(st))
+	if st := j.state(); st != weirv1.JobState_JOB_STATE_RUNNING {
+		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is %s, not RUNNING", id, scheduler.StateName(st))
 	}
 	return j, nil
 }
@@ -194,10 +194,7 @@ func (s *Server) GetCheckpoint(_ context.Context, req *weirv1.GetCheckpointReque
 	if err != nil {
 		return nil, err
 	}
-	j.mu.Lock()
-	closed := j.mu.closed
-	j.mu.Unlock()
-	if !closed {
+	if !j.isClosed() {
 		if d, ok := j.coord.Detail(req.GetCheckpointId()); ok {
 			return d, nil
 		}
@@ -224,10 +221,7 @@ func (s *Server) UpdateTaskExecutionState(_ context.Context, req *weirv1.UpdateT
 		}
 		return &weirv1.UpdateTaskExecutionStateResponse{}, nil
 	}
-	if l := req.GetFinalLoad(); l != nil && req.GetState() == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
-		j.setFinalLoad(req.GetAttempt(), l)
-	}
-	if !j.updateTask(req.GetAttempt(), req.GetState(), req.GetFailureCause()) {
+	if !j.updateTask(req.GetAttempt(), req.GetState(), req.GetFailureCause(), req.GetFinalLoad()) {
 		return nil, status.Errorf(codes.NotFound, "jobmanager: job %s has no subtask attempt %s/%d/%d", j.id,
 			req.GetAttempt().GetVertex(), req.GetAttempt().GetSubtaskIndex(), req.GetAttempt().GetAttempt())
 	}

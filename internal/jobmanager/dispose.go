@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -67,10 +68,7 @@ func (s *Server) needsForRestart(dir string) *jobMaster {
 		if j.restore == nil || blob.Dir(j.restore.path) != dir {
 			continue
 		}
-		j.mu.Lock()
-		over := terminal(j.mu.state)
-		j.mu.Unlock()
-		if over {
+		if scheduler.Terminal(j.state()) {
 			continue
 		}
 		if all, err := j.store.All(context.Background()); err != nil || len(all) == 0 {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -56,7 +57,7 @@ func TestDisposeSavepoint(t *testing.T) {
 	}
 	store := ha.NewStandaloneStore(1)
 	j := &jobMaster{s: s, id: "running", restore: newRestorePoint(filepath.Join(needed, storage.MetadataFile), md), store: store}
-	j.mu.state = weirv1.JobState_JOB_STATE_RUNNING
+	j.view.Store(&jobView{View: scheduler.View{State: weirv1.JobState_JOB_STATE_RUNNING}})
 	s.mu.Lock()
 	s.mu.jobs[j.id] = j
 	s.mu.Unlock()

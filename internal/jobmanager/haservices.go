@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/restart"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -45,6 +46,8 @@ type haServices interface {
 type jobStatus struct {
 	Restarts    int32 `json:"restarts"`
 	SubmittedMs int64 `json:"submitted_ms"`
+	// Budget is what the restart strategy used up.
+	Budget restart.Budget `json:"restart_budget"`
 }
 
 type storedJob struct {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"time"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -46,13 +48,15 @@ func (jobStorage) DiscardStates(_ context.Context, states []*weirv1.SubtaskState
 type taskGateway struct{ j *jobMaster }
 
 func (g taskGateway) client(a *weirv1.ExecutionAttemptID) (weirv1.TaskExecutorServiceClient, error) {
-	g.j.mu.Lock()
-	e := g.j.findLocked(a)
-	g.j.mu.Unlock()
-	if e == nil {
-		return nil, fmt.Errorf("jobmanager: unknown subtask attempt %s/%d/%d", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
+	v := g.j.current()
+	for _, e := range v.Execs {
+		if scheduler.SameAttempt(e.Attempt, a) {
+			if tm := v.tms[e.TaskManager]; tm != nil {
+				return tm.client, nil
+			}
+		}
 	}
-	return e.tm.client, nil
+	return nil, fmt.Errorf("jobmanager: unknown subtask attempt %s/%d/%d", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
 }
 
 func (g taskGateway) rpcCtx(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/kafka/kafkacfg"
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -40,14 +41,10 @@ func (s *Server) checkTransactionalPrefixes(g *weirv1.JobGraph) error {
 	}
 	s.mu.Unlock()
 	for _, j := range jobs {
-		j.mu.Lock()
-		st := j.mu.state
-		j.mu.Unlock()
-		switch st {
-		case weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED:
+		if scheduler.GloballyTerminal(j.state()) {
 			continue
 		}
-		for _, other := range transactionalPrefixes(j.graph) {
+		for _, other := range transactionalPrefixes(j.current().Graph) {
 			for vertex, prefix := range mine {
 				if prefix == other {
 					return fmt.Errorf("jobmanager: vertex %q: transactional-id-prefix %q is used by job %s (%s), which has not ended: two jobs sharing one abort each other's transactions", vertex, prefix, j.id, j.name)

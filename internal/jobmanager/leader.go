@@ -147,17 +147,13 @@ func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id stri
 		}
 		start = newRestorePoint(newest.MetadataPath, md)
 	}
-	j, err := s.newJob(services, id, g, origin, start)
+	j, err := s.newJob(services, id, g, origin, start, sj.status)
 	if err != nil {
 		return err
 	}
-	if st := sj.status; st.SubmittedMs > 0 {
-		j.submitted = time.UnixMilli(st.SubmittedMs)
-		j.mu.restarts = st.Restarts
-		// The counter starts where the job's count is, so that it agrees
-		// with the REST API on this leader.
-		s.restarts.WithLabelValues(id, g.GetName()).Add(float64(st.Restarts))
-	}
+	// The counter starts where the job's count is, so that it agrees with
+	// the REST API on this leader.
+	s.restarts.WithLabelValues(id, g.GetName()).Add(float64(sj.status.Restarts))
 	s.mu.Lock()
 	s.mu.jobs[id] = j
 	s.mu.Unlock()
@@ -183,6 +179,7 @@ func (s *Server) stepDown() {
 	s.mu.Unlock()
 	for _, j := range jobs {
 		j.suspend()
+		j.stop()
 	}
 	for _, tm := range tms {
 		tm.conn.Close()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -42,34 +43,19 @@ func (l *subtaskLoads) get(a *weirv1.ExecutionAttemptID) *weirv1.SubtaskLoadRepo
 	return l.m[loadKey(a)]
 }
 
-// load is the latest load reported for a running execution, or the
-// totals a finished one reported last. Any other stopped one has none,
-// even while its lost TaskManager still holds its last report.
-func (e *execution) load() *weirv1.SubtaskInfo_Load {
-	if e.state == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
-		return e.finalLoad
+// load is the latest load and event time reported for a running attempt,
+// or the totals a finished one reported last. Any other stopped one has
+// none, even while its lost TaskManager still holds its last report.
+func (v *jobView) load(e scheduler.Exec) (*weirv1.SubtaskInfo_Load, *weirv1.SubtaskWatermarks) {
+	if e.State == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
+		return v.finalLoads[loadKey(e.Attempt)], nil
 	}
-	if e.state != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || e.tm == nil {
-		return nil
+	tm := v.tms[e.TaskManager]
+	if e.State != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || tm == nil {
+		return nil, nil
 	}
-	return e.tm.loads.get(e.attempt).GetLoad()
-}
-
-// watermarks is the event time reported for a running execution.
-func (e *execution) watermarks() *weirv1.SubtaskWatermarks {
-	if e.state != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || e.tm == nil {
-		return nil
-	}
-	return e.tm.loads.get(e.attempt).GetWatermarks()
-}
-
-// setFinalLoad keeps the totals a subtask reported as it finished.
-func (j *jobMaster) setFinalLoad(a *weirv1.ExecutionAttemptID, l *weirv1.SubtaskInfo_Load) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if e := j.findLocked(a); e != nil && !e.terminal() {
-		e.finalLoad = l
-	}
+	r := tm.loads.get(e.Attempt)
+	return r.GetLoad(), r.GetWatermarks()
 }
 
 // addVertexLoad fills v's load from its subtasks' loads: records, times and

@@ -113,7 +113,10 @@ type Server struct {
 	tmGauge  prometheus.Gauge
 	tmLost   *prometheus.CounterVec
 	restarts *prometheus.CounterVec
-	leader   prometheus.Gauge
+	// regionRestarts counts failovers by the region restarted ("all": the
+	// whole job).
+	regionRestarts *prometheus.CounterVec
+	leader         prometheus.Gauge
 	// leading is read on every RPC; the leader's services live in mu.
 	leading atomic.Bool
 	// schedMu serializes slot assignment so two jobs never take one slot.
@@ -154,8 +157,11 @@ func New(cfg Config) (*Server, error) {
 			Name: "weir_job_restarts_total", Help: "Restarts of the job after failures.",
 		}, []string{"job_id", "job_name"}),
 	}
+	s.regionRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_job_region_restarts_total", Help: "Failovers of the job by the pipelined region restarted; region \"all\" is a restart of the whole job.",
+	}, []string{"job_id", "job_name", "region"})
 	s.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_jobmanager_leader", Help: "1 if this JobManager is the leader."})
-	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.leader)
+	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader)
 	s.mu.tms = map[string]*taskManager{}
 	s.mu.jobs = map[string]*jobMaster{}
 	if cfg.HA == "none" {
@@ -244,6 +250,7 @@ func (s *Server) shutdown() {
 	s.mu.Unlock()
 	for _, j := range jobs {
 		j.close()
+		j.stop()
 	}
 	for _, tm := range tms {
 		tm.conn.Close()

@@ -64,9 +64,9 @@ func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTask
 // Heartbeat renews a TaskManager's lease; an unknown one must register.
 func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*weirv1.HeartbeatResponse, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	tm, ok := s.mu.tms[req.GetTaskmanagerId()]
 	if !ok || tm.registration != req.GetRegistrationId() {
+		s.mu.Unlock()
 		return &weirv1.HeartbeatResponse{Reregister: true}, nil
 	}
 	tm.lastHeartbeat = time.Now()
@@ -80,9 +80,12 @@ func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*we
 			j.coord.Progress(r.GetAttempt(), r.GetCheckpoints())
 		}
 	}
-	if !tm.confirmed {
-		tm.confirmed = true
-		go s.scheduleWaiting()
+	confirmed := !tm.confirmed
+	tm.confirmed = true
+	s.mu.Unlock()
+	if confirmed {
+		// Its slots are new: jobs waiting for slots may take them.
+		s.scheduleWaiting()
 	}
 	return &weirv1.HeartbeatResponse{}, nil
 }
@@ -135,7 +138,7 @@ func (s *Server) freeSlots() []*taskManager {
 	s.mu.Lock()
 	used := map[string]int{}
 	for _, j := range s.mu.jobs {
-		for tm, n := range j.slotsHeld() {
+		for tm, n := range j.current().held {
 			used[tm] += n
 		}
 	}

@@ -32,7 +32,9 @@ type CancelTasks struct{ Execs []Exec }
 type StartCheckpoints struct{ Tasks []Exec }
 
 // StopCheckpoints stops the coordinator, aborting what is in flight.
-type StopCheckpoints struct{ Reason weirv1.CheckpointFailureReason }
+type StopCheckpoints struct {
+	Reason weirv1.CheckpointFailureReason
+}
 
 // TaskFinished tells the coordinator a subtask finished.
 type TaskFinished struct{ Attempt *weirv1.ExecutionAttemptID }
@@ -44,6 +46,9 @@ type RestartStarted struct {
 	Full    bool
 	Cause   string
 	Delay   time.Duration
+	// Rescale: the restart changes the job's parallelism; it is no
+	// failure and uses no restart budget.
+	Rescale bool
 }
 
 // PersistStatus stores the restart count and the strategy's budget, so a

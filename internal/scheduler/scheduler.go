@@ -20,6 +20,8 @@ import (
 	"sort"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/restart"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -113,6 +115,8 @@ type pendingRestart struct {
 	phase   phase
 	delay   time.Duration
 	due     time.Time
+	// rescale is the graph a rescaling restart deploys; nil for a failover.
+	rescale *weirv1.JobGraph
 }
 
 // Job is one job's lifecycle state machine.
@@ -134,7 +138,7 @@ type Job struct {
 	nextRestart int64
 	// generation changes on every failure, so a final checkpoint the
 	// driver is still retrying for an earlier generation stops.
-	generation   int64
+	generation  int64
 	checkpoints bool // the coordinator runs
 	// finalFor is the generation a final checkpoint was asked for in.
 	finalFor   int64
@@ -153,22 +157,11 @@ func New(cfg Config, clock Clock) (*Job, error) {
 	if cfg.Strategy == nil {
 		cfg.Strategy = restart.New(nil, restart.Budget{})
 	}
-	regions := pipelinedRegions(order)
 	j := &Job{
 		cfg: cfg, clock: clock, state: weirv1.JobState_JOB_STATE_CREATED, restarts: cfg.Restarts,
 		pending: map[int64]*pendingRestart{}, busy: map[int]int64{}, finalFor: -1,
 	}
-	for _, v := range order {
-		for i := range v.GetParallelism() {
-			r := regions[subtask{v.GetName(), i}]
-			j.regions = max(j.regions, r+1)
-			j.execs = append(j.execs, &Exec{
-				Attempt: &weirv1.ExecutionAttemptID{JobId: cfg.JobID, Vertex: v.GetName(), SubtaskIndex: i, Session: cfg.Session},
-				Vertex:  v, Source: len(v.GetInputs()) == 0, Region: r, Slot: slotKey(v, i),
-				State: weirv1.ExecutionState_EXECUTION_STATE_CREATED,
-			})
-		}
-	}
+	j.build(order, 0)
 	first := &pendingRestart{id: 0, regions: j.allRegions(), full: true, phase: scheduling}
 	j.pending[0] = first
 	for r := range first.regions {
@@ -177,6 +170,48 @@ func New(cfg Config, clock Clock) (*Job, error) {
 	j.nextRestart = 1
 	return j, nil
 }
+
+// build makes the subtasks of the graph's vertices (in topological order),
+// not deployed yet, with their first attempt number.
+func (j *Job) build(order []*weirv1.JobVertex, attempt int32) {
+	regions := pipelinedRegions(order)
+	j.execs, j.regions = nil, 0
+	for _, v := range order {
+		for i := range v.GetParallelism() {
+			r := regions[subtask{v.GetName(), i}]
+			j.regions = max(j.regions, r+1)
+			j.execs = append(j.execs, &Exec{
+				Attempt: &weirv1.ExecutionAttemptID{JobId: j.cfg.JobID, Vertex: v.GetName(), SubtaskIndex: i, Attempt: attempt, Session: j.cfg.Session},
+				Vertex:  v, Source: len(v.GetInputs()) == 0, Region: r, Slot: slotKey(v, i),
+				State: weirv1.ExecutionState_EXECUTION_STATE_CREATED,
+			})
+		}
+	}
+}
+
+// UpdateCheckpointing records a new checkpointing configuration in the
+// job's graph (and in the graph a rescale in progress deploys); false once
+// the job ended.
+func (j *Job) UpdateCheckpointing(cp *weirv1.CheckpointConfig) bool {
+	if Terminal(j.state) {
+		return false
+	}
+	with := func(g *weirv1.JobGraph) *weirv1.JobGraph {
+		c := proto.Clone(g).(*weirv1.JobGraph)
+		c.Checkpointing = proto.Clone(cp).(*weirv1.CheckpointConfig)
+		return c
+	}
+	j.cfg.Graph = with(j.cfg.Graph)
+	for _, r := range j.pending {
+		if r.rescale != nil {
+			r.rescale = with(r.rescale)
+		}
+	}
+	return true
+}
+
+// Graph is the job graph the job runs (or is being rescaled to).
+func (j *Job) Graph() *weirv1.JobGraph { return j.cfg.Graph }
 
 // Ready returns and clears the effects decided since the last call.
 func (j *Job) Ready() []Effect {
@@ -215,13 +250,17 @@ func (j *Job) transition(to weirv1.JobState) bool {
 // another job's.
 func (j *Job) find(a *weirv1.ExecutionAttemptID) *Exec {
 	for _, e := range j.execs {
-		if e.Attempt.GetVertex() == a.GetVertex() && e.Attempt.GetSubtaskIndex() == a.GetSubtaskIndex() &&
-			e.Attempt.GetAttempt() == a.GetAttempt() && e.Attempt.GetSession() == a.GetSession() &&
-			e.Attempt.GetJobId() == a.GetJobId() {
+		if SameAttempt(e.Attempt, a) {
 			return e
 		}
 	}
 	return nil
+}
+
+// SameAttempt reports whether a and b name one attempt of one subtask.
+func SameAttempt(a, b *weirv1.ExecutionAttemptID) bool {
+	return a.GetVertex() == b.GetVertex() && a.GetSubtaskIndex() == b.GetSubtaskIndex() &&
+		a.GetAttempt() == b.GetAttempt() && a.GetSession() == b.GetSession() && a.GetJobId() == b.GetJobId()
 }
 
 // NextSlotRequest says how many new slots the oldest restart waiting for
@@ -588,8 +627,59 @@ func (j *Job) RestoreReady(id int64, err error) {
 		j.settle()
 		return
 	}
+	if r.rescale != nil {
+		// Every subtask stopped: the job takes its new shape, with attempt
+		// numbers that go on from the old ones.
+		order, err := jobgraph.TopologicalOrder(r.rescale)
+		if err != nil {
+			j.cause = fmt.Sprintf("rescale: %v", err)
+			j.failJob()
+			j.settle()
+			return
+		}
+		next := int32(0)
+		for _, e := range j.execs {
+			next = max(next, e.Attempt.GetAttempt()+1)
+		}
+		j.cfg.Graph = r.rescale
+		j.build(order, next)
+		clear(j.busy)
+		r.regions = j.allRegions()
+		for reg := range r.regions {
+			j.busy[reg] = r.id
+		}
+	}
 	r.phase = scheduling
 	j.emit(AwaitSlots{Restart: id})
+}
+
+// Rescale restarts the running job at the parallelism g gives its
+// vertices: every subtask stops and the job redeploys at once from the
+// latest completed checkpoint (the caller takes one first), without using
+// the restart budget. g must be the job's graph with other parallelisms.
+func (j *Job) Rescale(g *weirv1.JobGraph) error {
+	if j.state != weirv1.JobState_JOB_STATE_RUNNING {
+		return fmt.Errorf("scheduler: job %s is %s; only a RUNNING job can be rescaled", j.cfg.JobID, StateName(j.state))
+	}
+	if len(j.pending) > 0 {
+		return fmt.Errorf("scheduler: job %s has regions restarting; rescale it once they run again", j.cfg.JobID)
+	}
+	if _, err := jobgraph.TopologicalOrder(g); err != nil {
+		return fmt.Errorf("scheduler: rescale: %w", err)
+	}
+	j.generation++
+	r := &pendingRestart{id: j.nextRestart, regions: j.allRegions(), full: true, rescale: g}
+	j.nextRestart++
+	j.pending[r.id] = r
+	for reg := range r.regions {
+		j.busy[reg] = r.id
+	}
+	j.transition(weirv1.JobState_JOB_STATE_RESTARTING)
+	j.stopCheckpoints(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND)
+	j.emit(RestartStarted{Restart: r.id, Regions: sortedRegions(r.regions), Full: true, Cause: "rescale", Rescale: true})
+	j.cancel(func(*Exec) bool { return true })
+	j.settle()
+	return nil
 }
 
 // EndOfInput records that a subtask received all its input. Once every
@@ -671,13 +761,14 @@ type View struct {
 	Restarting []int
 	Exceptions []Exception
 	Generation int64
+	Graph      *weirv1.JobGraph
 }
 
 // View copies the job's state.
 func (j *Job) View() View {
 	v := View{
 		State: j.state, Cause: j.cause, Restarts: j.restarts, Start: j.start, End: j.end, Regions: j.regions,
-		Generation: j.generation, Exceptions: slices.Clone(j.exceptions),
+		Generation: j.generation, Exceptions: slices.Clone(j.exceptions), Graph: j.cfg.Graph,
 	}
 	for _, e := range j.execs {
 		v.Execs = append(v.Execs, *e)

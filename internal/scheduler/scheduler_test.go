@@ -24,6 +24,7 @@ package scheduler
 //	                           timers that are due, as the driver does
 //	restored restart=N [err=TEXT]    RestoreReady
 //	end-of-input V/I [attempt=A]
+//	rescale V=N ...            Rescale to these parallelisms
 //	cancel / suspend
 //	view                       the job's state, subtasks and exceptions
 //
@@ -41,6 +42,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirproject/weir/internal/restart"
@@ -120,11 +122,11 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		for _, e := range h.j.execs {
 			if e.Attempt.GetVertex() == v && e.Attempt.GetSubtaskIndex() == int32(idx) {
-				a := *e.Attempt
+				a := proto.Clone(e.Attempt).(*weirv1.ExecutionAttemptID)
 				if n := num("attempt", -1); n >= 0 {
 					a.Attempt = int32(n)
 				}
-				return &a
+				return a
 			}
 		}
 		t.Fatalf("%s: no subtask %q", td.Pos, name)
@@ -249,6 +251,19 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		if !h.j.EndOfInput(attempt()) {
 			b.WriteString("unknown or stopped attempt\n")
 		}
+	case "rescale":
+		g := proto.Clone(h.j.cfg.Graph).(*weirv1.JobGraph)
+		for _, a := range td.CmdArgs {
+			for _, v := range g.Vertices {
+				if v.Name == a.Key {
+					p, _ := strconv.Atoi(a.Vals[0])
+					v.Parallelism = int32(p)
+				}
+			}
+		}
+		if err := h.j.Rescale(g); err != nil {
+			fmt.Fprintf(&b, "error: %v\n", err)
+		}
 	case "cancel":
 		if err := h.j.Cancel(); err != nil {
 			fmt.Fprintf(&b, "error: %v\n", err)
@@ -324,7 +339,7 @@ func (h *harness) format(e Effect) string {
 	case TaskFinished:
 		return fmt.Sprintf("TaskFinished %s/%d#%d", e.Attempt.GetVertex(), e.Attempt.GetSubtaskIndex(), e.Attempt.GetAttempt())
 	case RestartStarted:
-		return fmt.Sprintf("RestartStarted restart=%d regions=%v full=%t delay=%v cause=%q", e.Restart, e.Regions, e.Full, e.Delay, e.Cause)
+		return fmt.Sprintf("RestartStarted restart=%d regions=%v full=%t delay=%v rescale=%t cause=%q", e.Restart, e.Regions, e.Full, e.Delay, e.Rescale, e.Cause)
 	case PersistStatus:
 		return fmt.Sprintf("PersistStatus restarts=%d used=%d", e.Restarts, e.Budget.Used)
 	case ArmTimer:

@@ -9,6 +9,7 @@ package weirv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -125,7 +126,7 @@ func (x NextCheckpoint_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NextCheckpoint_State.Descriptor instead.
 func (NextCheckpoint_State) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{22, 0}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type NextCheckpoint_Reason int32
@@ -186,7 +187,222 @@ func (x NextCheckpoint_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NextCheckpoint_Reason.Descriptor instead.
 func (NextCheckpoint_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{22, 1}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{27, 1}
+}
+
+type RescaleJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// parallelism maps vertex names to their new parallelism; vertices not
+	// named keep theirs.
+	Parallelism   map[string]int32 `protobuf:"bytes,2,rep,name=parallelism,proto3" json:"parallelism,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescaleJobRequest) Reset() {
+	*x = RescaleJobRequest{}
+	mi := &file_weir_v1_client_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescaleJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescaleJobRequest) ProtoMessage() {}
+
+func (x *RescaleJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescaleJobRequest.ProtoReflect.Descriptor instead.
+func (*RescaleJobRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RescaleJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RescaleJobRequest) GetParallelism() map[string]int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return nil
+}
+
+type RescaleJobResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoint_id is the checkpoint taken before the restart; the job
+	// restarts from it or a later one.
+	CheckpointId  int64 `protobuf:"varint,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescaleJobResponse) Reset() {
+	*x = RescaleJobResponse{}
+	mi := &file_weir_v1_client_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescaleJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescaleJobResponse) ProtoMessage() {}
+
+func (x *RescaleJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescaleJobResponse.ProtoReflect.Descriptor instead.
+func (*RescaleJobResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RescaleJobResponse) GetCheckpointId() int64 {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return 0
+}
+
+type ConfigureCheckpointingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Each unset field keeps its value. interval 0 turns periodic
+	// checkpoints off.
+	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	MinPause      *durationpb.Duration `protobuf:"bytes,4,opt,name=min_pause,json=minPause,proto3" json:"min_pause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureCheckpointingRequest) Reset() {
+	*x = ConfigureCheckpointingRequest{}
+	mi := &file_weir_v1_client_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureCheckpointingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureCheckpointingRequest) ProtoMessage() {}
+
+func (x *ConfigureCheckpointingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureCheckpointingRequest.ProtoReflect.Descriptor instead.
+func (*ConfigureCheckpointingRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConfigureCheckpointingRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ConfigureCheckpointingRequest) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *ConfigureCheckpointingRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *ConfigureCheckpointingRequest) GetMinPause() *durationpb.Duration {
+	if x != nil {
+		return x.MinPause
+	}
+	return nil
+}
+
+type ConfigureCheckpointingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpointing is the job's checkpointing configuration now.
+	Checkpointing *CheckpointConfig `protobuf:"bytes,1,opt,name=checkpointing,proto3" json:"checkpointing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureCheckpointingResponse) Reset() {
+	*x = ConfigureCheckpointingResponse{}
+	mi := &file_weir_v1_client_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureCheckpointingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureCheckpointingResponse) ProtoMessage() {}
+
+func (x *ConfigureCheckpointingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureCheckpointingResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureCheckpointingResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConfigureCheckpointingResponse) GetCheckpointing() *CheckpointConfig {
+	if x != nil {
+		return x.Checkpointing
+	}
+	return nil
 }
 
 type SubmitJobRequest struct {
@@ -198,7 +414,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[0]
+	mi := &file_weir_v1_client_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +426,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[0]
+	mi := &file_weir_v1_client_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +439,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{0}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubmitJobRequest) GetJob() *JobGraph {
@@ -242,7 +458,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[1]
+	mi := &file_weir_v1_client_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +470,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[1]
+	mi := &file_weir_v1_client_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +483,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{1}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitJobResponse) GetJobId() string {
@@ -286,7 +502,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[2]
+	mi := &file_weir_v1_client_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +514,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[2]
+	mi := &file_weir_v1_client_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +527,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{2}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -329,7 +545,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[3]
+	mi := &file_weir_v1_client_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +557,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[3]
+	mi := &file_weir_v1_client_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +570,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{3}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{7}
 }
 
 type GetJobRequest struct {
@@ -366,7 +582,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[4]
+	mi := &file_weir_v1_client_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +594,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[4]
+	mi := &file_weir_v1_client_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +607,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -410,7 +626,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[5]
+	mi := &file_weir_v1_client_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +638,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[5]
+	mi := &file_weir_v1_client_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +651,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetJobResponse) GetJob() *JobInfo {
@@ -453,7 +669,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[6]
+	mi := &file_weir_v1_client_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +681,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[6]
+	mi := &file_weir_v1_client_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +694,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{10}
 }
 
 type ListJobsResponse struct {
@@ -490,7 +706,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[7]
+	mi := &file_weir_v1_client_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +718,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[7]
+	mi := &file_weir_v1_client_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +731,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobInfo {
@@ -533,17 +749,24 @@ type JobInfo struct {
 	StartTimeMs int64                  `protobuf:"varint,4,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
 	EndTimeMs   int64                  `protobuf:"varint,5,opt,name=end_time_ms,json=endTimeMs,proto3" json:"end_time_ms,omitempty"`
 	// failure_cause is set when the job failed or is restarting.
-	FailureCause  string        `protobuf:"bytes,6,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
-	Restarts      int32         `protobuf:"varint,7,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	Vertices      []*VertexInfo `protobuf:"bytes,8,rep,name=vertices,proto3" json:"vertices,omitempty"`
-	Graph         *JobGraph     `protobuf:"bytes,9,opt,name=graph,proto3" json:"graph,omitempty"`
+	FailureCause string        `protobuf:"bytes,6,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
+	Restarts     int32         `protobuf:"varint,7,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Vertices     []*VertexInfo `protobuf:"bytes,8,rep,name=vertices,proto3" json:"vertices,omitempty"`
+	Graph        *JobGraph     `protobuf:"bytes,9,opt,name=graph,proto3" json:"graph,omitempty"`
+	// regions counts the job's pipelined regions: the sets of subtasks
+	// connected by data exchange, which fail over together.
+	Regions int32 `protobuf:"varint,10,opt,name=regions,proto3" json:"regions,omitempty"`
+	// restarting_regions are being restarted now.
+	RestartingRegions []int32 `protobuf:"varint,11,rep,packed,name=restarting_regions,json=restartingRegions,proto3" json:"restarting_regions,omitempty"`
+	// exceptions are the failures of the job, oldest first (the latest 32).
+	Exceptions    []*JobException `protobuf:"bytes,12,rep,name=exceptions,proto3" json:"exceptions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[8]
+	mi := &file_weir_v1_client_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +778,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[8]
+	mi := &file_weir_v1_client_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +791,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *JobInfo) GetId() string {
@@ -634,6 +857,116 @@ func (x *JobInfo) GetGraph() *JobGraph {
 	return nil
 }
 
+func (x *JobInfo) GetRegions() int32 {
+	if x != nil {
+		return x.Regions
+	}
+	return 0
+}
+
+func (x *JobInfo) GetRestartingRegions() []int32 {
+	if x != nil {
+		return x.RestartingRegions
+	}
+	return nil
+}
+
+func (x *JobInfo) GetExceptions() []*JobException {
+	if x != nil {
+		return x.Exceptions
+	}
+	return nil
+}
+
+// JobException is a failure in the job's history.
+type JobException struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TimestampMs int64                  `protobuf:"varint,1,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// task is the subtask that failed ("vertex (2/4)"); empty for a failure
+	// of the job as a whole.
+	Task          string `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	TaskmanagerId string `protobuf:"bytes,3,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
+	Cause         string `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`
+	// regions the failure restarted; empty when it was not restarted.
+	Regions []int32 `protobuf:"varint,5,rep,packed,name=regions,proto3" json:"regions,omitempty"`
+	// full_restart: the failure restarted the whole job.
+	FullRestart   bool `protobuf:"varint,6,opt,name=full_restart,json=fullRestart,proto3" json:"full_restart,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobException) Reset() {
+	*x = JobException{}
+	mi := &file_weir_v1_client_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobException) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobException) ProtoMessage() {}
+
+func (x *JobException) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobException.ProtoReflect.Descriptor instead.
+func (*JobException) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *JobException) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *JobException) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *JobException) GetTaskmanagerId() string {
+	if x != nil {
+		return x.TaskmanagerId
+	}
+	return ""
+}
+
+func (x *JobException) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *JobException) GetRegions() []int32 {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *JobException) GetFullRestart() bool {
+	if x != nil {
+		return x.FullRestart
+	}
+	return false
+}
+
 type VertexInfo struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -653,7 +986,7 @@ type VertexInfo struct {
 
 func (x *VertexInfo) Reset() {
 	*x = VertexInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[9]
+	mi := &file_weir_v1_client_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +998,7 @@ func (x *VertexInfo) String() string {
 func (*VertexInfo) ProtoMessage() {}
 
 func (x *VertexInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[9]
+	mi := &file_weir_v1_client_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +1011,7 @@ func (x *VertexInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VertexInfo.ProtoReflect.Descriptor instead.
 func (*VertexInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VertexInfo) GetName() string {
@@ -736,14 +1069,20 @@ type SubtaskInfo struct {
 	Load *SubtaskInfo_Load `protobuf:"bytes,6,opt,name=load,proto3" json:"load,omitempty"`
 	// watermarks is the running attempt's event time as its TaskManager last
 	// reported it; unset like load.
-	Watermarks    *SubtaskWatermarks `protobuf:"bytes,7,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
+	Watermarks *SubtaskWatermarks `protobuf:"bytes,7,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
+	// region is the pipelined region the subtask belongs to.
+	Region int32 `protobuf:"varint,8,opt,name=region,proto3" json:"region,omitempty"`
+	// start_time_ms is when the attempt was deployed; end_time_ms when it
+	// stopped (0 while it runs).
+	StartTimeMs   int64 `protobuf:"varint,9,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
+	EndTimeMs     int64 `protobuf:"varint,10,opt,name=end_time_ms,json=endTimeMs,proto3" json:"end_time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubtaskInfo) Reset() {
 	*x = SubtaskInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[10]
+	mi := &file_weir_v1_client_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +1094,7 @@ func (x *SubtaskInfo) String() string {
 func (*SubtaskInfo) ProtoMessage() {}
 
 func (x *SubtaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[10]
+	mi := &file_weir_v1_client_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +1107,7 @@ func (x *SubtaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskInfo.ProtoReflect.Descriptor instead.
 func (*SubtaskInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubtaskInfo) GetIndex() int32 {
@@ -820,6 +1159,27 @@ func (x *SubtaskInfo) GetWatermarks() *SubtaskWatermarks {
 	return nil
 }
 
+func (x *SubtaskInfo) GetRegion() int32 {
+	if x != nil {
+		return x.Region
+	}
+	return 0
+}
+
+func (x *SubtaskInfo) GetStartTimeMs() int64 {
+	if x != nil {
+		return x.StartTimeMs
+	}
+	return 0
+}
+
+func (x *SubtaskInfo) GetEndTimeMs() int64 {
+	if x != nil {
+		return x.EndTimeMs
+	}
+	return 0
+}
+
 // SubtaskWatermarks is a subtask's event time: its watermarks, what holds
 // them back and what is idle. Watermarks are Unix milliseconds of event
 // time; math.MinInt64 means none yet, math.MaxInt64 the end of event time.
@@ -848,7 +1208,7 @@ type SubtaskWatermarks struct {
 
 func (x *SubtaskWatermarks) Reset() {
 	*x = SubtaskWatermarks{}
-	mi := &file_weir_v1_client_proto_msgTypes[11]
+	mi := &file_weir_v1_client_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1220,7 @@ func (x *SubtaskWatermarks) String() string {
 func (*SubtaskWatermarks) ProtoMessage() {}
 
 func (x *SubtaskWatermarks) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[11]
+	mi := &file_weir_v1_client_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1233,7 @@ func (x *SubtaskWatermarks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskWatermarks.ProtoReflect.Descriptor instead.
 func (*SubtaskWatermarks) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SubtaskWatermarks) GetInputMs() int64 {
@@ -949,7 +1309,7 @@ type ChannelWatermark struct {
 
 func (x *ChannelWatermark) Reset() {
 	*x = ChannelWatermark{}
-	mi := &file_weir_v1_client_proto_msgTypes[12]
+	mi := &file_weir_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1321,7 @@ func (x *ChannelWatermark) String() string {
 func (*ChannelWatermark) ProtoMessage() {}
 
 func (x *ChannelWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[12]
+	mi := &file_weir_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1334,7 @@ func (x *ChannelWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelWatermark.ProtoReflect.Descriptor instead.
 func (*ChannelWatermark) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChannelWatermark) GetUpstreamVertex() string {
@@ -1031,7 +1391,7 @@ type SplitWatermark struct {
 
 func (x *SplitWatermark) Reset() {
 	*x = SplitWatermark{}
-	mi := &file_weir_v1_client_proto_msgTypes[13]
+	mi := &file_weir_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1403,7 @@ func (x *SplitWatermark) String() string {
 func (*SplitWatermark) ProtoMessage() {}
 
 func (x *SplitWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[13]
+	mi := &file_weir_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1416,7 @@ func (x *SplitWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitWatermark.ProtoReflect.Descriptor instead.
 func (*SplitWatermark) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SplitWatermark) GetId() string {
@@ -1098,7 +1458,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[14]
+	mi := &file_weir_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1470,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[14]
+	mi := &file_weir_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1483,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -1150,7 +1510,7 @@ type TriggerCheckpointResponse struct {
 
 func (x *TriggerCheckpointResponse) Reset() {
 	*x = TriggerCheckpointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[15]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1522,7 @@ func (x *TriggerCheckpointResponse) String() string {
 func (*TriggerCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[15]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1535,7 @@ func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TriggerCheckpointResponse) GetCheckpointId() int64 {
@@ -1203,7 +1563,7 @@ type TriggerSavepointRequest struct {
 
 func (x *TriggerSavepointRequest) Reset() {
 	*x = TriggerSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[16]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1575,7 @@ func (x *TriggerSavepointRequest) String() string {
 func (*TriggerSavepointRequest) ProtoMessage() {}
 
 func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[16]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1588,7 @@ func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSavepointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TriggerSavepointRequest) GetJobId() string {
@@ -1255,7 +1615,7 @@ type TriggerSavepointResponse struct {
 
 func (x *TriggerSavepointResponse) Reset() {
 	*x = TriggerSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[17]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1627,7 @@ func (x *TriggerSavepointResponse) String() string {
 func (*TriggerSavepointResponse) ProtoMessage() {}
 
 func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[17]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1640,7 @@ func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSavepointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TriggerSavepointResponse) GetCheckpointId() int64 {
@@ -1309,7 +1669,7 @@ type StopWithSavepointRequest struct {
 
 func (x *StopWithSavepointRequest) Reset() {
 	*x = StopWithSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[18]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1681,7 @@ func (x *StopWithSavepointRequest) String() string {
 func (*StopWithSavepointRequest) ProtoMessage() {}
 
 func (x *StopWithSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[18]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1694,7 @@ func (x *StopWithSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopWithSavepointRequest.ProtoReflect.Descriptor instead.
 func (*StopWithSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StopWithSavepointRequest) GetJobId() string {
@@ -1368,7 +1728,7 @@ type StopWithSavepointResponse struct {
 
 func (x *StopWithSavepointResponse) Reset() {
 	*x = StopWithSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1740,7 @@ func (x *StopWithSavepointResponse) String() string {
 func (*StopWithSavepointResponse) ProtoMessage() {}
 
 func (x *StopWithSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1753,7 @@ func (x *StopWithSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopWithSavepointResponse.ProtoReflect.Descriptor instead.
 func (*StopWithSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StopWithSavepointResponse) GetCheckpointId() int64 {
@@ -1419,7 +1779,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1791,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1804,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListCheckpointsRequest) GetJobId() string {
@@ -1472,7 +1832,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1844,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1857,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListCheckpointsResponse) GetCounts() *CheckpointCounts {
@@ -1567,7 +1927,7 @@ type NextCheckpoint struct {
 
 func (x *NextCheckpoint) Reset() {
 	*x = NextCheckpoint{}
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1939,7 @@ func (x *NextCheckpoint) String() string {
 func (*NextCheckpoint) ProtoMessage() {}
 
 func (x *NextCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1952,7 @@ func (x *NextCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextCheckpoint.ProtoReflect.Descriptor instead.
 func (*NextCheckpoint) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NextCheckpoint) GetState() NextCheckpoint_State {
@@ -1640,7 +2000,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +2012,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +2025,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetCheckpointRequest) GetJobId() string {
@@ -1692,7 +2052,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +2064,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +2077,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() *CheckpointStats {
@@ -1747,7 +2107,7 @@ type CheckpointCounts struct {
 
 func (x *CheckpointCounts) Reset() {
 	*x = CheckpointCounts{}
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +2119,7 @@ func (x *CheckpointCounts) String() string {
 func (*CheckpointCounts) ProtoMessage() {}
 
 func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +2132,7 @@ func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCounts.ProtoReflect.Descriptor instead.
 func (*CheckpointCounts) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CheckpointCounts) GetRestored() int64 {
@@ -1836,7 +2196,7 @@ type CheckpointStats struct {
 
 func (x *CheckpointStats) Reset() {
 	*x = CheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2208,7 @@ func (x *CheckpointStats) String() string {
 func (*CheckpointStats) ProtoMessage() {}
 
 func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2221,7 @@ func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointStats.ProtoReflect.Descriptor instead.
 func (*CheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CheckpointStats) GetId() int64 {
@@ -2001,7 +2361,7 @@ type SubtaskCheckpointStats struct {
 
 func (x *SubtaskCheckpointStats) Reset() {
 	*x = SubtaskCheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2373,7 @@ func (x *SubtaskCheckpointStats) String() string {
 func (*SubtaskCheckpointStats) ProtoMessage() {}
 
 func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2386,7 @@ func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskCheckpointStats.ProtoReflect.Descriptor instead.
 func (*SubtaskCheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubtaskCheckpointStats) GetVertex() string {
@@ -2139,7 +2499,7 @@ type RestoredCheckpoint struct {
 
 func (x *RestoredCheckpoint) Reset() {
 	*x = RestoredCheckpoint{}
-	mi := &file_weir_v1_client_proto_msgTypes[28]
+	mi := &file_weir_v1_client_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2511,7 @@ func (x *RestoredCheckpoint) String() string {
 func (*RestoredCheckpoint) ProtoMessage() {}
 
 func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[28]
+	mi := &file_weir_v1_client_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2524,7 @@ func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoredCheckpoint.ProtoReflect.Descriptor instead.
 func (*RestoredCheckpoint) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RestoredCheckpoint) GetId() int64 {
@@ -2203,7 +2563,7 @@ type ListTaskManagersRequest struct {
 
 func (x *ListTaskManagersRequest) Reset() {
 	*x = ListTaskManagersRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[29]
+	mi := &file_weir_v1_client_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2575,7 @@ func (x *ListTaskManagersRequest) String() string {
 func (*ListTaskManagersRequest) ProtoMessage() {}
 
 func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[29]
+	mi := &file_weir_v1_client_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2588,7 @@ func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersRequest.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{34}
 }
 
 type ListTaskManagersResponse struct {
@@ -2240,7 +2600,7 @@ type ListTaskManagersResponse struct {
 
 func (x *ListTaskManagersResponse) Reset() {
 	*x = ListTaskManagersResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[30]
+	mi := &file_weir_v1_client_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2612,7 @@ func (x *ListTaskManagersResponse) String() string {
 func (*ListTaskManagersResponse) ProtoMessage() {}
 
 func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[30]
+	mi := &file_weir_v1_client_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2625,7 @@ func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersResponse.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListTaskManagersResponse) GetTaskmanagers() []*TaskManagerInfo {
@@ -2289,7 +2649,7 @@ type TaskManagerInfo struct {
 
 func (x *TaskManagerInfo) Reset() {
 	*x = TaskManagerInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[31]
+	mi := &file_weir_v1_client_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2661,7 @@ func (x *TaskManagerInfo) String() string {
 func (*TaskManagerInfo) ProtoMessage() {}
 
 func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[31]
+	mi := &file_weir_v1_client_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2674,7 @@ func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerInfo.ProtoReflect.Descriptor instead.
 func (*TaskManagerInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskManagerInfo) GetId() string {
@@ -2369,7 +2729,7 @@ type DisposeSavepointRequest struct {
 
 func (x *DisposeSavepointRequest) Reset() {
 	*x = DisposeSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[32]
+	mi := &file_weir_v1_client_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2741,7 @@ func (x *DisposeSavepointRequest) String() string {
 func (*DisposeSavepointRequest) ProtoMessage() {}
 
 func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[32]
+	mi := &file_weir_v1_client_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2754,7 @@ func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeSavepointRequest.ProtoReflect.Descriptor instead.
 func (*DisposeSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DisposeSavepointRequest) GetPath() string {
@@ -2412,7 +2772,7 @@ type DisposeSavepointResponse struct {
 
 func (x *DisposeSavepointResponse) Reset() {
 	*x = DisposeSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[33]
+	mi := &file_weir_v1_client_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2784,7 @@ func (x *DisposeSavepointResponse) String() string {
 func (*DisposeSavepointResponse) ProtoMessage() {}
 
 func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[33]
+	mi := &file_weir_v1_client_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2797,7 @@ func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeSavepointResponse.ProtoReflect.Descriptor instead.
 func (*DisposeSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{38}
 }
 
 // Load splits a subtask's time the way Flink's task metrics do and counts
@@ -2470,7 +2830,7 @@ type SubtaskInfo_Load struct {
 
 func (x *SubtaskInfo_Load) Reset() {
 	*x = SubtaskInfo_Load{}
-	mi := &file_weir_v1_client_proto_msgTypes[34]
+	mi := &file_weir_v1_client_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2842,7 @@ func (x *SubtaskInfo_Load) String() string {
 func (*SubtaskInfo_Load) ProtoMessage() {}
 
 func (x *SubtaskInfo_Load) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[34]
+	mi := &file_weir_v1_client_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2855,7 @@ func (x *SubtaskInfo_Load) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskInfo_Load.ProtoReflect.Descriptor instead.
 func (*SubtaskInfo_Load) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{10, 0}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{15, 0}
 }
 
 func (x *SubtaskInfo_Load) GetIdleMsPerSecond() float64 {
@@ -2586,7 +2946,22 @@ var File_weir_v1_client_proto protoreflect.FileDescriptor
 
 const file_weir_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x14weir/v1/client.proto\x12\aweir.v1\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/common.proto\x1a\x16weir/v1/jobgraph.proto\"7\n" +
+	"\x14weir/v1/client.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/common.proto\x1a\x16weir/v1/jobgraph.proto\"\xb9\x01\n" +
+	"\x11RescaleJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12M\n" +
+	"\vparallelism\x18\x02 \x03(\v2+.weir.v1.RescaleJobRequest.ParallelismEntryR\vparallelism\x1a>\n" +
+	"\x10ParallelismEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"9\n" +
+	"\x12RescaleJobResponse\x12#\n" +
+	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"\xda\x01\n" +
+	"\x1dConfigureCheckpointingRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
+	"\tmin_pause\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bminPause\"a\n" +
+	"\x1eConfigureCheckpointingResponse\x12?\n" +
+	"\rcheckpointing\x18\x01 \x01(\v2\x19.weir.v1.CheckpointConfigR\rcheckpointing\"7\n" +
 	"\x10SubmitJobRequest\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.weir.v1.JobGraphR\x03job\"*\n" +
 	"\x11SubmitJobResponse\x12\x15\n" +
@@ -2600,7 +2975,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\x10.weir.v1.JobInfoR\x03job\"\x11\n" +
 	"\x0fListJobsRequest\"8\n" +
 	"\x10ListJobsResponse\x12$\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x10.weir.v1.JobInfoR\x04jobs\"\xb5\x02\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x10.weir.v1.JobInfoR\x04jobs\"\xb5\x03\n" +
 	"\aJobInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -2610,7 +2985,20 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\rfailure_cause\x18\x06 \x01(\tR\ffailureCause\x12\x1a\n" +
 	"\brestarts\x18\a \x01(\x05R\brestarts\x12/\n" +
 	"\bvertices\x18\b \x03(\v2\x13.weir.v1.VertexInfoR\bvertices\x12'\n" +
-	"\x05graph\x18\t \x01(\v2\x11.weir.v1.JobGraphR\x05graph\"\xe4\x01\n" +
+	"\x05graph\x18\t \x01(\v2\x11.weir.v1.JobGraphR\x05graph\x12\x18\n" +
+	"\aregions\x18\n" +
+	" \x01(\x05R\aregions\x12-\n" +
+	"\x12restarting_regions\x18\v \x03(\x05R\x11restartingRegions\x125\n" +
+	"\n" +
+	"exceptions\x18\f \x03(\v2\x15.weir.v1.JobExceptionR\n" +
+	"exceptions\"\xbf\x01\n" +
+	"\fJobException\x12!\n" +
+	"\ftimestamp_ms\x18\x01 \x01(\x03R\vtimestampMs\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12%\n" +
+	"\x0etaskmanager_id\x18\x03 \x01(\tR\rtaskmanagerId\x12\x14\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\x12\x18\n" +
+	"\aregions\x18\x05 \x03(\x05R\aregions\x12!\n" +
+	"\ffull_restart\x18\x06 \x01(\bR\vfullRestart\"\xe4\x01\n" +
 	"\n" +
 	"VertexInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
@@ -2618,7 +3006,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x120\n" +
 	"\bsubtasks\x18\x04 \x03(\v2\x14.weir.v1.SubtaskInfoR\bsubtasks\x12-\n" +
 	"\x04load\x18\x05 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12#\n" +
-	"\rload_reported\x18\x06 \x01(\x05R\floadReported\"\x8e\x06\n" +
+	"\rload_reported\x18\x06 \x01(\x05R\floadReported\"\xea\x06\n" +
 	"\vSubtaskInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12-\n" +
@@ -2628,7 +3016,11 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x04load\x18\x06 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12:\n" +
 	"\n" +
 	"watermarks\x18\a \x01(\v2\x1a.weir.v1.SubtaskWatermarksR\n" +
-	"watermarks\x1a\xe8\x03\n" +
+	"watermarks\x12\x16\n" +
+	"\x06region\x18\b \x01(\x05R\x06region\x12\"\n" +
+	"\rstart_time_ms\x18\t \x01(\x03R\vstartTimeMs\x12\x1e\n" +
+	"\vend_time_ms\x18\n" +
+	" \x01(\x03R\tendTimeMs\x1a\xe8\x03\n" +
 	"\x04Load\x12+\n" +
 	"\x12idle_ms_per_second\x18\x01 \x01(\x01R\x0fidleMsPerSecond\x12=\n" +
 	"\x1bbackpressured_ms_per_second\x18\x02 \x01(\x01R\x18backpressuredMsPerSecond\x12+\n" +
@@ -2789,7 +3181,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x1dCHECKPOINT_STATUS_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dCHECKPOINT_STATUS_IN_PROGRESS\x10\x01\x12\x1f\n" +
 	"\x1bCHECKPOINT_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18CHECKPOINT_STATUS_FAILED\x10\x032\xfc\x06\n" +
+	"\x18CHECKPOINT_STATUS_FAILED\x10\x032\xae\b\n" +
 	"\rClientService\x12B\n" +
 	"\tSubmitJob\x12\x19.weir.v1.SubmitJobRequest\x1a\x1a.weir.v1.SubmitJobResponse\x12B\n" +
 	"\tCancelJob\x12\x19.weir.v1.CancelJobRequest\x1a\x1a.weir.v1.CancelJobResponse\x129\n" +
@@ -2801,7 +3193,10 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x0fListCheckpoints\x12\x1f.weir.v1.ListCheckpointsRequest\x1a .weir.v1.ListCheckpointsResponse\x12N\n" +
 	"\rGetCheckpoint\x12\x1d.weir.v1.GetCheckpointRequest\x1a\x1e.weir.v1.GetCheckpointResponse\x12W\n" +
 	"\x10ListTaskManagers\x12 .weir.v1.ListTaskManagersRequest\x1a!.weir.v1.ListTaskManagersResponse\x12W\n" +
-	"\x10DisposeSavepoint\x12 .weir.v1.DisposeSavepointRequest\x1a!.weir.v1.DisposeSavepointResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\x10DisposeSavepoint\x12 .weir.v1.DisposeSavepointRequest\x1a!.weir.v1.DisposeSavepointResponse\x12E\n" +
+	"\n" +
+	"RescaleJob\x12\x1a.weir.v1.RescaleJobRequest\x1a\x1b.weir.v1.RescaleJobResponse\x12i\n" +
+	"\x16ConfigureCheckpointing\x12&.weir.v1.ConfigureCheckpointingRequest\x1a'.weir.v1.ConfigureCheckpointingResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_client_proto_rawDescOnce sync.Once
@@ -2816,112 +3211,130 @@ func file_weir_v1_client_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_weir_v1_client_proto_goTypes = []any{
-	(CheckpointStatus)(0),             // 0: weir.v1.CheckpointStatus
-	(NextCheckpoint_State)(0),         // 1: weir.v1.NextCheckpoint.State
-	(NextCheckpoint_Reason)(0),        // 2: weir.v1.NextCheckpoint.Reason
-	(*SubmitJobRequest)(nil),          // 3: weir.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),         // 4: weir.v1.SubmitJobResponse
-	(*CancelJobRequest)(nil),          // 5: weir.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),         // 6: weir.v1.CancelJobResponse
-	(*GetJobRequest)(nil),             // 7: weir.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 8: weir.v1.GetJobResponse
-	(*ListJobsRequest)(nil),           // 9: weir.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 10: weir.v1.ListJobsResponse
-	(*JobInfo)(nil),                   // 11: weir.v1.JobInfo
-	(*VertexInfo)(nil),                // 12: weir.v1.VertexInfo
-	(*SubtaskInfo)(nil),               // 13: weir.v1.SubtaskInfo
-	(*SubtaskWatermarks)(nil),         // 14: weir.v1.SubtaskWatermarks
-	(*ChannelWatermark)(nil),          // 15: weir.v1.ChannelWatermark
-	(*SplitWatermark)(nil),            // 16: weir.v1.SplitWatermark
-	(*TriggerCheckpointRequest)(nil),  // 17: weir.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil), // 18: weir.v1.TriggerCheckpointResponse
-	(*TriggerSavepointRequest)(nil),   // 19: weir.v1.TriggerSavepointRequest
-	(*TriggerSavepointResponse)(nil),  // 20: weir.v1.TriggerSavepointResponse
-	(*StopWithSavepointRequest)(nil),  // 21: weir.v1.StopWithSavepointRequest
-	(*StopWithSavepointResponse)(nil), // 22: weir.v1.StopWithSavepointResponse
-	(*ListCheckpointsRequest)(nil),    // 23: weir.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),   // 24: weir.v1.ListCheckpointsResponse
-	(*NextCheckpoint)(nil),            // 25: weir.v1.NextCheckpoint
-	(*GetCheckpointRequest)(nil),      // 26: weir.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),     // 27: weir.v1.GetCheckpointResponse
-	(*CheckpointCounts)(nil),          // 28: weir.v1.CheckpointCounts
-	(*CheckpointStats)(nil),           // 29: weir.v1.CheckpointStats
-	(*SubtaskCheckpointStats)(nil),    // 30: weir.v1.SubtaskCheckpointStats
-	(*RestoredCheckpoint)(nil),        // 31: weir.v1.RestoredCheckpoint
-	(*ListTaskManagersRequest)(nil),   // 32: weir.v1.ListTaskManagersRequest
-	(*ListTaskManagersResponse)(nil),  // 33: weir.v1.ListTaskManagersResponse
-	(*TaskManagerInfo)(nil),           // 34: weir.v1.TaskManagerInfo
-	(*DisposeSavepointRequest)(nil),   // 35: weir.v1.DisposeSavepointRequest
-	(*DisposeSavepointResponse)(nil),  // 36: weir.v1.DisposeSavepointResponse
-	(*SubtaskInfo_Load)(nil),          // 37: weir.v1.SubtaskInfo.Load
-	(*JobGraph)(nil),                  // 38: weir.v1.JobGraph
-	(JobState)(0),                     // 39: weir.v1.JobState
-	(ExecutionState)(0),               // 40: weir.v1.ExecutionState
-	(CheckpointFailureReason)(0),      // 41: weir.v1.CheckpointFailureReason
-	(CheckpointType)(0),               // 42: weir.v1.CheckpointType
-	(*CheckpointMetrics)(nil),         // 43: weir.v1.CheckpointMetrics
-	(CheckpointPhase)(0),              // 44: weir.v1.CheckpointPhase
+	(CheckpointStatus)(0),                  // 0: weir.v1.CheckpointStatus
+	(NextCheckpoint_State)(0),              // 1: weir.v1.NextCheckpoint.State
+	(NextCheckpoint_Reason)(0),             // 2: weir.v1.NextCheckpoint.Reason
+	(*RescaleJobRequest)(nil),              // 3: weir.v1.RescaleJobRequest
+	(*RescaleJobResponse)(nil),             // 4: weir.v1.RescaleJobResponse
+	(*ConfigureCheckpointingRequest)(nil),  // 5: weir.v1.ConfigureCheckpointingRequest
+	(*ConfigureCheckpointingResponse)(nil), // 6: weir.v1.ConfigureCheckpointingResponse
+	(*SubmitJobRequest)(nil),               // 7: weir.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),              // 8: weir.v1.SubmitJobResponse
+	(*CancelJobRequest)(nil),               // 9: weir.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),              // 10: weir.v1.CancelJobResponse
+	(*GetJobRequest)(nil),                  // 11: weir.v1.GetJobRequest
+	(*GetJobResponse)(nil),                 // 12: weir.v1.GetJobResponse
+	(*ListJobsRequest)(nil),                // 13: weir.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),               // 14: weir.v1.ListJobsResponse
+	(*JobInfo)(nil),                        // 15: weir.v1.JobInfo
+	(*JobException)(nil),                   // 16: weir.v1.JobException
+	(*VertexInfo)(nil),                     // 17: weir.v1.VertexInfo
+	(*SubtaskInfo)(nil),                    // 18: weir.v1.SubtaskInfo
+	(*SubtaskWatermarks)(nil),              // 19: weir.v1.SubtaskWatermarks
+	(*ChannelWatermark)(nil),               // 20: weir.v1.ChannelWatermark
+	(*SplitWatermark)(nil),                 // 21: weir.v1.SplitWatermark
+	(*TriggerCheckpointRequest)(nil),       // 22: weir.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil),      // 23: weir.v1.TriggerCheckpointResponse
+	(*TriggerSavepointRequest)(nil),        // 24: weir.v1.TriggerSavepointRequest
+	(*TriggerSavepointResponse)(nil),       // 25: weir.v1.TriggerSavepointResponse
+	(*StopWithSavepointRequest)(nil),       // 26: weir.v1.StopWithSavepointRequest
+	(*StopWithSavepointResponse)(nil),      // 27: weir.v1.StopWithSavepointResponse
+	(*ListCheckpointsRequest)(nil),         // 28: weir.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),        // 29: weir.v1.ListCheckpointsResponse
+	(*NextCheckpoint)(nil),                 // 30: weir.v1.NextCheckpoint
+	(*GetCheckpointRequest)(nil),           // 31: weir.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),          // 32: weir.v1.GetCheckpointResponse
+	(*CheckpointCounts)(nil),               // 33: weir.v1.CheckpointCounts
+	(*CheckpointStats)(nil),                // 34: weir.v1.CheckpointStats
+	(*SubtaskCheckpointStats)(nil),         // 35: weir.v1.SubtaskCheckpointStats
+	(*RestoredCheckpoint)(nil),             // 36: weir.v1.RestoredCheckpoint
+	(*ListTaskManagersRequest)(nil),        // 37: weir.v1.ListTaskManagersRequest
+	(*ListTaskManagersResponse)(nil),       // 38: weir.v1.ListTaskManagersResponse
+	(*TaskManagerInfo)(nil),                // 39: weir.v1.TaskManagerInfo
+	(*DisposeSavepointRequest)(nil),        // 40: weir.v1.DisposeSavepointRequest
+	(*DisposeSavepointResponse)(nil),       // 41: weir.v1.DisposeSavepointResponse
+	nil,                                    // 42: weir.v1.RescaleJobRequest.ParallelismEntry
+	(*SubtaskInfo_Load)(nil),               // 43: weir.v1.SubtaskInfo.Load
+	(*durationpb.Duration)(nil),            // 44: google.protobuf.Duration
+	(*CheckpointConfig)(nil),               // 45: weir.v1.CheckpointConfig
+	(*JobGraph)(nil),                       // 46: weir.v1.JobGraph
+	(JobState)(0),                          // 47: weir.v1.JobState
+	(ExecutionState)(0),                    // 48: weir.v1.ExecutionState
+	(CheckpointFailureReason)(0),           // 49: weir.v1.CheckpointFailureReason
+	(CheckpointType)(0),                    // 50: weir.v1.CheckpointType
+	(*CheckpointMetrics)(nil),              // 51: weir.v1.CheckpointMetrics
+	(CheckpointPhase)(0),                   // 52: weir.v1.CheckpointPhase
 }
 var file_weir_v1_client_proto_depIdxs = []int32{
-	38, // 0: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
-	11, // 1: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
-	11, // 2: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
-	39, // 3: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
-	12, // 4: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
-	38, // 5: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
-	13, // 6: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
-	37, // 7: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	40, // 8: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
-	37, // 9: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	14, // 10: weir.v1.SubtaskInfo.watermarks:type_name -> weir.v1.SubtaskWatermarks
-	15, // 11: weir.v1.SubtaskWatermarks.channels:type_name -> weir.v1.ChannelWatermark
-	16, // 12: weir.v1.SubtaskWatermarks.splits:type_name -> weir.v1.SplitWatermark
-	28, // 13: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
-	29, // 14: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
-	29, // 15: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
-	29, // 16: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
-	29, // 17: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
-	31, // 18: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
-	25, // 19: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
-	1,  // 20: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
-	2,  // 21: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
-	29, // 22: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
-	30, // 23: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
-	0,  // 24: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
-	41, // 25: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
-	42, // 26: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
-	43, // 27: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
-	44, // 28: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
-	34, // 29: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
-	3,  // 30: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
-	5,  // 31: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
-	7,  // 32: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
-	9,  // 33: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
-	17, // 34: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
-	19, // 35: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
-	21, // 36: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
-	23, // 37: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
-	26, // 38: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
-	32, // 39: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
-	35, // 40: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
-	4,  // 41: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
-	6,  // 42: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
-	8,  // 43: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
-	10, // 44: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
-	18, // 45: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
-	20, // 46: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
-	22, // 47: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
-	24, // 48: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
-	27, // 49: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
-	33, // 50: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
-	36, // 51: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	42, // 0: weir.v1.RescaleJobRequest.parallelism:type_name -> weir.v1.RescaleJobRequest.ParallelismEntry
+	44, // 1: weir.v1.ConfigureCheckpointingRequest.interval:type_name -> google.protobuf.Duration
+	44, // 2: weir.v1.ConfigureCheckpointingRequest.timeout:type_name -> google.protobuf.Duration
+	44, // 3: weir.v1.ConfigureCheckpointingRequest.min_pause:type_name -> google.protobuf.Duration
+	45, // 4: weir.v1.ConfigureCheckpointingResponse.checkpointing:type_name -> weir.v1.CheckpointConfig
+	46, // 5: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
+	15, // 6: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
+	15, // 7: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
+	47, // 8: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
+	17, // 9: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
+	46, // 10: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
+	16, // 11: weir.v1.JobInfo.exceptions:type_name -> weir.v1.JobException
+	18, // 12: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
+	43, // 13: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	48, // 14: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
+	43, // 15: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	19, // 16: weir.v1.SubtaskInfo.watermarks:type_name -> weir.v1.SubtaskWatermarks
+	20, // 17: weir.v1.SubtaskWatermarks.channels:type_name -> weir.v1.ChannelWatermark
+	21, // 18: weir.v1.SubtaskWatermarks.splits:type_name -> weir.v1.SplitWatermark
+	33, // 19: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
+	34, // 20: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
+	34, // 21: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
+	34, // 22: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
+	34, // 23: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
+	36, // 24: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
+	30, // 25: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
+	1,  // 26: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
+	2,  // 27: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
+	34, // 28: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
+	35, // 29: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
+	0,  // 30: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
+	49, // 31: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
+	50, // 32: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
+	51, // 33: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
+	52, // 34: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
+	39, // 35: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
+	7,  // 36: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
+	9,  // 37: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
+	11, // 38: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
+	13, // 39: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
+	22, // 40: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
+	24, // 41: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
+	26, // 42: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
+	28, // 43: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
+	31, // 44: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
+	37, // 45: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
+	40, // 46: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
+	3,  // 47: weir.v1.ClientService.RescaleJob:input_type -> weir.v1.RescaleJobRequest
+	5,  // 48: weir.v1.ClientService.ConfigureCheckpointing:input_type -> weir.v1.ConfigureCheckpointingRequest
+	8,  // 49: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
+	10, // 50: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
+	12, // 51: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
+	14, // 52: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
+	23, // 53: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
+	25, // 54: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
+	27, // 55: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
+	29, // 56: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
+	32, // 57: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
+	38, // 58: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
+	41, // 59: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
+	4,  // 60: weir.v1.ClientService.RescaleJob:output_type -> weir.v1.RescaleJobResponse
+	6,  // 61: weir.v1.ClientService.ConfigureCheckpointing:output_type -> weir.v1.ConfigureCheckpointingResponse
+	49, // [49:62] is the sub-list for method output_type
+	36, // [36:49] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_client_proto_init() }
@@ -2938,7 +3351,7 @@ func file_weir_v1_client_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_client_proto_rawDesc), len(file_weir_v1_client_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,17 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClientService_SubmitJob_FullMethodName         = "/weir.v1.ClientService/SubmitJob"
-	ClientService_CancelJob_FullMethodName         = "/weir.v1.ClientService/CancelJob"
-	ClientService_GetJob_FullMethodName            = "/weir.v1.ClientService/GetJob"
-	ClientService_ListJobs_FullMethodName          = "/weir.v1.ClientService/ListJobs"
-	ClientService_TriggerCheckpoint_FullMethodName = "/weir.v1.ClientService/TriggerCheckpoint"
-	ClientService_TriggerSavepoint_FullMethodName  = "/weir.v1.ClientService/TriggerSavepoint"
-	ClientService_StopWithSavepoint_FullMethodName = "/weir.v1.ClientService/StopWithSavepoint"
-	ClientService_ListCheckpoints_FullMethodName   = "/weir.v1.ClientService/ListCheckpoints"
-	ClientService_GetCheckpoint_FullMethodName     = "/weir.v1.ClientService/GetCheckpoint"
-	ClientService_ListTaskManagers_FullMethodName  = "/weir.v1.ClientService/ListTaskManagers"
-	ClientService_DisposeSavepoint_FullMethodName  = "/weir.v1.ClientService/DisposeSavepoint"
+	ClientService_SubmitJob_FullMethodName              = "/weir.v1.ClientService/SubmitJob"
+	ClientService_CancelJob_FullMethodName              = "/weir.v1.ClientService/CancelJob"
+	ClientService_GetJob_FullMethodName                 = "/weir.v1.ClientService/GetJob"
+	ClientService_ListJobs_FullMethodName               = "/weir.v1.ClientService/ListJobs"
+	ClientService_TriggerCheckpoint_FullMethodName      = "/weir.v1.ClientService/TriggerCheckpoint"
+	ClientService_TriggerSavepoint_FullMethodName       = "/weir.v1.ClientService/TriggerSavepoint"
+	ClientService_StopWithSavepoint_FullMethodName      = "/weir.v1.ClientService/StopWithSavepoint"
+	ClientService_ListCheckpoints_FullMethodName        = "/weir.v1.ClientService/ListCheckpoints"
+	ClientService_GetCheckpoint_FullMethodName          = "/weir.v1.ClientService/GetCheckpoint"
+	ClientService_ListTaskManagers_FullMethodName       = "/weir.v1.ClientService/ListTaskManagers"
+	ClientService_DisposeSavepoint_FullMethodName       = "/weir.v1.ClientService/DisposeSavepoint"
+	ClientService_RescaleJob_FullMethodName             = "/weir.v1.ClientService/RescaleJob"
+	ClientService_ConfigureCheckpointing_FullMethodName = "/weir.v1.ClientService/ConfigureCheckpointing"
 )
 
 // ClientServiceClient is the client API for ClientService service.
@@ -52,6 +54,13 @@ type ClientServiceClient interface {
 	// holds a savepoint (a _metadata file of type savepoint), so a typo in the
 	// path cannot delete a checkpoint or an unrelated directory.
 	DisposeSavepoint(ctx context.Context, in *DisposeSavepointRequest, opts ...grpc.CallOption) (*DisposeSavepointResponse, error)
+	// RescaleJob takes a checkpoint of a running job and restarts it from
+	// there at new vertex parallelisms, in one step.
+	RescaleJob(ctx context.Context, in *RescaleJobRequest, opts ...grpc.CallOption) (*RescaleJobResponse, error)
+	// ConfigureCheckpointing changes a running job's periodic checkpointing
+	// without a restart; the change is stored with the job, so a new leader
+	// keeps it.
+	ConfigureCheckpointing(ctx context.Context, in *ConfigureCheckpointingRequest, opts ...grpc.CallOption) (*ConfigureCheckpointingResponse, error)
 }
 
 type clientServiceClient struct {
@@ -172,6 +181,26 @@ func (c *clientServiceClient) DisposeSavepoint(ctx context.Context, in *DisposeS
 	return out, nil
 }
 
+func (c *clientServiceClient) RescaleJob(ctx context.Context, in *RescaleJobRequest, opts ...grpc.CallOption) (*RescaleJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RescaleJobResponse)
+	err := c.cc.Invoke(ctx, ClientService_RescaleJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clientServiceClient) ConfigureCheckpointing(ctx context.Context, in *ConfigureCheckpointingRequest, opts ...grpc.CallOption) (*ConfigureCheckpointingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigureCheckpointingResponse)
+	err := c.cc.Invoke(ctx, ClientService_ConfigureCheckpointing_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientServiceServer is the server API for ClientService service.
 // All implementations must embed UnimplementedClientServiceServer
 // for forward compatibility.
@@ -192,6 +221,13 @@ type ClientServiceServer interface {
 	// holds a savepoint (a _metadata file of type savepoint), so a typo in the
 	// path cannot delete a checkpoint or an unrelated directory.
 	DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error)
+	// RescaleJob takes a checkpoint of a running job and restarts it from
+	// there at new vertex parallelisms, in one step.
+	RescaleJob(context.Context, *RescaleJobRequest) (*RescaleJobResponse, error)
+	// ConfigureCheckpointing changes a running job's periodic checkpointing
+	// without a restart; the change is stored with the job, so a new leader
+	// keeps it.
+	ConfigureCheckpointing(context.Context, *ConfigureCheckpointingRequest) (*ConfigureCheckpointingResponse, error)
 	mustEmbedUnimplementedClientServiceServer()
 }
 
@@ -234,6 +270,12 @@ func (UnimplementedClientServiceServer) ListTaskManagers(context.Context, *ListT
 }
 func (UnimplementedClientServiceServer) DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DisposeSavepoint not implemented")
+}
+func (UnimplementedClientServiceServer) RescaleJob(context.Context, *RescaleJobRequest) (*RescaleJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RescaleJob not implemented")
+}
+func (UnimplementedClientServiceServer) ConfigureCheckpointing(context.Context, *ConfigureCheckpointingRequest) (*ConfigureCheckpointingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfigureCheckpointing not implemented")
 }
 func (UnimplementedClientServiceServer) mustEmbedUnimplementedClientServiceServer() {}
 func (UnimplementedClientServiceServer) testEmbeddedByValue()                       {}
@@ -454,6 +496,42 @@ func _ClientService_DisposeSavepoint_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientService_RescaleJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RescaleJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientServiceServer).RescaleJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientService_RescaleJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientServiceServer).RescaleJob(ctx, req.(*RescaleJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClientService_ConfigureCheckpointing_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigureCheckpointingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientServiceServer).ConfigureCheckpointing(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientService_ConfigureCheckpointing_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientServiceServer).ConfigureCheckpointing(ctx, req.(*ConfigureCheckpointingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientService_ServiceDesc is the grpc.ServiceDesc for ClientService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -504,6 +582,14 @@ var ClientService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DisposeSavepoint",
 			Handler:    _ClientService_DisposeSavepoint_Handler,
+		},
+		{
+			MethodName: "RescaleJob",
+			Handler:    _ClientService_RescaleJob_Handler,
+		},
+		{
+			MethodName: "ConfigureCheckpointing",
+			Handler:    _ClientService_ConfigureCheckpointing_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

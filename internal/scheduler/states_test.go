@@ -1,4 +1,4 @@
-package jobmanager
+package scheduler
 
 import (
 	"fmt"
@@ -34,31 +34,16 @@ func TestJobTransitions(t *testing.T) {
 	for from := range weirv1.JobState_name {
 		for to := range weirv1.JobState_name {
 			f, d := weirv1.JobState(from), weirv1.JobState(to)
-			t.Run(fmt.Sprintf("%s->%s", stateName(f), stateName(d)), func(t *testing.T) {
-				if got := canTransition(f, d); got != legal[[2]weirv1.JobState{f, d}] {
-					t.Fatalf("canTransition = %t", got)
+			t.Run(fmt.Sprintf("%s->%s", StateName(f), StateName(d)), func(t *testing.T) {
+				if got := CanTransition(f, d); got != legal[[2]weirv1.JobState{f, d}] {
+					t.Fatalf("CanTransition = %t", got)
 				}
 			})
 		}
 	}
 	for _, s := range []weirv1.JobState{finished, failed, canceled, suspended} {
-		if !terminal(s) {
-			t.Errorf("%s is not terminal", stateName(s))
+		if !Terminal(s) {
+			t.Errorf("%s is not terminal", StateName(s))
 		}
-	}
-}
-
-func TestTransitionLockedRefusesIllegalEdges(t *testing.T) {
-	s, err := New(Config{CheckpointDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := &jobMaster{s: s, id: "job", name: "job", log: s.log}
-	j.mu.state = weirv1.JobState_JOB_STATE_FINISHED
-	if err := j.transitionLocked(weirv1.JobState_JOB_STATE_RUNNING); err == nil {
-		t.Fatal("FINISHED -> RUNNING accepted")
-	}
-	if j.mu.state != weirv1.JobState_JOB_STATE_FINISHED {
-		t.Fatalf("state changed to %s on a refused edge", stateName(j.mu.state))
 	}
 }

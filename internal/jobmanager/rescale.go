@@ -1,0 +1,161 @@
+package jobmanager
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/scheduler"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// RescaleJob takes a checkpoint of a running job, stores the job with its
+// new parallelisms and restarts it from the latest checkpoint at them: the
+// same path as a failover, so sinks abort what the checkpoint does not
+// cover and nothing is lost or duplicated.
+func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) (*weirv1.RescaleJobResponse, error) {
+	j, err := s.runningJob(req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	// One change of the stored graph at a time: two would each store
+	// their own copy, and the later would undo the earlier.
+	j.reconfig.Lock()
+	defer j.reconfig.Unlock()
+	if len(req.GetParallelism()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "jobmanager: rescale: name at least one vertex and its new parallelism")
+	}
+	g := proto.Clone(j.current().Graph).(*weirv1.JobGraph)
+	names := make([]string, 0, len(req.GetParallelism()))
+	for name := range req.GetParallelism() {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := req.GetParallelism()[name]
+		var v *weirv1.JobVertex
+		for _, x := range g.GetVertices() {
+			if x.GetName() == name {
+				v = x
+			}
+		}
+		if v == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: job %s has no vertex %q (it has %s)", j.id, name, vertexNames(g))
+		}
+		if p < 1 || p > g.GetMaxParallelism() {
+			return nil, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: vertex %q: parallelism %d is outside 1..%d (the job's max-parallelism)", name, p, g.GetMaxParallelism())
+		}
+		v.Parallelism = p
+	}
+	if err := jobgraph.Validate(g); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: %v", err)
+	}
+	if need, have := scheduler.SlotsNeeded(g), s.slotsFor(j); need > have {
+		held := total(j.current().held)
+		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: rescale: job %s would need %d slots; it holds %d and %d more are free", j.id, need, held, have-held)
+	}
+	r := j.coord.Trigger(ctx, coordinator.Manual, "")
+	if err := triggerError(j.id, r); err != nil {
+		return nil, err
+	}
+	services, err := s.services()
+	if err != nil {
+		return nil, err
+	}
+	// Stored first: a new leader recovers the job at its new shape from
+	// the checkpoint, which restores at any parallelism.
+	if err := services.putJob(ctx, j.id, g); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "jobmanager: rescale: store job: %v", err)
+	}
+	if err := j.rescale(g); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	j.log.Info("job rescaling", "checkpoint_id", r.ID, "parallelism", req.GetParallelism())
+	return &weirv1.RescaleJobResponse{CheckpointId: r.ID}, nil
+}
+
+func vertexNames(g *weirv1.JobGraph) string {
+	var names []string
+	for _, v := range g.GetVertices() {
+		names = append(names, fmt.Sprintf("%q", v.GetName()))
+	}
+	return strings.Join(names, ", ")
+}
+
+// slotsFor is how many slots job j could hold: those it holds and those
+// free in the cluster.
+func (s *Server) slotsFor(j *jobMaster) int {
+	return len(s.freeSlots()) + total(j.current().held)
+}
+
+func total(held map[string]int) int {
+	n := 0
+	for _, c := range held {
+		n += c
+	}
+	return n
+}
+
+func (j *jobMaster) rescale(g *weirv1.JobGraph) error {
+	err := fmt.Errorf("jobmanager: job %s is no longer managed here", j.id)
+	j.call(func() { err = j.sm.Rescale(g) })
+	return err
+}
+
+// ConfigureCheckpointing changes a running job's periodic checkpointing in
+// place: stored with the job first, so that a new leader keeps it, then
+// applied to the running coordinator.
+func (s *Server) ConfigureCheckpointing(ctx context.Context, req *weirv1.ConfigureCheckpointingRequest) (*weirv1.ConfigureCheckpointingResponse, error) {
+	j, err := s.runningJob(req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	j.reconfig.Lock()
+	defer j.reconfig.Unlock()
+	var r coordinator.Reconfiguration
+	g := proto.Clone(j.current().Graph).(*weirv1.JobGraph)
+	cp := g.GetCheckpointing()
+	if cp == nil {
+		cp = &weirv1.CheckpointConfig{}
+		g.Checkpointing = cp
+	}
+	if d := req.GetInterval(); d != nil {
+		v := d.AsDuration()
+		r.Interval, cp.Interval = &v, d
+	}
+	if d := req.GetTimeout(); d != nil {
+		v := d.AsDuration()
+		r.Timeout, cp.Timeout = &v, d
+	}
+	if d := req.GetMinPause(); d != nil {
+		v := d.AsDuration()
+		r.MinPause, cp.MinPause = &v, d
+	}
+	if r == (coordinator.Reconfiguration{}) {
+		return nil, status.Error(codes.InvalidArgument, "jobmanager: configure checkpointing: set at least one of interval, timeout, min-pause")
+	}
+	if err := jobgraph.Validate(g); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "jobmanager: configure checkpointing: %v", err)
+	}
+	services, err := s.services()
+	if err != nil {
+		return nil, err
+	}
+	if err := services.putJob(ctx, j.id, g); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "jobmanager: configure checkpointing: store job: %v", err)
+	}
+	ok := false
+	j.call(func() { ok = j.sm.UpdateCheckpointing(cp) })
+	if !ok || !j.coord.Reconfigure(r) {
+		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is no longer running", j.id)
+	}
+	j.log.Info("checkpointing reconfigured", "interval", cp.GetInterval().AsDuration(), "timeout", cp.GetTimeout().AsDuration(), "min_pause", cp.GetMinPause().AsDuration())
+	return &weirv1.ConfigureCheckpointingResponse{Checkpointing: cp}, nil
+}
