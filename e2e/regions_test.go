@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -164,4 +165,117 @@ func TestRegionFailover(t *testing.T) {
 	if !strings.Contains(string(metrics), want) {
 		t.Errorf("metrics lack %s", want)
 	}
+}
+
+// TestLiveRescaleAndReconfigure rescales a running job 2→4→1 with weir job
+// rescale (a checkpoint, then a restart at the new parallelism, in one
+// step) and changes its checkpoint interval in place with weir checkpoint
+// configure; the committed output holds every running sum exactly once, and
+// the checkpoints triggered after the change are spaced by the new
+// interval.
+func TestLiveRescaleAndReconfigure(t *testing.T) {
+	// The source's rate is per subtask: 2 s at parallelism 2, about 5 s at
+	// 4 and the rest, some 14 s, at 1.
+	const count, keys = 40000, 16
+	c := startCluster(t, 2) // 4 slots
+	out := filepath.Join(c.dir, "out")
+	id := c.submit(writeSpec(t, c.dir, out, count, keys, 1000, "300ms"))
+	c.waitFor(time.Minute, "two checkpoints", func() (bool, error) {
+		n, err := c.checkpointsCompleted(id)
+		return n >= 2, err
+	})
+
+	rescale := func(p int) {
+		t.Helper()
+		n := strconv.Itoa(p)
+		if _, err := c.weir("job", "rescale", id, "--parallelism", "source="+n, "--parallelism", "sum="+n, "--parallelism", "sink="+n); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(time.Minute, "job running at parallelism "+n, func() (bool, error) {
+			j, err := c.regionJob(id)
+			if err != nil || j.State != "RUNNING" {
+				return false, err
+			}
+			for _, v := range j.Vertices {
+				if len(v.Subtasks) != p {
+					return false, nil
+				}
+				for _, st := range v.Subtasks {
+					if st.State != "RUNNING" {
+						return false, nil
+					}
+				}
+			}
+			return true, nil
+		})
+	}
+	rescale(4)
+	before, err := c.checkpointsCompleted(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(time.Minute, "a checkpoint at parallelism 4", func() (bool, error) {
+		n, err := c.checkpointsCompleted(id)
+		return n > before, err
+	})
+
+	changed := time.Now()
+	if _, err := c.weir("checkpoint", "configure", id, "--interval", "1s"); err != nil {
+		t.Fatal(err)
+	}
+	var triggers []int64
+	c.waitFor(time.Minute, "two periodic checkpoints at the new interval", func() (bool, error) {
+		var cps struct {
+			History []struct {
+				Trigger int64  `json:"trigger_timestamp"`
+				Status  string `json:"status"`
+			} `json:"history"`
+		}
+		if err := c.weirJSON(&cps, "checkpoint", "list", id); err != nil {
+			return false, err
+		}
+		triggers = triggers[:0]
+		for _, h := range cps.History {
+			if h.Trigger > changed.UnixMilli()+100 {
+				triggers = append(triggers, h.Trigger)
+			}
+		}
+		return len(triggers) >= 3, nil
+	})
+	slices.Sort(triggers)
+	for i := 1; i < len(triggers); i++ {
+		if gap := time.Duration(triggers[i]-triggers[i-1]) * time.Millisecond; gap < 900*time.Millisecond {
+			t.Errorf("checkpoints triggered %v apart after the interval became 1s: %v", gap, triggers)
+		}
+	}
+	t.Logf("after the change from 300ms to 1s, checkpoints triggered at +%v", relative(triggers, changed))
+
+	rescale(1)
+	job := c.waitJob(id, 2*time.Minute)
+	if job.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)
+	}
+	if job.Restarts != 0 {
+		t.Errorf("rescales counted as %d restarts", job.Restarts)
+	}
+	lines, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *cluster) regionJob(id string) (regionJobJSON, error) {
+	var j regionJobJSON
+	return j, c.weirJSON(&j, "job", "get", id)
+}
+
+func relative(ms []int64, since time.Time) []time.Duration {
+	out := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		out[i] = (time.Duration(m-since.UnixMilli()) * time.Millisecond).Round(10 * time.Millisecond)
+	}
+	return out
 }

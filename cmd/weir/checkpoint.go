@@ -3,15 +3,17 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
 func (a *app) checkpointCommand() *cobra.Command {
 	cmd := group("checkpoint", "Inspect and trigger a job's checkpoints", "cp")
-	cmd.AddCommand(a.checkpointListCommand(), a.checkpointGetCommand(), a.checkpointTriggerCommand())
+	cmd.AddCommand(a.checkpointListCommand(), a.checkpointGetCommand(), a.checkpointTriggerCommand(), a.checkpointConfigureCommand())
 	return cmd
 }
 
@@ -156,5 +158,62 @@ restart from, and deletes nothing otherwise.`,
 		},
 	}
 	cmd.AddCommand(trigger, dispose)
+	return cmd
+}
+
+func (a *app) checkpointConfigureCommand() *cobra.Command {
+	var interval, timeout, minPause time.Duration
+	cmd := &cobra.Command{
+		Use:   "configure JOB_ID [--interval D] [--checkpoint-timeout D] [--min-pause D]",
+		Short: "Change a running job's periodic checkpointing without a restart",
+		Long: `Configure changes a running job's checkpoint interval, timeout or minimum
+pause between checkpoints in place: the next periodic checkpoint comes one
+new interval from now, a new timeout applies to checkpoints triggered from
+now on, and --interval 0 turns periodic checkpoints off. The change is
+stored with the job, so a new leader keeps it. Flags not given keep their
+value.`,
+		Args: exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &weirv1.ConfigureCheckpointingRequest{JobId: args[0]}
+			set := func(name string, d time.Duration) (*durationpb.Duration, error) {
+				if !cmd.Flags().Changed(name) {
+					return nil, nil
+				}
+				if d < 0 {
+					return nil, usageErrorf("--%s %v: must not be negative", name, d)
+				}
+				return durationpb.New(d), nil
+			}
+			var err error
+			if req.Interval, err = set("interval", interval); err != nil {
+				return err
+			}
+			if req.Timeout, err = set("checkpoint-timeout", timeout); err != nil {
+				return err
+			}
+			if req.MinPause, err = set("min-pause", minPause); err != nil {
+				return err
+			}
+			if req.Interval == nil && req.Timeout == nil && req.MinPause == nil {
+				return usageErrorf("give at least one of --interval, --checkpoint-timeout, --min-pause")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			resp, err := call(cmd.Context(), a, c.ConfigureCheckpointing, req, "configure checkpointing of job "+args[0], jobNotFound(args[0]))
+			if err != nil {
+				return err
+			}
+			cp := resp.GetCheckpointing()
+			_, err = fmt.Fprintf(a.stdout, "Checkpointing of job %s: interval %v, timeout %v, min-pause %v.\n", args[0],
+				cp.GetInterval().AsDuration(), cp.GetTimeout().AsDuration(), cp.GetMinPause().AsDuration())
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", 0, "time between periodic checkpoints (0 turns them off)")
+	// Not --timeout: that is every command's call timeout.
+	cmd.Flags().DurationVar(&timeout, "checkpoint-timeout", 0, "how long a checkpoint may take before it is aborted")
+	cmd.Flags().DurationVar(&minPause, "min-pause", 0, "minimum time between the end of one checkpoint and the start of the next")
 	return cmd
 }

@@ -29,7 +29,7 @@ func group(use, short string, aliases ...string) *cobra.Command {
 
 func (a *app) jobCommand() *cobra.Command {
 	cmd := group("job", "Submit, inspect, cancel and stop jobs")
-	cmd.AddCommand(a.jobSubmitCommand(), a.jobListCommand(), a.jobGetCommand(), a.jobCancelCommand(), a.jobStopCommand())
+	cmd.AddCommand(a.jobSubmitCommand(), a.jobListCommand(), a.jobGetCommand(), a.jobCancelCommand(), a.jobStopCommand(), a.jobRescaleCommand(), a.jobExceptionsCommand())
 	return cmd
 }
 
@@ -240,3 +240,78 @@ func (a *app) taskManagerCommand() *cobra.Command {
 }
 
 func jobNotFound(id string) string { return fmt.Sprintf("job %s not found", id) }
+
+func (a *app) jobRescaleCommand() *cobra.Command {
+	var parallelism map[string]int
+	cmd := &cobra.Command{
+		Use:   "rescale JOB_ID --parallelism VERTEX=N [--parallelism VERTEX=N ...]",
+		Short: "Restart a running job at new vertex parallelisms",
+		Long: `Rescale takes a checkpoint of a running job and restarts it from there with
+the vertices given at their new parallelism (the others keep theirs), in one
+step: keyed state is split along its key groups and list state
+redistributed, as a restore from a savepoint at another parallelism does.
+The job is stored with its new parallelism, so a new leader keeps it. The
+command prints the checkpoint's ID and returns once the restart began;
+weir job get shows the new subtasks.`,
+		Args: exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(parallelism) == 0 {
+				return usageErrorf("--parallelism VERTEX=N is required")
+			}
+			req := &weirv1.RescaleJobRequest{JobId: args[0], Parallelism: map[string]int32{}}
+			for v, n := range parallelism {
+				if n < 1 {
+					return usageErrorf("--parallelism %s=%d: parallelism must be at least 1", v, n)
+				}
+				req.Parallelism[v] = int32(n)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			resp, err := call(cmd.Context(), a, c.RescaleJob, req, "rescale job "+args[0], jobNotFound(args[0]))
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "Job %s rescaling from checkpoint %d.\n", args[0], resp.GetCheckpointId())
+			return err
+		},
+	}
+	cmd.Flags().StringToIntVar(&parallelism, "parallelism", nil, "new parallelism of a vertex, as VERTEX=N (repeat for more vertices)")
+	return cmd
+}
+
+func (a *app) jobExceptionsCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "exceptions JOB_ID",
+		Short: "Show a job's failures, newest first, and what each restarted",
+		Long: `Exceptions lists the failures in a job's history, newest first (the
+latest 32): when, which subtask and TaskManager, the cause, and which
+pipelined regions it restarted ("all" for the whole job, "-" when the job
+was not restarted).`,
+		Args: exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := parseFormat(output)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			resp, err := call(cmd.Context(), a, c.GetJob, &weirv1.GetJobRequest{JobId: id}, "get job "+id, jobNotFound(id))
+			if err != nil {
+				return err
+			}
+			views := newExceptionViews(resp.GetJob())
+			if format == formatJSON {
+				return writeJSON(a.stdout, views)
+			}
+			return writeExceptions(a.stdout, views)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirproject/weir/internal/jobgraph"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -64,6 +65,22 @@ func (f *fakeJobManager) StopWithSavepoint(_ context.Context, req *weirv1.StopWi
 	defer f.mu.Unlock()
 	f.stopReq = req
 	return &weirv1.StopWithSavepointResponse{CheckpointId: 9, ExternalPath: req.GetTargetDirectory() + "/savepoint-9"}, nil
+}
+
+func (f *fakeJobManager) RescaleJob(_ context.Context, req *weirv1.RescaleJobRequest) (*weirv1.RescaleJobResponse, error) {
+	if len(req.GetParallelism()) != 2 || req.GetParallelism()["sum"] != 4 || req.GetParallelism()["sink"] != 1 {
+		return nil, status.Errorf(codes.InvalidArgument, "unexpected parallelism %v", req.GetParallelism())
+	}
+	return &weirv1.RescaleJobResponse{CheckpointId: 12}, nil
+}
+
+func (f *fakeJobManager) ConfigureCheckpointing(_ context.Context, req *weirv1.ConfigureCheckpointingRequest) (*weirv1.ConfigureCheckpointingResponse, error) {
+	if req.GetTimeout() != nil {
+		return nil, status.Error(codes.InvalidArgument, "only interval and min-pause were given")
+	}
+	return &weirv1.ConfigureCheckpointingResponse{Checkpointing: &weirv1.CheckpointConfig{
+		Interval: req.GetInterval(), MinPause: req.GetMinPause(), Timeout: durationpb.New(time.Minute),
+	}}, nil
 }
 
 func (f *fakeJobManager) ListCheckpoints(context.Context, *weirv1.ListCheckpointsRequest) (*weirv1.ListCheckpointsResponse, error) {
@@ -233,6 +250,19 @@ func TestCommandsAgainstFake(t *testing.T) {
 		{name: "trigger checkpoint", args: []string{"checkpoint", "trigger", "job-a"}, stdout: "7\t/tmp/weir/job-a/chk-7\n"},
 		{name: "stop with savepoint", args: []string{"job", "stop", "job-a", "--savepoint-dir", "/sp", "--drain"},
 			stdout: "9\t/sp/savepoint-9\n"},
+		{name: "rescale", args: []string{"job", "rescale", "job-a", "--parallelism", "sum=4", "--parallelism", "sink=1"},
+			stdout: "Job job-a rescaling from checkpoint 12.\n"},
+		{name: "rescale without parallelism", args: []string{"job", "rescale", "job-a"}, code: 2,
+			stderrWant: "weir: --parallelism VERTEX=N is required\nRun 'weir job rescale --help' for usage.\n"},
+		{name: "rescale to zero", args: []string{"job", "rescale", "job-a", "--parallelism", "sum=0"}, code: 2,
+			stderrWant: "weir: --parallelism sum=0: parallelism must be at least 1\nRun 'weir job rescale --help' for usage.\n"},
+		{name: "configure checkpointing", args: []string{"checkpoint", "configure", "job-a", "--interval", "5s", "--min-pause", "0s"},
+			stdout: "Checkpointing of job job-a: interval 5s, timeout 1m0s, min-pause 0s.\n"},
+		{name: "configure nothing", args: []string{"checkpoint", "configure", "job-a"}, code: 2,
+			stderrWant: "weir: give at least one of --interval, --checkpoint-timeout, --min-pause\nRun 'weir checkpoint configure --help' for usage.\n"},
+		{name: "exceptions newest first", args: []string{"job", "exceptions", "job-a"},
+			stdoutHas: []string{"TIME                 TASK          TASKMANAGER  RESTARTED    CAUSE",
+				"too many failed checkpoints\n", "source (1/2)  tm-0         regions [0]  taskmanager tm-0 lost"}},
 		{name: "unimplemented", args: []string{"taskmanager", "list"}, code: 1,
 			stderrWant: "weir: list taskmanagers: not supported by the JobManager at " + addr + ": method ListTaskManagers not implemented\n"},
 		{name: "job list table", args: []string{"job", "list"},

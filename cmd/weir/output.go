@@ -631,3 +631,47 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+type exceptionView struct {
+	Timestamp     int64   `json:"timestamp"`
+	Task          string  `json:"task"`
+	TaskManagerID string  `json:"taskmanager_id"`
+	Cause         string  `json:"cause"`
+	Regions       []int32 `json:"regions"`
+	FullRestart   bool    `json:"full_restart"`
+}
+
+// newExceptionViews lists a job's failures newest first, as Flink's
+// exception history does.
+func newExceptionViews(j *weirv1.JobInfo) []exceptionView {
+	ex := j.GetExceptions()
+	out := make([]exceptionView, 0, len(ex))
+	for i := len(ex) - 1; i >= 0; i-- {
+		e := ex[i]
+		out = append(out, exceptionView{
+			Timestamp: e.GetTimestampMs(), Task: e.GetTask(), TaskManagerID: e.GetTaskmanagerId(), Cause: e.GetCause(),
+			Regions: append([]int32{}, e.GetRegions()...), FullRestart: e.GetFullRestart(),
+		})
+	}
+	return out
+}
+
+func writeExceptions(w io.Writer, views []exceptionView) error {
+	if len(views) == 0 {
+		_, err := fmt.Fprintln(w, "No exceptions.")
+		return err
+	}
+	t := newTable(w)
+	t.row("TIME", "TASK", "TASKMANAGER", "RESTARTED", "CAUSE")
+	for _, v := range views {
+		restarted := "-"
+		switch {
+		case v.FullRestart:
+			restarted = "all"
+		case len(v.Regions) > 0:
+			restarted = fmt.Sprintf("regions %v", v.Regions)
+		}
+		t.row(formatTime(v.Timestamp), dash(v.Task), dash(v.TaskManagerID), restarted, oneLine(v.Cause))
+	}
+	return t.flush()
+}

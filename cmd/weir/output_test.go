@@ -22,6 +22,10 @@ func sampleJob() *weirv1.JobInfo {
 				{Index: 1, Attempt: 0, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, TaskmanagerId: "tm-2"},
 			},
 		}},
+		Exceptions: []*weirv1.JobException{
+			{TimestampMs: 1_700_000_001_000, Task: "source (1/2)", TaskmanagerId: "tm-0", Cause: "taskmanager tm-0 lost", Regions: []int32{0}},
+			{TimestampMs: 1_700_000_002_000, Cause: "too many failed checkpoints", FullRestart: true, Regions: []int32{0, 1}},
+		},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -279,4 +280,37 @@ func newID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Configuration is the JobManager's effective configuration, for Flink's
+// GET /jobmanager/config: Flink's key where one means the same, Weir's
+// flag name otherwise.
+func (s *Server) Configuration() map[string]string {
+	c := s.cfg
+	m := map[string]string{
+		"jobmanager.rpc.address":       c.RPCAddr,
+		"rest.address":                 c.HTTPAddr,
+		"state.checkpoints.dir":        c.CheckpointDir,
+		"heartbeat.interval":           c.HeartbeatInterval.String(),
+		"heartbeat.timeout":            c.HeartbeatTimeout.String(),
+		"rpc-timeout":                  c.RPCTimeout.String(),
+		"high-availability.type":       c.HA,
+		"jobmanager.id":                s.id,
+		"advertise-addr":               c.AdvertiseAddr,
+		"advertise-http-addr":          c.AdvertiseHTTPAddr,
+		"high-availability.cluster-id": "",
+	}
+	if c.HA == "etcd" {
+		m["high-availability.cluster-id"] = c.Etcd.ClusterID
+		m["high-availability.etcd.session-ttl"] = c.Etcd.SessionTTL.String()
+		if c.Etcd.Client != nil {
+			m["high-availability.etcd.endpoints"] = strings.Join(c.Etcd.Client.Endpoints(), ",")
+		}
+	}
+	for k, v := range m {
+		if v == "" {
+			delete(m, k)
+		}
+	}
+	return m
 }
