@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	"github.com/weirproject/weir/internal/fault"
-	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -23,7 +24,7 @@ type Counter interface {
 // Store is the completed-checkpoint store: Add keeps the newest retained
 // checkpoints and returns the ones it dropped.
 type Store interface {
-	Add(ctx context.Context, cp ha.CompletedCheckpoint) ([]ha.CompletedCheckpoint, error)
+	Add(ctx context.Context, cp checkpoint.Completed) ([]checkpoint.Completed, error)
 }
 
 // Storage is checkpoint storage as the coordinator uses it.
@@ -413,7 +414,7 @@ func (d *Driver) process(effects []Effect) {
 			d.goIO(func(ctx context.Context) {
 				defer d.finalizing.Done()
 				path, subsumed, err := d.finalize(ctx, e)
-				if errors.Is(err, ha.ErrOutcomeUnknown) {
+				if errors.Is(err, checkpoint.ErrOutcomeUnknown) {
 					d.log.Error("checkpoint outcome unknown: keeping its files and failing the job over", "checkpoint_id", e.ID, "err", err)
 					d.post(func() { d.sm.FinalizeOutcomeUnknown(e.ID, err) })
 					return
@@ -529,7 +530,7 @@ func (d *Driver) finalize(ctx context.Context, f Finalize) (string, int64, error
 	if err := fault.Point(fault.JMAfterMetadataBeforeStore); err != nil {
 		return "", 0, fmt.Errorf("coordinator: add checkpoint %d to the store: %w", f.ID, err)
 	}
-	cp := ha.CompletedCheckpoint{ID: f.ID, MetadataPath: path, Dir: f.Location}
+	cp := checkpoint.Completed{ID: f.ID, MetadataPath: path, Dir: f.Location}
 	if f.Synchronous {
 		// Sinks commit on a stop-with-savepoint, so a failure before the
 		// job finished must restore from it, not from an older checkpoint
@@ -543,7 +544,7 @@ func (d *Driver) finalize(ctx context.Context, f Finalize) (string, int64, error
 	if err := fault.Point(fault.JMAfterStoreBeforeNotify); err != nil {
 		// The checkpoint is stored: to this JobManager that is a write
 		// whose outcome it did not learn.
-		err = fmt.Errorf("coordinator: add checkpoint %d to the store: %w: %w", f.ID, ha.ErrOutcomeUnknown, err)
+		err = fmt.Errorf("coordinator: add checkpoint %d to the store: %w: %w", f.ID, checkpoint.ErrOutcomeUnknown, err)
 		return "", 0, err
 	}
 	var newest int64

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	"github.com/weirproject/weir/internal/ha"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -25,10 +27,10 @@ type timeoutStore struct {
 	lose map[int64]bool
 }
 
-func (s *timeoutStore) Add(ctx context.Context, cp ha.CompletedCheckpoint) ([]ha.CompletedCheckpoint, error) {
+func (s *timeoutStore) Add(ctx context.Context, cp checkpoint.Completed) ([]checkpoint.Completed, error) {
 	subsumed, err := s.StandaloneStore.Add(ctx, cp)
 	if err == nil && s.lose[cp.ID] {
-		return nil, fmt.Errorf("ha: checkpoint store: add checkpoint %d: %w: etcd txn: %w", cp.ID, ha.ErrOutcomeUnknown, context.DeadlineExceeded)
+		return nil, fmt.Errorf("ha: checkpoint store: add checkpoint %d: %w: etcd txn: %w", cp.ID, checkpoint.ErrOutcomeUnknown, context.DeadlineExceeded)
 	}
 	return subsumed, err
 }
@@ -52,7 +54,7 @@ func TestDriverUnknownStoreOutcomeKeepsFiles(t *testing.T) {
 	e.triggered(2, "CHECKPOINT")
 	e.ackAll(2, e.chk(2))
 	wantFailure(t, waitResult(t, second), weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE)
-	e.rec.waitFor(t, "fail-job coordinator: checkpoint 2: coordinator: checkpoint failed: CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE: outcome unknown, its files are kept: coordinator: add checkpoint 2 to the store: ha: checkpoint store: add checkpoint 2: ha: outcome of the write unknown: etcd txn: context deadline exceeded")
+	e.rec.waitFor(t, "fail-job coordinator: checkpoint 2: coordinator: checkpoint failed: CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE: outcome unknown, its files are kept: coordinator: add checkpoint 2 to the store: ha: checkpoint store: add checkpoint 2: checkpoint store: outcome of the write unknown: etcd txn: context deadline exceeded")
 
 	// What a recovery reads: the store names 2, which must be whole.
 	latest, ok, err := store.Latest(context.Background())

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -141,7 +143,7 @@ func TestFencingRejectsDeposedLeader(t *testing.T) {
 	if _, err := ca.Next(bg(t)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sa.Add(bg(t), CompletedCheckpoint{ID: 1, MetadataPath: "s3://b/1/_metadata", Dir: "s3://b/1"}); err != nil {
+	if _, err := sa.Add(bg(t), checkpoint.Completed{ID: 1, MetadataPath: "s3://b/1/_metadata", Dir: "s3://b/1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ja.Put(bg(t), "job-1", []byte("graph-1")); err != nil {
@@ -162,11 +164,11 @@ func TestFencingRejectsDeposedLeader(t *testing.T) {
 	mustNotLeader(t, "A counter next", err)
 	mustNotLeader(t, "A counter set", ca.SetIfHigher(bg(t), 100))
 	mustNotLeader(t, "A counter shutdown", ca.Shutdown(bg(t), true))
-	_, err = sa.Add(bg(t), CompletedCheckpoint{ID: 2, MetadataPath: "s3://b/2/_metadata"})
+	_, err = sa.Add(bg(t), checkpoint.Completed{ID: 2, MetadataPath: "s3://b/2/_metadata"})
 	mustNotLeader(t, "A store add", err)
-	_, err = sa.Add(bg(t), CompletedCheckpoint{ID: 3, MetadataPath: "s3://b/3/_metadata"})
+	_, err = sa.Add(bg(t), checkpoint.Completed{ID: 3, MetadataPath: "s3://b/3/_metadata"})
 	mustNotLeader(t, "A store add", err)
-	_, err = sa.Add(bg(t), CompletedCheckpoint{ID: 4, MetadataPath: "s3://b/4/_metadata"})
+	_, err = sa.Add(bg(t), checkpoint.Completed{ID: 4, MetadataPath: "s3://b/4/_metadata"})
 	mustNotLeader(t, "A store add subsuming", err)
 	_, err = sa.Shutdown(bg(t), true)
 	mustNotLeader(t, "A store shutdown", err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -264,7 +266,7 @@ func TestEtcdStoppedFailsWithinDeadline(t *testing.T) {
 		{"counter set", func(ctx context.Context) error { return counter.SetIfHigher(ctx, 100) }},
 		{"counter last", func(ctx context.Context) error { _, err := counter.Last(ctx); return err }},
 		{"store add", func(ctx context.Context) error {
-			_, err := store.Add(ctx, CompletedCheckpoint{ID: 2, MetadataPath: "m"})
+			_, err := store.Add(ctx, checkpoint.Completed{ID: 2, MetadataPath: "m"})
 			return err
 		}},
 		{"store latest", func(ctx context.Context) error { _, _, err := store.Latest(ctx); return err }},

@@ -5,20 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-)
 
-// CompletedCheckpoint is an entry of the completed-checkpoint store: the
-// store keeps the pointer, the metadata stays in checkpoint storage.
-type CompletedCheckpoint struct {
-	ID           int64
-	MetadataPath string
-	// Dir is the checkpoint's exclusive directory, discarded when subsumed.
-	Dir string
-	// Savepoint marks a synchronous savepoint (stop-with-savepoint): sinks
-	// committed on it, so it is a restore point like a checkpoint, but its
-	// files belong to the user and are never discarded when subsumed.
-	Savepoint bool
-}
+	"github.com/weirproject/weir/internal/checkpoint"
+)
 
 // StandaloneCounter hands out checkpoint IDs from memory, starting after
 // the highest ID already present in checkpoint storage.
@@ -45,7 +34,7 @@ func (c *StandaloneCounter) Next(context.Context) (int64, error) {
 type StandaloneStore struct {
 	retained int
 	mu       sync.Mutex
-	list     []CompletedCheckpoint // oldest first
+	list     []checkpoint.Completed // oldest first
 }
 
 // NewStandaloneStore keeps at most retained (≥ 1) checkpoints.
@@ -55,40 +44,40 @@ func NewStandaloneStore(retained int) *StandaloneStore {
 
 // Add stores cp and returns the checkpoints it subsumed, oldest first; the
 // caller discards their state.
-func (s *StandaloneStore) Add(_ context.Context, cp CompletedCheckpoint) ([]CompletedCheckpoint, error) {
+func (s *StandaloneStore) Add(_ context.Context, cp checkpoint.Completed) ([]checkpoint.Completed, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.list = append(s.list, cp)
-	var subsumed []CompletedCheckpoint
+	var subsumed []checkpoint.Completed
 	if n := len(s.list) - s.retained; n > 0 {
 		subsumed = append(subsumed, s.list[:n]...)
-		s.list = append([]CompletedCheckpoint(nil), s.list[n:]...)
+		s.list = append([]checkpoint.Completed(nil), s.list[n:]...)
 	}
 	return subsumed, nil
 }
 
 // Latest returns the newest completed checkpoint.
-func (s *StandaloneStore) Latest(context.Context) (CompletedCheckpoint, bool, error) {
+func (s *StandaloneStore) Latest(context.Context) (checkpoint.Completed, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.list) == 0 {
-		return CompletedCheckpoint{}, false, nil
+		return checkpoint.Completed{}, false, nil
 	}
 	return s.list[len(s.list)-1], true, nil
 }
 
 // All returns the retained checkpoints, oldest first.
-func (s *StandaloneStore) All(context.Context) ([]CompletedCheckpoint, error) {
+func (s *StandaloneStore) All(context.Context) ([]checkpoint.Completed, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]CompletedCheckpoint(nil), s.list...), nil
+	return append([]checkpoint.Completed(nil), s.list...), nil
 }
 
 // RecoverReport returns the retained checkpoints that pass validate (nil
 // accepts all), oldest first, and the ones that did not.
-func (s *StandaloneStore) RecoverReport(_ context.Context, validate func(CompletedCheckpoint) error) (kept []CompletedCheckpoint, skipped []SkippedCheckpoint, err error) {
+func (s *StandaloneStore) RecoverReport(_ context.Context, validate func(checkpoint.Completed) error) (kept []checkpoint.Completed, skipped []SkippedCheckpoint, err error) {
 	s.mu.Lock()
-	list := append([]CompletedCheckpoint(nil), s.list...)
+	list := append([]checkpoint.Completed(nil), s.list...)
 	s.mu.Unlock()
 	for _, cp := range list {
 		if validate != nil {
@@ -113,7 +102,7 @@ func (c *StandaloneCounter) SetIfHigher(_ context.Context, v int64) error {
 
 // Shutdown forgets every checkpoint; with discard it returns them so the
 // caller can delete their files.
-func (s *StandaloneStore) Shutdown(_ context.Context, discard bool) ([]CompletedCheckpoint, error) {
+func (s *StandaloneStore) Shutdown(_ context.Context, discard bool) ([]checkpoint.Completed, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list := s.list

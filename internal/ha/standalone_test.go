@@ -3,6 +3,8 @@ package ha
 import (
 	"context"
 	"testing"
+
+	"github.com/weirproject/weir/internal/checkpoint"
 )
 
 func TestStandaloneStoreKeepsNewestRetained(t *testing.T) {
@@ -10,7 +12,7 @@ func TestStandaloneStoreKeepsNewestRetained(t *testing.T) {
 	s := NewStandaloneStore(2)
 	var dropped []int64
 	for id := int64(1); id <= 4; id++ {
-		sub, err := s.Add(ctx, CompletedCheckpoint{ID: id})
+		sub, err := s.Add(ctx, checkpoint.Completed{ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // checkpointRecord is the JSON value of a completed-checkpoint key. It is
-// separate from CompletedCheckpoint so that the stored format changes only
+// separate from checkpoint.Completed so that the stored format changes only
 // on purpose.
 type checkpointRecord struct {
 	ID           int64  `json:"id"`
@@ -20,12 +22,6 @@ type checkpointRecord struct {
 	Dir          string `json:"dir,omitempty"`
 	Savepoint    bool   `json:"savepoint,omitempty"`
 }
-
-// ErrOutcomeUnknown is returned by a store write that may or may not have
-// been applied (the request timed out or the connection broke after it was
-// sent). The caller must neither treat the checkpoint as stored nor delete
-// its files: only reading the store again tells.
-var ErrOutcomeUnknown = errors.New("ha: outcome of the write unknown")
 
 // EtcdStore is the completed-checkpoint store of one job in etcd: one key
 // per retained checkpoint, named by its zero-padded ID, holding the path
@@ -79,7 +75,7 @@ type entry struct {
 	key    string
 	modRev int64
 	id     int64 // from the key; 0 if the key is not an ID
-	cp     CompletedCheckpoint
+	cp     checkpoint.Completed
 	err    error // why the entry is unreadable
 }
 
@@ -114,7 +110,7 @@ func (s *EtcdStore) decode(kv *mvccpb.KeyValue) entry {
 	case rec.MetadataPath == "":
 		e.err = errors.New("value has no metadata path")
 	default:
-		e.cp = CompletedCheckpoint{ID: rec.ID, MetadataPath: rec.MetadataPath, Dir: rec.Dir, Savepoint: rec.Savepoint}
+		e.cp = checkpoint.Completed{ID: rec.ID, MetadataPath: rec.MetadataPath, Dir: rec.Dir, Savepoint: rec.Savepoint}
 	}
 	return e
 }
@@ -125,7 +121,7 @@ func (s *EtcdStore) decode(kv *mvccpb.KeyValue) entry {
 // checkpoint; adding the same ID again (retrying an Add whose outcome was
 // unknown) overwrites it. A subsumed entry whose value was unreadable is
 // returned with its ID only.
-func (s *EtcdStore) Add(ctx context.Context, cp CompletedCheckpoint) ([]CompletedCheckpoint, error) {
+func (s *EtcdStore) Add(ctx context.Context, cp checkpoint.Completed) ([]checkpoint.Completed, error) {
 	subsumed, err := s.add(ctx, cp)
 	if err != nil {
 		return nil, fmt.Errorf("ha: checkpoint store %s: add checkpoint %d: %w", s.prefix, cp.ID, err)
@@ -133,7 +129,7 @@ func (s *EtcdStore) Add(ctx context.Context, cp CompletedCheckpoint) ([]Complete
 	return subsumed, nil
 }
 
-func (s *EtcdStore) add(ctx context.Context, cp CompletedCheckpoint) ([]CompletedCheckpoint, error) {
+func (s *EtcdStore) add(ctx context.Context, cp checkpoint.Completed) ([]checkpoint.Completed, error) {
 	if cp.ID <= 0 {
 		return nil, errors.New("checkpoint ID must be positive")
 	}
@@ -181,7 +177,7 @@ func (s *EtcdStore) add(ctx context.Context, cp CompletedCheckpoint) ([]Complete
 			// A timeout or a broken connection says nothing about whether
 			// etcd applied the transaction: cp may be stored and older
 			// checkpoints dropped.
-			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			return nil, fmt.Errorf("%w: %w", checkpoint.ErrOutcomeUnknown, err)
 		}
 		if err != nil {
 			return nil, err
@@ -189,11 +185,11 @@ func (s *EtcdStore) add(ctx context.Context, cp CompletedCheckpoint) ([]Complete
 		if !ok {
 			continue // a concurrent writer of the same leader: read again
 		}
-		var subsumed []CompletedCheckpoint
+		var subsumed []checkpoint.Completed
 		for _, e := range drop {
 			if e.err != nil {
 				s.cfg.Logger.Warn("ha: subsumed an unreadable checkpoint entry", "key", e.key, "err", e.err)
-				subsumed = append(subsumed, CompletedCheckpoint{ID: e.id})
+				subsumed = append(subsumed, checkpoint.Completed{ID: e.id})
 				continue
 			}
 			subsumed = append(subsumed, e.cp)
@@ -204,33 +200,33 @@ func (s *EtcdStore) add(ctx context.Context, cp CompletedCheckpoint) ([]Complete
 
 // Latest returns the newest completed checkpoint; an unreadable newest
 // entry is an error (Recover skips it instead).
-func (s *EtcdStore) Latest(ctx context.Context) (CompletedCheckpoint, bool, error) {
+func (s *EtcdStore) Latest(ctx context.Context) (checkpoint.Completed, bool, error) {
 	ctx, cancel := s.cfg.bound(ctx)
 	defer cancel()
 	resp, err := s.cfg.Client.Get(ctx, s.prefix, clientv3.WithLastKey()...)
 	if err != nil {
-		return CompletedCheckpoint{}, false, fmt.Errorf("ha: checkpoint store %s: latest: %w", s.prefix, err)
+		return checkpoint.Completed{}, false, fmt.Errorf("ha: checkpoint store %s: latest: %w", s.prefix, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return CompletedCheckpoint{}, false, nil
+		return checkpoint.Completed{}, false, nil
 	}
 	e := s.decode(resp.Kvs[0])
 	if e.err != nil {
-		return CompletedCheckpoint{}, false, fmt.Errorf("ha: checkpoint store: latest: %s: %w", e.key, e.err)
+		return checkpoint.Completed{}, false, fmt.Errorf("ha: checkpoint store: latest: %s: %w", e.key, e.err)
 	}
 	return e.cp, true, nil
 }
 
 // All returns the stored checkpoints, oldest first; any unreadable entry
 // is an error (Recover skips them instead).
-func (s *EtcdStore) All(ctx context.Context) ([]CompletedCheckpoint, error) {
+func (s *EtcdStore) All(ctx context.Context) ([]checkpoint.Completed, error) {
 	ctx, cancel := s.cfg.bound(ctx)
 	defer cancel()
 	entries, _, err := s.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ha: checkpoint store %s: list: %w", s.prefix, err)
 	}
-	out := make([]CompletedCheckpoint, 0, len(entries))
+	out := make([]checkpoint.Completed, 0, len(entries))
 	for _, e := range entries {
 		if e.err != nil {
 			return nil, fmt.Errorf("ha: checkpoint store: list: %s: %w", e.key, e.err)
@@ -246,7 +242,7 @@ func (s *EtcdStore) All(ctx context.Context) ([]CompletedCheckpoint, error) {
 // entries are logged. A newest entry that fails is skipped in favour of
 // the one before it. Nothing is deleted: skipped entries age out through
 // Add like any other. See RecoverReport for the reasons as data.
-func (s *EtcdStore) Recover(ctx context.Context, validate func(CompletedCheckpoint) error) ([]CompletedCheckpoint, error) {
+func (s *EtcdStore) Recover(ctx context.Context, validate func(checkpoint.Completed) error) ([]checkpoint.Completed, error) {
 	kept, skipped, err := s.RecoverReport(ctx, validate)
 	for _, sk := range skipped {
 		s.cfg.Logger.Warn("ha: skipping completed checkpoint", "key", sk.Key, "id", sk.ID, "err", sk.Err)
@@ -256,7 +252,7 @@ func (s *EtcdStore) Recover(ctx context.Context, validate func(CompletedCheckpoi
 
 // RecoverReport is Recover, returning the skipped entries (oldest first)
 // with their reasons instead of logging them.
-func (s *EtcdStore) RecoverReport(ctx context.Context, validate func(CompletedCheckpoint) error) (kept []CompletedCheckpoint, skipped []SkippedCheckpoint, err error) {
+func (s *EtcdStore) RecoverReport(ctx context.Context, validate func(checkpoint.Completed) error) (kept []checkpoint.Completed, skipped []SkippedCheckpoint, err error) {
 	ctx, cancel := s.cfg.bound(ctx)
 	defer cancel()
 	entries, _, err := s.list(ctx)
@@ -282,7 +278,7 @@ func (s *EtcdStore) RecoverReport(ctx context.Context, validate func(CompletedCh
 // terminal state) it deletes every key of the store in one fenced
 // transaction and returns the removed checkpoints, oldest first, for the
 // caller to discard; without, the keys stay for the next leader.
-func (s *EtcdStore) Shutdown(ctx context.Context, discard bool) ([]CompletedCheckpoint, error) {
+func (s *EtcdStore) Shutdown(ctx context.Context, discard bool) ([]checkpoint.Completed, error) {
 	if !discard {
 		return nil, nil
 	}
@@ -295,14 +291,14 @@ func (s *EtcdStore) Shutdown(ctx context.Context, discard bool) ([]CompletedChec
 	if err != nil {
 		return nil, fmt.Errorf("ha: checkpoint store %s: shutdown: %w", s.prefix, err)
 	}
-	var removed []CompletedCheckpoint
+	var removed []checkpoint.Completed
 	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
 		e := s.decode(kv)
 		if e.id == 0 {
 			continue
 		}
 		if e.err != nil {
-			removed = append(removed, CompletedCheckpoint{ID: e.id})
+			removed = append(removed, checkpoint.Completed{ID: e.id})
 			continue
 		}
 		removed = append(removed, e.cp)

@@ -7,18 +7,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-func cpN(id int64) CompletedCheckpoint {
-	return CompletedCheckpoint{
+func cpN(id int64) checkpoint.Completed {
+	return checkpoint.Completed{
 		ID:           id,
 		MetadataPath: fmt.Sprintf("s3://bucket/job-1/chk-%d/_metadata", id),
 		Dir:          fmt.Sprintf("s3://bucket/job-1/chk-%d", id),
 	}
 }
 
-func ids(cps []CompletedCheckpoint) []int64 {
+func ids(cps []checkpoint.Completed) []int64 {
 	var out []int64
 	for _, cp := range cps {
 		out = append(out, cp.ID)
@@ -38,7 +40,7 @@ func TestEtcdStoreAddSubsumeRecover(t *testing.T) {
 		t.Fatalf("latest of empty store: %v %v", ok, err)
 	}
 
-	var dropped []CompletedCheckpoint
+	var dropped []checkpoint.Completed
 	for id := int64(1); id <= 4; id++ {
 		sub, err := s.Add(bg(t), cpN(id))
 		if err != nil {
@@ -46,11 +48,11 @@ func TestEtcdStoreAddSubsumeRecover(t *testing.T) {
 		}
 		dropped = append(dropped, sub...)
 	}
-	if fmt.Sprint(dropped) != fmt.Sprint([]CompletedCheckpoint{cpN(1), cpN(2)}) {
+	if fmt.Sprint(dropped) != fmt.Sprint([]checkpoint.Completed{cpN(1), cpN(2)}) {
 		t.Fatalf("subsumed %v", dropped)
 	}
 	all, err := s.All(bg(t))
-	if err != nil || fmt.Sprint(all) != fmt.Sprint([]CompletedCheckpoint{cpN(3), cpN(4)}) {
+	if err != nil || fmt.Sprint(all) != fmt.Sprint([]checkpoint.Completed{cpN(3), cpN(4)}) {
 		t.Fatalf("all %v %v", all, err)
 	}
 	if latest, ok, err := s.Latest(bg(t)); err != nil || !ok || latest != cpN(4) {
@@ -82,7 +84,7 @@ func TestEtcdStoreAddSubsumeRecover(t *testing.T) {
 	}
 
 	// A new leader recovers; the newest checkpoint's metadata is gone.
-	reject4 := func(cp CompletedCheckpoint) error {
+	reject4 := func(cp checkpoint.Completed) error {
 		if cp.ID == 4 {
 			return errors.New("_metadata not found")
 		}
@@ -119,7 +121,7 @@ func TestEtcdStoreAddSubsumeRecover(t *testing.T) {
 		t.Fatalf("add 6: %v %v", sub, err)
 	}
 	sub, err = s.Add(bg(t), cpN(7))
-	if err != nil || fmt.Sprint(sub) != fmt.Sprint([]CompletedCheckpoint{{ID: 5}}) {
+	if err != nil || fmt.Sprint(sub) != fmt.Sprint([]checkpoint.Completed{{ID: 5}}) {
 		t.Fatalf("add 7: %v %v", sub, err)
 	}
 
@@ -131,7 +133,7 @@ func TestEtcdStoreAddSubsumeRecover(t *testing.T) {
 		t.Fatalf("after suspend: %v %v", all, err)
 	}
 	removed, err := s.Shutdown(bg(t), true)
-	if err != nil || fmt.Sprint(removed) != fmt.Sprint([]CompletedCheckpoint{cpN(6), cpN(7)}) {
+	if err != nil || fmt.Sprint(removed) != fmt.Sprint([]checkpoint.Completed{cpN(6), cpN(7)}) {
 		t.Fatalf("shutdown discard: %v %v", removed, err)
 	}
 	if resp, err := cfg.Client.Get(bg(t), s.Prefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
@@ -139,10 +141,10 @@ func TestEtcdStoreAddSubsumeRecover(t *testing.T) {
 	}
 }
 
-func skippedCPs(s []SkippedCheckpoint) []CompletedCheckpoint {
-	var out []CompletedCheckpoint
+func skippedCPs(s []SkippedCheckpoint) []checkpoint.Completed {
+	var out []checkpoint.Completed
 	for _, sk := range s {
-		out = append(out, CompletedCheckpoint{ID: sk.ID})
+		out = append(out, checkpoint.Completed{ID: sk.ID})
 	}
 	return out
 }
@@ -198,9 +200,9 @@ func TestEtcdStoreConcurrentAddsReportEachSubsumedOnce(t *testing.T) {
 
 // The etcd types are drop-in replacements of the standalone ones.
 type checkpointStore interface {
-	Add(context.Context, CompletedCheckpoint) ([]CompletedCheckpoint, error)
-	Latest(context.Context) (CompletedCheckpoint, bool, error)
-	All(context.Context) ([]CompletedCheckpoint, error)
+	Add(context.Context, checkpoint.Completed) ([]checkpoint.Completed, error)
+	Latest(context.Context) (checkpoint.Completed, bool, error)
+	All(context.Context) ([]checkpoint.Completed, error)
 }
 
 type checkpointCounter interface {

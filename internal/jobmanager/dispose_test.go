@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/checkpoint"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
@@ -41,7 +42,7 @@ func TestDisposeSavepoint(t *testing.T) {
 		return dir
 	}
 	savepoint := write("savepoint-1", weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT)
-	checkpoint := write("chk-7", weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT)
+	chk := write("chk-7", weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT)
 	corrupt := write("savepoint-corrupt", weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT)
 	if err := os.WriteFile(filepath.Join(corrupt, storage.MetadataFile), []byte("not metadata"), 0o644); err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestDisposeSavepoint(t *testing.T) {
 		{"missing", filepath.Join(root, "nope"), codes.NotFound, false},
 		{"not a checkpoint directory", plain, codes.NotFound, false},
 		{"corrupt metadata", corrupt, codes.FailedPrecondition, false},
-		{"a checkpoint", checkpoint, codes.FailedPrecondition, false},
+		{"a checkpoint", chk, codes.FailedPrecondition, false},
 		{"needed by a running job", needed, codes.FailedPrecondition, false},
 		{"a savepoint, by its _metadata", filepath.Join(savepoint, storage.MetadataFile), codes.OK, true},
 		{"the same savepoint again", savepoint, codes.NotFound, true},
@@ -96,7 +97,7 @@ func TestDisposeSavepoint(t *testing.T) {
 	}
 
 	// Once the job has a checkpoint of its own, the savepoint is free.
-	if _, err := store.Add(context.Background(), ha.CompletedCheckpoint{ID: 8, MetadataPath: filepath.Join(root, "chk-8", storage.MetadataFile)}); err != nil {
+	if _, err := store.Add(context.Background(), checkpoint.Completed{ID: 8, MetadataPath: filepath.Join(root, "chk-8", storage.MetadataFile)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.DisposeSavepoint(context.Background(), &weirv1.DisposeSavepointRequest{Path: needed}); err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weirproject/weir/internal/ha"
@@ -21,12 +23,12 @@ type checkpointCounter interface {
 
 // checkpointStore is a job's completed-checkpoint store.
 type checkpointStore interface {
-	Add(ctx context.Context, cp ha.CompletedCheckpoint) ([]ha.CompletedCheckpoint, error)
-	All(ctx context.Context) ([]ha.CompletedCheckpoint, error)
+	Add(ctx context.Context, cp checkpoint.Completed) ([]checkpoint.Completed, error)
+	All(ctx context.Context) ([]checkpoint.Completed, error)
 	// RecoverReport returns the readable entries, oldest first, and the
 	// ones it skipped.
-	RecoverReport(ctx context.Context, validate func(ha.CompletedCheckpoint) error) ([]ha.CompletedCheckpoint, []ha.SkippedCheckpoint, error)
-	Shutdown(ctx context.Context, discard bool) ([]ha.CompletedCheckpoint, error)
+	RecoverReport(ctx context.Context, validate func(checkpoint.Completed) error) ([]checkpoint.Completed, []ha.SkippedCheckpoint, error)
+	Shutdown(ctx context.Context, discard bool) ([]checkpoint.Completed, error)
 }
 
 // haServices is the metadata a leader must not lose, for one leadership

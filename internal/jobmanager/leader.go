@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -128,7 +130,7 @@ func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id stri
 	if err != nil {
 		return err
 	}
-	kept, skipped, err := store.RecoverReport(ctx, func(cp ha.CompletedCheckpoint) error {
+	kept, skipped, err := store.RecoverReport(ctx, func(cp checkpoint.Completed) error {
 		_, err := storage.ReadMetadata(cp.MetadataPath)
 		return err
 	})

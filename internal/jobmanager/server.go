@@ -221,7 +221,7 @@ func (s *Server) Run(ctx context.Context) error {
 	mux := rpc.HTTPMux(s.reg)
 	// Flink's REST API, from the same core as the gRPC client API; its
 	// paths, with and without Flink's /v1 prefix.
-	for _, p := range []string{"/overview", "/jobs", "/jobs/", "/taskmanagers", "/taskmanagers/", "/savepoint-disposal", "/savepoint-disposal/", "/v1/"} {
+	for _, p := range []string{"/overview", "/config", "/jobmanager/", "/jobs", "/jobs/", "/taskmanagers", "/taskmanagers/", "/savepoint-disposal", "/savepoint-disposal/", "/v1/"} {
 		mux.Handle(p, api)
 	}
 	// The web dashboard is everything else.

@@ -1,10 +1,8 @@
 package restapi
 
 import (
-	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -102,7 +100,16 @@ func toBackPressureInfo(v vertexView) jobVertexBackPressureInfo {
 // subtask of the vertex did. Bytes are not measured.
 func toIOMetrics(v vertexView) ioMetricsInfo {
 	l := v.info.GetLoad()
-	complete := l != nil && v.parallelism > 0 && v.info.GetLoadReported() >= v.parallelism
+	return ioMetrics(l, l != nil && v.parallelism > 0 && v.info.GetLoadReported() >= v.parallelism)
+}
+
+// subtaskIOMetrics is a subtask's IOMetricsInfo, complete once it reported
+// a load.
+func subtaskIOMetrics(st *weirv1.SubtaskInfo) ioMetricsInfo {
+	return ioMetrics(st.GetLoad(), st.GetLoad() != nil)
+}
+
+func ioMetrics(l *weirv1.SubtaskInfo_Load, complete bool) ioMetricsInfo {
 	return ioMetricsInfo{
 		ReadRecords: l.GetRecordsIn(), ReadRecordsComplete: complete,
 		WriteRecords: l.GetRecordsOut(), WriteRecordsComplete: complete,
@@ -115,24 +122,20 @@ func toIOMetrics(v vertexView) ioMetricsInfo {
 
 // vertexParam finds the vertex of path parameter vertexid, by REST ID or
 // name; an unknown one is a 404 listing the job's vertices.
-func vertexParam(job *jobView, p params) (vertexView, error) {
-	v, ok := job.vertex(p["vertexid"])
-	if ok {
+func vertexParam(job *jobView, r *http.Request) (vertexView, error) {
+	idOrName := r.PathValue("vertexid")
+	if v, ok := job.vertex(idOrName); ok {
 		return v, nil
 	}
-	known := make([]string, 0, len(job.vertices))
-	for _, v := range job.vertices {
-		known = append(known, fmt.Sprintf("%s (%s)", v.id, v.name))
-	}
-	return vertexView{}, errorf(http.StatusNotFound, "job %s has no vertex %q; its vertices are: %s", job.info.GetId(), p["vertexid"], strings.Join(known, ", "))
+	return vertexView{}, errorf(http.StatusNotFound, "job %s has no vertex %q; its vertices are: %s", job.info.GetId(), idOrName, job.vertexList())
 }
 
-func (h *Handler) getVertexBackPressure(w http.ResponseWriter, r *http.Request, p params) error {
-	job, err := h.job(r.Context(), p)
+func (h *Handler) getVertexBackPressure(w http.ResponseWriter, r *http.Request) error {
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
-	v, err := vertexParam(job, p)
+	v, err := vertexParam(job, r)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package restapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"net"
 	"path/filepath"
@@ -145,6 +146,15 @@ func (j *jobView) vertex(idOrName string) (vertexView, bool) {
 	return vertexView{}, false
 }
 
+// vertexList names the job's vertices for error messages: "id (name), ...".
+func (j *jobView) vertexList() string {
+	known := make([]string, 0, len(j.vertices))
+	for _, v := range j.vertices {
+		known = append(known, fmt.Sprintf("%s (%s)", v.id, v.name))
+	}
+	return strings.Join(known, ", ")
+}
+
 func (j *jobView) byName(name string) (vertexView, bool) {
 	for _, v := range j.vertices {
 		if v.name == name {
@@ -248,7 +258,7 @@ func toJobDetailsInfo(info *weirv1.JobInfo, now int64) jobDetailsInfo {
 		StartTime: start, EndTime: end, Duration: duration, MaxParallelism: int64(maxPar), Now: now,
 		Timestamps: ts, Vertices: []jobVertexDetailInfo{}, StatusCounts: taskCounts(allSubtasks(info)),
 		FailureCause: info.GetFailureCause(), Restarts: info.GetRestarts(),
-		Plan: jobPlan{JID: info.GetId(), Name: info.GetName(), Type: "STREAMING", Nodes: []jobPlanNode{}},
+		Plan: toJobPlan(info),
 	}
 	if out.MaxParallelism == 0 {
 		out.MaxParallelism = -1
@@ -272,6 +282,13 @@ func toJobDetailsInfo(info *weirv1.JobInfo, now int64) jobDetailsInfo {
 			StartTime: vStart, EndTime: vEnd, Duration: vDur, Tasks: counts, Metrics: toIOMetrics(v),
 		})
 	}
+	return out
+}
+
+// toJobPlan is Flink's JSON plan of the job graph, its nodes under the
+// same REST IDs as the job's vertices.
+func toJobPlan(info *weirv1.JobInfo) jobPlan {
+	plan := jobPlan{JID: info.GetId(), Name: info.GetName(), Type: "STREAMING", Nodes: []jobPlanNode{}}
 	for _, gv := range info.GetGraph().GetVertices() {
 		n := jobPlanNode{
 			ID: VertexID(info.GetId(), gv.GetName()), Parallelism: int(gv.GetParallelism()),
@@ -283,9 +300,9 @@ func toJobDetailsInfo(info *weirv1.JobInfo, now int64) jobDetailsInfo {
 				Exchange: "pipelined_bounded",
 			})
 		}
-		out.Plan.Nodes = append(out.Plan.Nodes, n)
+		plan.Nodes = append(plan.Nodes, n)
 	}
-	return out
+	return plan
 }
 
 func toTaskManagerInfo(tm *weirv1.TaskManagerInfo) taskManagerInfo {

@@ -137,7 +137,7 @@ type jobDetailsInfo struct {
 	StatusCounts   map[string]int        `json:"status-counts"`
 	Plan           jobPlan               `json:"plan"`
 	// Weir addition: why the job failed. Flink only shows it under
-	// /jobs/{id}/exceptions, which Weir does not serve.
+	// /jobs/{id}/exceptions.
 	FailureCause string `json:"failure_cause,omitempty"`
 	// Weir addition: how often the job was restarted.
 	Restarts int32 `json:"restarts"`
@@ -487,4 +487,169 @@ type checkpointConfigInfo struct {
 type externalizedCheckpointInfo struct {
 	Enabled              bool `json:"enabled"`
 	DeleteOnCancellation bool `json:"delete_on_cancellation"`
+}
+
+// JobExceptionsInfoWithHistory. root-exception, timestamp, all-exceptions
+// and truncated are Flink's deprecated JobExceptionsInfo, which Flink still
+// writes; exceptionHistory replaced them.
+type jobExceptionsInfo struct {
+	RootException    *string                  `json:"root-exception"`
+	Timestamp        *int64                   `json:"timestamp"`
+	AllExceptions    []executionExceptionInfo `json:"all-exceptions"`
+	Truncated        bool                     `json:"truncated"`
+	ExceptionHistory jobExceptionHistory      `json:"exceptionHistory"`
+}
+
+// JobExceptionsInfo.ExecutionExceptionInfo: a failure of a current
+// execution attempt. location is Flink 1.15's name of what later versions
+// call endpoint; both are written, so clients of either work.
+type executionExceptionInfo struct {
+	Exception     string `json:"exception"`
+	Task          string `json:"task"`
+	Location      string `json:"location"`
+	Endpoint      string `json:"endpoint"`
+	Timestamp     int64  `json:"timestamp"`
+	TaskManagerID string `json:"taskManagerId"`
+}
+
+// JobExceptionsInfoWithHistory.JobExceptionHistory.
+type jobExceptionHistory struct {
+	Entries   []rootExceptionInfo `json:"entries"`
+	Truncated bool                `json:"truncated"`
+}
+
+// JobExceptionsInfoWithHistory.ExceptionInfo. Weir reports a failure's
+// cause as text, without an exception class or a stack trace.
+type exceptionInfo struct {
+	ExceptionName string `json:"exceptionName"`
+	Stacktrace    string `json:"stacktrace"`
+	Timestamp     int64  `json:"timestamp"`
+	// TaskName, Location, Endpoint and TaskManagerID are empty for a
+	// failure of the job as a whole, where Flink leaves them out.
+	TaskName string `json:"taskName"`
+	// Location is Flink 1.15's name of Endpoint; both are written.
+	Location      string            `json:"location"`
+	Endpoint      string            `json:"endpoint"`
+	TaskManagerID string            `json:"taskManagerId"`
+	FailureLabels map[string]string `json:"failureLabels"`
+}
+
+// JobExceptionsInfoWithHistory.RootExceptionInfo.
+type rootExceptionInfo struct {
+	exceptionInfo
+	// ConcurrentExceptions stays empty: Weir records each failure on its
+	// own.
+	ConcurrentExceptions []exceptionInfo `json:"concurrentExceptions"`
+	// Weir addition: the pipelined regions the failure restarted, empty
+	// when it restarted none.
+	Regions []int32 `json:"regions"`
+	// Weir addition: the failure restarted the whole job.
+	FullRestart bool `json:"full-restart"`
+}
+
+// JobVertexDetailsInfo.
+type jobVertexDetailsInfo struct {
+	ID             string                               `json:"id"`
+	Name           string                               `json:"name"`
+	Parallelism    int                                  `json:"parallelism"`
+	MaxParallelism int                                  `json:"maxParallelism"`
+	Now            int64                                `json:"now"`
+	Subtasks       []subtaskExecutionAttemptDetailsInfo `json:"subtasks"`
+}
+
+// SubtaskExecutionAttemptDetailsInfo. status-duration is left out: Weir
+// keeps no per-state times of an attempt.
+type subtaskExecutionAttemptDetailsInfo struct {
+	Subtask int32  `json:"subtask"`
+	Status  string `json:"status"`
+	Attempt int32  `json:"attempt"`
+	// Host is Flink 1.15's field, the TaskManager's host; later versions
+	// replaced it by Endpoint, host and port. Both are written.
+	Host          string        `json:"host"`
+	Endpoint      string        `json:"endpoint"`
+	StartTime     int64         `json:"start-time"`
+	EndTime       int64         `json:"end-time"`
+	Duration      int64         `json:"duration"`
+	Metrics       ioMetricsInfo `json:"metrics"`
+	TaskManagerID string        `json:"taskmanager-id"`
+	// Weir addition: the pipelined region the subtask belongs to, the set
+	// of subtasks that fail over together.
+	Region int32 `json:"region"`
+}
+
+// JobPlanInfo.
+type jobPlanInfo struct {
+	Plan jobPlan `json:"plan"`
+}
+
+// JobConfigInfo. execution-config is left out when the job's graph is not
+// known, as Flink leaves it out for a job without an ExecutionConfig.
+type jobConfigInfo struct {
+	JID             string               `json:"jid"`
+	Name            string               `json:"name"`
+	ExecutionConfig *executionConfigInfo `json:"execution-config,omitempty"`
+}
+
+// JobConfigInfo.ExecutionConfigInfo.
+type executionConfigInfo struct {
+	// ExecutionMode is always PIPELINED: Weir streams, it has no batch
+	// exchanges.
+	ExecutionMode   string `json:"execution-mode"`
+	RestartStrategy string `json:"restart-strategy"`
+	// JobParallelism is the largest vertex parallelism: Weir has no
+	// job-wide default parallelism, Flink's value here.
+	JobParallelism int `json:"job-parallelism"`
+	// ObjectReuseMode is false: Weir has no object reuse to switch on.
+	ObjectReuseMode bool `json:"object-reuse-mode"`
+	// UserConfig is empty: Weir's jobs have no global job parameters.
+	UserConfig map[string]string `json:"user-config"`
+}
+
+// DashboardConfiguration.
+type dashboardConfiguration struct {
+	RefreshInterval int64             `json:"refresh-interval"`
+	TimezoneName    string            `json:"timezone-name"`
+	TimezoneOffset  int64             `json:"timezone-offset"`
+	FlinkVersion    string            `json:"flink-version"`
+	FlinkRevision   string            `json:"flink-revision"`
+	Features        dashboardFeatures `json:"features"`
+}
+
+// DashboardConfiguration.Features: what the web UI offers.
+type dashboardFeatures struct {
+	WebSubmit  bool `json:"web-submit"`
+	WebCancel  bool `json:"web-cancel"`
+	WebRescale bool `json:"web-rescale"`
+	WebHistory bool `json:"web-history"`
+}
+
+// ClusterConfigurationInfoEntry.
+type configurationEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// JobResourceRequirementsBody: the requirements by vertex REST ID.
+type jobResourceRequirements map[string]jobVertexResourceRequirements
+
+// JobVertexResourceRequirements.
+type jobVertexResourceRequirements struct {
+	Parallelism *parallelismBounds `json:"parallelism"`
+}
+
+// JobVertexResourceRequirements.Parallelism.
+type parallelismBounds struct {
+	LowerBound int32 `json:"lowerBound"`
+	UpperBound int32 `json:"upperBound"`
+}
+
+// checkpointConfigPatch is the body of PATCH
+// /jobs/{jobid}/checkpoints/config, a Weir addition: Flink cannot change a
+// running job's checkpointing. Milliseconds, each optional; an interval of
+// 0 turns periodic checkpoints off. The names are those of Flink's
+// execution.checkpointing.* keys.
+type checkpointConfigPatch struct {
+	Interval *int64 `json:"interval"`
+	Timeout  *int64 `json:"timeout"`
+	MinPause *int64 `json:"min-pause"`
 }

@@ -24,9 +24,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"regexp"
 	"runtime/debug"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,11 +52,11 @@ const (
 
 // Handler serves the REST API. It is safe for concurrent use.
 type Handler struct {
-	api    weirv1.ClientServiceServer
-	log    *slog.Logger
-	ops    *operations
-	now    func() time.Time
-	routes []route
+	api weirv1.ClientServiceServer
+	log *slog.Logger
+	ops *operations
+	now func() time.Time
+	mux *http.ServeMux
 
 	closeOnce sync.Once
 }
@@ -69,26 +69,37 @@ func New(api weirv1.ClientServiceServer, log *slog.Logger) *Handler {
 	}
 	h := &Handler{api: api, log: log.With("component", "restapi"), now: time.Now}
 	h.ops = newOperations(maxOperations, storeDuration, func() time.Time { return h.now() })
-	h.routes = []route{
-		{"overview", methods{http.MethodGet: h.getOverview}},
-		{"taskmanagers", methods{http.MethodGet: h.getTaskManagers}},
-		{"jobs", methods{http.MethodGet: h.getJobs}},
-		{"jobs/overview", methods{http.MethodGet: h.getJobsOverview}},
-		{"jobs/:jobid", methods{http.MethodGet: h.getJob, http.MethodPatch: h.patchJob}},
-		{"jobs/:jobid/checkpoints", methods{http.MethodGet: h.getCheckpoints, http.MethodPost: h.postCheckpoint}},
-		{"jobs/:jobid/checkpoints/config", methods{http.MethodGet: h.getCheckpointConfig}},
-		{"jobs/:jobid/checkpoints/details/:checkpointid", methods{http.MethodGet: h.getCheckpointDetails}},
-		{"jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid", methods{http.MethodGet: h.getCheckpointSubtasks}},
-		{"jobs/:jobid/checkpoints/:triggerid", methods{http.MethodGet: h.getCheckpointStatus}},
-		{"jobs/:jobid/savepoints", methods{http.MethodPost: h.postSavepoint}},
-		{"jobs/:jobid/savepoints/:triggerid", methods{http.MethodGet: h.getSavepointStatus}},
-		{"jobs/:jobid/stop", methods{http.MethodPost: h.postStop}},
-		{"savepoint-disposal", methods{http.MethodPost: h.postSavepointDisposal}},
-		{"savepoint-disposal/:triggerid", methods{http.MethodGet: h.getSavepointDisposalStatus}},
-		{"jobs/:jobid/vertices/:vertexid/backpressure", methods{http.MethodGet: h.getVertexBackPressure}},
-		{"jobs/:jobid/vertices/:vertexid/watermarks", methods{http.MethodGet: h.getVertexWatermarks}},
-		{"jobs/:jobid/watermarks", methods{http.MethodGet: h.getJobWatermarks}},
-	}
+	h.mux = http.NewServeMux()
+	h.handle("GET /overview", h.getOverview)
+	h.handle("GET /config", h.getDashboardConfig)
+	h.handle("GET /jobmanager/config", h.getJobManagerConfig)
+	h.handle("GET /taskmanagers", h.getTaskManagers)
+	h.handle("GET /taskmanagers/{taskmanagerid}", h.getTaskManager)
+	h.handle("GET /jobs", h.getJobs)
+	h.handle("GET /jobs/overview", h.getJobsOverview)
+	h.handle("GET /jobs/{jobid}", h.getJob)
+	h.handle("PATCH /jobs/{jobid}", h.patchJob)
+	h.handle("GET /jobs/{jobid}/config", h.getJobConfig)
+	h.handle("GET /jobs/{jobid}/exceptions", h.getJobExceptions)
+	h.handle("GET /jobs/{jobid}/plan", h.getJobPlan)
+	h.handle("GET /jobs/{jobid}/resource-requirements", h.getResourceRequirements)
+	h.handle("PUT /jobs/{jobid}/resource-requirements", h.putResourceRequirements)
+	h.handle("GET /jobs/{jobid}/checkpoints", h.getCheckpoints)
+	h.handle("POST /jobs/{jobid}/checkpoints", h.postCheckpoint)
+	h.handle("GET /jobs/{jobid}/checkpoints/config", h.getCheckpointConfig)
+	h.handle("PATCH /jobs/{jobid}/checkpoints/config", h.patchCheckpointConfig)
+	h.handle("GET /jobs/{jobid}/checkpoints/details/{checkpointid}", h.getCheckpointDetails)
+	h.handle("GET /jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}", h.getCheckpointSubtasks)
+	h.handle("GET /jobs/{jobid}/checkpoints/{triggerid}", h.getCheckpointStatus)
+	h.handle("POST /jobs/{jobid}/savepoints", h.postSavepoint)
+	h.handle("GET /jobs/{jobid}/savepoints/{triggerid}", h.getSavepointStatus)
+	h.handle("POST /jobs/{jobid}/stop", h.postStop)
+	h.handle("POST /savepoint-disposal", h.postSavepointDisposal)
+	h.handle("GET /savepoint-disposal/{triggerid}", h.getSavepointDisposalStatus)
+	h.handle("GET /jobs/{jobid}/vertices/{vertexid}", h.getVertexDetails)
+	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/backpressure", h.getVertexBackPressure)
+	h.handle("GET /jobs/{jobid}/vertices/{vertexid}/watermarks", h.getVertexWatermarks)
+	h.handle("GET /jobs/{jobid}/watermarks", h.getJobWatermarks)
 	return h
 }
 
@@ -102,94 +113,97 @@ func (h *Handler) Close() {
 // ---------------------------------------------------------------------------
 // Routing
 
-type handlerFunc func(w http.ResponseWriter, r *http.Request, p params) error
+// handlerFunc serves a request the mux routed to it; the error it returns
+// becomes Flink's error body.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-type methods map[string]handlerFunc
-
-type route struct {
-	pattern string
-	methods methods
-}
-
-// params are the path parameters of a matched route.
-type params map[string]string
-
-// match reports whether segs fit the pattern, and how many of its segments
-// are literals (the most literal match wins, so jobs/overview beats
-// jobs/:jobid).
-func (rt route) match(segs []string) (params, int, bool) {
-	pat := strings.Split(rt.pattern, "/")
-	if len(pat) != len(segs) {
-		return nil, 0, false
-	}
-	p := params{}
-	literals := 0
-	for i, s := range pat {
-		switch {
-		case strings.HasPrefix(s, ":"):
-			p[s[1:]] = segs[i]
-		case s == segs[i]:
-			literals++
-		default:
-			return nil, 0, false
+func (h *Handler) handle(pattern string, fn handlerFunc) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			code, msg := httpError(err)
+			h.writeError(w, r, code, msg)
 		}
-	}
-	return p, literals, true
+	})
 }
 
+// ServeHTTP answers every error, routing's included, with Flink's JSON
+// error body.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	segs, err := pathSegments(r.URL)
-	if err != nil {
-		h.writeError(w, r, http.StatusBadRequest, err.Error())
+	rr := routable(r)
+	handler, pattern := h.mux.Handler(rr)
+	if pattern != "" {
+		// Handler only finds the route; ServeHTTP also sets the path
+		// values the handlers read.
+		h.mux.ServeHTTP(w, rr)
 		return
 	}
-	var best *route
-	var bestParams params
-	bestLiterals := -1
-	for i := range h.routes {
-		if p, n, ok := h.routes[i].match(segs); ok && n > bestLiterals {
-			best, bestParams, bestLiterals = &h.routes[i], p, n
-		}
-	}
-	if best == nil {
-		h.writeError(w, r, http.StatusNotFound, fmt.Sprintf("Not found: %s", r.URL.Path))
-		return
-	}
-	fn, ok := best.methods[r.Method]
-	if !ok {
-		allowed := make([]string, 0, len(best.methods))
-		for m := range best.methods {
-			allowed = append(allowed, m)
-		}
-		sort.Strings(allowed)
-		w.Header().Set("Allow", strings.Join(allowed, ", "))
+	// The mux answers an unknown path and a wrong method itself, in plain
+	// text; its answer tells the two apart and carries the Allow header,
+	// the body is Flink's.
+	var ans muxAnswer
+	handler.ServeHTTP(&ans, rr)
+	if ans.code == http.StatusMethodNotAllowed {
+		allowed := ans.Header().Get("Allow")
+		w.Header().Set("Allow", allowed)
 		h.writeError(w, r, http.StatusMethodNotAllowed,
-			fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+			fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allowed))
 		return
 	}
-	if err := fn(w, r, bestParams); err != nil {
-		code, msg := httpError(err)
-		h.writeError(w, r, code, msg)
+	h.writeError(w, r, http.StatusNotFound, fmt.Sprintf("Not found: %s", r.URL.Path))
+}
+
+// routable returns r with the path the routes are registered under:
+// without Flink's optional /v1 prefix and without a trailing slash, which
+// Flink tolerates. The path is cleaned here because the mux would answer
+// an unclean one with a redirect, which REST clients do not follow for
+// PUT or PATCH.
+func routable(r *http.Request) *http.Request {
+	escaped := path.Clean("/" + r.URL.EscapedPath())
+	switch {
+	case escaped == "/v1":
+		escaped = "/"
+	case strings.HasPrefix(escaped, "/v1/"):
+		escaped = strings.TrimPrefix(escaped, "/v1")
+	}
+	if escaped == r.URL.EscapedPath() {
+		return r
+	}
+	unescaped, err := url.PathUnescape(escaped)
+	if err != nil {
+		// Cannot happen: escaped is a cleaned valid escaped path. The
+		// mux answers the original path then.
+		return r
+	}
+	u := *r.URL
+	u.Path, u.RawPath = unescaped, escaped
+	rr := r.WithContext(r.Context())
+	rr.URL = &u
+	return rr
+}
+
+// muxAnswer records the status and headers of the mux's own answer, and
+// drops its body.
+type muxAnswer struct {
+	header http.Header
+	code   int
+}
+
+func (a *muxAnswer) Header() http.Header {
+	if a.header == nil {
+		a.header = http.Header{}
+	}
+	return a.header
+}
+
+func (a *muxAnswer) WriteHeader(code int) {
+	if a.code == 0 {
+		a.code = code
 	}
 }
 
-// pathSegments splits the unescaped path, dropping Flink's /v1 prefix and
-// a trailing slash.
-func pathSegments(u *url.URL) ([]string, error) {
-	p := strings.Trim(u.EscapedPath(), "/")
-	raw := strings.Split(p, "/")
-	if len(raw) > 0 && raw[0] == "v1" {
-		raw = raw[1:]
-	}
-	segs := make([]string, len(raw))
-	for i, s := range raw {
-		v, err := url.PathUnescape(s)
-		if err != nil {
-			return nil, fmt.Errorf("malformed path %q: %v", u.EscapedPath(), err)
-		}
-		segs[i] = v
-	}
-	return segs, nil
+func (a *muxAnswer) Write(b []byte) (int, error) {
+	a.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 // ---------------------------------------------------------------------------
@@ -259,26 +273,27 @@ func (h *Handler) writeJSON(w http.ResponseWriter, code int, v any) {
 
 var hex32 = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
 
-func jobIDParam(p params) (string, error) {
-	id := p["jobid"]
+func jobIDParam(r *http.Request) (string, error) {
+	id := r.PathValue("jobid")
 	if !hex32.MatchString(id) {
 		return "", errorf(http.StatusBadRequest, "bad job ID %q: a job ID is a 32-character hexadecimal string", id)
 	}
 	return strings.ToLower(id), nil
 }
 
-func triggerIDParam(p params) (string, error) {
-	id := p["triggerid"]
+func triggerIDParam(r *http.Request) (string, error) {
+	id := r.PathValue("triggerid")
 	if !hex32.MatchString(id) {
 		return "", errorf(http.StatusBadRequest, "bad trigger ID %q: a trigger ID is the 32-character hexadecimal request-id a trigger returned", id)
 	}
 	return strings.ToLower(id), nil
 }
 
-func checkpointIDParam(p params) (int64, error) {
-	id, err := strconv.ParseInt(p["checkpointid"], 10, 64)
+func checkpointIDParam(r *http.Request) (int64, error) {
+	raw := r.PathValue("checkpointid")
+	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 0 {
-		return 0, errorf(http.StatusBadRequest, "bad checkpoint ID %q: a checkpoint ID is a non-negative integer", p["checkpointid"])
+		return 0, errorf(http.StatusBadRequest, "bad checkpoint ID %q: a checkpoint ID is a non-negative integer", raw)
 	}
 	return id, nil
 }
@@ -289,6 +304,9 @@ var fieldHints = map[string]string{
 	"targetDirectory": "target-directory", "target-directory": "targetDirectory",
 	"cancelJob": "cancel-job", "cancel_job": "cancel-job", "target_directory": "target-directory",
 	"trigger-id": "triggerId", "checkpoint-type": "checkpointType", "type": "checkpointType",
+	// GET .../checkpoints/config writes min_pause; Weir's PATCH of it
+	// takes Flink's configuration key's spelling.
+	"min_pause": "min-pause", "minPause": "min-pause",
 }
 
 // decodeBody decodes a JSON request body into v strictly: unknown fields
@@ -380,7 +398,7 @@ func buildInfo() (version, commit string) {
 	return version, commit
 }
 
-func (h *Handler) getOverview(w http.ResponseWriter, r *http.Request, _ params) error {
+func (h *Handler) getOverview(w http.ResponseWriter, r *http.Request) error {
 	tms, err := h.api.ListTaskManagers(r.Context(), &weirv1.ListTaskManagersRequest{})
 	if err != nil {
 		return err
@@ -412,7 +430,7 @@ func (h *Handler) getOverview(w http.ResponseWriter, r *http.Request, _ params) 
 	return nil
 }
 
-func (h *Handler) getTaskManagers(w http.ResponseWriter, r *http.Request, _ params) error {
+func (h *Handler) getTaskManagers(w http.ResponseWriter, r *http.Request) error {
 	resp, err := h.api.ListTaskManagers(r.Context(), &weirv1.ListTaskManagersRequest{})
 	if err != nil {
 		return err
@@ -428,7 +446,7 @@ func (h *Handler) getTaskManagers(w http.ResponseWriter, r *http.Request, _ para
 // ---------------------------------------------------------------------------
 // Jobs
 
-func (h *Handler) getJobs(w http.ResponseWriter, r *http.Request, _ params) error {
+func (h *Handler) getJobs(w http.ResponseWriter, r *http.Request) error {
 	resp, err := h.api.ListJobs(r.Context(), &weirv1.ListJobsRequest{})
 	if err != nil {
 		return err
@@ -441,7 +459,7 @@ func (h *Handler) getJobs(w http.ResponseWriter, r *http.Request, _ params) erro
 	return nil
 }
 
-func (h *Handler) getJobsOverview(w http.ResponseWriter, r *http.Request, _ params) error {
+func (h *Handler) getJobsOverview(w http.ResponseWriter, r *http.Request) error {
 	resp, err := h.api.ListJobs(r.Context(), &weirv1.ListJobsRequest{})
 	if err != nil {
 		return err
@@ -456,12 +474,12 @@ func (h *Handler) getJobsOverview(w http.ResponseWriter, r *http.Request, _ para
 }
 
 // job fetches a job; an unknown job is a 404 naming it.
-func (h *Handler) job(ctx context.Context, p params) (*jobView, error) {
-	id, err := jobIDParam(p)
+func (h *Handler) job(r *http.Request) (*jobView, error) {
+	id, err := jobIDParam(r)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := h.api.GetJob(ctx, &weirv1.GetJobRequest{JobId: id})
+	resp, err := h.api.GetJob(r.Context(), &weirv1.GetJobRequest{JobId: id})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
 			return nil, errorf(http.StatusNotFound, "Job %s not found", id)
@@ -471,8 +489,8 @@ func (h *Handler) job(ctx context.Context, p params) (*jobView, error) {
 	return newJobView(resp.GetJob()), nil
 }
 
-func (h *Handler) getJob(w http.ResponseWriter, r *http.Request, p params) error {
-	job, err := h.job(r.Context(), p)
+func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
@@ -481,8 +499,8 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request, p params) error
 }
 
 // patchJob is Flink's job termination: mode=cancel (the default) cancels.
-func (h *Handler) patchJob(w http.ResponseWriter, r *http.Request, p params) error {
-	id, err := jobIDParam(p)
+func (h *Handler) patchJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobIDParam(r)
 	if err != nil {
 		return err
 	}
@@ -506,8 +524,8 @@ func (h *Handler) patchJob(w http.ResponseWriter, r *http.Request, p params) err
 // ---------------------------------------------------------------------------
 // Checkpoint statistics
 
-func (h *Handler) getCheckpoints(w http.ResponseWriter, r *http.Request, p params) error {
-	job, err := h.job(r.Context(), p)
+func (h *Handler) getCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
@@ -540,8 +558,8 @@ func (h *Handler) getCheckpoints(w http.ResponseWriter, r *http.Request, p param
 	return nil
 }
 
-func (h *Handler) getCheckpointConfig(w http.ResponseWriter, r *http.Request, p params) error {
-	job, err := h.job(r.Context(), p)
+func (h *Handler) getCheckpointConfig(w http.ResponseWriter, r *http.Request) error {
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
@@ -564,12 +582,12 @@ func (h *Handler) checkpoint(ctx context.Context, job *jobView, id int64) (*weir
 	return d, nil
 }
 
-func (h *Handler) getCheckpointDetails(w http.ResponseWriter, r *http.Request, p params) error {
-	cid, err := checkpointIDParam(p)
+func (h *Handler) getCheckpointDetails(w http.ResponseWriter, r *http.Request) error {
+	cid, err := checkpointIDParam(r)
 	if err != nil {
 		return err
 	}
-	job, err := h.job(r.Context(), p)
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
@@ -582,22 +600,18 @@ func (h *Handler) getCheckpointDetails(w http.ResponseWriter, r *http.Request, p
 	return nil
 }
 
-func (h *Handler) getCheckpointSubtasks(w http.ResponseWriter, r *http.Request, p params) error {
-	cid, err := checkpointIDParam(p)
+func (h *Handler) getCheckpointSubtasks(w http.ResponseWriter, r *http.Request) error {
+	cid, err := checkpointIDParam(r)
 	if err != nil {
 		return err
 	}
-	job, err := h.job(r.Context(), p)
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
-	v, ok := job.vertex(p["vertexid"])
-	if !ok {
-		known := make([]string, 0, len(job.vertices))
-		for _, v := range job.vertices {
-			known = append(known, fmt.Sprintf("%s (%s)", v.id, v.name))
-		}
-		return errorf(http.StatusNotFound, "job %s has no vertex %q; its vertices are: %s", job.info.GetId(), p["vertexid"], strings.Join(known, ", "))
+	v, err := vertexParam(job, r)
+	if err != nil {
+		return err
 	}
 	d, err := h.checkpoint(r.Context(), job, cid)
 	if err != nil {
@@ -627,8 +641,8 @@ func failureCause(err error) *serializedThrowable {
 
 // trigger starts an asynchronous operation on an existing job and answers
 // 202 with its request-id.
-func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, p params, group opGroup, triggerID *string, fn func(ctx context.Context, jobID string) (any, error)) error {
-	job, err := h.job(r.Context(), p)
+func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, group opGroup, triggerID *string, fn func(ctx context.Context, jobID string) (any, error)) error {
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
@@ -651,12 +665,12 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, p params, grou
 }
 
 // status answers an operation's AsynchronousOperationResult.
-func (h *Handler) status(w http.ResponseWriter, p params, group opGroup, what string, render func(opResult) any) error {
-	jobID, err := jobIDParam(p)
+func (h *Handler) status(w http.ResponseWriter, r *http.Request, group opGroup, what string, render func(opResult) any) error {
+	jobID, err := jobIDParam(r)
 	if err != nil {
 		return err
 	}
-	tid, err := triggerIDParam(p)
+	tid, err := triggerIDParam(r)
 	if err != nil {
 		return err
 	}
@@ -680,7 +694,7 @@ func (h *Handler) writeOperation(w http.ResponseWriter, key opKey, notFound erro
 	return nil
 }
 
-func (h *Handler) postCheckpoint(w http.ResponseWriter, r *http.Request, p params) error {
+func (h *Handler) postCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	var body checkpointTriggerRequest
 	if err := decodeBody(r, "CheckpointTriggerRequestBody", &body); err != nil {
 		return err
@@ -695,7 +709,7 @@ func (h *Handler) postCheckpoint(w http.ResponseWriter, r *http.Request, p param
 			return errorf(http.StatusBadRequest, "bad checkpointType %q: want CONFIGURED, FULL or INCREMENTAL", *body.CheckpointType)
 		}
 	}
-	return h.trigger(w, r, p, groupCheckpoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
+	return h.trigger(w, r, groupCheckpoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
 		resp, err := h.api.TriggerCheckpoint(ctx, &weirv1.TriggerCheckpointRequest{JobId: jobID, Full: full})
 		if err != nil {
 			return nil, err
@@ -705,8 +719,8 @@ func (h *Handler) postCheckpoint(w http.ResponseWriter, r *http.Request, p param
 	})
 }
 
-func (h *Handler) getCheckpointStatus(w http.ResponseWriter, _ *http.Request, p params) error {
-	return h.status(w, p, groupCheckpoint, "checkpoint", func(res opResult) any {
+func (h *Handler) getCheckpointStatus(w http.ResponseWriter, r *http.Request) error {
+	return h.status(w, r, groupCheckpoint, "checkpoint", func(res opResult) any {
 		if res.err != nil {
 			return checkpointInfo{FailureCause: failureCause(res.err)}
 		}
@@ -714,7 +728,7 @@ func (h *Handler) getCheckpointStatus(w http.ResponseWriter, _ *http.Request, p 
 	})
 }
 
-func (h *Handler) postSavepoint(w http.ResponseWriter, r *http.Request, p params) error {
+func (h *Handler) postSavepoint(w http.ResponseWriter, r *http.Request) error {
 	var body savepointTriggerRequest
 	if err := decodeBody(r, "SavepointTriggerRequestBody", &body); err != nil {
 		return err
@@ -723,7 +737,7 @@ func (h *Handler) postSavepoint(w http.ResponseWriter, r *http.Request, p params
 	if body.TargetDirectory != nil {
 		target = *body.TargetDirectory
 	}
-	return h.trigger(w, r, p, groupSavepoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
+	return h.trigger(w, r, groupSavepoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
 		resp, err := h.api.TriggerSavepoint(ctx, &weirv1.TriggerSavepointRequest{JobId: jobID, TargetDirectory: target})
 		if err != nil {
 			return nil, err
@@ -740,7 +754,7 @@ func (h *Handler) postSavepoint(w http.ResponseWriter, r *http.Request, p params
 	})
 }
 
-func (h *Handler) postStop(w http.ResponseWriter, r *http.Request, p params) error {
+func (h *Handler) postStop(w http.ResponseWriter, r *http.Request) error {
 	var body stopWithSavepointRequest
 	if err := decodeBody(r, "StopWithSavepointRequestBody", &body); err != nil {
 		return err
@@ -749,7 +763,7 @@ func (h *Handler) postStop(w http.ResponseWriter, r *http.Request, p params) err
 	if body.TargetDirectory != nil {
 		target = *body.TargetDirectory
 	}
-	return h.trigger(w, r, p, groupSavepoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
+	return h.trigger(w, r, groupSavepoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
 		resp, err := h.api.StopWithSavepoint(ctx, &weirv1.StopWithSavepointRequest{JobId: jobID, TargetDirectory: target, Drain: body.Drain})
 		if err != nil {
 			return nil, err
@@ -758,8 +772,8 @@ func (h *Handler) postStop(w http.ResponseWriter, r *http.Request, p params) err
 	})
 }
 
-func (h *Handler) getSavepointStatus(w http.ResponseWriter, _ *http.Request, p params) error {
-	return h.status(w, p, groupSavepoint, "savepoint", func(res opResult) any {
+func (h *Handler) getSavepointStatus(w http.ResponseWriter, r *http.Request) error {
+	return h.status(w, r, groupSavepoint, "savepoint", func(res opResult) any {
 		if res.err != nil {
 			return savepointInfo{FailureCause: failureCause(res.err)}
 		}
@@ -767,7 +781,7 @@ func (h *Handler) getSavepointStatus(w http.ResponseWriter, _ *http.Request, p p
 	})
 }
 
-func (h *Handler) postSavepointDisposal(w http.ResponseWriter, r *http.Request, _ params) error {
+func (h *Handler) postSavepointDisposal(w http.ResponseWriter, r *http.Request) error {
 	var body savepointDisposalRequest
 	if err := decodeBody(r, "SavepointDisposalRequest", &body); err != nil {
 		return err
@@ -791,8 +805,8 @@ func (h *Handler) postSavepointDisposal(w http.ResponseWriter, r *http.Request, 
 	return nil
 }
 
-func (h *Handler) getSavepointDisposalStatus(w http.ResponseWriter, _ *http.Request, p params) error {
-	tid, err := triggerIDParam(p)
+func (h *Handler) getSavepointDisposalStatus(w http.ResponseWriter, r *http.Request) error {
+	tid, err := triggerIDParam(r)
 	if err != nil {
 		return err
 	}

@@ -255,6 +255,16 @@ func checkCheckpoint(t *testing.T, where string, v any) map[string]any {
 	return m
 }
 
+// nodeIDs lists the IDs of a JSON plan's nodes.
+func nodeIDs(t *testing.T, plan any) []string {
+	t.Helper()
+	var ids []string
+	for _, n := range arr(t, "nodes", obj(t, "plan", plan)["nodes"]) {
+		ids = append(ids, obj(t, "node", n)["id"].(string))
+	}
+	return ids
+}
+
 func (c *cluster) jobState(id string) string {
 	c.t.Helper()
 	s, _ := c.get("/jobs/"+id, http.StatusOK)["state"].(string)
@@ -511,6 +521,58 @@ func TestRESTAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("exceptions, vertex, plan and config", func(t *testing.T) {
+		ex := c.get("/jobs/"+job+"/exceptions", http.StatusOK)
+		requireKeys(t, "JobExceptionsInfoWithHistory", ex, "root-exception", "timestamp", "all-exceptions", "truncated", "exceptionHistory")
+		if ex["root-exception"] != nil || len(arr(t, "entries", obj(t, "exceptionHistory", ex["exceptionHistory"])["entries"])) != 0 {
+			t.Errorf("exceptions of a job that never failed = %v", ex)
+		}
+
+		tms := map[string]string{}
+		for _, tm := range arr(t, "taskmanagers", c.get("/taskmanagers", http.StatusOK)["taskmanagers"]) {
+			m := obj(t, "taskmanager", tm)
+			tms[m["id"].(string)] = m["path"].(string)
+			d := c.get("/taskmanagers/"+m["id"].(string), http.StatusOK)
+			if d["id"] != m["id"] || d["path"] != m["path"] || d["slotsNumber"] != m["slotsNumber"] {
+				t.Errorf("TaskManager details %v, list entry %v", d, m)
+			}
+		}
+		v := c.get("/jobs/"+job+"/vertices/"+restapi.VertexID(job, "sum"), http.StatusOK)
+		if v["name"] != "sum" || num(t, "parallelism", v["parallelism"]) != 2 {
+			t.Errorf("vertex sum = %v", v)
+		}
+		for i, s := range arr(t, "subtasks", v["subtasks"]) {
+			m := obj(t, "subtask", s)
+			if m["status"] != "RUNNING" || m["endpoint"] != tms[m["taskmanager-id"].(string)] || m["endpoint"] == "" || num(t, "start-time", m["start-time"]) <= 0 {
+				t.Errorf("sum subtasks[%d] = %v, want running on a registered TaskManager (%v)", i, m, tms)
+			}
+		}
+
+		plan := c.get("/jobs/"+job+"/plan", http.StatusOK)
+		if !slices.Equal(nodeIDs(t, plan["plan"]), nodeIDs(t, c.get("/jobs/"+job, http.StatusOK)["plan"])) {
+			t.Errorf("plan %v differs from the job details' plan", plan)
+		}
+		ec := obj(t, "execution-config", c.get("/jobs/"+job+"/config", http.StatusOK)["execution-config"])
+		if num(t, "job-parallelism", ec["job-parallelism"]) != 2 || !strings.HasPrefix(ec["restart-strategy"].(string), "Restart with exponential delay") {
+			t.Errorf("execution-config = %v, want parallelism 2 and the default exponential delay", ec)
+		}
+		if d := c.get("/config", http.StatusOK); obj(t, "features", d["features"])["web-rescale"] != true {
+			t.Errorf("/config = %v", d)
+		}
+		// The JobManager lists its configuration.
+		found := false
+		for _, e := range arr(t, "/jobmanager/config", c.getAny("/jobmanager/config")) {
+			found = found || obj(t, "entry", e)["key"] == "jobmanager.rpc.address"
+		}
+		if !found {
+			t.Errorf("/jobmanager/config lacks jobmanager.rpc.address")
+		}
+		rr := c.get("/jobs/"+job+"/resource-requirements", http.StatusOK)
+		if p := obj(t, "parallelism", obj(t, "sum", rr[restapi.VertexID(job, "sum")])["parallelism"]); num(t, "upperBound", p["upperBound"]) != 2 {
+			t.Errorf("resource requirements = %v", rr)
+		}
+	})
+
 	t.Run("trigger checkpoint", func(t *testing.T) {
 		tid := c.trigger("/jobs/"+job+"/checkpoints", "")
 		op := c.awaitOperation("/jobs/" + job + "/checkpoints/" + tid)
@@ -630,6 +692,37 @@ func TestRESTAPI(t *testing.T) {
 		if c.jobState(job) != "RUNNING" {
 			t.Fatalf("job is %s after the refused requests", c.jobState(job))
 		}
+	})
+
+	t.Run("reconfigure and rescale", func(t *testing.T) {
+		r := c.do(http.MethodPatch, "/jobs/"+job+"/checkpoints/config", `{"interval": 300, "min-pause": 50}`)
+		if r.code != http.StatusOK || num(t, "interval", r.body["interval"]) != 300 || num(t, "min_pause", r.body["min_pause"]) != 50 {
+			t.Fatalf("PATCH checkpoints/config: %d %s, want interval 300 and min pause 50", r.code, r.raw)
+		}
+		if b := c.get("/jobs/"+job+"/checkpoints/config", http.StatusOK); num(t, "interval", b["interval"]) != 300 {
+			t.Errorf("checkpoint config after PATCH = %v", b)
+		}
+
+		// sum forwards to sink, so both change together.
+		body := fmt.Sprintf(`{%q: {"parallelism": {"lowerBound": 1, "upperBound": 3}}, "sink": {"parallelism": {"lowerBound": 1, "upperBound": 3}}}`, restapi.VertexID(job, "sum"))
+		if r := c.do(http.MethodPut, "/jobs/"+job+"/resource-requirements", body); r.code != http.StatusOK {
+			t.Fatalf("PUT resource-requirements: %d %s", r.code, r.raw)
+		}
+		waitFor(t, 30*time.Second, "sum running at parallelism 3", func() (bool, string) {
+			v := c.get("/jobs/"+job+"/vertices/sum", http.StatusOK)
+			running := 0
+			for _, s := range arr(t, "subtasks", v["subtasks"]) {
+				if obj(t, "subtask", s)["status"] == "RUNNING" {
+					running++
+				}
+			}
+			return running == 3, fmt.Sprint(v)
+		})
+		rr := c.get("/jobs/"+job+"/resource-requirements", http.StatusOK)
+		if p := obj(t, "parallelism", obj(t, "sum", rr[restapi.VertexID(job, "sum")])["parallelism"]); num(t, "upperBound", p["upperBound"]) != 3 {
+			t.Errorf("resource requirements after the rescale = %v", rr)
+		}
+		c.waitJobState(job, "RUNNING")
 	})
 
 	t.Run("stop", func(t *testing.T) {

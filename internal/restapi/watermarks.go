@@ -26,12 +26,12 @@ type metricInfo struct {
 	Value string `json:"value"`
 }
 
-func (h *Handler) getVertexWatermarks(w http.ResponseWriter, r *http.Request, p params) error {
-	job, err := h.job(r.Context(), p)
+func (h *Handler) getVertexWatermarks(w http.ResponseWriter, r *http.Request) error {
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
-	v, err := vertexParam(job, p)
+	v, err := vertexParam(job, r)
 	if err != nil {
 		return err
 	}
@@ -45,8 +45,8 @@ func (h *Handler) getVertexWatermarks(w http.ResponseWriter, r *http.Request, p 
 	return nil
 }
 
-func (h *Handler) getJobWatermarks(w http.ResponseWriter, r *http.Request, p params) error {
-	job, err := h.job(r.Context(), p)
+func (h *Handler) getJobWatermarks(w http.ResponseWriter, r *http.Request) error {
+	job, err := h.job(r)
 	if err != nil {
 		return err
 	}
