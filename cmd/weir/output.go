@@ -75,7 +75,7 @@ func newJobView(j *weirv1.JobInfo) jobView {
 	v := jobView{
 		ID:                j.GetId(),
 		Name:              j.GetName(),
-		State:             jobState(j.GetState()),
+		State:             j.GetState().FlinkName(),
 		StartTime:         j.GetStartTimeMs(),
 		EndTime:           j.GetEndTimeMs(),
 		FailureCause:      j.GetFailureCause(),
@@ -90,7 +90,7 @@ func newJobView(j *weirv1.JobInfo) jobView {
 			vv.Subtasks = append(vv.Subtasks, subtaskView{
 				Index:         st.GetIndex(),
 				Attempt:       st.GetAttempt(),
-				State:         executionState(st.GetState()),
+				State:         st.GetState().FlinkName(),
 				TaskManagerID: st.GetTaskmanagerId(),
 				FailureCause:  st.GetFailureCause(),
 				Region:        st.GetRegion(),
@@ -99,19 +99,6 @@ func newJobView(j *weirv1.JobInfo) jobView {
 		v.Vertices = append(v.Vertices, vv)
 	}
 	return v
-}
-
-// jobState gives Flink's word for a state (RUNNING, not JOB_STATE_RUNNING).
-func jobState(s weirv1.JobState) string {
-	return strings.TrimPrefix(s.String(), "JOB_STATE_")
-}
-
-func executionState(s weirv1.ExecutionState) string {
-	return strings.TrimPrefix(s.String(), "EXECUTION_STATE_")
-}
-
-func checkpointStatus(s weirv1.CheckpointStatus) string {
-	return strings.TrimPrefix(s.String(), "CHECKPOINT_STATUS_")
 }
 
 type checkpointView struct {
@@ -137,7 +124,7 @@ func newCheckpointView(c *weirv1.CheckpointStats) *checkpointView {
 	}
 	v := &checkpointView{
 		ID:                      c.GetId(),
-		Status:                  checkpointStatus(c.GetStatus()),
+		Status:                  c.GetStatus().FlinkName(),
 		IsSavepoint:             c.GetIsSavepoint(),
 		TriggerTimestamp:        c.GetTriggerTimestampMs(),
 		LatestAckTimestamp:      c.GetLatestAckTimestampMs(),
@@ -161,10 +148,7 @@ func failureMessage(c *weirv1.CheckpointStats) string {
 	if m := c.GetFailureMessage(); m != "" {
 		return m
 	}
-	if r := c.GetFailureReason(); r != weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED {
-		return strings.TrimPrefix(r.String(), "CHECKPOINT_FAILURE_REASON_")
-	}
-	return ""
+	return c.GetFailureReason().FlinkName()
 }
 
 type checkpointCountsView struct {
@@ -211,8 +195,8 @@ func newNextCheckpointView(n *weirv1.NextCheckpoint) *nextCheckpointView {
 		return nil
 	}
 	return &nextCheckpointView{
-		State:        strings.TrimPrefix(n.GetState().String(), "STATE_"),
-		Reason:       strings.TrimPrefix(strings.TrimPrefix(n.GetReason().String(), "REASON_"), "UNSPECIFIED"),
+		State:        n.GetState().Name(),
+		Reason:       n.GetReason().Name(),
 		Message:      n.GetMessage(),
 		DueTimestamp: n.GetDueTimestampMs(),
 		Queued:       n.GetQueued(),
@@ -397,7 +381,7 @@ func writeJobTable(w io.Writer, jobs []*weirv1.JobInfo) error {
 	t := newTable(w)
 	t.row("ID", "NAME", "STATE", "START", "DURATION", "RESTARTS")
 	for _, j := range jobs {
-		t.row(j.GetId(), j.GetName(), jobState(j.GetState()), formatTime(j.GetStartTimeMs()),
+		t.row(j.GetId(), j.GetName(), j.GetState().FlinkName(), formatTime(j.GetStartTimeMs()),
 			jobDuration(j), j.GetRestarts())
 	}
 	return t.flush()
@@ -407,7 +391,7 @@ func writeJobDetails(w io.Writer, j *weirv1.JobInfo) error {
 	t := newTable(w)
 	t.row("ID:", j.GetId())
 	t.row("Name:", j.GetName())
-	t.row("State:", jobState(j.GetState()))
+	t.row("State:", j.GetState().FlinkName())
 	t.row("Start:", formatTime(j.GetStartTimeMs()))
 	t.row("End:", formatTime(j.GetEndTimeMs()))
 	t.row("Duration:", jobDuration(j))
@@ -435,7 +419,7 @@ func writeJobDetails(w io.Writer, j *weirv1.JobInfo) error {
 		}
 		for _, s := range v.GetSubtasks() {
 			t.row(v.GetName(), v.GetOperator(), v.GetParallelism(), s.GetIndex(), s.GetAttempt(),
-				executionState(s.GetState()), dash(s.GetTaskmanagerId()), s.GetRegion())
+				s.GetState().FlinkName(), dash(s.GetTaskmanagerId()), s.GetRegion())
 		}
 	}
 	return t.flush()
@@ -468,7 +452,7 @@ func writeCheckpointList(w io.Writer, r *weirv1.ListCheckpointsResponse) error {
 	t = newTable(w)
 	t.row("ID", "TYPE", "STATUS", "TRIGGERED", "DURATION", "ACKED", "STATE SIZE", "CHECKPOINTED", "PATH")
 	for _, h := range r.GetHistory() {
-		t.row(h.GetId(), checkpointKind(h), checkpointStatus(h.GetStatus()), formatTime(h.GetTriggerTimestampMs()),
+		t.row(h.GetId(), checkpointKind(h), h.GetStatus().FlinkName(), formatTime(h.GetTriggerTimestampMs()),
 			checkpointDuration(h), fmt.Sprintf("%d/%d", h.GetNumAcknowledgedSubtasks(), h.GetNumSubtasks()),
 			formatBytes(h.GetStateSize()), formatBytes(h.GetCheckpointedSize()), dash(h.GetExternalPath()))
 	}
@@ -507,7 +491,7 @@ func writeCheckpointDetails(w io.Writer, r *weirv1.GetCheckpointResponse) error 
 	t := newTable(w)
 	t.row("ID:", c.GetId())
 	t.row("Type:", checkpointKind(c))
-	t.row("Status:", checkpointStatus(c.GetStatus()))
+	t.row("Status:", c.GetStatus().FlinkName())
 	t.row("Triggered:", formatTime(c.GetTriggerTimestampMs()))
 	t.row("Latest ack:", formatTime(c.GetLatestAckTimestampMs()))
 	t.row("Duration:", checkpointDuration(c))

@@ -118,8 +118,8 @@ func TestJobJSONFieldNames(t *testing.T) {
 func TestJobStateNames(t *testing.T) {
 	want := []string{"CREATED", "RUNNING", "FAILING", "FAILED", "CANCELLING", "CANCELED", "FINISHED", "RESTARTING", "SUSPENDED"}
 	for i, w := range want {
-		if got := jobState(weirv1.JobState(i + 1)); got != w {
-			t.Errorf("jobState(%d) = %q, want %q", i+1, got, w)
+		if got := weirv1.JobState(i + 1).FlinkName(); got != w {
+			t.Errorf("%d.FlinkName() = %q, want %q", i+1, got, w)
 		}
 	}
 }

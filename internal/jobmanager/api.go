@@ -113,7 +113,7 @@ func (s *Server) runningJob(id string) (*jobMaster, error) {
 		return nil, err
 	}
 	if st := j.state(); st != weirv1.JobState_JOB_STATE_RUNNING {
-		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is %s, not RUNNING", id, scheduler.StateName(st))
+		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: job %s is %s, not RUNNING", id, st.FlinkName())
 	}
 	return j, nil
 }

@@ -331,7 +331,7 @@ func (j *jobMaster) setStateMetric(st weirv1.JobState) {
 		if weirv1.JobState(s) == st {
 			v = 1
 		}
-		j.s.jobState.WithLabelValues(j.id, j.name, scheduler.StateName(weirv1.JobState(s))).Set(v)
+		j.s.jobState.WithLabelValues(j.id, j.name, weirv1.JobState(s).FlinkName()).Set(v)
 	}
 }
 

@@ -22,7 +22,7 @@ func (j *jobMaster) process(effects []scheduler.Effect) {
 	for _, e := range effects {
 		switch e := e.(type) {
 		case scheduler.StateChanged:
-			j.log.Info("job state changed", "from", scheduler.StateName(e.From), "to", scheduler.StateName(e.To))
+			j.log.Info("job state changed", "from", e.From.FlinkName(), "to", e.To.FlinkName())
 			j.setStateMetric(e.To)
 		case scheduler.Deploy:
 			j.deploy(e)
@@ -266,7 +266,7 @@ func (j *jobMaster) cleanupCheckpoints(st weirv1.JobState) {
 		keep = j.current().Graph.GetCheckpointing().GetExternalizedRetention() == weirv1.ExternalizedRetention_EXTERNALIZED_RETENTION_RETAIN_ON_CANCELLATION
 	}
 	if keep {
-		j.sweepCheckpoints(scheduler.StateName(st), 0)
+		j.sweepCheckpoints(st.FlinkName(), 0)
 		return
 	}
 	if err := storage.Discard(j.s.storage.JobDir(j.id)); err != nil {

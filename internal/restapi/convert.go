@@ -34,45 +34,12 @@ var (
 	}
 )
 
-// jobStateName is the Flink name of a job state ("RUNNING", "CANCELLING").
-func jobStateName(s weirv1.JobState) string {
-	if s == weirv1.JobState_JOB_STATE_UNSPECIFIED {
-		return "INITIALIZING"
-	}
-	return strings.TrimPrefix(s.String(), "JOB_STATE_")
-}
-
 func terminalJobState(s weirv1.JobState) bool {
 	switch s {
 	case weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_CANCELED, weirv1.JobState_JOB_STATE_FAILED:
 		return true
 	}
 	return false
-}
-
-// executionStateName is the Flink name of an execution state ("CANCELING").
-func executionStateName(s weirv1.ExecutionState) string {
-	if s == weirv1.ExecutionState_EXECUTION_STATE_UNSPECIFIED {
-		return "CREATED"
-	}
-	return strings.TrimPrefix(s.String(), "EXECUTION_STATE_")
-}
-
-func checkpointStatusName(s weirv1.CheckpointStatus) string {
-	switch s {
-	case weirv1.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED:
-		return "COMPLETED"
-	case weirv1.CheckpointStatus_CHECKPOINT_STATUS_FAILED:
-		return "FAILED"
-	}
-	return "IN_PROGRESS"
-}
-
-func failureReasonName(r weirv1.CheckpointFailureReason) string {
-	if r == weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_UNSPECIFIED {
-		return ""
-	}
-	return strings.TrimPrefix(r.String(), "CHECKPOINT_FAILURE_REASON_")
 }
 
 func shipStrategy(p weirv1.Partitioner) string {
@@ -173,7 +140,7 @@ func taskCounts(subtasks []*weirv1.SubtaskInfo) map[string]int {
 		m[n] = 0
 	}
 	for _, st := range subtasks {
-		m[executionStateName(st.GetState())]++
+		m[st.GetState().FlinkName()]++
 	}
 	return m
 }
@@ -211,7 +178,7 @@ func toJobDetails(info *weirv1.JobInfo, now int64) jobDetails {
 	return jobDetails{
 		JID: info.GetId(), Name: info.GetName(), StartTime: start, EndTime: end, Duration: duration,
 		LastModification: max(info.GetStartTimeMs(), info.GetEndTimeMs()),
-		State:            jobStateName(info.GetState()), Tasks: tasks,
+		State:            info.GetState().FlinkName(), Tasks: tasks,
 	}
 }
 
@@ -250,11 +217,11 @@ func toJobDetailsInfo(info *weirv1.JobInfo, now int64) jobDetailsInfo {
 		ts["RUNNING"] = info.GetStartTimeMs()
 	}
 	if info.GetEndTimeMs() > 0 && terminalJobState(info.GetState()) {
-		ts[jobStateName(info.GetState())] = info.GetEndTimeMs()
+		ts[info.GetState().FlinkName()] = info.GetEndTimeMs()
 	}
 	maxPar := int(info.GetGraph().GetMaxParallelism())
 	out := jobDetailsInfo{
-		JID: info.GetId(), Name: info.GetName(), State: jobStateName(info.GetState()),
+		JID: info.GetId(), Name: info.GetName(), State: info.GetState().FlinkName(),
 		StartTime: start, EndTime: end, Duration: duration, MaxParallelism: int64(maxPar), Now: now,
 		Timestamps: ts, Vertices: []jobVertexDetailInfo{}, StatusCounts: taskCounts(allSubtasks(info)),
 		FailureCause: info.GetFailureCause(), Restarts: info.GetRestarts(),
@@ -414,7 +381,7 @@ func baseCheckpoint(c *weirv1.CheckpointStats, class string, f inFlight, tasks m
 		typ, format = "SAVEPOINT", strPtr("CANONICAL")
 	}
 	return checkpointStatistics{
-		ClassName: class, ID: c.GetId(), Status: checkpointStatusName(c.GetStatus()), IsSavepoint: c.GetIsSavepoint(),
+		ClassName: class, ID: c.GetId(), Status: c.GetStatus().FlinkName(), IsSavepoint: c.GetIsSavepoint(),
 		SavepointFormat: format, TriggerTimestamp: c.GetTriggerTimestampMs(), LatestAckTimestamp: latestAck(c),
 		CheckpointedSize: c.GetCheckpointedSize(), StateSize: c.GetStateSize(), EndToEndDuration: endToEnd(c),
 		AlignmentBuffered: f.buffered, ProcessedData: f.processed, PersistedData: f.persisted,
@@ -436,7 +403,7 @@ func toFailed(c *weirv1.CheckpointStats, f inFlight, tasks map[string]taskCheckp
 		checkpointStatistics: baseCheckpoint(c, classFailed, f, tasks),
 		FailureTimestamp:     c.GetFailureTimestampMs(),
 		FailureMessage:       strPtr(c.GetFailureMessage()),
-		FailureReason:        failureReasonName(c.GetFailureReason()),
+		FailureReason:        c.GetFailureReason().FlinkName(),
 		DeclinedSubtasks:     unacknowledged(job, subs, true),
 		PendingSubtasks:      unacknowledged(job, subs, false),
 	}
@@ -506,7 +473,7 @@ func subtaskCheckpointedSize(s *weirv1.SubtaskCheckpointStats) int64 { return s.
 
 func toTaskStats(c *weirv1.CheckpointStats, v vertexView, subs []*weirv1.SubtaskCheckpointStats) taskCheckpointStatistics {
 	t := taskCheckpointStatistics{
-		ID: c.GetId(), Status: checkpointStatusName(c.GetStatus()), LatestAckTimestamp: -1, EndToEndDuration: -1,
+		ID: c.GetId(), Status: c.GetStatus().FlinkName(), LatestAckTimestamp: -1, EndToEndDuration: -1,
 		NumSubtasks: v.parallelism, Name: v.name,
 	}
 	var vsubs []*weirv1.SubtaskCheckpointStats
@@ -643,8 +610,8 @@ func toCheckpointingStatistics(list *weirv1.ListCheckpointsResponse, job *jobVie
 	}
 	if n := list.GetNextCheckpoint(); n != nil {
 		out.NextCheckpoint = &nextCheckpoint{
-			State:        strings.TrimPrefix(n.GetState().String(), "STATE_"),
-			Reason:       strings.TrimPrefix(strings.TrimPrefix(n.GetReason().String(), "REASON_"), "UNSPECIFIED"),
+			State:        n.GetState().Name(),
+			Reason:       n.GetReason().Name(),
 			Message:      n.GetMessage(),
 			DueTimestamp: n.GetDueTimestampMs(),
 			Queued:       n.GetQueued(),

@@ -166,7 +166,7 @@ func toJobVertexDetails(job *jobView, v vertexView, addrs map[string]string, now
 			}
 		}
 		out.Subtasks = append(out.Subtasks, subtaskExecutionAttemptDetailsInfo{
-			Subtask: st.GetIndex(), Status: executionStateName(st.GetState()), Attempt: st.GetAttempt(),
+			Subtask: st.GetIndex(), Status: st.GetState().FlinkName(), Attempt: st.GetAttempt(),
 			Host: host, Endpoint: endpoint, StartTime: start, EndTime: end, Duration: duration,
 			Metrics: subtaskIOMetrics(st), TaskManagerID: st.GetTaskmanagerId(), Region: st.GetRegion(),
 		})

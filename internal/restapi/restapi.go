@@ -453,7 +453,7 @@ func (h *Handler) getJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := jobIDsWithStatusOverview{Jobs: []jobIDWithStatus{}}
 	for _, j := range resp.GetJobs() {
-		out.Jobs = append(out.Jobs, jobIDWithStatus{ID: j.GetId(), Status: jobStateName(j.GetState())})
+		out.Jobs = append(out.Jobs, jobIDWithStatus{ID: j.GetId(), Status: j.GetState().FlinkName()})
 	}
 	h.writeJSON(w, http.StatusOK, out)
 	return nil

@@ -42,53 +42,6 @@ type Config struct {
 	Restarts int32
 }
 
-// Exec is one attempt of one subtask.
-type Exec struct {
-	Attempt *weirv1.ExecutionAttemptID
-	Vertex  *weirv1.JobVertex
-	Source  bool
-	Region  int
-	Slot    SlotKey
-	// TaskManager runs it; empty until it is placed.
-	TaskManager string
-	State       weirv1.ExecutionState
-	Failure     string
-	EndOfInput  bool
-	// Start is when it was deployed, End when it reached a terminal state.
-	Start, End time.Time
-}
-
-// Terminal reports whether the attempt stopped for good.
-func (e *Exec) Terminal() bool { return terminalExec(e.State) }
-
-func terminalExec(s weirv1.ExecutionState) bool {
-	switch s {
-	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, weirv1.ExecutionState_EXECUTION_STATE_FAILED:
-		return true
-	}
-	return false
-}
-
-// Name is the subtask's name as users see it: "vertex (2/4)".
-func (e *Exec) Name() string {
-	return fmt.Sprintf("%s (%d/%d)", e.Vertex.GetName(), e.Attempt.GetSubtaskIndex()+1, e.Vertex.GetParallelism())
-}
-
-// Exception is a failure in the job's history, as Flink's exception
-// history keeps it.
-type Exception struct {
-	Time        time.Time
-	Task        string // empty for a failure of the job as a whole
-	TaskManager string
-	Cause       string
-	// Regions the failure restarted; nil when it was not restarted.
-	Regions []int
-	Full    bool
-}
-
-// maxExceptions bounds the exception history.
-const maxExceptions = 32
-
 type phase int
 
 const (
@@ -255,12 +208,6 @@ func (j *Job) find(a *weirv1.ExecutionAttemptID) *Exec {
 		}
 	}
 	return nil
-}
-
-// SameAttempt reports whether a and b name one attempt of one subtask.
-func SameAttempt(a, b *weirv1.ExecutionAttemptID) bool {
-	return a.GetVertex() == b.GetVertex() && a.GetSubtaskIndex() == b.GetSubtaskIndex() &&
-		a.GetAttempt() == b.GetAttempt() && a.GetSession() == b.GetSession() && a.GetJobId() == b.GetJobId()
 }
 
 // NextSlotRequest says how many new slots the oldest restart waiting for
@@ -659,7 +606,7 @@ func (j *Job) RestoreReady(id int64, err error) {
 // the restart budget. g must be the job's graph with other parallelisms.
 func (j *Job) Rescale(g *weirv1.JobGraph) error {
 	if j.state != weirv1.JobState_JOB_STATE_RUNNING {
-		return fmt.Errorf("scheduler: job %s is %s; only a RUNNING job can be rescaled", j.cfg.JobID, StateName(j.state))
+		return fmt.Errorf("scheduler: job %s is %s; only a RUNNING job can be rescaled", j.cfg.JobID, j.state.FlinkName())
 	}
 	if len(j.pending) > 0 {
 		return fmt.Errorf("scheduler: job %s has regions restarting; rescale it once they run again", j.cfg.JobID)
@@ -721,7 +668,7 @@ func (j *Job) Cancel() error {
 		return nil
 	}
 	if !CanTransition(j.state, weirv1.JobState_JOB_STATE_CANCELLING) {
-		return fmt.Errorf("scheduler: job %s cannot go from %s to %s", j.cfg.JobID, StateName(j.state), StateName(weirv1.JobState_JOB_STATE_CANCELLING))
+		return fmt.Errorf("scheduler: job %s cannot go from %s to %s", j.cfg.JobID, j.state.FlinkName(), weirv1.JobState_JOB_STATE_CANCELLING.FlinkName())
 	}
 	j.transition(weirv1.JobState_JOB_STATE_CANCELLING)
 	clear(j.pending)
@@ -747,58 +694,4 @@ func (j *Job) finish(st weirv1.JobState) {
 	}
 	j.checkpoints = false
 	j.emit(Terminated{State: st})
-}
-
-// View is a copy of the job's state for the API.
-type View struct {
-	State      weirv1.JobState
-	Cause      string
-	Restarts   int32
-	Start, End time.Time
-	Execs      []Exec
-	Regions    int
-	// Restarting lists the regions being restarted.
-	Restarting []int
-	Exceptions []Exception
-	Generation int64
-	Graph      *weirv1.JobGraph
-}
-
-// View copies the job's state.
-func (j *Job) View() View {
-	v := View{
-		State: j.state, Cause: j.cause, Restarts: j.restarts, Start: j.start, End: j.end, Regions: j.regions,
-		Generation: j.generation, Exceptions: slices.Clone(j.exceptions), Graph: j.cfg.Graph,
-	}
-	for _, e := range j.execs {
-		v.Execs = append(v.Execs, *e)
-	}
-	for r := range j.busy {
-		v.Restarting = append(v.Restarting, r)
-	}
-	slices.Sort(v.Restarting)
-	return v
-}
-
-// SlotsHeld counts the slots the job's live subtasks hold per
-// TaskManager.
-func (v View) SlotsHeld() map[string]int {
-	held := map[string]int{}
-	if Terminal(v.State) {
-		return held
-	}
-	seen := map[string]map[SlotKey]bool{}
-	for _, e := range v.Execs {
-		if e.Terminal() || e.TaskManager == "" {
-			continue
-		}
-		if seen[e.TaskManager] == nil {
-			seen[e.TaskManager] = map[SlotKey]bool{}
-		}
-		if !seen[e.TaskManager][e.Slot] {
-			seen[e.TaskManager][e.Slot] = true
-			held[e.TaskManager]++
-		}
-	}
-	return held
 }

@@ -327,7 +327,7 @@ func (h *harness) rel(t time.Time) string {
 func (h *harness) format(e Effect) string {
 	switch e := e.(type) {
 	case StateChanged:
-		return fmt.Sprintf("StateChanged %s -> %s", StateName(e.From), StateName(e.To))
+		return fmt.Sprintf("StateChanged %s -> %s", e.From.FlinkName(), e.To.FlinkName())
 	case Deploy:
 		return fmt.Sprintf("Deploy restart=%d %s", e.Restart, execList(e.Execs))
 	case CancelTasks:
@@ -352,14 +352,14 @@ func (h *harness) format(e Effect) string {
 	case FinalCheckpoint:
 		return fmt.Sprintf("FinalCheckpoint generation=%d", e.Generation)
 	case Terminated:
-		return fmt.Sprintf("Terminated %s", StateName(e.State))
+		return fmt.Sprintf("Terminated %s", e.State.FlinkName())
 	}
 	return fmt.Sprintf("%T %+v", e, e)
 }
 
 func (h *harness) view(b *strings.Builder) {
 	v := h.j.View()
-	fmt.Fprintf(b, "state=%s restarts=%d generation=%d restarting=%v\n", StateName(v.State), v.Restarts, v.Generation, v.Restarting)
+	fmt.Fprintf(b, "state=%s restarts=%d generation=%d restarting=%v\n", v.State.FlinkName(), v.Restarts, v.Generation, v.Restarting)
 	if v.Cause != "" {
 		fmt.Fprintf(b, "cause: %s\n", v.Cause)
 	}
@@ -406,7 +406,7 @@ func (h *harness) invariants(t *testing.T, td *datadriven.TestData) {
 			slotTM[e.Slot] = e.TaskManager
 		}
 		if Terminal(j.state) && j.state != weirv1.JobState_JOB_STATE_SUSPENDED && !e.Terminal() && e.State != weirv1.ExecutionState_EXECUTION_STATE_CREATED {
-			fail("job is %s but %s is %s", StateName(j.state), n, e.State)
+			fail("job is %s but %s is %s", j.state.FlinkName(), n, e.State)
 		}
 		if j.checkpoints && e.State != weirv1.ExecutionState_EXECUTION_STATE_RUNNING && e.State != weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
 			fail("checkpoints run while %s is %s", n, e.State)
@@ -426,13 +426,13 @@ func (h *harness) invariants(t *testing.T, td *datadriven.TestData) {
 		}
 	}
 	if Terminal(j.state) && len(j.pending) > 0 {
-		fail("job is %s with restarts pending", StateName(j.state))
+		fail("job is %s with restarts pending", j.state.FlinkName())
 	}
 	full := false
 	for _, p := range j.pending {
 		full = full || (p.full && p.id > 0)
 	}
 	if full != (j.state == weirv1.JobState_JOB_STATE_RESTARTING) {
-		fail("state %s with a whole-job restart pending: %t", StateName(j.state), full)
+		fail("state %s with a whole-job restart pending: %t", j.state.FlinkName(), full)
 	}
 }

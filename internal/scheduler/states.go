@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"slices"
-	"strings"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -34,9 +33,4 @@ func Terminal(st weirv1.JobState) bool {
 // GloballyTerminal reports whether a job in st is over for good.
 func GloballyTerminal(st weirv1.JobState) bool {
 	return Terminal(st) && st != weirv1.JobState_JOB_STATE_SUSPENDED
-}
-
-// StateName is st as Flink names job states ("RUNNING").
-func StateName(st weirv1.JobState) string {
-	return strings.TrimPrefix(st.String(), "JOB_STATE_")
 }

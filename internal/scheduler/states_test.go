@@ -34,7 +34,7 @@ func TestJobTransitions(t *testing.T) {
 	for from := range weirv1.JobState_name {
 		for to := range weirv1.JobState_name {
 			f, d := weirv1.JobState(from), weirv1.JobState(to)
-			t.Run(fmt.Sprintf("%s->%s", StateName(f), StateName(d)), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s->%s", f.FlinkName(), d.FlinkName()), func(t *testing.T) {
 				if got := CanTransition(f, d); got != legal[[2]weirv1.JobState{f, d}] {
 					t.Fatalf("CanTransition = %t", got)
 				}
@@ -43,7 +43,7 @@ func TestJobTransitions(t *testing.T) {
 	}
 	for _, s := range []weirv1.JobState{finished, failed, canceled, suspended} {
 		if !Terminal(s) {
-			t.Errorf("%s is not terminal", StateName(s))
+			t.Errorf("%s is not terminal", s.FlinkName())
 		}
 	}
 }
