@@ -62,7 +62,7 @@ func BenchmarkAcknowledge1000Tasks(b *testing.B) {
 
 		for _, ack := range acks {
 			if r := c.Acknowledge(ack); r != AckSuccess {
-				b.Fatalf("ack of %s: %s", attemptKey(ack.GetAttempt()), r)
+				b.Fatalf("ack of %s: %s", ack.GetAttempt().Key(), r)
 			}
 		}
 		effects := c.Ready()

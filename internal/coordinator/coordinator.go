@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"time"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -79,22 +78,6 @@ type Config struct {
 type Task struct {
 	Attempt *weirv1.ExecutionAttemptID
 	Source  bool
-}
-
-// attemptKey is on the path of every ack: one allocation, no fmt.
-func attemptKey(a *weirv1.ExecutionAttemptID) string {
-	v, s := a.GetVertex(), a.GetSession()
-	b := make([]byte, 0, len(v)+len(s)+24)
-	b = append(b, v...)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(a.GetSubtaskIndex()), 10)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(a.GetAttempt()), 10)
-	if s != "" {
-		b = append(b, '@')
-		b = append(b, s...)
-	}
-	return string(b)
 }
 
 // RequestKind orders requests in the queue.
@@ -317,7 +300,7 @@ func (c *Coordinator) Reconfigure(r Reconfiguration) {
 // for it can no longer complete.
 func (c *Coordinator) TaskFinished(a *weirv1.ExecutionAttemptID) {
 	if c.finished != nil {
-		c.finished[attemptKey(a)] = true
+		c.finished[a.Key()] = true
 	}
 }
 
@@ -410,7 +393,7 @@ func (c *Coordinator) decide() {
 		if a := c.notRunning(); a != nil {
 			c.failRequest(head, 0, &Failure{
 				Reason:  weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_NOT_ALL_REQUIRED_TASKS_RUNNING,
-				Message: fmt.Sprintf("subtask %s is not running", attemptKey(a)),
+				Message: fmt.Sprintf("subtask %s is not running", a.Key()),
 			})
 			continue
 		}
@@ -450,7 +433,7 @@ func (c *Coordinator) IDAllocated(req, id int64, err error) {
 		ackedTimes:  map[string]time.Time{},
 	}
 	for _, t := range c.tasks {
-		p.notYetAcked[attemptKey(t.Attempt)] = t.Attempt
+		p.notYetAcked[t.Attempt.Key()] = t.Attempt
 	}
 	c.pending[id] = p
 	typ := weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT
@@ -622,7 +605,7 @@ func (c *Coordinator) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) AckR
 		}
 		return AckUnknown
 	}
-	key := attemptKey(ack.GetAttempt())
+	key := ack.GetAttempt().Key()
 	if _, ok := p.acked[key]; ok {
 		return AckDuplicate
 	}
@@ -700,7 +683,7 @@ func (c *Coordinator) Decline(d *weirv1.DeclineCheckpointRequest) {
 	if p == nil || p.finalizing {
 		return
 	}
-	if _, ok := p.notYetAcked[attemptKey(d.GetAttempt())]; !ok {
+	if _, ok := p.notYetAcked[d.GetAttempt().Key()]; !ok {
 		return // a foreign or already-acked attempt cannot veto the checkpoint
 	}
 	reason := d.GetReason()
@@ -708,7 +691,7 @@ func (c *Coordinator) Decline(d *weirv1.DeclineCheckpointRequest) {
 		reason = weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED
 	}
 	c.stats.declined(p.id, d)
-	c.abort(p, &Failure{Reason: reason, Message: fmt.Sprintf("declined by %s: %s", attemptKey(d.GetAttempt()), d.GetMessage())})
+	c.abort(p, &Failure{Reason: reason, Message: fmt.Sprintf("declined by %s: %s", d.GetAttempt().Key(), d.GetMessage())})
 	c.decide()
 }
 

@@ -302,7 +302,7 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 			// The state machine discards an unused ack's files, which must
 			// not count as referenced by it.
 			d.deps.Shared.Unregister(ack.GetCheckpointId(), ack.GetState())
-			d.log.Info("checkpoint ack not used", "checkpoint_id", ack.GetCheckpointId(), "attempt", attemptKey(ack.GetAttempt()), "result", r)
+			d.log.Info("checkpoint ack not used", "checkpoint_id", ack.GetCheckpointId(), "attempt", ack.GetAttempt().Key(), "result", r)
 		}
 	})
 	if !posted && ack.GetState() != nil {
@@ -318,7 +318,7 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 // files (exclusive ones, new uploads) go, as those of any unused ack.
 func (d *Driver) refuseAck(ack *weirv1.AcknowledgeCheckpointRequest, cause error) {
 	d.log.Error("refusing checkpoint ack: its state references deleted shared files",
-		"checkpoint_id", ack.GetCheckpointId(), "attempt", attemptKey(ack.GetAttempt()), "err", cause)
+		"checkpoint_id", ack.GetCheckpointId(), "attempt", ack.GetAttempt().Key(), "err", cause)
 	d.sm.Decline(&weirv1.DeclineCheckpointRequest{
 		Attempt: ack.GetAttempt(), CheckpointId: ack.GetCheckpointId(),
 		Reason:  weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED,
@@ -428,7 +428,7 @@ func (d *Driver) process(effects []Effect) {
 			for _, t := range e.Tasks {
 				d.goIO(func(ctx context.Context) {
 					if err := d.deps.Tasks.NotifyCheckpointComplete(ctx, t, e.ID, e.LastSubsumed, e.Final); err != nil && ctx.Err() == nil {
-						d.log.Warn("notify checkpoint complete failed", "checkpoint_id", e.ID, "attempt", attemptKey(t), "err", err)
+						d.log.Warn("notify checkpoint complete failed", "checkpoint_id", e.ID, "attempt", t.Key(), "err", err)
 					}
 				})
 			}
@@ -440,7 +440,7 @@ func (d *Driver) process(effects []Effect) {
 			for _, t := range e.Tasks {
 				d.goIO(func(ctx context.Context) {
 					if err := d.deps.Tasks.NotifyCheckpointAborted(ctx, t, e.ID); err != nil && ctx.Err() == nil {
-						d.log.Debug("notify checkpoint aborted failed", "checkpoint_id", e.ID, "attempt", attemptKey(t), "err", err)
+						d.log.Debug("notify checkpoint aborted failed", "checkpoint_id", e.ID, "attempt", t.Key(), "err", err)
 					}
 				})
 			}

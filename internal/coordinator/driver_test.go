@@ -915,6 +915,6 @@ func TestDriverStopWithSavepoint(t *testing.T) {
 	e.triggered(2, "SAVEPOINT_SUSPEND")
 	e.d.Decline(&weirv1.DeclineCheckpointRequest{Attempt: e.tasks[2].Attempt, CheckpointId: 2, Message: "io"})
 	wantFailure(t, waitResult(t, res), weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED)
-	e.rec.waitFor(t, "fail-job coordinator: stop-with-savepoint failed: coordinator: checkpoint failed: CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED: declined by sink/0/0: io")
+	e.rec.waitFor(t, "fail-job coordinator: stop-with-savepoint failed: coordinator: checkpoint failed: CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED: declined by job-1/sink/0/0: io")
 	e.aborted(2)
 }

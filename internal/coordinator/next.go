@@ -37,7 +37,7 @@ func (c *Coordinator) NextCheckpoint() *weirv1.NextCheckpoint {
 	}
 	if a := c.notRunning(); a != nil {
 		return set(delayed, weirv1.NextCheckpoint_REASON_TASKS_NOT_RUNNING, time.Time{},
-			"subtask %s has finished: checkpoints that need every task cannot trigger", attemptKey(a))
+			"subtask %s has finished: checkpoints that need every task cannot trigger", a.Key())
 	}
 	if live := c.pendingIDs(); len(live) >= c.cfg.MaxConcurrent {
 		due := c.nextPeriodic
@@ -73,7 +73,7 @@ func (c *Coordinator) NextCheckpoint() *weirv1.NextCheckpoint {
 // notRunning returns a subtask of the current execution that has finished.
 func (c *Coordinator) notRunning() *weirv1.ExecutionAttemptID {
 	for _, t := range c.tasks {
-		if c.finished[attemptKey(t.Attempt)] {
+		if c.finished[t.Attempt.Key()] {
 			return t.Attempt
 		}
 	}

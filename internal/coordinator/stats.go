@@ -45,7 +45,7 @@ func (s *Stats) started(id int64, typ weirv1.CheckpointType, now time.Time, task
 		subtasks: make(map[string]*weirv1.SubtaskCheckpointStats, len(tasks)),
 	}
 	for _, a := range tasks {
-		e.subtasks[attemptKey(a)] = &weirv1.SubtaskCheckpointStats{Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex()}
+		e.subtasks[a.Key()] = &weirv1.SubtaskCheckpointStats{Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex()}
 	}
 	s.byID[id] = e
 	s.order = append(s.order, id)
@@ -66,7 +66,7 @@ func (s *Stats) declined(id int64, d *weirv1.DeclineCheckpointRequest) {
 	if e == nil {
 		return
 	}
-	if st := e.subtasks[attemptKey(d.GetAttempt())]; st != nil {
+	if st := e.subtasks[d.GetAttempt().Key()]; st != nil {
 		st.Declined, st.DeclineMessage = true, d.GetMessage()
 		st.Phase = weirv1.CheckpointPhase_CHECKPOINT_PHASE_DECLINED
 	}
@@ -89,7 +89,7 @@ func (s *Stats) acked(id int64, now time.Time, ack *weirv1.AcknowledgeCheckpoint
 	st.StateSize += ack.GetState().GetStateSize()
 	st.CheckpointedSize += ack.GetState().GetCheckpointedSize()
 	a := ack.GetAttempt()
-	e.subtasks[attemptKey(a)] = &weirv1.SubtaskCheckpointStats{
+	e.subtasks[a.Key()] = &weirv1.SubtaskCheckpointStats{
 		Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex(), Acknowledged: true,
 		AckTimestampMs: now.UnixMilli(), EndToEndDurationMs: now.UnixMilli() - st.TriggerTimestampMs,
 		StateSize: ack.GetState().GetStateSize(), CheckpointedSize: ack.GetState().GetCheckpointedSize(), Metrics: ack.GetMetrics(),
@@ -105,7 +105,7 @@ func (s *Stats) progress(id int64, a *weirv1.ExecutionAttemptID, p *weirv1.Check
 	if e == nil || e.stats.GetStatus() != weirv1.CheckpointStatus_CHECKPOINT_STATUS_IN_PROGRESS {
 		return
 	}
-	st := e.subtasks[attemptKey(a)]
+	st := e.subtasks[a.Key()]
 	if st == nil || st.GetAcknowledged() || st.GetDeclined() {
 		return
 	}

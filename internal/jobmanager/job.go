@@ -258,7 +258,7 @@ func (j *jobMaster) updateTask(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 	known := false
 	j.call(func() {
 		if final != nil && st == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
-			j.finalLoads[loadKey(a)] = final
+			j.finalLoads[a.Key()] = final
 		}
 		known = j.sm.TaskStateChanged(a, st, cause)
 	})

@@ -1,7 +1,6 @@
 package jobmanager
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/weirproject/weir/internal/scheduler"
@@ -18,16 +17,12 @@ type subtaskLoads struct {
 	m  map[string]*weirv1.SubtaskLoadReport
 }
 
-func loadKey(a *weirv1.ExecutionAttemptID) string {
-	return fmt.Sprintf("%s/%s/%d/%d@%s", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), a.GetSession())
-}
-
 // replace makes reports the TaskManager's current set.
 func (l *subtaskLoads) replace(reports []*weirv1.SubtaskLoadReport) {
 	m := make(map[string]*weirv1.SubtaskLoadReport, len(reports))
 	for _, r := range reports {
 		if r.GetAttempt() != nil && r.GetLoad() != nil {
-			m[loadKey(r.GetAttempt())] = r
+			m[r.GetAttempt().Key()] = r
 		}
 	}
 	l.mu.Lock()
@@ -40,7 +35,7 @@ func (l *subtaskLoads) replace(reports []*weirv1.SubtaskLoadReport) {
 func (l *subtaskLoads) get(a *weirv1.ExecutionAttemptID) *weirv1.SubtaskLoadReport {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.m[loadKey(a)]
+	return l.m[a.Key()]
 }
 
 // load is the latest load and event time reported for a running attempt,
@@ -48,7 +43,7 @@ func (l *subtaskLoads) get(a *weirv1.ExecutionAttemptID) *weirv1.SubtaskLoadRepo
 // none, even while its lost TaskManager still holds its last report.
 func (v *jobView) load(e scheduler.Exec) (*weirv1.SubtaskInfo_Load, *weirv1.SubtaskWatermarks) {
 	if e.State == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
-		return v.finalLoads[loadKey(e.Attempt)], nil
+		return v.finalLoads[e.Attempt.Key()], nil
 	}
 	tm := v.tms[e.TaskManager]
 	if e.State != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || tm == nil {

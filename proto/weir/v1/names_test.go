@@ -22,3 +22,17 @@ func TestFlinkNames(t *testing.T) {
 		}
 	}
 }
+
+func TestAttemptKey(t *testing.T) {
+	for _, c := range []struct {
+		a    *ExecutionAttemptID
+		want string
+	}{
+		{&ExecutionAttemptID{Vertex: "src", SubtaskIndex: 1, Attempt: 2}, "src/1/2"},
+		{&ExecutionAttemptID{JobId: "j", Vertex: "src", SubtaskIndex: 1, Attempt: 2, Session: "s"}, "j/src/1/2@s"},
+	} {
+		if got := c.a.Key(); got != c.want {
+			t.Errorf("Key() = %q, want %q", got, c.want)
+		}
+	}
+}
