@@ -2,48 +2,38 @@ package taskmanager
 
 import (
 	"context"
-	"errors"
-	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/weirproject/weir/internal/ha"
 )
 
-// leaderSource tells where the JobManager leader is.
+// leaderSource tells where the JobManager leader is. It pushes every
+// change to the registration driver, which follows a new leader at once
+// instead of noticing it at its next poll.
 type leaderSource interface {
-	Leader() (string, error)
+	// follow sends the leader now and after every change (the zero
+	// LeaderInfo while none is known). The channel is closed once ctx
+	// ended, or earlier when nothing will change any more.
+	follow(ctx context.Context) <-chan ha.LeaderInfo
 }
 
 // staticLeader is a fixed JobManager address (standalone).
 type staticLeader string
 
-func (l staticLeader) Leader() (string, error) { return string(l), nil }
+func (l staticLeader) follow(context.Context) <-chan ha.LeaderInfo {
+	ch := make(chan ha.LeaderInfo, 1)
+	ch <- ha.LeaderInfo{RPCAddr: string(l)}
+	close(ch)
+	return ch
+}
 
 // etcdLeader follows the leader elected in etcd.
 type etcdLeader struct {
-	mu   sync.Mutex
-	addr string
+	client *clientv3.Client
+	keys   ha.Keys
 }
 
-var errNoLeader = errors.New("taskmanager: no jobmanager leader elected")
-
-func (l *etcdLeader) Leader() (string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.addr == "" {
-		return "", errNoLeader
-	}
-	return l.addr, nil
-}
-
-// follow keeps addr on the current leader until ctx ends.
-func (l *etcdLeader) follow(ctx context.Context, cfg ha.Config) {
-	keys, err := ha.NewKeys(cfg.ClusterID)
-	if err != nil {
-		return
-	}
-	for info := range ha.Observe(ctx, cfg.Client, keys.Leader()) {
-		l.mu.Lock()
-		l.addr = info.RPCAddr
-		l.mu.Unlock()
-	}
+func (l etcdLeader) follow(ctx context.Context) <-chan ha.LeaderInfo {
+	return ha.Observe(ctx, l.client, l.keys.Leader())
 }

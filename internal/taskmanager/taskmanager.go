@@ -78,6 +78,13 @@ func (c *Config) Validate() error {
 	if c.Operators == nil {
 		return errors.New("taskmanager: operator registry is required")
 	}
+	if c.Etcd.Client != nil {
+		// Refused at start: an invalid cluster ID would leave the
+		// TaskManager waiting for a leader it can never find.
+		if _, err := ha.NewKeys(c.Etcd.ClusterID); err != nil {
+			return fmt.Errorf("taskmanager: %w", err)
+		}
+	}
 	if c.ID == "" {
 		b := make([]byte, 6)
 		_, _ = rand.Read(b)
@@ -109,7 +116,6 @@ type Server struct {
 	metrics    *task.Metrics
 	addr       string
 	httpAddr   string
-	leaders    leaderSource
 	jmMu       sync.Mutex // guards the connection to the JobManager leader
 	jmConn     *grpc.ClientConn
 	jmAddr     string
@@ -121,8 +127,7 @@ type Server struct {
 	wg sync.WaitGroup
 	mu struct {
 		sync.Mutex
-		tasks        map[string]*running
-		registration string
+		tasks map[string]*running
 		// jobManagerID is the leader this TaskManager registered with; only
 		// its calls are obeyed, so a deposed leader cannot act here.
 		jobManagerID string
@@ -164,12 +169,11 @@ func (s *Server) dropLocalRecoveryLater(a *weirv1.ExecutionAttemptID, subtask st
 	})
 }
 
-func attemptKey(a *weirv1.ExecutionAttemptID) string {
-	return fmt.Sprintf("%s/%s/%d/%d@%s", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt(), a.GetSession())
-}
-
 // Run serves until ctx ends, then cancels every subtask and stops.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg Config) error { return run(ctx, cfg, nil) }
+
+// run is Run following leaders, or the leader cfg names when nil.
+func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -209,20 +213,18 @@ func Run(ctx context.Context, cfg Config) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.leaders = staticLeader(cfg.JobManager)
-	if cfg.Etcd.Client != nil {
-		el := &etcdLeader{}
-		s.leaders = el
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			el.follow(ctx, cfg.Etcd)
-		}()
+	switch {
+	case leaders != nil:
+	case cfg.Etcd.Client != nil:
+		keys, _ := ha.NewKeys(cfg.Etcd.ClusterID) // checked by Validate
+		leaders = etcdLeader{client: cfg.Etcd.Client, keys: keys}
+	default:
+		leaders = staticLeader(cfg.JobManager)
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.stayRegistered(ctx)
+		s.stayRegistered(ctx, leaders.follow(ctx))
 	}()
 	err = rpc.Serve(ctx, s.log, g, rpcLis, rpc.HTTPMux(reg), httpLis, 5*time.Second)
 	cancel()
@@ -238,111 +240,6 @@ func advertise(configured string, lis net.Addr) string {
 	}
 	_, port, _ := net.SplitHostPort(lis.String())
 	return net.JoinHostPort("127.0.0.1", port)
-}
-
-// stayRegistered registers with the JobManager leader and heartbeats. When
-// the leader stays unreachable for its heartbeat timeout, or another
-// JobManager leads, the subtasks are cancelled: their checkpoints can no
-// longer complete, and the leader redeploys the jobs from checkpoints.
-func (s *Server) stayRegistered(ctx context.Context) {
-	interval, timeout := time.Second, 5*time.Second
-	var lastOK time.Time
-	registered := false
-	// prev is the last measurement of every running subtask, so each
-	// heartbeat reports rates over its own interval.
-	prev := map[string]loadMark{}
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		jm, changed, err := s.jobManager()
-		if err != nil {
-			s.log.Debug("no jobmanager leader", "err", err)
-			if registered && time.Since(lastOK) > timeout {
-				s.log.Warn("no jobmanager leader; cancelling subtasks", "timeout", timeout)
-				s.cancelAll()
-				registered = false
-			}
-			continue
-		}
-		if changed && registered {
-			s.log.Warn("following a new jobmanager leader; cancelling subtasks of the old one")
-			registered = false
-		}
-		if !registered {
-			// Whatever runs here belongs to a JobManager this TaskManager
-			// is no longer registered with: stop it before a new leader
-			// can deploy anything.
-			s.cancelAll()
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := jm.RegisterTaskManager(cctx, &weirv1.RegisterTaskManagerRequest{
-				TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.httpAddr,
-			})
-			cancel()
-			if err != nil {
-				s.log.Debug("registration failed; retrying", "err", err)
-				t.Reset(200 * time.Millisecond)
-				continue
-			}
-			s.mu.Lock()
-			s.mu.registration, s.mu.jobManagerID = resp.GetRegistrationId(), resp.GetJobmanagerId()
-			s.mu.Unlock()
-			interval = time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond
-			timeout = time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond
-			t.Reset(interval)
-			registered, lastOK = true, time.Now()
-			s.log.Info("registered with jobmanager", "jobmanager_id", resp.GetJobmanagerId())
-			// The first heartbeat tells the JobManager this TaskManager
-			// obeys it now; only then does it place subtasks here.
-		}
-		s.mu.Lock()
-		reg := s.mu.registration
-		s.mu.Unlock()
-		cctx, cancel := context.WithTimeout(ctx, interval)
-		resp, err := jm.Heartbeat(cctx, &weirv1.HeartbeatRequest{TaskmanagerId: s.cfg.ID, RegistrationId: reg, Loads: s.measureLoads(time.Now(), prev)})
-		cancel()
-		switch {
-		case err == nil && !resp.GetReregister():
-			lastOK = time.Now()
-		case err == nil:
-			s.log.Warn("jobmanager asked to register again")
-			registered = false
-			t.Reset(200 * time.Millisecond)
-		case time.Since(lastOK) > timeout:
-			s.log.Warn("jobmanager unreachable; cancelling subtasks", "err", err, "timeout", timeout)
-			s.cancelAll()
-			registered = false
-			t.Reset(200 * time.Millisecond)
-		}
-	}
-}
-
-// jobManager returns a client of the current leader; changed reports that
-// the leader moved since the last call.
-func (s *Server) jobManager() (weirv1.JobManagerGatewayServiceClient, bool, error) {
-	addr, err := s.leaders.Leader()
-	if err != nil {
-		return nil, false, err
-	}
-	s.jmMu.Lock()
-	defer s.jmMu.Unlock()
-	if addr == s.jmAddr && s.jmClient != nil {
-		return s.jmClient, false, nil
-	}
-	conn, err := rpc.Dial(addr)
-	if err != nil {
-		return nil, false, err
-	}
-	changed := s.jmConn != nil
-	if s.jmConn != nil {
-		s.jmConn.Close()
-	}
-	s.jmConn, s.jmAddr, s.jmClient = conn, addr, weirv1.NewJobManagerGatewayServiceClient(conn)
-	return s.jmClient, changed, nil
 }
 
 // gateway is the client of the JobManager this TaskManager talks to now.
@@ -385,7 +282,9 @@ func (s *Server) fromLeaderOnly(ctx context.Context, req any, info *grpc.UnarySe
 	return handler(ctx, req)
 }
 
-func (s *Server) cancelAll() {
+// cancelAll cancels every subtask and waits until they stopped; it returns
+// how many there were.
+func (s *Server) cancelAll() int {
 	s.mu.Lock()
 	tasks := make([]*running, 0, len(s.mu.tasks))
 	for _, r := range s.mu.tasks {
@@ -398,13 +297,14 @@ func (s *Server) cancelAll() {
 	for _, r := range tasks {
 		<-r.done
 	}
+	return len(tasks)
 }
 
 // DeployTask starts a subtask.
 func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*weirv1.DeployTaskResponse, error) {
 	d := req.GetTask()
 	a := d.GetAttempt()
-	key := attemptKey(a)
+	key := a.Key()
 	ctx, cancel := context.WithCancel(context.Background())
 	t, err := task.New(task.Config{
 		Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
@@ -477,16 +377,16 @@ func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 		_, err = jm.UpdateTaskExecutionState(ctx, req)
 	}
 	if err != nil {
-		s.log.Warn("reporting subtask state failed", "task", attemptKey(req.GetAttempt()), "state", req.GetState(), "err", err)
+		s.log.Warn("reporting subtask state failed", "task", req.GetAttempt().Key(), "state", req.GetState(), "err", err)
 	}
 }
 
 func (s *Server) lookup(a *weirv1.ExecutionAttemptID) (*running, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.mu.tasks[attemptKey(a)]
+	r, ok := s.mu.tasks[a.Key()]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "taskmanager: no subtask %s", attemptKey(a))
+		return nil, status.Errorf(codes.NotFound, "taskmanager: no subtask %s", a.Key())
 	}
 	return r, nil
 }
