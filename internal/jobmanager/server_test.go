@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -28,95 +30,155 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestJobLifecycleInProcess runs a real JobManager and TaskManager over
-// loopback gRPC: a bounded job of two independent pipelines finishes, a
-// second one is cancelled, and the JobManager stops with nothing left
-// running.
-func TestJobLifecycleInProcess(t *testing.T) {
+// inProcess is a real JobManager and real TaskManagers in this process,
+// talking gRPC over loopback.
+type inProcess struct {
+	t      *testing.T
+	ctx    context.Context
+	dir    string
+	jm     *Server
+	client weirv1.ClientServiceClient
+	tms    map[string]context.CancelFunc
+	done   []chan error
+}
+
+func startInProcess(t *testing.T) *inProcess {
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.DiscardHandler)
-	dir := t.TempDir()
+	c := &inProcess{t: t, ctx: ctx, dir: t.TempDir(), tms: map[string]context.CancelFunc{}}
 	jm, err := New(Config{
-		RPCAddr: freeport.Addr(t), HTTPAddr: freeport.Addr(t), CheckpointDir: filepath.Join(dir, "checkpoints"),
-		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second, Logger: log,
+		RPCAddr: freeport.Addr(t), HTTPAddr: freeport.Addr(t), CheckpointDir: filepath.Join(c.dir, "checkpoints"),
+		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jmDone := make(chan error, 1)
-	go func() { jmDone <- jm.Run(ctx) }()
-	reg := sdk.NewRegistry()
-	operators.Register(reg)
-	tmDone := make(chan error, 1)
-	go func() {
-		tmDone <- taskmanager.Run(ctx, taskmanager.Config{
-			ID: "tm-1", JobManager: jm.cfg.RPCAddr, RPCAddr: freeport.Addr(t), HTTPAddr: freeport.Addr(t),
-			Slots: 2, Operators: reg, Logger: log, StateDir: filepath.Join(dir, "state"),
-		})
-	}()
-	defer func() {
-		cancel()
-		for _, ch := range []chan error{jmDone, tmDone} {
-			if err := <-ch; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("daemon: %v", err)
-			}
-		}
-	}()
-
+	c.jm = jm
+	done := make(chan error, 1)
+	c.done = append(c.done, done)
+	go func() { done <- jm.Run(ctx) }()
 	conn, err := rpc.Dial(jm.cfg.RPCAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	client := weirv1.NewClientServiceClient(conn)
+	c.client = weirv1.NewClientServiceClient(conn)
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		for _, ch := range c.done {
+			if err := <-ch; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("daemon: %v", err)
+			}
+		}
+	})
+	return c
+}
 
-	pipeline := func(name string, count int) []*weirv1.JobVertex {
-		cfg := func(m map[string]any) *structpb.Struct {
-			s, err := structpb.NewStruct(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		return []*weirv1.JobVertex{
-			{Name: name + "-source", Operator: "sequence-source", Parallelism: 1, SlotSharingGroup: name,
-				Config: cfg(map[string]any{"count": count, "keys": 4, "rate": 0})},
-			{Name: name + "-sink", Operator: "file-sink", Parallelism: 1, SlotSharingGroup: name,
-				Config: cfg(map[string]any{"path": filepath.Join(dir, name)}),
-				Inputs: []*weirv1.JobEdge{{Source: name + "-source", Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}}},
-		}
+// startTM runs a TaskManager until stopTM or the end of the test.
+func (c *inProcess) startTM(id string, slots int) {
+	reg := sdk.NewRegistry()
+	operators.Register(reg)
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.tms[id] = cancel
+	done := make(chan error, 1)
+	c.done = append(c.done, done)
+	cfg := taskmanager.Config{
+		ID: id, JobManager: c.jm.cfg.RPCAddr, RPCAddr: freeport.Addr(c.t), HTTPAddr: freeport.Addr(c.t),
+		Slots: slots, Operators: reg, Logger: slog.New(slog.DiscardHandler), StateDir: filepath.Join(c.dir, "state-"+id),
 	}
-	submit := func(name string, count int) string {
-		g := &weirv1.JobGraph{
-			Name:          name,
-			Checkpointing: &weirv1.CheckpointConfig{Interval: durationpb.New(100 * time.Millisecond)},
-			Vertices:      append(pipeline(name+"-a", count), pipeline(name+"-b", count)...),
+	go func() { done <- taskmanager.Run(ctx, cfg) }()
+	poll.UntilNoError(c.t, 10*time.Second, 20*time.Millisecond, id+" registered", func() (bool, error) {
+		r, err := c.client.ListTaskManagers(c.ctx, &weirv1.ListTaskManagersRequest{})
+		if err != nil {
+			return false, nil // the JobManager may not listen yet
 		}
-		var id string
-		poll.UntilNoError(t, 10*time.Second, 20*time.Millisecond, "job submitted", func() (bool, error) {
-			r, err := client.SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g})
-			if err != nil {
-				return false, nil // the JobManager may not listen yet
+		for _, tm := range r.GetTaskmanagers() {
+			if tm.GetId() == id {
+				return true, nil
 			}
-			id = r.GetJobId()
-			return true, nil
-		})
-		return id
-	}
-	wait := func(id string, want weirv1.JobState) *weirv1.JobInfo {
-		var info *weirv1.JobInfo
-		poll.UntilNoError(t, 30*time.Second, 20*time.Millisecond, "job "+want.String(), func() (bool, error) {
-			r, err := client.GetJob(ctx, &weirv1.GetJobRequest{JobId: id})
-			if err != nil {
-				return false, err
-			}
-			info = r.GetJob()
-			return info.GetState() == want, nil
-		})
-		return info
-	}
+		}
+		return false, nil
+	})
+}
 
-	finished := wait(submit("bounded", 200), weirv1.JobState_JOB_STATE_FINISHED)
+// stopTM stops a TaskManager: its subtasks end with it and its connections
+// drop, as when the process dies.
+func (c *inProcess) stopTM(id string) { c.tms[id]() }
+
+func (c *inProcess) config(m map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
+// pipeline is a source and a file sink in a slot-sharing group of their
+// own; count 0 is unbounded.
+func (c *inProcess) pipeline(name string, count, parallelism int32) []*weirv1.JobVertex {
+	return []*weirv1.JobVertex{
+		{Name: name + "-source", Operator: "sequence-source", Parallelism: parallelism, SlotSharingGroup: name,
+			Config: c.config(map[string]any{"count": count, "keys": 4, "rate": 0})},
+		{Name: name + "-sink", Operator: "file-sink", Parallelism: parallelism, SlotSharingGroup: name,
+			Config: c.config(map[string]any{"path": filepath.Join(c.dir, name)}),
+			Inputs: []*weirv1.JobEdge{{Source: name + "-source", Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}}},
+	}
+}
+
+func (c *inProcess) submit(name string, vertices ...*weirv1.JobVertex) string {
+	g := &weirv1.JobGraph{
+		Name:            name,
+		Checkpointing:   &weirv1.CheckpointConfig{Interval: durationpb.New(100 * time.Millisecond)},
+		RestartStrategy: &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: 5, Delay: durationpb.New(10 * time.Millisecond)},
+		Vertices:        vertices,
+	}
+	r, err := c.client.SubmitJob(c.ctx, &weirv1.SubmitJobRequest{Job: g})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return r.GetJobId()
+}
+
+// wait polls the job until cond holds for it.
+func (c *inProcess) wait(id, what string, cond func(*weirv1.JobInfo) bool) *weirv1.JobInfo {
+	c.t.Helper()
+	var info *weirv1.JobInfo
+	poll.UntilNoError(c.t, 30*time.Second, 20*time.Millisecond, what, func() (bool, error) {
+		r, err := c.client.GetJob(c.ctx, &weirv1.GetJobRequest{JobId: id})
+		if err != nil {
+			return false, err
+		}
+		info = r.GetJob()
+		return cond(info), nil
+	})
+	return info
+}
+
+func inState(st weirv1.JobState) func(*weirv1.JobInfo) bool {
+	return func(j *weirv1.JobInfo) bool { return j.GetState() == st }
+}
+
+// allRunning: every subtask of the job runs, each at attempt.
+func allRunning(attempt int32) func(*weirv1.JobInfo) bool {
+	return func(j *weirv1.JobInfo) bool {
+		for _, v := range j.GetVertices() {
+			for _, st := range v.GetSubtasks() {
+				if st.GetState() != weirv1.ExecutionState_EXECUTION_STATE_RUNNING || st.GetAttempt() != attempt {
+					return false
+				}
+			}
+		}
+		return j.GetState() == weirv1.JobState_JOB_STATE_RUNNING
+	}
+}
+
+// TestJobLifecycleInProcess: a bounded job of two independent pipelines
+// finishes, a second one is cancelled, and the JobManager stops with
+// nothing left running.
+func TestJobLifecycleInProcess(t *testing.T) {
+	c := startInProcess(t)
+	c.startTM("tm-1", 2)
+	finished := c.wait(c.submit("bounded", append(c.pipeline("a", 200, 1), c.pipeline("b", 200, 1)...)...),
+		"FINISHED", inState(weirv1.JobState_JOB_STATE_FINISHED))
 	if finished.GetRegions() != 2 {
 		t.Errorf("bounded job has %d regions, want 2", finished.GetRegions())
 	}
@@ -128,13 +190,102 @@ func TestJobLifecycleInProcess(t *testing.T) {
 		}
 	}
 
-	unbounded := submit("unbounded", 0)
-	wait(unbounded, weirv1.JobState_JOB_STATE_RUNNING)
-	if _, err := client.CancelJob(ctx, &weirv1.CancelJobRequest{JobId: unbounded}); err != nil {
+	unbounded := c.submit("unbounded", c.pipeline("c", 0, 1)...)
+	c.wait(unbounded, "RUNNING", inState(weirv1.JobState_JOB_STATE_RUNNING))
+	if _, err := c.client.CancelJob(c.ctx, &weirv1.CancelJobRequest{JobId: unbounded}); err != nil {
 		t.Fatal(err)
 	}
-	wait(unbounded, weirv1.JobState_JOB_STATE_CANCELED)
-	if _, err := client.CancelJob(ctx, &weirv1.CancelJobRequest{JobId: unbounded}); err == nil {
-		t.Error("a cancelled job was cancelled again")
+	c.wait(unbounded, "CANCELED", inState(weirv1.JobState_JOB_STATE_CANCELED))
+	if _, err := c.client.CancelJob(c.ctx, &weirv1.CancelJobRequest{JobId: unbounded}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("cancel of a cancelled job: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestRegionFailoverInProcess stops the TaskManager that runs only
+// pipeline a: a's region restarts on a new TaskManager at attempt 1, b's
+// subtasks keep attempt 0, and the exception history names the failure
+// and the region it restarted.
+func TestRegionFailoverInProcess(t *testing.T) {
+	c := startInProcess(t)
+	c.startTM("tm-a", 1)
+	c.startTM("tm-b", 1)
+	id := c.submit("two", append(c.pipeline("a", 0, 1), c.pipeline("b", 0, 1)...)...)
+	before := c.wait(id, "all running", allRunning(0))
+	var victim string
+	for _, v := range before.GetVertices() {
+		if v.GetName() == "a-source" {
+			victim = v.GetSubtasks()[0].GetTaskmanagerId()
+		}
+	}
+	c.stopTM(victim)
+	c.startTM("tm-new", 1)
+	after := c.wait(id, "pipeline a on attempt 1", func(j *weirv1.JobInfo) bool {
+		for _, v := range j.GetVertices() {
+			st := v.GetSubtasks()[0]
+			if v.GetName()[:1] == "a" && (st.GetAttempt() != 1 || st.GetState() != weirv1.ExecutionState_EXECUTION_STATE_RUNNING) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, v := range after.GetVertices() {
+		if st := v.GetSubtasks()[0]; v.GetName()[:1] == "b" && (st.GetAttempt() != 0 || st.GetState() != weirv1.ExecutionState_EXECUTION_STATE_RUNNING) {
+			t.Errorf("pipeline b's %s is attempt %d %v after a's failover", v.GetName(), st.GetAttempt(), st.GetState())
+		}
+	}
+	if after.GetState() != weirv1.JobState_JOB_STATE_RUNNING || after.GetRestarts() != 1 {
+		t.Errorf("job %v with %d restarts, want RUNNING with 1", after.GetState(), after.GetRestarts())
+	}
+	ex := after.GetExceptions()
+	if len(ex) != 1 || ex[0].GetTaskmanagerId() != victim || ex[0].GetFullRestart() || len(ex[0].GetRegions()) != 1 {
+		t.Errorf("exceptions %v, want one on %s restarting one region", ex, victim)
+	}
+}
+
+// TestRescaleAndReconfigureInProcess rescales a running job and changes its
+// checkpoint interval, and checks what the API refuses.
+func TestRescaleAndReconfigureInProcess(t *testing.T) {
+	c := startInProcess(t)
+	c.startTM("tm-1", 4)
+	id := c.submit("rescaled", c.pipeline("a", 0, 2)...)
+	c.wait(id, "all running", allRunning(0))
+	for _, bad := range []map[string]int32{{"nope": 2}, {"a-source": 0}, {"a-source": 3}} {
+		// a-source=3 alone breaks the forward edge to a-sink (parallelism 2).
+		if _, err := c.client.RescaleJob(c.ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: bad}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("rescale %v: %v, want InvalidArgument", bad, err)
+		}
+	}
+	if _, err := c.client.RescaleJob(c.ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 8, "a-sink": 8}}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("rescale beyond the cluster's slots: %v, want FailedPrecondition", err)
+	}
+	r, err := c.client.RescaleJob(c.ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 4, "a-sink": 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetCheckpointId() < 1 {
+		t.Errorf("rescale took checkpoint %d", r.GetCheckpointId())
+	}
+	j := c.wait(id, "running at parallelism 4", func(j *weirv1.JobInfo) bool {
+		return allRunning(1)(j) && len(j.GetVertices()[0].GetSubtasks()) == 4
+	})
+	if j.GetRestarts() != 0 || j.GetGraph().GetVertices()[0].GetParallelism() != 4 {
+		t.Errorf("after the rescale: %d restarts, graph parallelism %d", j.GetRestarts(), j.GetGraph().GetVertices()[0].GetParallelism())
+	}
+
+	cfg, err := c.client.ConfigureCheckpointing(c.ctx, &weirv1.ConfigureCheckpointingRequest{JobId: id, Interval: durationpb.New(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GetCheckpointing().GetInterval().AsDuration() != time.Hour {
+		t.Errorf("interval now %v", cfg.GetCheckpointing().GetInterval().AsDuration())
+	}
+	if got := c.wait(id, "graph updated", func(*weirv1.JobInfo) bool { return true }).GetGraph().GetCheckpointing().GetInterval().AsDuration(); got != time.Hour {
+		t.Errorf("job graph's interval %v, want 1h", got)
+	}
+	if _, err := c.client.ConfigureCheckpointing(c.ctx, &weirv1.ConfigureCheckpointingRequest{JobId: id}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("configure nothing: %v, want InvalidArgument", err)
+	}
+	if _, err := c.client.ConfigureCheckpointing(c.ctx, &weirv1.ConfigureCheckpointingRequest{JobId: "nope", Interval: durationpb.New(time.Second)}); status.Code(err) != codes.NotFound {
+		t.Errorf("configure an unknown job: %v, want NotFound", err)
 	}
 }

@@ -352,6 +352,17 @@ func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 		if _, restarting := j.busy[e.Region]; !restarting {
 			j.failure(map[int]bool{e.Region: true}, fmt.Sprintf("subtask %s failed: %s", e.Name(), cause), e.Name(), e.TaskManager, false)
 		}
+	case weirv1.ExecutionState_EXECUTION_STATE_CANCELED:
+		// Nobody here asked for it (its region is not restarting and the
+		// job is not being cancelled): its TaskManager shut down or lost
+		// this JobManager. The subtask is gone all the same, so its region
+		// fails over; ignoring it would leave the job waiting forever.
+		if _, restarting := j.busy[e.Region]; !restarting && j.state == weirv1.JobState_JOB_STATE_RUNNING {
+			if cause == "" {
+				cause = "cancelled by its TaskManager"
+			}
+			j.failure(map[int]bool{e.Region: true}, fmt.Sprintf("subtask %s stopped: %s", e.Name(), cause), e.Name(), e.TaskManager, false)
+		}
 	}
 	j.settle()
 	return true
