@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,20 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/internal/check"
-	"github.com/weirproject/weir/internal/freeport"
-	"github.com/weirproject/weir/internal/jobmanager"
-	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/poll"
-	"github.com/weirproject/weir/internal/taskmanager"
+	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
-
-func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 // cluster is an in-process cluster: a JobManager and two TaskManagers
 // whose operators are a program's own, as `prog taskmanager` has them.
@@ -38,38 +29,11 @@ type cluster struct {
 
 func startCluster(t *testing.T, worker *weir.Job) *cluster {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
-	rpcAddr := freeAddr(t)
-	jm, err := jobmanager.New(jobmanager.Config{RPCAddr: rpcAddr, HTTPAddr: freeAddr(t), CheckpointDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 3)
-	go func() { done <- jm.Run(ctx) }()
+	tc := testcluster.Start(t, testcluster.Options{})
 	for i := range 2 {
-		reg := worker.Registry()
-		operators.Register(reg)
-		cfg := taskmanager.Config{
-			ID: fmt.Sprintf("tm-%d", i), JobManager: rpcAddr, RPCAddr: freeAddr(t), HTTPAddr: freeAddr(t),
-			Slots: 2, Operators: reg, Logger: log, StateDir: t.TempDir(),
-		}
-		go func() { done <- taskmanager.Run(ctx, cfg) }()
+		tc.StartTaskManager(fmt.Sprintf("tm-%d", i), 2, worker.Registry())
 	}
-	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		for range 3 {
-			if err := <-done; err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		}
-	})
-	return &cluster{t: t, addr: rpcAddr, client: weirv1.NewClientServiceClient(conn)}
+	return &cluster{t: t, addr: tc.RPCAddr, client: tc.Client}
 }
 
 // submit submits j the way `prog submit` does, with args added.

@@ -33,10 +33,15 @@ import (
 
 // Config configures a JobManager.
 type Config struct {
-	RPCAddr           string
-	HTTPAddr          string
-	CheckpointDir     string
-	HeartbeatInterval time.Duration
+	RPCAddr  string
+	HTTPAddr string
+	// RPCListener and HTTPListener, when set, are served instead of
+	// listening on RPCAddr and HTTPAddr: a caller that listened on port 0
+	// knows the address before the JobManager starts, with no window in
+	// which another process could take the port.
+	RPCListener, HTTPListener net.Listener
+	CheckpointDir             string
+	HeartbeatInterval         time.Duration
 	// HeartbeatTimeout is how long a silent TaskManager stays registered.
 	HeartbeatTimeout time.Duration
 	// RPCTimeout bounds each call to a TaskManager.
@@ -176,14 +181,9 @@ func New(cfg Config) (*Server, error) {
 
 // Run serves until ctx ends, then cancels jobs' coordinators and stops.
 func (s *Server) Run(ctx context.Context) error {
-	rpcLis, err := net.Listen("tcp", s.cfg.RPCAddr)
+	rpcLis, httpLis, err := rpc.Listen(s.cfg.RPCListener, s.cfg.RPCAddr, s.cfg.HTTPListener, s.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("jobmanager: listen rpc: %w", err)
-	}
-	httpLis, err := net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		rpcLis.Close()
-		return fmt.Errorf("jobmanager: listen http: %w", err)
+		return fmt.Errorf("jobmanager: %w", err)
 	}
 	g, _ := rpc.NewServer(grpc.ChainUnaryInterceptor(s.leaderOnly))
 	s.Register(g)

@@ -1,108 +1,37 @@
-package jobmanager
+package jobmanager_test
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/weirproject/weir/internal/freeport"
-	"github.com/weirproject/weir/internal/operators"
-	"github.com/weirproject/weir/internal/poll"
-	"github.com/weirproject/weir/internal/rpc"
-	"github.com/weirproject/weir/internal/taskmanager"
+	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
-	"github.com/weirproject/weir/sdk"
 )
 
-// TestMain fails the package's tests when a goroutine outlives them: every
-// job's loop, its I/O and its coordinator must be gone once the JobManager
-// stopped.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-// inProcess is a real JobManager and real TaskManagers in this process,
-// talking gRPC over loopback.
+// inProcess is the shared in-process cluster with this file's job
+// builders.
 type inProcess struct {
-	t      *testing.T
-	ctx    context.Context
-	dir    string
-	jm     *Server
-	client weirv1.ClientServiceClient
-	tms    map[string]context.CancelFunc
-	done   []chan error
+	*testcluster.Cluster
+	t *testing.T
 }
 
 func startInProcess(t *testing.T) *inProcess {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &inProcess{t: t, ctx: ctx, dir: t.TempDir(), tms: map[string]context.CancelFunc{}}
-	jm, err := New(Config{
-		RPCAddr: freeport.Addr(t), HTTPAddr: freeport.Addr(t), CheckpointDir: filepath.Join(c.dir, "checkpoints"),
-		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.jm = jm
-	done := make(chan error, 1)
-	c.done = append(c.done, done)
-	go func() { done <- jm.Run(ctx) }()
-	conn, err := rpc.Dial(jm.cfg.RPCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.client = weirv1.NewClientServiceClient(conn)
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		for _, ch := range c.done {
-			if err := <-ch; err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("daemon: %v", err)
-			}
-		}
-	})
-	return c
+	// Default heartbeats: a stopped TaskManager is noticed by its
+	// reports and dropped connections, and a short timeout would make a
+	// loaded machine lose TaskManagers the test did not stop.
+	return &inProcess{Cluster: testcluster.Start(t, testcluster.Options{}), t: t}
 }
 
-// startTM runs a TaskManager until stopTM or the end of the test.
-func (c *inProcess) startTM(id string, slots int) {
-	reg := sdk.NewRegistry()
-	operators.Register(reg)
-	ctx, cancel := context.WithCancel(c.ctx)
-	c.tms[id] = cancel
-	done := make(chan error, 1)
-	c.done = append(c.done, done)
-	cfg := taskmanager.Config{
-		ID: id, JobManager: c.jm.cfg.RPCAddr, RPCAddr: freeport.Addr(c.t), HTTPAddr: freeport.Addr(c.t),
-		Slots: slots, Operators: reg, Logger: slog.New(slog.DiscardHandler), StateDir: filepath.Join(c.dir, "state-"+id),
-	}
-	go func() { done <- taskmanager.Run(ctx, cfg) }()
-	poll.UntilNoError(c.t, 10*time.Second, 20*time.Millisecond, id+" registered", func() (bool, error) {
-		r, err := c.client.ListTaskManagers(c.ctx, &weirv1.ListTaskManagersRequest{})
-		if err != nil {
-			return false, nil // the JobManager may not listen yet
-		}
-		for _, tm := range r.GetTaskmanagers() {
-			if tm.GetId() == id {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-}
+func (c *inProcess) startTM(id string, slots int) { c.StartTaskManager(id, slots, nil) }
 
-// stopTM stops a TaskManager: its subtasks end with it and its connections
-// drop, as when the process dies.
-func (c *inProcess) stopTM(id string) { c.tms[id]() }
+func (c *inProcess) stopTM(id string) { c.StopTaskManager(id) }
 
 func (c *inProcess) config(m map[string]any) *structpb.Struct {
 	s, err := structpb.NewStruct(m)
@@ -119,7 +48,7 @@ func (c *inProcess) pipeline(name string, count, parallelism int32) []*weirv1.Jo
 		{Name: name + "-source", Operator: "sequence-source", Parallelism: parallelism, SlotSharingGroup: name,
 			Config: c.config(map[string]any{"count": count, "keys": 4, "rate": 0})},
 		{Name: name + "-sink", Operator: "file-sink", Parallelism: parallelism, SlotSharingGroup: name,
-			Config: c.config(map[string]any{"path": filepath.Join(c.dir, name)}),
+			Config: c.config(map[string]any{"path": filepath.Join(c.Dir, name)}),
 			Inputs: []*weirv1.JobEdge{{Source: name + "-source", Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}}},
 	}
 }
@@ -131,7 +60,7 @@ func (c *inProcess) submit(name string, vertices ...*weirv1.JobVertex) string {
 		RestartStrategy: &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: 5, Delay: durationpb.New(10 * time.Millisecond)},
 		Vertices:        vertices,
 	}
-	r, err := c.client.SubmitJob(c.ctx, &weirv1.SubmitJobRequest{Job: g})
+	r, err := c.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -141,16 +70,7 @@ func (c *inProcess) submit(name string, vertices ...*weirv1.JobVertex) string {
 // wait polls the job until cond holds for it.
 func (c *inProcess) wait(id, what string, cond func(*weirv1.JobInfo) bool) *weirv1.JobInfo {
 	c.t.Helper()
-	var info *weirv1.JobInfo
-	poll.UntilNoError(c.t, 30*time.Second, 20*time.Millisecond, what, func() (bool, error) {
-		r, err := c.client.GetJob(c.ctx, &weirv1.GetJobRequest{JobId: id})
-		if err != nil {
-			return false, err
-		}
-		info = r.GetJob()
-		return cond(info), nil
-	})
-	return info
+	return c.WaitJob(id, what, cond)
 }
 
 func inState(st weirv1.JobState) func(*weirv1.JobInfo) bool {
@@ -192,11 +112,11 @@ func TestJobLifecycleInProcess(t *testing.T) {
 
 	unbounded := c.submit("unbounded", c.pipeline("c", 0, 1)...)
 	c.wait(unbounded, "RUNNING", inState(weirv1.JobState_JOB_STATE_RUNNING))
-	if _, err := c.client.CancelJob(c.ctx, &weirv1.CancelJobRequest{JobId: unbounded}); err != nil {
+	if _, err := c.Client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: unbounded}); err != nil {
 		t.Fatal(err)
 	}
 	c.wait(unbounded, "CANCELED", inState(weirv1.JobState_JOB_STATE_CANCELED))
-	if _, err := c.client.CancelJob(c.ctx, &weirv1.CancelJobRequest{JobId: unbounded}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := c.Client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: unbounded}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("cancel of a cancelled job: %v, want FailedPrecondition", err)
 	}
 }
@@ -251,14 +171,14 @@ func TestRescaleAndReconfigureInProcess(t *testing.T) {
 	c.wait(id, "all running", allRunning(0))
 	for _, bad := range []map[string]int32{{"nope": 2}, {"a-source": 0}, {"a-source": 3}} {
 		// a-source=3 alone breaks the forward edge to a-sink (parallelism 2).
-		if _, err := c.client.RescaleJob(c.ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: bad}); status.Code(err) != codes.InvalidArgument {
+		if _, err := c.Client.RescaleJob(context.Background(), &weirv1.RescaleJobRequest{JobId: id, Parallelism: bad}); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("rescale %v: %v, want InvalidArgument", bad, err)
 		}
 	}
-	if _, err := c.client.RescaleJob(c.ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 8, "a-sink": 8}}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := c.Client.RescaleJob(context.Background(), &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 8, "a-sink": 8}}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("rescale beyond the cluster's slots: %v, want FailedPrecondition", err)
 	}
-	r, err := c.client.RescaleJob(c.ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 4, "a-sink": 4}})
+	r, err := c.Client.RescaleJob(context.Background(), &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 4, "a-sink": 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +192,7 @@ func TestRescaleAndReconfigureInProcess(t *testing.T) {
 		t.Errorf("after the rescale: %d restarts, graph parallelism %d", j.GetRestarts(), j.GetGraph().GetVertices()[0].GetParallelism())
 	}
 
-	cfg, err := c.client.ConfigureCheckpointing(c.ctx, &weirv1.ConfigureCheckpointingRequest{JobId: id, Interval: durationpb.New(time.Hour)})
+	cfg, err := c.Client.ConfigureCheckpointing(context.Background(), &weirv1.ConfigureCheckpointingRequest{JobId: id, Interval: durationpb.New(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,10 +202,10 @@ func TestRescaleAndReconfigureInProcess(t *testing.T) {
 	if got := c.wait(id, "graph updated", func(*weirv1.JobInfo) bool { return true }).GetGraph().GetCheckpointing().GetInterval().AsDuration(); got != time.Hour {
 		t.Errorf("job graph's interval %v, want 1h", got)
 	}
-	if _, err := c.client.ConfigureCheckpointing(c.ctx, &weirv1.ConfigureCheckpointingRequest{JobId: id}); status.Code(err) != codes.InvalidArgument {
+	if _, err := c.Client.ConfigureCheckpointing(context.Background(), &weirv1.ConfigureCheckpointingRequest{JobId: id}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("configure nothing: %v, want InvalidArgument", err)
 	}
-	if _, err := c.client.ConfigureCheckpointing(c.ctx, &weirv1.ConfigureCheckpointingRequest{JobId: "nope", Interval: durationpb.New(time.Second)}); status.Code(err) != codes.NotFound {
+	if _, err := c.Client.ConfigureCheckpointing(context.Background(), &weirv1.ConfigureCheckpointingRequest{JobId: "nope", Interval: durationpb.New(time.Second)}); status.Code(err) != codes.NotFound {
 		t.Errorf("configure an unknown job: %v, want NotFound", err)
 	}
 }

@@ -17,13 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/jobmanager"
-	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/restapi"
-	"github.com/weirproject/weir/internal/taskmanager"
+	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -35,8 +33,6 @@ type cluster struct {
 	jm  *jobmanager.Server
 	url string
 }
-
-func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -53,46 +49,23 @@ func startCluster(t *testing.T) *cluster {
 func startClusterWith(t *testing.T, tms, slots int, extra ...func(*sdk.Registry)) (*cluster, []string) {
 	t.Helper()
 	log := testLogger()
-	// Server.Run listens itself and does not expose the bound address, so
-	// the RPC port is picked up front.
-	rpcAddr := freeAddr(t)
-	jm, err := jobmanager.New(jobmanager.Config{
-		RPCAddr: rpcAddr, HTTPAddr: "127.0.0.1:0", CheckpointDir: t.TempDir(), Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, tms+1)
-	go func() { done <- jm.Run(ctx) }()
+	tc := testcluster.Start(t, testcluster.Options{Logger: log})
 	var metrics []string
-	for i := 0; i < tms; i++ {
+	for i := range tms {
 		reg := sdk.NewRegistry()
-		operators.Register(reg)
 		for _, f := range extra {
 			f(reg)
 		}
-		httpAddr := freeAddr(t)
-		metrics = append(metrics, "http://"+httpAddr+"/metrics")
-		cfg := taskmanager.Config{
-			JobManager: rpcAddr, RPCAddr: "127.0.0.1:0", HTTPAddr: httpAddr, Slots: slots, Operators: reg, Logger: log,
-			StateDir: t.TempDir(),
-		}
-		go func() { done <- taskmanager.Run(ctx, cfg) }()
+		tm := tc.StartTaskManager(fmt.Sprintf("tm-%d", i), slots, reg)
+		metrics = append(metrics, "http://"+tm.HTTPAddr+"/metrics")
 	}
-	h := restapi.New(jm, log)
+	h := restapi.New(tc.JobManager, log)
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		h.Close()
 		ts.Close()
-		cancel()
-		for i := 0; i < tms+1; i++ {
-			if err := <-done; err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		}
 	})
-	return &cluster{t: t, jm: jm, url: ts.URL}, metrics
+	return &cluster{t: t, jm: tc.JobManager, url: ts.URL}, metrics
 }
 
 func runningSumSpec(name, sinkDir, checkpointing string) string {

@@ -128,3 +128,25 @@ func Serve(ctx context.Context, log *slog.Logger, g *grpc.Server, rpcLis net.Lis
 	}
 	return err
 }
+
+// Listen returns the daemon's two listeners: the ones given, or new ones
+// on the addresses (port 0 picks a free port; the daemon logs and
+// advertises the one it got). On an error nothing stays open.
+func Listen(rpcLis net.Listener, rpcAddr string, httpLis net.Listener, httpAddr string) (net.Listener, net.Listener, error) {
+	var err error
+	if rpcLis == nil {
+		if rpcLis, err = net.Listen("tcp", rpcAddr); err != nil {
+			if httpLis != nil {
+				httpLis.Close()
+			}
+			return nil, nil, fmt.Errorf("listen rpc: %w", err)
+		}
+	}
+	if httpLis == nil {
+		if httpLis, err = net.Listen("tcp", httpAddr); err != nil {
+			rpcLis.Close()
+			return nil, nil, fmt.Errorf("listen http: %w", err)
+		}
+	}
+	return rpcLis, httpLis, nil
+}

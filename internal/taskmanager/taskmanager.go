@@ -40,9 +40,12 @@ type Config struct {
 	// AdvertiseAddr is how others reach RPCAddr; derived when empty.
 	AdvertiseAddr string
 	HTTPAddr      string
-	Slots         int
-	Operators     *sdk.Registry
-	Logger        *slog.Logger
+	// RPCListener and HTTPListener, when set, are served instead of
+	// listening on RPCAddr and HTTPAddr (see jobmanager.Config).
+	RPCListener, HTTPListener net.Listener
+	Slots                     int
+	Operators                 *sdk.Registry
+	Logger                    *slog.Logger
 	// Etcd, when its Client is set, finds the JobManager leader through
 	// etcd instead of the fixed JobManager address.
 	Etcd ha.Config
@@ -184,14 +187,9 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 		return fmt.Errorf("taskmanager: %w", err)
 	}
 	cfg.Logger.Info("local state directory ready", "dir", cfg.StateDir, "leftovers_removed", removed)
-	rpcLis, err := net.Listen("tcp", cfg.RPCAddr)
+	rpcLis, httpLis, err := rpc.Listen(cfg.RPCListener, cfg.RPCAddr, cfg.HTTPListener, cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("taskmanager: listen rpc: %w", err)
-	}
-	httpLis, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		rpcLis.Close()
-		return fmt.Errorf("taskmanager: listen http: %w", err)
+		return fmt.Errorf("taskmanager: %w", err)
 	}
 	reg := rpc.NewRegistry()
 	s := &Server{

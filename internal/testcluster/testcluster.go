@@ -1,0 +1,184 @@
+// Package testcluster runs a real JobManager and real TaskManagers in the
+// test's process, talking gRPC over loopback, for the tests of packages
+// above them (the REST API, the dashboard, the Go API, the JobManager's
+// own driver). Every daemon serves listeners opened on port 0 before it
+// starts, so no port is picked and then raced for; the test's end stops
+// them all and fails on a daemon that did not stop cleanly.
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirproject/weir/internal/jobmanager"
+	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/poll"
+	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/taskmanager"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Options shape a cluster; the zero value is a JobManager with quiet logs
+// and Flink's heartbeat defaults.
+type Options struct {
+	Logger *slog.Logger
+	// HeartbeatInterval and HeartbeatTimeout of the JobManager; short ones
+	// make a stopped TaskManager noticed sooner.
+	HeartbeatInterval, HeartbeatTimeout time.Duration
+}
+
+// Cluster is a running JobManager and the TaskManagers started on it.
+type Cluster struct {
+	t   testing.TB
+	ctx context.Context
+	log *slog.Logger
+	// Dir is the test's directory; checkpoints go to Dir/checkpoints.
+	Dir string
+	// JobManager is the server, for tests that call it directly.
+	JobManager *jobmanager.Server
+	// RPCAddr and HTTPAddr are where the JobManager listens.
+	RPCAddr, HTTPAddr string
+	// Client is a gRPC client of the JobManager's client API.
+	Client weirv1.ClientServiceClient
+
+	mu   sync.Mutex
+	tms  map[string]*TaskManager
+	done []chan error
+}
+
+// TaskManager is one started TaskManager.
+type TaskManager struct {
+	ID string
+	// RPCAddr and HTTPAddr are where it listens (HTTPAddr serves /metrics).
+	RPCAddr, HTTPAddr string
+	stop              context.CancelFunc
+}
+
+// Listen opens a loopback listener on a port the kernel picks.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Start runs a JobManager until the test ends.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cluster{t: t, ctx: ctx, log: log, Dir: t.TempDir(), tms: map[string]*TaskManager{}}
+	rpcLis, httpLis := Listen(t), Listen(t)
+	c.RPCAddr, c.HTTPAddr = rpcLis.Addr().String(), httpLis.Addr().String()
+	jm, err := jobmanager.New(jobmanager.Config{
+		RPCListener: rpcLis, HTTPListener: httpLis, RPCAddr: c.RPCAddr, HTTPAddr: c.HTTPAddr,
+		CheckpointDir:     filepath.Join(c.Dir, "checkpoints"),
+		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
+	})
+	if err != nil {
+		rpcLis.Close()
+		httpLis.Close()
+		cancel()
+		t.Fatal(err)
+	}
+	c.JobManager = jm
+	done := make(chan error, 1)
+	c.done = append(c.done, done)
+	go func() { done <- jm.Run(ctx) }()
+	conn, err := rpc.Dial(c.RPCAddr)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	c.Client = weirv1.NewClientServiceClient(conn)
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, ch := range c.done {
+			if err := <-ch; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("daemon: %v", err)
+			}
+		}
+	})
+	return c
+}
+
+// StartTaskManager runs a TaskManager with slots slots, the operators of
+// reg (nil: none) and the built-in ones until StopTaskManager or the
+// test's end, and waits until the JobManager lists it.
+func (c *Cluster) StartTaskManager(id string, slots int, reg *sdk.Registry) *TaskManager {
+	c.t.Helper()
+	if reg == nil {
+		reg = sdk.NewRegistry()
+	}
+	operators.Register(reg)
+	rpcLis, httpLis := Listen(c.t), Listen(c.t)
+	tm := &TaskManager{ID: id, RPCAddr: rpcLis.Addr().String(), HTTPAddr: httpLis.Addr().String()}
+	ctx, cancel := context.WithCancel(c.ctx)
+	tm.stop = cancel
+	cfg := taskmanager.Config{
+		ID: id, JobManager: c.RPCAddr, RPCListener: rpcLis, HTTPListener: httpLis, RPCAddr: tm.RPCAddr, HTTPAddr: tm.HTTPAddr,
+		Slots: slots, Operators: reg, Logger: c.log, StateDir: filepath.Join(c.Dir, "state-"+id),
+	}
+	done := make(chan error, 1)
+	c.mu.Lock()
+	c.tms[id] = tm
+	c.done = append(c.done, done)
+	c.mu.Unlock()
+	go func() { done <- taskmanager.Run(ctx, cfg) }()
+	poll.UntilNoError(c.t, 30*time.Second, 20*time.Millisecond, "taskmanager "+id+" registered", func() (bool, error) {
+		r, err := c.Client.ListTaskManagers(c.ctx, &weirv1.ListTaskManagersRequest{})
+		if err != nil {
+			return false, nil // the JobManager may not serve yet
+		}
+		for _, x := range r.GetTaskmanagers() {
+			if x.GetId() == id {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return tm
+}
+
+// StopTaskManager stops a TaskManager: its subtasks end with it and its
+// connections drop, as when its process goes away.
+func (c *Cluster) StopTaskManager(id string) {
+	c.mu.Lock()
+	tm := c.tms[id]
+	c.mu.Unlock()
+	if tm == nil {
+		c.t.Fatalf("testcluster: no TaskManager %q", id)
+	}
+	tm.stop()
+}
+
+// WaitJob polls the job until cond holds for it and returns what it saw
+// last.
+func (c *Cluster) WaitJob(id, what string, cond func(*weirv1.JobInfo) bool) *weirv1.JobInfo {
+	c.t.Helper()
+	var info *weirv1.JobInfo
+	poll.UntilNoError(c.t, time.Minute, 20*time.Millisecond, what, func() (bool, error) {
+		r, err := c.Client.GetJob(c.ctx, &weirv1.GetJobRequest{JobId: id})
+		if err != nil {
+			return false, err
+		}
+		info = r.GetJob()
+		return cond(info), nil
+	})
+	return info
+}
