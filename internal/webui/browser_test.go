@@ -11,12 +11,14 @@ package webui_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +72,7 @@ func startCluster(t *testing.T) *cluster {
 		reg := sdk.NewRegistry()
 		operators.Register(reg)
 		reg.RegisterOperator("slow-sink", func() sdk.Operator { return slowSink{} })
+		reg.RegisterOperator("fail-first-attempt", func() sdk.Operator { return &failFirstAttempt{} })
 		cfg := taskmanager.Config{
 			ID: fmt.Sprintf("tm-%d", i), JobManager: rpcAddr, RPCAddr: freeAddr(t), HTTPAddr: freeAddr(t),
 			Slots: 2, Operators: reg, Logger: log,
@@ -107,6 +110,24 @@ func (slowSink) ProcessRecord(sdk.Record, sdk.Collector) error {
 	return nil
 }
 func (slowSink) Close() error { return nil }
+
+// injectedCause is the failure of failFirstAttempt: markup the dashboard
+// must show as text.
+const injectedCause = `injected failure: <b>bold</b> & <img src=x onerror="window.__xss=3">`
+
+// failFirstAttempt is a sink whose subtask 0 fails on its first record in
+// its first attempt; restarted, it takes every record. It gives a job one
+// real failure, restarting the failed subtask's region.
+type failFirstAttempt struct{ ctx sdk.Context }
+
+func (f *failFirstAttempt) Open(ctx sdk.Context) error { f.ctx = ctx; return nil }
+func (f *failFirstAttempt) ProcessRecord(sdk.Record, sdk.Collector) error {
+	if f.ctx.SubtaskIndex() == 0 && f.ctx.AttemptNumber() == 0 {
+		return errors.New(injectedCause)
+	}
+	return nil
+}
+func (f *failFirstAttempt) Close() error { return nil }
 
 func (c *cluster) getJSON(path string, v any) error {
 	resp, err := http.Get(c.base + path)
@@ -563,6 +584,188 @@ vertices:
 		if _, err := c.client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: id}); err != nil {
 			t.Fatal(err)
 		}
+	})
+
+	t.Run("exceptions list a failure, what it restarted and its cause", func(t *testing.T) {
+		b.t = t
+		// The demo job never failed.
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job))
+		b.wait("no exceptions", `document.querySelector("#exceptions-panel h2")?.textContent === "Exceptions" && document.querySelector("#exceptions #exceptions-empty")?.textContent === "No exceptions"`, 30*time.Second)
+
+		// Subtask 0 of the sink fails once; forward edges make each
+		// source and sink pair a region of its own, so only its region
+		// restarts.
+		failing := c.submit(`name: fails-once
+checkpointing: {interval: 1h, timeout: 1m}
+restart-strategy: {type: fixed-delay, attempts: 10, delay: 100ms}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 2, config: {count: 0, keys: 8, rate: 50}}
+  - {name: sink, operator: fail-first-attempt, parallelism: 2, inputs: [{from: source, partition: forward}]}
+`)
+		var exc struct {
+			History struct {
+				Entries []struct {
+					Timestamp     int64  `json:"timestamp"`
+					TaskName      string `json:"taskName"`
+					TaskManagerID string `json:"taskManagerId"`
+					Endpoint      string `json:"endpoint"`
+					Stacktrace    string `json:"stacktrace"`
+					Regions       []int  `json:"regions"`
+					FullRestart   bool   `json:"full-restart"`
+				} `json:"entries"`
+			} `json:"exceptionHistory"`
+		}
+		c.waitFor(60*time.Second, "the failure in /exceptions", func() bool {
+			return c.getJSON("/jobs/"+failing+"/exceptions", &exc) == nil && len(exc.History.Entries) > 0
+		})
+		e := exc.History.Entries[0]
+		if !strings.Contains(e.Stacktrace, injectedCause) {
+			t.Fatalf("REST cause = %q, want it to hold %q", e.Stacktrace, injectedCause)
+		}
+		want := "not restarted"
+		switch {
+		case e.FullRestart:
+			want = "whole job"
+		case len(e.Regions) == 1:
+			want = fmt.Sprintf("region %d", e.Regions[0])
+		case len(e.Regions) > 1:
+			want = "regions " + strings.Trim(strings.ReplaceAll(fmt.Sprint(e.Regions), " ", ", "), "[]")
+		}
+		t.Logf("REST exception: task %q on %s (%s), regions %v, full %v: the page must say %q", e.TaskName, e.TaskManagerID, e.Endpoint, e.Regions, e.FullRestart, want)
+
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + failing))
+		b.wait("the failure in the exceptions", `document.querySelectorAll("#exceptions-table tbody.exc-entry").length > 0`, 30*time.Second)
+		b.wait("the restart count", `+document.querySelector("#job-restarts").textContent >= 1`, 30*time.Second)
+		var got struct {
+			Time, Task, TM, Restart, Cause string
+			Injected                       int
+			XSS                            bool
+		}
+		raw := eval[string](b, `(() => {
+			const e = document.querySelector("#exceptions-table tbody.exc-entry");
+			return JSON.stringify({
+				Time: e.querySelector(".exc-time").innerText, Task: e.querySelector(".exc-task").innerText,
+				TM: e.querySelector(".exc-tm").innerText, Restart: e.querySelector(".exc-restart").innerText,
+				Cause: e.querySelector("pre.exc-cause").textContent,
+				Injected: document.querySelectorAll("#exceptions-panel b, #exceptions-panel img, #exceptions-panel script").length,
+				XSS: window.__xss !== undefined,
+			});
+		})()`)
+		if err := json.Unmarshal([]byte(raw), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Time == "" || got.Time == "–" {
+			t.Errorf("exception time = %q", got.Time)
+		}
+		if e.TaskName == "" || got.Task != e.TaskName {
+			t.Errorf("exception task = %q, REST taskName %q", got.Task, e.TaskName)
+		}
+		if e.TaskManagerID == "" || !strings.Contains(got.TM, e.TaskManagerID) || !strings.Contains(got.TM, e.Endpoint) {
+			t.Errorf("exception TaskManager = %q, want %s and %s", got.TM, e.TaskManagerID, e.Endpoint)
+		}
+		if got.Restart != want {
+			t.Errorf("exception restarted = %q, want %q", got.Restart, want)
+		}
+		if got.Cause != e.Stacktrace {
+			t.Errorf("exception cause = %q, want the stacktrace %q as text", got.Cause, e.Stacktrace)
+		}
+		if got.Injected != 0 || got.XSS {
+			t.Errorf("the cause's markup became %d elements (script ran: %v)", got.Injected, got.XSS)
+		}
+		b.do(chromedp.Evaluate[chromedp.Void](`document.querySelector("#exceptions-panel").scrollIntoView()`))
+		b.shot("job-exceptions")
+
+		// The sink's subtasks, with their regions and attempts as the
+		// vertex details report them.
+		var details struct {
+			Vertices []struct{ ID, Name string } `json:"vertices"`
+		}
+		if err := c.getJSON("/jobs/"+failing, &details); err != nil {
+			t.Fatal(err)
+		}
+		var sinkID string
+		for _, v := range details.Vertices {
+			if v.Name == "sink" {
+				sinkID = v.ID
+			}
+		}
+		var vd struct {
+			Subtasks []struct {
+				Subtask, Region, Attempt int
+			} `json:"subtasks"`
+		}
+		if err := c.getJSON("/jobs/"+failing+"/vertices/"+sinkID, &vd); err != nil {
+			t.Fatal(err)
+		}
+		var rows []string
+		for _, s := range vd.Subtasks {
+			rows = append(rows, fmt.Sprintf("%d:%d:%d", s.Subtask, s.Region, s.Attempt))
+			if s.Subtask == 0 && (s.Attempt < 1 || (!e.FullRestart && !slices.Contains(e.Regions, s.Region))) {
+				t.Errorf("failed subtask 0: region %d attempt %d, want attempt ≥ 1 in a restarted region %v", s.Region, s.Attempt, e.Regions)
+			}
+		}
+		b.do(chromedp.Click(chromedp.CSS(`#job-graph-svg .g-vertex[data-vertex="sink"]`)))
+		b.wait("the sink's subtasks with their regions", fmt.Sprintf(`[...document.querySelectorAll('#subtasks-table[data-vertex="sink"] tr.st-row')].map((r) => r.dataset.subtask + ":" + r.querySelector(".st-region").textContent + ":" + r.dataset.attempt).join(",") === %s`, q(strings.Join(rows, ","))), 30*time.Second)
+		if head := eval[string](b, `document.querySelector("#subtasks-table thead").innerText`); !strings.Contains(head, "Region") || !strings.Contains(head, "Attempt") {
+			t.Errorf("subtask table header = %q", head)
+		}
+		b.do(chromedp.Evaluate[chromedp.Void](`document.querySelector("#st-panel").scrollIntoView()`))
+		b.shot("job-subtasks-regions")
+
+		if _, err := c.client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: failing}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(30*time.Second, "the failing job cancelled", func() bool {
+			var j map[string]any
+			return c.getJSON("/jobs/"+failing, &j) == nil && j["state"] == "CANCELED"
+		})
+	})
+
+	t.Run("a job named with markup is shown as text", func(t *testing.T) {
+		b.t = t
+		const name = `<script>window.__xss=1</script><img src=x onerror="window.__xss=2">`
+		id := c.submit(`name: '` + name + `'
+checkpointing: {interval: 1h, timeout: 1m}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 1, config: {count: 0, keys: 8, rate: 10}}
+  - {name: sink, operator: slow-sink, parallelism: 1, inputs: [{from: source, partition: forward}]}
+`)
+		var j map[string]any
+		if err := c.getJSON("/jobs/"+id, &j); err != nil || j["name"] != name {
+			t.Fatalf("REST name = %v (%v), want %q", j["name"], err, name)
+		}
+		injected := func(where string) int {
+			return eval[int](b, fmt.Sprintf(`document.querySelectorAll(%s).length`, q(where)))
+		}
+
+		b.do(chromedp.Navigate(c.base + "/#/"))
+		row := fmt.Sprintf(`document.querySelector('tr.job-row[data-jid=%s]')`, q(id))
+		b.wait("the job in the overview", row+`?.querySelector("a")?.innerText === `+q(name), 30*time.Second)
+		if n := injected("#jobs-table script, #jobs-table img"); n != 0 {
+			t.Errorf("the name became %d elements in the jobs table", n)
+		}
+		b.shot("overview-markup-name")
+
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + id))
+		b.wait("the name as the heading", `document.querySelector("#job-head h1")?.innerText === `+q(name), 30*time.Second)
+		b.wait("the name in the breadcrumbs", `document.querySelector("#crumbs").innerText.includes(`+q(name)+`)`, 30*time.Second)
+		if title := eval[string](b, `document.title`); title != name+" · Weir" {
+			t.Errorf("title = %q", title)
+		}
+		if n := injected("main script, main img, #crumbs script, #crumbs img"); n != 0 {
+			t.Errorf("the name became %d elements in the job page", n)
+		}
+		if ran := eval[bool](b, `window.__xss !== undefined`); ran {
+			t.Errorf("the name's script ran: window.__xss = %v", eval[string](b, `String(window.__xss)`))
+		}
+		b.shot("job-markup-name")
+		if _, err := c.client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: id}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(30*time.Second, "the job cancelled", func() bool {
+			var j map[string]any
+			return c.getJSON("/jobs/"+id, &j) == nil && j["state"] == "CANCELED"
+		})
 	})
 
 	t.Run("narrow window and dark mode", func(t *testing.T) {
