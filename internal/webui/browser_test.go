@@ -27,15 +27,10 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/jobgraph"
-	"github.com/weirproject/weir/internal/jobmanager"
-	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/poll"
-	"github.com/weirproject/weir/internal/taskmanager"
+	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -49,8 +44,6 @@ func findChromium() string {
 	return ""
 }
 
-func freeAddr(t *testing.T) string { return freeport.Addr(t) }
-
 type cluster struct {
 	t      *testing.T
 	base   string // the JobManager's HTTP address: dashboard and REST API
@@ -59,45 +52,16 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	jm, err := jobmanager.New(jobmanager.Config{RPCAddr: rpcAddr, HTTPAddr: httpAddr, CheckpointDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 3)
-	go func() { done <- jm.Run(ctx) }()
+	tc := testcluster.Start(t, testcluster.Options{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
 	for i := 1; i <= 2; i++ {
 		reg := sdk.NewRegistry()
-		operators.Register(reg)
 		reg.RegisterOperator("slow-sink", func() sdk.Operator { return slowSink{} })
 		reg.RegisterOperator("fail-first-attempt", func() sdk.Operator { return &failFirstAttempt{} })
-		cfg := taskmanager.Config{
-			ID: fmt.Sprintf("tm-%d", i), JobManager: rpcAddr, RPCAddr: freeAddr(t), HTTPAddr: freeAddr(t),
-			Slots: 2, Operators: reg, Logger: log,
-		}
-		go func() { done <- taskmanager.Run(ctx, cfg) }()
+		tc.StartTaskManager(fmt.Sprintf("tm-%d", i), 2, reg)
 	}
-	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		cancel()
-		for i := 0; i < 3; i++ {
-			if err := <-done; err != nil {
-				t.Errorf("daemon: %v", err)
-			}
-		}
-	})
-	c := &cluster{t: t, base: "http://" + httpAddr, client: weirv1.NewClientServiceClient(conn)}
-	c.waitFor(30*time.Second, "two TaskManagers", func() bool {
-		var ov map[string]any
-		return c.getJSON("/overview", &ov) == nil && ov["taskmanagers"] == float64(2)
-	})
-	return c
+	return &cluster{t: t, base: "http://" + tc.HTTPAddr, client: tc.Client}
 }
 
 // slowSink takes a millisecond per record, so whatever feeds it faster is

@@ -20,17 +20,19 @@ const (
 )
 
 // recoverySpec: clock-source (p=2, b6Rate records/s per subtask on the
-// job's timeline, so a restored source replays and catches up) → hash →
-// ballast (p=2, a 1000-byte value per key); 1 s checkpoints; restart at
-// once after a failure.
-func recoverySpec(dir string, t0 time.Time) string {
+// job's timeline, so a restored source replays and catches up) → partition
+// → ballast (p=2, a 1000-byte value per key); 1 s checkpoints; restart at
+// once after a failure. With hash the job is one pipelined region; with
+// forward each source subtask and its ballast subtask are a region of
+// their own.
+func recoverySpec(dir string, t0 time.Time, partition string) string {
 	return fmt.Sprintf(`name: b6-recovery
 checkpointing: {interval: 1s, mode: exactly-once, timeout: 1m, retained: 1}
 restart-strategy: {type: fixed-delay, attempts: 1000, delay: 0s}
 vertices:
   - {name: source, operator: clock-source, parallelism: 2, config: {rate: %d, keys: %d, t0-ms: %d, dir: %s}}
-  - {name: state, operator: ballast, parallelism: 2, inputs: [{from: source, partition: hash}], config: {value-bytes: %d}}
-`, b6Rate, b6Keys, t0.UnixMilli(), strconv.Quote(dir), b6ValueBytes)
+  - {name: state, operator: ballast, parallelism: 2, inputs: [{from: source, partition: %s}], config: {value-bytes: %d}}
+`, b6Rate, b6Keys, t0.UnixMilli(), strconv.Quote(dir), partition, b6ValueBytes)
 }
 
 // catchups reads the clock sources' catch-up reports: restored checkpoint
@@ -55,9 +57,20 @@ func catchups(dir string) map[int64][]time.Time {
 	return out
 }
 
-// B6: recovery after SIGKILL of a TaskManager.
-func runB6(e *Env, b *Bench) error {
-	c, err := e.Cluster("b6", harness.Config{TaskManagers: 3, Slots: 2})
+// B6: recovery after SIGKILL of a TaskManager, the whole job restarting.
+func runB6(e *Env, b *Bench) error { return runRecovery(e, b, false) }
+
+// B6R: the same kill with region failover: the job's two subtask chains
+// are regions of their own (forward edge), and only the killed
+// TaskManager's region restarts.
+func runB6R(e *Env, b *Bench) error { return runRecovery(e, b, true) }
+
+func runRecovery(e *Env, b *Bench, regions bool) error {
+	partition, name := "hash", "b6"
+	if regions {
+		partition, name = "forward", "b6r"
+	}
+	c, err := e.Cluster(name, harness.Config{TaskManagers: 3, Slots: 2})
 	if err != nil {
 		return err
 	}
@@ -70,7 +83,7 @@ func runB6(e *Env, b *Bench) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	job, err := c.Submit(e.Ctx, recoverySpec(dir, time.Now()))
+	job, err := c.Submit(e.Ctx, recoverySpec(dir, time.Now(), partition))
 	if err != nil {
 		return err
 	}
@@ -78,7 +91,7 @@ func runB6(e *Env, b *Bench) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
-	var detect, running, firstCkpt, caught, lost []float64
+	var detect, running, firstCkpt, caught, lost, untouched []float64
 	var stateMB []float64
 	var restoredFrom int64
 	for round := 1; round <= rounds; round++ {
@@ -110,9 +123,12 @@ func runB6(e *Env, b *Bench) error {
 		}
 		old := map[string]int32{}
 		busy := map[string]bool{}
+		on := map[string]string{} // subtask → its TaskManager
 		for _, v := range j.GetVertices() {
 			for _, st := range v.GetSubtasks() {
-				old[fmt.Sprintf("%s/%d", v.GetName(), st.GetIndex())] = st.GetAttempt()
+				key := fmt.Sprintf("%s/%d", v.GetName(), st.GetIndex())
+				old[key] = st.GetAttempt()
+				on[key] = st.GetTaskmanagerId()
 				busy[st.GetTaskmanagerId()] = true
 			}
 		}
@@ -126,11 +142,20 @@ func runB6(e *Env, b *Bench) error {
 		if victim == nil {
 			return fmt.Errorf("round %d: no TaskManager runs the job", round)
 		}
-		restarts := j.GetRestarts()
+		restartCount := j.GetRestarts()
 		e.Logf("B6 round %d: SIGKILL %s (state %.0f MB)", round, victim.ID, float64(size)/1e6)
 		killed := time.Now()
 		victim.Kill()
 
+		// restarts: the subtasks that must come back on a new attempt: all
+		// of them, or with regions those the victim ran (each chain runs
+		// in one slot, so its region is exactly what ran there).
+		restarts := map[string]bool{}
+		for key, tm := range on {
+			restarts[key] = !regions || tm == victim.ID
+		}
+		kept := 0 // looks at which every other region ran on its old attempt
+		looks := 0
 		var tDetect, tRunning time.Time
 		err = harness.Poll(e.Ctx, 60*time.Second, 2*time.Millisecond, "recovery", func() (bool, error) {
 			j, err := c.Job(e.Ctx, job)
@@ -143,17 +168,27 @@ func runB6(e *Env, b *Bench) error {
 			}
 			now := time.Now()
 			all := j.GetState() == weirv1.JobState_JOB_STATE_RUNNING
-			changed := j.GetState() != weirv1.JobState_JOB_STATE_RUNNING || j.GetRestarts() != restarts
+			changed := j.GetState() != weirv1.JobState_JOB_STATE_RUNNING || j.GetRestarts() != restartCount
+			others := true
 			for _, v := range j.GetVertices() {
 				for _, st := range v.GetSubtasks() {
-					was := old[fmt.Sprintf("%s/%d", v.GetName(), st.GetIndex())]
-					if st.GetAttempt() != was || st.GetState() != weirv1.ExecutionState_EXECUTION_STATE_RUNNING {
+					key := fmt.Sprintf("%s/%d", v.GetName(), st.GetIndex())
+					was := old[key]
+					running := st.GetState() == weirv1.ExecutionState_EXECUTION_STATE_RUNNING
+					if st.GetAttempt() != was || !running {
 						changed = true
 					}
-					if st.GetAttempt() <= was || st.GetState() != weirv1.ExecutionState_EXECUTION_STATE_RUNNING {
+					if restarts[key] && (st.GetAttempt() <= was || !running) {
 						all = false
 					}
+					if !restarts[key] && (st.GetAttempt() != was || !running) {
+						others = false
+					}
 				}
+			}
+			looks++
+			if others {
+				kept++
 			}
 			if changed && tDetect.IsZero() {
 				tDetect = now
@@ -188,7 +223,7 @@ func runB6(e *Env, b *Bench) error {
 		var tCaught time.Time
 		err = harness.Poll(e.Ctx, 60*time.Second, 20*time.Millisecond, "the sources to catch up", func() (bool, error) {
 			ts := catchups(dir)[restoredFrom]
-			if len(ts) < 2 {
+			if len(ts) < map[bool]int{false: 2, true: 1}[regions] {
 				return false, nil
 			}
 			for _, t := range ts {
@@ -210,6 +245,7 @@ func runB6(e *Env, b *Bench) error {
 		running = append(running, ms(tRunning))
 		firstCkpt = append(firstCkpt, ms(tCkpt))
 		caught = append(caught, ms(tCaught))
+		untouched = append(untouched, 100*float64(kept)/float64(max(looks, 1)))
 		e.Logf("B6 round %d: detected %.0f ms, running %.0f ms, checkpoint %.0f ms, caught up %.0f ms after the kill (restored checkpoint %d)",
 			round, ms(tDetect), ms(tRunning), ms(tCkpt), ms(tCaught), restoredFrom)
 		// A new spare for the next round, started after the measurement.
@@ -232,6 +268,10 @@ func runB6(e *Env, b *Bench) error {
 	b.Add("  state in the checkpoint", "MB", true, stateMB)
 	b.Goal("detect p50", b.Point("detect (kill → job restarting)").Median, "<=", 500, "ms")
 	b.Goal("all running from the checkpoint p50", p.Median, "<=", 1000, "ms")
+	if regions {
+		b.Add("  other region running its old attempt, % of looks during recovery", "%", true, untouched)
+		b.Note("region failover: source → forward → ballast, so each of the 2 subtask chains is a pipelined region; only the killed TaskManager's region restarts")
+	}
 	b.Note("3 TaskManagers × 2 slots, job p=2 (one spare TaskManager takes over; a replacement is started after each round's measurement); restart strategy fixed-delay 0 s; %d kills at random moments; JobManager default heartbeat timeout (5 s); detection is polled with GetJob every 2 ms", rounds)
 	return nil
 }

@@ -36,6 +36,7 @@ var All = []Spec{
 	{"G1", "goapi", "typed Go API (package weir) records/s per core against the same job from built-in operators, 2 TaskManagers, checkpoints every 1 s", runG1},
 	{"K1", "kafka", "Kafka source → map → Kafka sink, exactly-once, records/s per core against franz-go consume + transactional produce, 2 TaskManagers, checkpoints every 1 s, one kafka-dev broker", runK1},
 	{"B6", "recovery", "recovery after SIGKILL of a TaskManager, 1 s checkpoints, ~100 MB heap state", runB6},
+	{"B6R", "region-recovery", "B6 with region failover: two independent subtask chains, only the killed TaskManager's region restarts", runB6R},
 	{"B7", "ha-cost", "coordinator and HA cost with etcd: etcd operations and JobManager CPU per checkpoint, max checkpoint rate", runB7},
 	{"X", "footprint", "idle RSS of the daemons and start-up time from process start to a job RUNNING", runFootprint},
 	{"S1", "state", "Pebble state backend in-process (backend + local storage, no RPC): checkpoint sync/async duration and bytes written, incremental vs full, 1 GiB keyed state, 1% of keys changing per interval (on demand: BENCH=S1)", runS1},
