@@ -6,49 +6,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/testcluster"
 )
-
-// startEtcd runs a real single-member etcd in the test process, on
-// loopback, for the daemons (separate processes) to use.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Name = "weir-e2e"
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "panic"
-	lo := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{lo}, []url.URL{lo}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{lo}, []url.URL{lo}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(sync.OnceFunc(e.Close))
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("etcd: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready")
-	}
-	return e.Clients[0].Addr().String()
-}
 
 // haCluster is a cluster of JobManagers electing a leader in etcd.
 type haCluster struct {
@@ -60,7 +31,7 @@ type haCluster struct {
 
 func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), etcd: startEtcd(t)}
+	c := &cluster{t: t, dir: t.TempDir(), etcd: testcluster.StartEtcd(t)}
 	t.Cleanup(c.stop)
 	h := &haCluster{cluster: c, jms: map[string]*process{}, http: map[string]string{}}
 	for i := 0; i < jobManagers; i++ {

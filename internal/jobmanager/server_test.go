@@ -3,6 +3,7 @@ package jobmanager_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,5 +208,50 @@ func TestRescaleAndReconfigureInProcess(t *testing.T) {
 	}
 	if _, err := c.Client.ConfigureCheckpointing(context.Background(), &weirv1.ConfigureCheckpointingRequest{JobId: "nope", Interval: durationpb.New(time.Second)}); status.Code(err) != codes.NotFound {
 		t.Errorf("configure an unknown job: %v, want NotFound", err)
+	}
+}
+
+// TestRestartBudgetSurvivesLeaderChange: a job allowed one restart uses it,
+// its JobManager leader stops and a standby takes over; the next failure
+// must fail the job, as it would have on the first leader, rather than find
+// a fresh budget on the new one.
+func TestRestartBudgetSurvivesLeaderChange(t *testing.T) {
+	etcd := testcluster.StartEtcd(t)
+	first := testcluster.Start(t, testcluster.Options{Etcd: etcd})
+	standby := testcluster.Start(t, testcluster.Options{Etcd: etcd})
+	first.StartTaskManager("tm-1", 1, nil)
+	c := &inProcess{Cluster: first, t: t}
+	g := &weirv1.JobGraph{
+		Name:            "budget",
+		Checkpointing:   &weirv1.CheckpointConfig{Interval: durationpb.New(100 * time.Millisecond)},
+		RestartStrategy: &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: 1, Delay: durationpb.New(10 * time.Millisecond)},
+		Vertices:        c.pipeline("a", 0, 1),
+	}
+	r, err := first.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.GetJobId()
+	first.WaitJob(id, "running", allRunning(0))
+
+	// The one restart allowed.
+	first.StopTaskManager("tm-1")
+	first.StartTaskManager("tm-2", 1, nil)
+	if j := first.WaitJob(id, "running again", allRunning(1)); j.GetRestarts() != 1 {
+		t.Fatalf("%d restarts after one failure", j.GetRestarts())
+	}
+
+	first.StopJobManager()
+	recovered := standby.WaitJob(id, "recovered by the new leader", func(j *weirv1.JobInfo) bool {
+		return allRunning(0)(j) // a new leader's attempts start over
+	})
+	if recovered.GetRestarts() != 1 {
+		t.Errorf("the new leader counts %d restarts, want 1", recovered.GetRestarts())
+	}
+
+	first.StopTaskManager("tm-2")
+	failed := standby.WaitJob(id, "FAILED", inState(weirv1.JobState_JOB_STATE_FAILED))
+	if !strings.Contains(failed.GetFailureCause(), "not restarted") {
+		t.Errorf("failure cause %q does not say the budget was used up", failed.GetFailureCause())
 	}
 }

@@ -11,11 +11,19 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/poll"
@@ -32,6 +40,13 @@ type Options struct {
 	// HeartbeatInterval and HeartbeatTimeout of the JobManager; short ones
 	// make a stopped TaskManager noticed sooner.
 	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// Etcd, when set (StartEtcd's endpoint), makes the cluster highly
+	// available: the JobManager campaigns for leadership there and the
+	// TaskManagers follow whichever JobManager leads. Start another
+	// cluster on the same endpoint for a standby JobManager.
+	Etcd string
+	// LeaderLease is the leadership lease with Etcd (default 2 s).
+	LeaderLease time.Duration
 }
 
 // Cluster is a running JobManager and the TaskManagers started on it.
@@ -47,6 +62,10 @@ type Cluster struct {
 	RPCAddr, HTTPAddr string
 	// Client is a gRPC client of the JobManager's client API.
 	Client weirv1.ClientServiceClient
+
+	etcd        string
+	leaderLease time.Duration
+	stopJM      context.CancelFunc
 
 	mu   sync.Mutex
 	tms  map[string]*TaskManager
@@ -79,14 +98,28 @@ func Start(t testing.TB, opts Options) *Cluster {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cluster{t: t, ctx: ctx, log: log, Dir: t.TempDir(), tms: map[string]*TaskManager{}}
+	c := &Cluster{t: t, ctx: ctx, log: log, Dir: t.TempDir(), tms: map[string]*TaskManager{}, etcd: opts.Etcd, leaderLease: opts.LeaderLease}
+	if c.leaderLease == 0 {
+		c.leaderLease = 2 * time.Second
+	}
 	rpcLis, httpLis := Listen(t), Listen(t)
 	c.RPCAddr, c.HTTPAddr = rpcLis.Addr().String(), httpLis.Addr().String()
-	jm, err := jobmanager.New(jobmanager.Config{
+	cfg := jobmanager.Config{
 		RPCListener: rpcLis, HTTPListener: httpLis, RPCAddr: c.RPCAddr, HTTPAddr: c.HTTPAddr,
 		CheckpointDir:     filepath.Join(c.Dir, "checkpoints"),
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
-	})
+	}
+	if c.etcd != "" {
+		// Standbys must reach the leader's checkpoints: one directory per
+		// etcd, shared by every cluster started on it.
+		dir, ok := sharedDirs.Load(c.etcd)
+		if !ok {
+			t.Fatalf("testcluster: etcd %s was not started by StartEtcd", c.etcd)
+		}
+		cfg.CheckpointDir = dir.(string)
+		cfg.HA, cfg.Etcd = "etcd", c.haConfig()
+	}
+	jm, err := jobmanager.New(cfg)
 	if err != nil {
 		rpcLis.Close()
 		httpLis.Close()
@@ -96,7 +129,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.JobManager = jm
 	done := make(chan error, 1)
 	c.done = append(c.done, done)
-	go func() { done <- jm.Run(ctx) }()
+	jmCtx, stopJM := context.WithCancel(ctx)
+	c.stopJM = stopJM
+	go func() { done <- jm.Run(jmCtx) }()
 	conn, err := rpc.Dial(c.RPCAddr)
 	if err != nil {
 		cancel()
@@ -134,6 +169,9 @@ func (c *Cluster) StartTaskManager(id string, slots int, reg *sdk.Registry) *Tas
 		ID: id, JobManager: c.RPCAddr, RPCListener: rpcLis, HTTPListener: httpLis, RPCAddr: tm.RPCAddr, HTTPAddr: tm.HTTPAddr,
 		Slots: slots, Operators: reg, Logger: c.log, StateDir: filepath.Join(c.Dir, "state-"+id),
 	}
+	if c.etcd != "" {
+		cfg.JobManager, cfg.Etcd = "", c.haConfig()
+	}
 	done := make(chan error, 1)
 	c.mu.Lock()
 	c.tms[id] = tm
@@ -155,6 +193,54 @@ func (c *Cluster) StartTaskManager(id string, slots int, reg *sdk.Registry) *Tas
 	return tm
 }
 
+// StopJobManager stops the cluster's JobManager, as a SIGTERM would: a
+// leader resigns, and a standby on the same etcd takes over.
+func (c *Cluster) StopJobManager() { c.stopJM() }
+
+// haConfig is a configuration of the cluster "test" in etcd, with a client
+// of its own that the test's cleanup closes after the daemons stopped.
+func (c *Cluster) haConfig() ha.Config {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatalf("etcd client: %v", err)
+	}
+	c.t.Cleanup(func() { _ = cli.Close() })
+	return ha.Config{Client: cli, ClusterID: "test", SessionTTL: c.leaderLease, Logger: c.log}
+}
+
+// StartEtcd runs a single-member etcd in the test process, on loopback,
+// until the test ends, and returns its client endpoint.
+func StartEtcd(t testing.TB) string {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Name = "weir-test"
+	cfg.Dir = t.TempDir()
+	cfg.LogLevel = "panic"
+	lo := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{lo}, []url.URL{lo}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{lo}, []url.URL{lo}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	t.Cleanup(sync.OnceFunc(e.Close))
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		t.Fatalf("etcd: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd not ready")
+	}
+	endpoint := e.Clients[0].Addr().String()
+	sharedDirs.Store(endpoint, filepath.Join(t.TempDir(), "checkpoints"))
+	return endpoint
+}
+
+// sharedDirs maps an etcd endpoint to the checkpoint directory of the
+// clusters that use it.
+var sharedDirs sync.Map
+
 // StopTaskManager stops a TaskManager: its subtasks end with it and its
 // connections drop, as when its process goes away.
 func (c *Cluster) StopTaskManager(id string) {
@@ -168,12 +254,17 @@ func (c *Cluster) StopTaskManager(id string) {
 }
 
 // WaitJob polls the job until cond holds for it and returns what it saw
-// last.
+// last. With etcd, it waits through the JobManager not leading yet.
 func (c *Cluster) WaitJob(id, what string, cond func(*weirv1.JobInfo) bool) *weirv1.JobInfo {
 	c.t.Helper()
 	var info *weirv1.JobInfo
 	poll.UntilNoError(c.t, time.Minute, 20*time.Millisecond, what, func() (bool, error) {
 		r, err := c.Client.GetJob(c.ctx, &weirv1.GetJobRequest{JobId: id})
+		if status.Code(err) == codes.Unavailable || (c.etcd != "" && status.Code(err) == codes.NotFound) {
+			// A standby that does not lead yet, or a new leader still
+			// recovering its jobs.
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}
