@@ -122,15 +122,6 @@ func (j *jobView) vertexList() string {
 	return strings.Join(known, ", ")
 }
 
-func (j *jobView) byName(name string) (vertexView, bool) {
-	for _, v := range j.vertices {
-		if v.name == name {
-			return v, true
-		}
-	}
-	return vertexView{}, false
-}
-
 // ---------------------------------------------------------------------------
 // Jobs
 

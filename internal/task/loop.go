@@ -1,0 +1,169 @@
+package task
+
+import (
+	"context"
+	"time"
+)
+
+// Run executes the subtask until it finishes (nil), is cancelled through ctx
+// (ctx's error) or fails.
+func (t *Task) Run(ctx context.Context) (err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	t.asyncCtx = ctx
+	defer func() {
+		cancel()
+		t.abortChannelState()
+		t.async.Wait()
+		t.cleanup()
+		t.metrics.release()
+	}()
+	// Deferred after the cleanup, so it runs first: a panic of the
+	// operator, or a failed state backend, ends this subtask alone, with
+	// the panic as its failure cause, and the cleanup still runs.
+	defer func() {
+		if r := recover(); r != nil {
+			err = t.panicked(r)
+		}
+	}()
+	if err := t.setup(ctx); err != nil {
+		return err
+	}
+	if t.cfg.OnRunning != nil {
+		t.cfg.OnRunning()
+	}
+	t.lastFlush = t.now()
+	t.metrics.load.begin(t.lastFlush)
+	var timer *time.Timer
+	for !t.finished {
+		idle, wait, err := t.cycle()
+		if err != nil {
+			return err
+		}
+		if t.finished || !idle {
+			continue
+		}
+		// Nothing to do until mail, input or output space arrives, or the
+		// next timer (a source's backoff, an alignment timeout) is due.
+		var wake <-chan time.Time
+		if wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			wake = timer.C
+		}
+		// Waiting with room in the output is Flink's idle time; waiting
+		// for room is back-pressure, which markBackpressured accounts.
+		waitIdle := t.bpSince.IsZero()
+		if waitIdle {
+			t.metrics.load.enter(loadIdle, t.now())
+		}
+		select {
+		case <-t.mailbox.notify:
+		case <-t.inputNote:
+		case <-t.outputNote:
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if waitIdle {
+			t.metrics.load.leave(t.now())
+		}
+		if timer != nil && wake != nil {
+			timer.Stop()
+		}
+	}
+	return t.finish()
+}
+
+// cycle is one turn of the mailbox loop: pending mail, priority events on
+// the inputs, due timers, then one step of work if the output has room.
+// Mail and priority events are handled even while the output is full, so
+// a back-pressured subtask still takes checkpoints. idle means nothing
+// more can be done until the loop is woken, or wait passed (if positive).
+func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
+	if err := t.runMail(); err != nil {
+		return false, 0, err
+	}
+	if t.finished {
+		return false, 0, nil
+	}
+	if err := t.pollPriority(); err != nil {
+		return false, 0, err
+	}
+	now := t.now()
+	if dl, ok := t.barriers.Deadline(); ok {
+		if !now.Before(dl) {
+			if err := t.apply(t.barriers.OnTimer(now), now, nil); err != nil {
+				return false, 0, err
+			}
+		} else {
+			wait = dl.Sub(now)
+		}
+	}
+	if o := t.outTO; o != nil {
+		switch {
+		case !now.Before(o.deadline):
+			t.settleOutput(true)
+		case !t.holdsBarrier(o.id):
+			t.settleOutput(false)
+		case wait == 0 || o.deadline.Sub(now) < wait:
+			wait = o.deadline.Sub(now)
+		}
+	}
+	if w, ok := t.nextTimeEvent(now); ok && (wait == 0 || w < wait) {
+		wait = w
+	}
+	t.collectBlocked()
+	if !t.outputAvailable() {
+		if t.src != nil && now.Before(t.backoffUntil) {
+			// A source that asked to wait would not emit anyway: a full
+			// output does not hold it back until its backoff ends. (Flink
+			// counts back-pressure only while a task needs a buffer.)
+			t.markBackpressured(now, false)
+			if w := t.backoffUntil.Sub(now); wait == 0 || w < wait {
+				wait = w
+			}
+			return true, wait, t.flush(now)
+		}
+		t.markBackpressured(now, true)
+		// Partly filled batches still go to the consumers that have room.
+		return true, wait, t.flush(now)
+	}
+	t.markBackpressured(now, false)
+	progressed, backoff, err := t.step()
+	if err != nil {
+		return false, 0, err
+	}
+	if progressed {
+		if now.Sub(t.lastFlush) >= t.cfg.FlushInterval {
+			return false, 0, t.flush(now)
+		}
+		return false, 0, nil
+	}
+	// Idle: send what is batched so latency does not wait for a full buffer.
+	if backoff > 0 {
+		t.backoffUntil = now.Add(backoff)
+		if wait == 0 || backoff < wait {
+			wait = backoff
+		}
+		// A source that emits again within the flush interval keeps
+		// batching until the interval is up, as a busy one does: flushing
+		// at every pause of a rate-limited source sends a message per
+		// record and fills the consumers' credit windows.
+		if backoff < t.cfg.FlushInterval && now.Sub(t.lastFlush) < t.cfg.FlushInterval {
+			return true, wait, nil
+		}
+	}
+	return true, wait, t.flush(now)
+}
+
+func (t *Task) runMail() error {
+	for _, m := range t.mailbox.drain() {
+		if err := m(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
