@@ -267,7 +267,25 @@ type SourceStatus struct {
 	// Backoff asks the runtime to wait this long before the next Emit
 	// (checkpoints and other mail still run meanwhile).
 	Backoff time.Duration
+	// Backlog says whether the source is processing a backlog: reading far
+	// behind the newest data of its input. While any source of a job is,
+	// the job checkpoints at its checkpointing.interval-during-backlog (when
+	// set), so catching up is not slowed by checkpoints. BacklogUnknown
+	// keeps what the source said last.
+	Backlog Backlog
 }
+
+// Backlog is a source's answer to whether it is processing a backlog.
+type Backlog uint8
+
+const (
+	// BacklogUnknown: no news (the zero value; sources that never tell).
+	BacklogUnknown Backlog = iota
+	// ProcessingBacklog: far behind the input's newest data.
+	ProcessingBacklog
+	// NoBacklog: caught up.
+	NoBacklog
+)
 
 // Source produces records. The runtime calls Emit in a loop; checkpoints run
 // between calls, so the position a source keeps in state is exact.

@@ -162,14 +162,16 @@ restart from, and deletes nothing otherwise.`,
 }
 
 func (a *app) checkpointConfigureCommand() *cobra.Command {
-	var interval, timeout, minPause time.Duration
+	var interval, timeout, minPause, backlog time.Duration
 	cmd := &cobra.Command{
-		Use:   "configure JOB_ID [--interval D] [--checkpoint-timeout D] [--min-pause D]",
+		Use:   "configure JOB_ID [--interval D] [--checkpoint-timeout D] [--min-pause D] [--interval-during-backlog D]",
 		Short: "Change a running job's periodic checkpointing without a restart",
 		Long: `Configure changes a running job's checkpoint interval, timeout or minimum
 pause between checkpoints in place: the next periodic checkpoint comes one
 new interval from now, a new timeout applies to checkpoints triggered from
-now on, and --interval 0 turns periodic checkpoints off. The change is
+now on, and --interval 0 turns periodic checkpoints off;
+--interval-during-backlog replaces the interval while a source reports a
+backlog (0: no checkpoints then). The change is
 stored with the job, so a new leader keeps it. Flags not given keep their
 value.`,
 		Args: exactArgs("JOB_ID"),
@@ -194,8 +196,11 @@ value.`,
 			if req.MinPause, err = set("min-pause", minPause); err != nil {
 				return err
 			}
-			if req.Interval == nil && req.Timeout == nil && req.MinPause == nil {
-				return usageErrorf("give at least one of --interval, --checkpoint-timeout, --min-pause")
+			if req.IntervalDuringBacklog, err = set("interval-during-backlog", backlog); err != nil {
+				return err
+			}
+			if req.Interval == nil && req.Timeout == nil && req.MinPause == nil && req.IntervalDuringBacklog == nil {
+				return usageErrorf("give at least one of --interval, --checkpoint-timeout, --min-pause, --interval-during-backlog")
 			}
 			c, err := a.client()
 			if err != nil {
@@ -215,5 +220,6 @@ value.`,
 	// Not --timeout: that is every command's call timeout.
 	cmd.Flags().DurationVar(&timeout, "checkpoint-timeout", 0, "how long a checkpoint may take before it is aborted")
 	cmd.Flags().DurationVar(&minPause, "min-pause", 0, "minimum time between the end of one checkpoint and the start of the next")
+	cmd.Flags().DurationVar(&backlog, "interval-during-backlog", 0, "time between periodic checkpoints while a source reports a backlog (0: none then)")
 	return cmd
 }

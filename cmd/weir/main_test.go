@@ -259,7 +259,7 @@ func TestCommandsAgainstFake(t *testing.T) {
 		{name: "configure checkpointing", args: []string{"checkpoint", "configure", "job-a", "--interval", "5s", "--min-pause", "0s"},
 			stdout: "Checkpointing of job job-a: interval 5s, timeout 1m0s, min-pause 0s.\n"},
 		{name: "configure nothing", args: []string{"checkpoint", "configure", "job-a"}, code: 2,
-			stderrWant: "weir: give at least one of --interval, --checkpoint-timeout, --min-pause\nRun 'weir checkpoint configure --help' for usage.\n"},
+			stderrWant: "weir: give at least one of --interval, --checkpoint-timeout, --min-pause, --interval-during-backlog\nRun 'weir checkpoint configure --help' for usage.\n"},
 		{name: "exceptions newest first", args: []string{"job", "exceptions", "job-a"},
 			stdoutHas: []string{"TIME                 TASK          TASKMANAGER  RESTARTED    CAUSE",
 				"too many failed checkpoints\n", "source (1/2)  tm-0         regions [0]  taskmanager tm-0 lost"}},

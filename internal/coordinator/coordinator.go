@@ -60,6 +60,12 @@ func counted(r weirv1.CheckpointFailureReason) bool {
 type Config struct {
 	JobID          string
 	Interval       time.Duration // 0: no periodic checkpoints
+	// IntervalDuringBacklog, when BacklogInterval is set, replaces Interval
+	// while any source reports it is processing a backlog (Flink 1.19's
+	// execution.checkpointing.interval-during-backlog): catching up goes
+	// faster with fewer checkpoints. 0 means none during the backlog.
+	IntervalDuringBacklog time.Duration
+	BacklogInterval       bool
 	Timeout        time.Duration
 	MinPause       time.Duration
 	MaxConcurrent  int
@@ -180,6 +186,8 @@ type Coordinator struct {
 	// periodicPaused: a stop-with-savepoint stopped periodic checkpoints
 	// until the next Start (Flink's stopCheckpointScheduler).
 	periodicPaused bool
+	// backlog holds the sources that report a backlog, by attempt key.
+	backlog map[string]bool
 	// cleaning is the number of checkpoints whose files are still being
 	// deleted; while more than max-concurrent are, nothing new starts, so
 	// a slow storage cannot pile up deletions behind fast checkpoints.
@@ -230,8 +238,19 @@ func (c *Coordinator) Start(tasks []Task) {
 	c.periodicPaused = false
 	c.tasks = tasks
 	c.finished = map[string]bool{}
-	if c.cfg.Interval > 0 {
-		lo, hi := c.cfg.MinPause, c.cfg.Interval
+	// Reports of attempts that are gone no longer count; the subtasks
+	// that stayed (a region failover) report again with every heartbeat.
+	current := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		current[t.Attempt.Key()] = true
+	}
+	for k := range c.backlog {
+		if !current[k] {
+			delete(c.backlog, k)
+		}
+	}
+	if interval := c.interval(); interval > 0 {
+		lo, hi := c.cfg.MinPause, interval
 		delay := lo
 		if hi > lo {
 			delay += time.Duration(c.rng.Int64N(int64(hi - lo + 1)))
@@ -275,6 +294,9 @@ type Reconfiguration struct {
 	// Timeout applies to checkpoints triggered from now on.
 	Timeout  *time.Duration
 	MinPause *time.Duration
+	// IntervalDuringBacklog sets (and turns on) the interval during a
+	// backlog.
+	IntervalDuringBacklog *time.Duration
 }
 
 // Reconfigure applies r. A new interval takes effect at once: the next
@@ -287,12 +309,66 @@ func (c *Coordinator) Reconfigure(r Reconfiguration) {
 	if r.MinPause != nil {
 		c.cfg.MinPause = *r.MinPause
 	}
-	if r.Interval != nil {
-		c.cfg.Interval = *r.Interval
-		c.nextPeriodic = time.Time{}
-		if c.running && !c.periodicPaused && c.cfg.Interval > 0 {
-			c.nextPeriodic = c.clock.Now().Add(c.cfg.Interval)
+	if r.Interval != nil || r.IntervalDuringBacklog != nil {
+		before := c.interval()
+		if r.Interval != nil {
+			c.cfg.Interval = *r.Interval
 		}
+		if r.IntervalDuringBacklog != nil {
+			c.cfg.IntervalDuringBacklog, c.cfg.BacklogInterval = *r.IntervalDuringBacklog, true
+		}
+		// The interval in effect changed, or was set again: either way the
+		// next periodic checkpoint is one interval in effect from now.
+		if c.interval() != before || r.Interval != nil && !c.inBacklog() {
+			c.reschedule()
+		}
+	}
+}
+
+// interval is the periodic interval in effect: the backlog's while a
+// source reports one.
+func (c *Coordinator) interval() time.Duration {
+	if c.cfg.BacklogInterval && c.inBacklog() {
+		return c.cfg.IntervalDuringBacklog
+	}
+	return c.cfg.Interval
+}
+
+func (c *Coordinator) inBacklog() bool {
+	for _, t := range c.tasks {
+		if c.backlog[t.Attempt.Key()] {
+			return true
+		}
+	}
+	return false
+}
+
+// reschedule puts the next periodic checkpoint one interval in effect from
+// now (none with interval 0): a new interval applies at once rather than
+// after the old period.
+func (c *Coordinator) reschedule() {
+	c.nextPeriodic = time.Time{}
+	if interval := c.interval(); c.running && !c.periodicPaused && interval > 0 {
+		c.nextPeriodic = c.clock.Now().Add(interval)
+	}
+}
+
+// SourceBacklog records whether source subtask a is processing a backlog,
+// as its TaskManager last reported. When that changes the interval in
+// effect, the periodic schedule follows at once.
+func (c *Coordinator) SourceBacklog(a *weirv1.ExecutionAttemptID, backlog bool) {
+	before := c.interval()
+	key := a.Key()
+	if backlog {
+		if c.backlog == nil {
+			c.backlog = map[string]bool{}
+		}
+		c.backlog[key] = true
+	} else {
+		delete(c.backlog, key)
+	}
+	if c.interval() != before {
+		c.reschedule()
 	}
 }
 
@@ -351,7 +427,7 @@ func (c *Coordinator) Tick() {
 	if c.running && !c.nextPeriodic.IsZero() && !now.Before(c.nextPeriodic) {
 		// Fixed rate: missed periods are skipped, not caught up.
 		for !now.Before(c.nextPeriodic) {
-			c.nextPeriodic = c.nextPeriodic.Add(c.cfg.Interval)
+			c.nextPeriodic = c.nextPeriodic.Add(c.interval())
 		}
 		c.seq++
 		c.enqueue(&request{seq: c.seq, kind: Periodic})

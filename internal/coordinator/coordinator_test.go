@@ -13,6 +13,7 @@ package coordinator
 //	config interval=1s min-pause=0s timeout=10s max-concurrent=1 tolerable=0
 //	       [rand=max|min|seed:N] [history=N] [job=ID] [max-parallelism=N]
 //	       [exactly-once=bool] [unaligned] [incremental] [aligned-timeout=D]
+//	       [backlog-interval=D]
 //	    a new coordinator and a fake clock at +0s. rand picks the random
 //	    source: max makes the first periodic trigger come after exactly
 //	    interval (the default), min after exactly min_pause, seed:N a PCG
@@ -20,7 +21,8 @@ package coordinator
 //	start tasks=src/0,src/1,sink/0 sources=src/0,src/1
 //	    the job turned RUNNING with these subtasks (vertex/index[#attempt]).
 //	stop reason=REASON
-//	reconfigure [interval=D] [timeout=D] [min-pause=D]
+//	backlog task=V/I [off]  a source reports (or stops reporting) a backlog
+//	reconfigure [interval=D] [timeout=D] [min-pause=D] [backlog-interval=D]
 //	    change periodic checkpointing on the running coordinator.
 //	trigger kind=periodic|manual|full|savepoint [forced=bool] [target=DIR]
 //	    enqueue a request (savepoints are forced by default, as the Driver
@@ -147,9 +149,14 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		a.done()
 		h.c.Start(tasks)
+	case "backlog":
+		at := h.attempt(t, a.str("task", ""), -1)
+		on := !a.bool("off", false)
+		a.done()
+		h.c.SourceBacklog(at, on)
 	case "reconfigure":
 		var r Reconfiguration
-		for key, field := range map[string]**time.Duration{"interval": &r.Interval, "timeout": &r.Timeout, "min-pause": &r.MinPause} {
+		for key, field := range map[string]**time.Duration{"interval": &r.Interval, "timeout": &r.Timeout, "min-pause": &r.MinPause, "backlog-interval": &r.IntervalDuringBacklog} {
 			if a.has(key) {
 				d := a.dur(key, 0)
 				*field = &d
@@ -365,16 +372,18 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 
 func (h *harness) config(a *args) {
 	cfg := Config{
-		JobID:                a.str("job", "job-1"),
-		Interval:             a.dur("interval", 0),
-		MinPause:             a.dur("min-pause", 0),
-		Timeout:              a.dur("timeout", 10*time.Second),
-		MaxConcurrent:        int(a.int("max-concurrent", 1)),
-		Tolerable:            int(a.int("tolerable", -1)),
-		MaxParallelism:       int(a.int("max-parallelism", 128)),
-		HistorySize:          int(a.int("history", 0)),
-		OperatorCoordinators: a.bool("coordinators", false),
-		MasterHooks:          a.bool("hooks", false),
+		JobID:                 a.str("job", "job-1"),
+		Interval:              a.dur("interval", 0),
+		BacklogInterval:       a.has("backlog-interval"),
+		IntervalDuringBacklog: a.dur("backlog-interval", 0),
+		MinPause:              a.dur("min-pause", 0),
+		Timeout:               a.dur("timeout", 10*time.Second),
+		MaxConcurrent:         int(a.int("max-concurrent", 1)),
+		Tolerable:             int(a.int("tolerable", -1)),
+		MaxParallelism:        int(a.int("max-parallelism", 128)),
+		HistorySize:           int(a.int("history", 0)),
+		OperatorCoordinators:  a.bool("coordinators", false),
+		MasterHooks:           a.bool("hooks", false),
 		Options: &weirv1.CheckpointOptions{
 			ExactlyOnce:                a.bool("exactly-once", true),
 			Unaligned:                  a.bool("unaligned", false),

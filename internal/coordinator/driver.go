@@ -280,6 +280,11 @@ func (d *Driver) Start(tasks []Task) { d.post(func() { d.sm.Start(tasks) }) }
 // Stop aborts everything in flight; the job left RUNNING.
 func (d *Driver) Stop(reason weirv1.CheckpointFailureReason) { d.call(func() { d.sm.Stop(reason) }) }
 
+// SourceBacklog records whether a source subtask reports a backlog.
+func (d *Driver) SourceBacklog(a *weirv1.ExecutionAttemptID, backlog bool) {
+	d.post(func() { d.sm.SourceBacklog(a, backlog) })
+}
+
 // Reconfigure changes periodic checkpointing on the running coordinator.
 func (d *Driver) Reconfigure(r Reconfiguration) bool { return d.call(func() { d.sm.Reconfigure(r) }) }
 

@@ -67,7 +67,7 @@ func (c *Coordinator) NextCheckpoint() *weirv1.NextCheckpoint {
 		}
 	}
 	return set(scheduled, weirv1.NextCheckpoint_REASON_UNSPECIFIED, c.nextPeriodic,
-		"the next periodic checkpoint triggers every %s", c.cfg.Interval)
+		"the next periodic checkpoint triggers every %s", c.interval())
 }
 
 // notRunning returns a subtask of the current execution that has finished.

@@ -37,6 +37,11 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 		TolerableFailedCheckpoints: c.int32(&cp.TolerableFailedCheckpoints, "checkpointing.tolerable-failed-checkpoints", 0),
 		ExternalizedRetention:      enumValue(c, &cp.Externalized, "checkpointing.externalized", "retention", externalizedNames, weirv1.ExternalizedRetention_EXTERNALIZED_RETENTION_DELETE_ON_CANCELLATION),
 	}
+	if present(&cp.IntervalDuringBacklog) {
+		// Unset means the interval throughout, which 0 cannot say: 0 is
+		// no checkpoints during a backlog.
+		g.Checkpointing.IntervalDuringBacklog = c.duration(&cp.IntervalDuringBacklog, "checkpointing.interval-during-backlog", 0)
+	}
 
 	g.RestartStrategy = c.restart(d.RestartStrategy, g.Checkpointing.GetInterval().AsDuration() > 0)
 

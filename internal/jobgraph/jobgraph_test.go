@@ -150,6 +150,18 @@ func TestParseDefaults(t *testing.T) {
 					t.Errorf("checkpointing = %v", c)
 				}
 			}},
+		{"interval-during-backlog: unset is not 0", "name: x\ncheckpointing: {interval: 1s}\n" + vertices,
+			func(t *testing.T, g *weirv1.JobGraph) {
+				if g.Checkpointing.IntervalDuringBacklog != nil {
+					t.Errorf("interval-during-backlog = %v, want unset", g.Checkpointing.IntervalDuringBacklog)
+				}
+			}},
+		{"interval-during-backlog 0", "name: x\ncheckpointing: {interval: 1s, interval-during-backlog: 0s}\n" + vertices,
+			func(t *testing.T, g *weirv1.JobGraph) {
+				if d := g.Checkpointing.IntervalDuringBacklog; d == nil || d.AsDuration() != 0 {
+					t.Errorf("interval-during-backlog = %v, want 0s", d)
+				}
+			}},
 		{"null values count as absent", "name: x\nmax-parallelism:\ncheckpointing:\n" + vertices,
 			func(t *testing.T, g *weirv1.JobGraph) {
 				if g.MaxParallelism != 128 || g.Checkpointing.Timeout.AsDuration() != 10*time.Minute {
@@ -263,6 +275,7 @@ func TestParseInvalid(t *testing.T) {
 		{"block of wrong shape", "name: x\ncheckpointing: [1s]\n" + two, "line 2: checkpointing: must be a mapping, got a list"},
 		{"vertices not a list", "name: x\nvertices: {a: 1}\n", "line 2: vertices: must be a list, got a mapping"},
 		{"bad duration", "name: x\ncheckpointing: {interval: 1x}\n" + two, `line 2: checkpointing.interval: invalid duration "1x"`},
+		{"negative interval during backlog", "name: x\ncheckpointing: {interval-during-backlog: -1s}\n" + two, `checkpointing.interval-during-backlog: must not be negative, got -1s`},
 		{"duration without unit", "name: x\ncheckpointing: {timeout: 1000}\n" + two, `checkpointing.timeout: invalid duration "1000"`},
 		{"bad mode", "name: x\ncheckpointing: {mode: exactly_once}\n" + two,
 			`checkpointing.mode: unknown mode "exactly_once" (want exactly-once or at-least-once)`},
@@ -477,6 +490,7 @@ func TestRoundTrip(t *testing.T) {
 		"exponential":     "name: e\nrestart-strategy: {type: exponential-delay, multiplier: 1.5}\nvertices:\n  - {name: a, operator: o}\n",
 		"tricky strings":  "name: \"123\"\nrestore-from: \"yes\"\nvertices:\n  - {name: \"true\", operator: \"null\", config: {s: \"1\", d: 2024-01-01, f: 0.25, neg: -3, e: {}, l: []}}\n",
 		"unaligned":       "name: u\ncheckpointing: {interval: 250ms, unaligned: true, aligned-checkpoint-timeout: 2s, max-concurrent: 2}\nvertices:\n  - {name: a, operator: o}\n",
+		"backlog":         "name: k\ncheckpointing: {interval: 1s, interval-during-backlog: 0s}\nvertices:\n  - {name: a, operator: o, slot-sharing-group: g}\n",
 		"broadcast graph": "name: b\nvertices:\n  - {name: a, operator: o, parallelism: 3}\n  - {name: r, operator: o}\n  - {name: j, operator: o, parallelism: 4, inputs: [{from: a, partition: rebalance}, {from: r, partition: broadcast}]}\n",
 	}
 	for name, spec := range specs {

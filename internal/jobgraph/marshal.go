@@ -129,6 +129,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 		set(n, "aligned-checkpoint-timeout", m.durationNode("checkpointing.aligned-checkpoint-timeout", c.AlignedCheckpointTimeout))
 		set(n, "tolerable-failed-checkpoints", intNode(int64(c.TolerableFailedCheckpoints)))
 		set(n, "externalized", enumNode(m, "checkpointing.externalized", externalizedNames, c.ExternalizedRetention))
+		if c.IntervalDuringBacklog != nil {
+			set(n, "interval-during-backlog", m.durationNode("checkpointing.interval-during-backlog", c.IntervalDuringBacklog))
+		}
 		set(root, "checkpointing", n)
 	}
 	if r := g.RestartStrategy; r != nil {

@@ -37,6 +37,7 @@ type checkpointingDoc struct {
 	AlignedCheckpointTimeout   yaml.Node `yaml:"aligned-checkpoint-timeout"`
 	TolerableFailedCheckpoints yaml.Node `yaml:"tolerable-failed-checkpoints"`
 	Externalized               yaml.Node `yaml:"externalized"`
+	IntervalDuringBacklog      yaml.Node `yaml:"interval-during-backlog"`
 }
 
 type restartDoc struct {

@@ -57,6 +57,16 @@ func validateCheckpointing(ps *problems, c *weirv1.CheckpointConfig) {
 			ps.add(p+"interval", "%s is below the minimum of %s (0 disables periodic checkpoints)", formatDuration(d), formatDuration(MinCheckpointInterval))
 		}
 	}
+	if c.IntervalDuringBacklog != nil {
+		if d, ok := checkDuration(ps, p+"interval-during-backlog", c.IntervalDuringBacklog); ok {
+			switch {
+			case d < 0:
+				ps.add(p+"interval-during-backlog", "must not be negative, got %s", formatDuration(d))
+			case d > 0 && d < MinCheckpointInterval:
+				ps.add(p+"interval-during-backlog", "%s is below the minimum of %s (0 takes no checkpoints during a backlog)", formatDuration(d), formatDuration(MinCheckpointInterval))
+			}
+		}
+	}
 	if d, ok := checkDuration(ps, p+"timeout", c.Timeout); ok && d <= 0 {
 		ps.add(p+"timeout", "must be positive, got %s", formatDuration(d))
 	}

@@ -110,6 +110,9 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	j.coord = coordinator.NewDriver(coordinator.Config{
 		JobID:          id,
 		Interval:       cp.GetInterval().AsDuration(),
+		// Unset: the interval throughout, as 0 cannot say.
+		BacklogInterval:       cp.GetIntervalDuringBacklog() != nil,
+		IntervalDuringBacklog: cp.GetIntervalDuringBacklog().AsDuration(),
 		Timeout:        cp.GetTimeout().AsDuration(),
 		MinPause:       cp.GetMinPause().AsDuration(),
 		MaxConcurrent:  int(cp.GetMaxConcurrent()),

@@ -138,8 +138,12 @@ func (s *Server) ConfigureCheckpointing(ctx context.Context, req *weirv1.Configu
 		v := d.AsDuration()
 		r.MinPause, cp.MinPause = &v, d
 	}
+	if d := req.GetIntervalDuringBacklog(); d != nil {
+		v := d.AsDuration()
+		r.IntervalDuringBacklog, cp.IntervalDuringBacklog = &v, d
+	}
 	if r == (coordinator.Reconfiguration{}) {
-		return nil, status.Error(codes.InvalidArgument, "jobmanager: configure checkpointing: set at least one of interval, timeout, min-pause")
+		return nil, status.Error(codes.InvalidArgument, "jobmanager: configure checkpointing: set at least one of interval, timeout, min-pause, interval-during-backlog")
 	}
 	if err := jobgraph.Validate(g); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "jobmanager: configure checkpointing: %v", err)

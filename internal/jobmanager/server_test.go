@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +13,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
 )
 
 // inProcess is the shared in-process cluster with this file's job
@@ -254,4 +257,54 @@ func TestRestartBudgetSurvivesLeaderChange(t *testing.T) {
 	if !strings.Contains(failed.GetFailureCause(), "not restarted") {
 		t.Errorf("failure cause %q does not say the budget was used up", failed.GetFailureCause())
 	}
+}
+
+// backlogSource emits nothing and reports a backlog while backlog is set.
+type backlogSource struct{ backlog *atomic.Bool }
+
+func (backlogSource) Open(sdk.Context) error { return nil }
+func (s backlogSource) Emit(sdk.Collector) (sdk.SourceStatus, error) {
+	b := sdk.NoBacklog
+	if s.backlog.Load() {
+		b = sdk.ProcessingBacklog
+	}
+	return sdk.SourceStatus{Backoff: 10 * time.Millisecond, Backlog: b}, nil
+}
+func (backlogSource) Close() error { return nil }
+
+// TestIntervalDuringBacklog: a source's backlog report travels with the
+// TaskManager's heartbeats to the coordinator, which checkpoints at the
+// interval during backlog while it lasts and at the interval after.
+func TestIntervalDuringBacklog(t *testing.T) {
+	c := startInProcess(t)
+	var backlog atomic.Bool
+	backlog.Store(true)
+	reg := sdk.NewRegistry()
+	reg.RegisterSource("backlog-source", func() sdk.Source { return backlogSource{&backlog} })
+	c.StartTaskManager("tm-1", 1, reg)
+	g := &weirv1.JobGraph{
+		Name: "backlog",
+		Checkpointing: &weirv1.CheckpointConfig{
+			Interval: durationpb.New(100 * time.Millisecond), IntervalDuringBacklog: durationpb.New(time.Hour),
+		},
+		Vertices: []*weirv1.JobVertex{{Name: "src", Operator: "backlog-source", Parallelism: 1}},
+	}
+	r, err := c.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.GetJobId()
+	every := func(want string) {
+		t.Helper()
+		poll.UntilNoError(t, 30*time.Second, 20*time.Millisecond, "checkpoints every "+want, func() (bool, error) {
+			cps, err := c.Client.ListCheckpoints(context.Background(), &weirv1.ListCheckpointsRequest{JobId: id})
+			if err != nil {
+				return false, err
+			}
+			return strings.HasSuffix(cps.GetNextCheckpoint().GetMessage(), "every "+want), nil
+		})
+	}
+	every("1h0m0s")
+	backlog.Store(false)
+	every("100ms")
 }

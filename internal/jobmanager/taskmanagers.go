@@ -72,12 +72,19 @@ func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*we
 	tm.lastHeartbeat = time.Now()
 	tm.loads.replace(req.GetLoads())
 	for _, r := range req.GetLoads() {
-		if len(r.GetCheckpoints()) == 0 {
+		if len(r.GetCheckpoints()) == 0 && r.Backlog == nil {
 			continue
 		}
-		// Held s.mu: the job map is read directly; Progress only posts.
-		if j, ok := s.mu.jobs[r.GetAttempt().GetJobId()]; ok {
+		// Held s.mu: the job map is read directly; these only post.
+		j, ok := s.mu.jobs[r.GetAttempt().GetJobId()]
+		if !ok {
+			continue
+		}
+		if len(r.GetCheckpoints()) > 0 {
 			j.coord.Progress(r.GetAttempt(), r.GetCheckpoints())
+		}
+		if r.Backlog != nil {
+			j.coord.SourceBacklog(r.GetAttempt(), r.GetBacklog())
 		}
 	}
 	confirmed := !tm.confirmed

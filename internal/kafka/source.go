@@ -92,6 +92,9 @@ type Source struct {
 	state   sdk.ListState
 	opened  bool          // splits declared (at the first Emit)
 	backoff time.Duration // the last idle backoff, grown while nothing comes
+	// lags are each partition's lag as of its newest fetch, for the
+	// backlog report (backlog-lag).
+	lags map[sourceTP]int64
 
 	// found carries partitions the discovery goroutine found to Emit.
 	found chan []*sourcePart
@@ -556,7 +559,14 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			if s.cfg.ReadCommitted {
 				end = fp.LastStableOffset
 			}
-			s.lag.Set(float64(max(end-p.next, 0)), p.topic, strconv.Itoa(int(p.partition)))
+			lag := max(end-p.next, 0)
+			s.lag.Set(float64(lag), p.topic, strconv.Itoa(int(p.partition)))
+			if s.cfg.BacklogLag > 0 {
+				if s.lags == nil {
+					s.lags = map[sourceTP]int64{}
+				}
+				s.lags[p.sourceTP] = lag
+			}
 		}
 	})
 	if finished != nil {
@@ -565,12 +575,27 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 	if s.active == 0 && s.cfg.Bounded {
 		return sdk.SourceStatus{EndOfInput: true}, nil
 	}
+	backlog := s.backlog()
 	if moved {
 		s.backoff = 0
-		return sdk.SourceStatus{}, nil
+		return sdk.SourceStatus{Backlog: backlog}, nil
 	}
 	s.backoff = min(max(2*s.backoff, sourceMinBackoff), sourceMaxBackoff)
-	return sdk.SourceStatus{Backoff: s.backoff}, nil
+	return sdk.SourceStatus{Backoff: s.backoff, Backlog: backlog}, nil
+}
+
+// backlog is whether any partition is backlog-lag records or more behind
+// its end; without backlog-lag the source does not tell.
+func (s *Source) backlog() sdk.Backlog {
+	if s.cfg.BacklogLag <= 0 || len(s.lags) == 0 {
+		return sdk.BacklogUnknown
+	}
+	for _, lag := range s.lags {
+		if lag >= s.cfg.BacklogLag {
+			return sdk.ProcessingBacklog
+		}
+	}
+	return sdk.NoBacklog
 }
 
 func sourceHeaders(hs []kgo.RecordHeader) []sdk.Header {

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weirproject/weir/internal/kafka/kafkacfg"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/state"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -928,5 +929,30 @@ func TestSourcePositionEncoding(t *testing.T) {
 	}
 	if _, err := decodeSourcePositions([][]byte{encodeSourcePosition(p), encodeSourcePosition(p)}); err == nil {
 		t.Fatal("two positions of one partition decoded")
+	}
+}
+
+// TestSourceBacklog: with backlog-lag the source reports a backlog while
+// any partition it reads is that far behind, and that it caught up once
+// none is; without it, it never tells.
+func TestSourceBacklog(t *testing.T) {
+	a, b := sourceTP{"in", 0}, sourceTP{"in", 1}
+	for _, c := range []struct {
+		threshold int64
+		lags      map[sourceTP]int64
+		want      sdk.Backlog
+	}{
+		{0, map[sourceTP]int64{a: 1 << 40}, sdk.BacklogUnknown},
+		{100, nil, sdk.BacklogUnknown},
+		{100, map[sourceTP]int64{a: 99, b: 0}, sdk.NoBacklog},
+		{100, map[sourceTP]int64{a: 99, b: 100}, sdk.ProcessingBacklog},
+	} {
+		s := &Source{cfg: kafkacfg.SourceConfig{BacklogLag: c.threshold}, lags: c.lags}
+		if got := s.backlog(); got != c.want {
+			t.Errorf("backlog-lag %d, lags %v: %v, want %v", c.threshold, c.lags, got, c.want)
+		}
+	}
+	if _, err := kafkacfg.ParseSourceConfig(sdk.Config{"bootstrap-servers": "x:9092", "topic": "in", "backlog-lag": -1}); err == nil {
+		t.Error("a negative backlog-lag was accepted")
 	}
 }

@@ -649,7 +649,8 @@ type parallelismBounds struct {
 // 0 turns periodic checkpoints off. The names are those of Flink's
 // execution.checkpointing.* keys.
 type checkpointConfigPatch struct {
-	Interval *int64 `json:"interval"`
-	Timeout  *int64 `json:"timeout"`
-	MinPause *int64 `json:"min-pause"`
+	Interval              *int64 `json:"interval"`
+	Timeout               *int64 `json:"timeout"`
+	MinPause              *int64 `json:"min-pause"`
+	IntervalDuringBacklog *int64 `json:"interval-during-backlog"`
 }

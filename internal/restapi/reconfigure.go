@@ -131,8 +131,11 @@ func (h *Handler) patchCheckpointConfig(w http.ResponseWriter, r *http.Request) 
 	if req.MinPause, err = durationParam("min-pause", body.MinPause); err != nil {
 		return err
 	}
-	if req.Interval == nil && req.Timeout == nil && req.MinPause == nil {
-		return errorf(http.StatusBadRequest, `request body does not match CheckpointConfigPatch: set at least one of "interval", "timeout" and "min-pause" (milliseconds)`)
+	if req.IntervalDuringBacklog, err = durationParam("interval-during-backlog", body.IntervalDuringBacklog); err != nil {
+		return err
+	}
+	if req.Interval == nil && req.Timeout == nil && req.MinPause == nil && req.IntervalDuringBacklog == nil {
+		return errorf(http.StatusBadRequest, `request body does not match CheckpointConfigPatch: set at least one of "interval", "timeout", "min-pause" and "interval-during-backlog" (milliseconds)`)
 	}
 	job, err := h.job(r)
 	if err != nil {

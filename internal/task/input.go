@@ -29,6 +29,9 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 		if err != nil {
 			return false, 0, fmt.Errorf("task: source %s: %w", t.desc.GetOperator(), err)
 		}
+		if st.Backlog != sdk.BacklogUnknown {
+			t.backlog.Store(uint32(st.Backlog))
+		}
 		if st.EndOfInput {
 			return true, 0, t.reachEndOfInput()
 		}

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
 )
 
 // Metrics are the TaskManager's per-subtask metrics, named after Flink's
@@ -165,6 +166,11 @@ func (t *Task) Load(now time.Time) (l Load, ok bool) {
 	l.RecordsIn, l.RecordsOut = counterValue(t.metrics.recordsIn), counterValue(t.metrics.recordsOut)
 	return l, ok
 }
+
+// Backlog is what the subtask's source said last about processing a
+// backlog (sdk.BacklogUnknown for other subtasks and sources that never
+// tell). Safe to call from any goroutine.
+func (t *Task) Backlog() sdk.Backlog { return sdk.Backlog(t.backlog.Load()) }
 
 // Attempt is the attempt the subtask runs.
 func (t *Task) Attempt() *weirv1.ExecutionAttemptID { return t.attempt }

@@ -87,6 +87,9 @@ type Task struct {
 	attempt *weirv1.ExecutionAttemptID
 	log     *slog.Logger
 	mailbox *mailbox
+	// backlog is the source's last sdk.Backlog, read by the TaskManager's
+	// heartbeats.
+	backlog atomic.Uint32
 	metrics *subtaskMetrics
 
 	now func() time.Time

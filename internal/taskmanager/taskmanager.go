@@ -562,13 +562,18 @@ func (s *Server) measureLoads(now time.Time, prev map[string]loadMark) []*weirv1
 			}
 			return max(0, float64(n)/wall)
 		}
-		reports = append(reports, &weirv1.SubtaskLoadReport{Attempt: t.Attempt(), Load: &weirv1.SubtaskInfo_Load{
+		report := &weirv1.SubtaskLoadReport{Attempt: t.Attempt(), Load: &weirv1.SubtaskInfo_Load{
 			IdleMsPerSecond: perSecond(idle), BackpressuredMsPerSecond: perSecond(bp), BusyMsPerSecond: perSecond(busy),
 			RecordsInPerSecond: rate(l.RecordsIn - p.load.RecordsIn), RecordsOutPerSecond: rate(l.RecordsOut - p.load.RecordsOut),
 			RecordsIn: l.RecordsIn, RecordsOut: l.RecordsOut,
 			IdleMs: l.Idle.Milliseconds(), BackpressuredMs: l.Backpressured.Milliseconds(), BusyMs: l.Busy.Milliseconds(),
 			IntervalMs: now.Sub(p.at).Milliseconds(), TimestampMs: now.UnixMilli(),
-		}, Checkpoints: t.CheckpointProgress(), Watermarks: t.Watermarks()})
+		}, Checkpoints: t.CheckpointProgress(), Watermarks: t.Watermarks()}
+		if b := t.Backlog(); b != sdk.BacklogUnknown {
+			backlog := b == sdk.ProcessingBacklog
+			report.Backlog = &backlog
+		}
+		reports = append(reports, report)
 	}
 	for k := range prev {
 		if _, ok := tasks[k]; !ok {

@@ -113,11 +113,14 @@ type SourceConfig struct {
 	Discovery     time.Duration
 	Bounded       bool
 	Timeout       time.Duration
+	// BacklogLag: a partition this many records or more behind its end
+	// makes the source report a backlog; 0 never reports one.
+	BacklogLag int64
 }
 
 // ParseSourceConfig reads topic, topics or topic-pattern, group-id,
-// starting-offsets, isolation, partition-discovery-interval, bounded and
-// open-timeout.
+// starting-offsets, isolation, partition-discovery-interval, bounded,
+// open-timeout and backlog-lag.
 func ParseSourceConfig(cfg sdk.Config) (SourceConfig, error) {
 	var c SourceConfig
 	var err error
@@ -235,6 +238,12 @@ func ParseSourceConfig(cfg sdk.Config) (SourceConfig, error) {
 	}
 	if c.Timeout <= 0 {
 		return c, fmt.Errorf(`config "open-timeout": must be positive`)
+	}
+	if c.BacklogLag, err = cfg.Int("backlog-lag", 0); err != nil {
+		return c, err
+	}
+	if c.BacklogLag < 0 {
+		return c, fmt.Errorf(`config "backlog-lag": negative`)
 	}
 	return c, nil
 }

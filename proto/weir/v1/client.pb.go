@@ -295,11 +295,12 @@ type ConfigureCheckpointingRequest struct {
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Each unset field keeps its value. interval 0 turns periodic
 	// checkpoints off.
-	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
-	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	MinPause      *durationpb.Duration `protobuf:"bytes,4,opt,name=min_pause,json=minPause,proto3" json:"min_pause,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Interval              *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	Timeout               *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	MinPause              *durationpb.Duration `protobuf:"bytes,4,opt,name=min_pause,json=minPause,proto3" json:"min_pause,omitempty"`
+	IntervalDuringBacklog *durationpb.Duration `protobuf:"bytes,5,opt,name=interval_during_backlog,json=intervalDuringBacklog,proto3" json:"interval_during_backlog,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ConfigureCheckpointingRequest) Reset() {
@@ -356,6 +357,13 @@ func (x *ConfigureCheckpointingRequest) GetTimeout() *durationpb.Duration {
 func (x *ConfigureCheckpointingRequest) GetMinPause() *durationpb.Duration {
 	if x != nil {
 		return x.MinPause
+	}
+	return nil
+}
+
+func (x *ConfigureCheckpointingRequest) GetIntervalDuringBacklog() *durationpb.Duration {
+	if x != nil {
+		return x.IntervalDuringBacklog
 	}
 	return nil
 }
@@ -2954,12 +2962,13 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"9\n" +
 	"\x12RescaleJobResponse\x12#\n" +
-	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"\xda\x01\n" +
+	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\"\xad\x02\n" +
 	"\x1dConfigureCheckpointingRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
 	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
-	"\tmin_pause\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bminPause\"a\n" +
+	"\tmin_pause\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bminPause\x12Q\n" +
+	"\x17interval_during_backlog\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x15intervalDuringBacklog\"a\n" +
 	"\x1eConfigureCheckpointingResponse\x12?\n" +
 	"\rcheckpointing\x18\x01 \x01(\v2\x19.weir.v1.CheckpointConfigR\rcheckpointing\"7\n" +
 	"\x10SubmitJobRequest\x12#\n" +
@@ -3272,69 +3281,70 @@ var file_weir_v1_client_proto_depIdxs = []int32{
 	44, // 1: weir.v1.ConfigureCheckpointingRequest.interval:type_name -> google.protobuf.Duration
 	44, // 2: weir.v1.ConfigureCheckpointingRequest.timeout:type_name -> google.protobuf.Duration
 	44, // 3: weir.v1.ConfigureCheckpointingRequest.min_pause:type_name -> google.protobuf.Duration
-	45, // 4: weir.v1.ConfigureCheckpointingResponse.checkpointing:type_name -> weir.v1.CheckpointConfig
-	46, // 5: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
-	15, // 6: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
-	15, // 7: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
-	47, // 8: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
-	17, // 9: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
-	46, // 10: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
-	16, // 11: weir.v1.JobInfo.exceptions:type_name -> weir.v1.JobException
-	18, // 12: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
-	43, // 13: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	48, // 14: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
-	43, // 15: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	19, // 16: weir.v1.SubtaskInfo.watermarks:type_name -> weir.v1.SubtaskWatermarks
-	20, // 17: weir.v1.SubtaskWatermarks.channels:type_name -> weir.v1.ChannelWatermark
-	21, // 18: weir.v1.SubtaskWatermarks.splits:type_name -> weir.v1.SplitWatermark
-	33, // 19: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
-	34, // 20: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
-	34, // 21: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
-	34, // 22: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
-	34, // 23: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
-	36, // 24: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
-	30, // 25: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
-	1,  // 26: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
-	2,  // 27: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
-	34, // 28: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
-	35, // 29: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
-	0,  // 30: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
-	49, // 31: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
-	50, // 32: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
-	51, // 33: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
-	52, // 34: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
-	39, // 35: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
-	7,  // 36: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
-	9,  // 37: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
-	11, // 38: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
-	13, // 39: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
-	22, // 40: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
-	24, // 41: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
-	26, // 42: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
-	28, // 43: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
-	31, // 44: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
-	37, // 45: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
-	40, // 46: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
-	3,  // 47: weir.v1.ClientService.RescaleJob:input_type -> weir.v1.RescaleJobRequest
-	5,  // 48: weir.v1.ClientService.ConfigureCheckpointing:input_type -> weir.v1.ConfigureCheckpointingRequest
-	8,  // 49: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
-	10, // 50: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
-	12, // 51: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
-	14, // 52: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
-	23, // 53: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
-	25, // 54: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
-	27, // 55: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
-	29, // 56: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
-	32, // 57: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
-	38, // 58: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
-	41, // 59: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
-	4,  // 60: weir.v1.ClientService.RescaleJob:output_type -> weir.v1.RescaleJobResponse
-	6,  // 61: weir.v1.ClientService.ConfigureCheckpointing:output_type -> weir.v1.ConfigureCheckpointingResponse
-	49, // [49:62] is the sub-list for method output_type
-	36, // [36:49] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	44, // 4: weir.v1.ConfigureCheckpointingRequest.interval_during_backlog:type_name -> google.protobuf.Duration
+	45, // 5: weir.v1.ConfigureCheckpointingResponse.checkpointing:type_name -> weir.v1.CheckpointConfig
+	46, // 6: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
+	15, // 7: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
+	15, // 8: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
+	47, // 9: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
+	17, // 10: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
+	46, // 11: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
+	16, // 12: weir.v1.JobInfo.exceptions:type_name -> weir.v1.JobException
+	18, // 13: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
+	43, // 14: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	48, // 15: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
+	43, // 16: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	19, // 17: weir.v1.SubtaskInfo.watermarks:type_name -> weir.v1.SubtaskWatermarks
+	20, // 18: weir.v1.SubtaskWatermarks.channels:type_name -> weir.v1.ChannelWatermark
+	21, // 19: weir.v1.SubtaskWatermarks.splits:type_name -> weir.v1.SplitWatermark
+	33, // 20: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
+	34, // 21: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
+	34, // 22: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
+	34, // 23: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
+	34, // 24: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
+	36, // 25: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
+	30, // 26: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
+	1,  // 27: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
+	2,  // 28: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
+	34, // 29: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
+	35, // 30: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
+	0,  // 31: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
+	49, // 32: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
+	50, // 33: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
+	51, // 34: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
+	52, // 35: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
+	39, // 36: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
+	7,  // 37: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
+	9,  // 38: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
+	11, // 39: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
+	13, // 40: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
+	22, // 41: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
+	24, // 42: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
+	26, // 43: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
+	28, // 44: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
+	31, // 45: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
+	37, // 46: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
+	40, // 47: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
+	3,  // 48: weir.v1.ClientService.RescaleJob:input_type -> weir.v1.RescaleJobRequest
+	5,  // 49: weir.v1.ClientService.ConfigureCheckpointing:input_type -> weir.v1.ConfigureCheckpointingRequest
+	8,  // 50: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
+	10, // 51: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
+	12, // 52: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
+	14, // 53: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
+	23, // 54: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
+	25, // 55: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
+	27, // 56: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
+	29, // 57: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
+	32, // 58: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
+	38, // 59: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
+	41, // 60: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
+	4,  // 61: weir.v1.ClientService.RescaleJob:output_type -> weir.v1.RescaleJobResponse
+	6,  // 62: weir.v1.ClientService.ConfigureCheckpointing:output_type -> weir.v1.ConfigureCheckpointingResponse
+	50, // [50:63] is the sub-list for method output_type
+	37, // [37:50] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_client_proto_init() }

@@ -240,7 +240,10 @@ type SubtaskLoadReport struct {
 	Checkpoints []*CheckpointProgress `protobuf:"bytes,3,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
 	// watermarks is the subtask's event time; unset for a subtask that has
 	// seen no watermark.
-	Watermarks    *SubtaskWatermarks `protobuf:"bytes,4,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
+	Watermarks *SubtaskWatermarks `protobuf:"bytes,4,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
+	// backlog: a source subtask says whether it is processing a backlog;
+	// unset for other subtasks and sources that do not tell.
+	Backlog       *bool `protobuf:"varint,5,opt,name=backlog,proto3,oneof" json:"backlog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +304,13 @@ func (x *SubtaskLoadReport) GetWatermarks() *SubtaskWatermarks {
 		return x.Watermarks
 	}
 	return nil
+}
+
+func (x *SubtaskLoadReport) GetBacklog() bool {
+	if x != nil && x.Backlog != nil {
+		return *x.Backlog
+	}
+	return false
 }
 
 // CheckpointProgress is how far one subtask got with one checkpoint.
@@ -789,14 +799,17 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12'\n" +
 	"\x0fregistration_id\x18\x02 \x01(\tR\x0eregistrationId\x125\n" +
 	"\arunning\x18\x03 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\arunning\x120\n" +
-	"\x05loads\x18\x04 \x03(\v2\x1a.weir.v1.SubtaskLoadReportR\x05loads\"\xf4\x01\n" +
+	"\x05loads\x18\x04 \x03(\v2\x1a.weir.v1.SubtaskLoadReportR\x05loads\"\x9f\x02\n" +
 	"\x11SubtaskLoadReport\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12-\n" +
 	"\x04load\x18\x02 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12=\n" +
 	"\vcheckpoints\x18\x03 \x03(\v2\x1b.weir.v1.CheckpointProgressR\vcheckpoints\x12:\n" +
 	"\n" +
 	"watermarks\x18\x04 \x01(\v2\x1a.weir.v1.SubtaskWatermarksR\n" +
-	"watermarks\"\xb2\x01\n" +
+	"watermarks\x12\x1d\n" +
+	"\abacklog\x18\x05 \x01(\bH\x00R\abacklog\x88\x01\x01B\n" +
+	"\n" +
+	"\b_backlog\"\xb2\x01\n" +
 	"\x12CheckpointProgress\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x12.\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x18.weir.v1.CheckpointPhaseR\x05phase\x12+\n" +
@@ -915,6 +928,7 @@ func file_weir_v1_gateway_proto_init() {
 	file_weir_v1_checkpoint_proto_init()
 	file_weir_v1_client_proto_init()
 	file_weir_v1_common_proto_init()
+	file_weir_v1_gateway_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -614,8 +614,13 @@ type CheckpointConfig struct {
 	AlignedCheckpointTimeout   *durationpb.Duration  `protobuf:"bytes,8,opt,name=aligned_checkpoint_timeout,json=alignedCheckpointTimeout,proto3" json:"aligned_checkpoint_timeout,omitempty"`
 	TolerableFailedCheckpoints int32                 `protobuf:"varint,9,opt,name=tolerable_failed_checkpoints,json=tolerableFailedCheckpoints,proto3" json:"tolerable_failed_checkpoints,omitempty"`
 	ExternalizedRetention      ExternalizedRetention `protobuf:"varint,10,opt,name=externalized_retention,json=externalizedRetention,proto3,enum=weir.v1.ExternalizedRetention" json:"externalized_retention,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// interval_during_backlog, when set, replaces interval while any source
+	// reports it is processing a backlog (Flink's
+	// execution.checkpointing.interval-during-backlog); 0 takes no periodic
+	// checkpoints during a backlog. Unset: interval applies throughout.
+	IntervalDuringBacklog *durationpb.Duration `protobuf:"bytes,11,opt,name=interval_during_backlog,json=intervalDuringBacklog,proto3" json:"interval_during_backlog,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *CheckpointConfig) Reset() {
@@ -716,6 +721,13 @@ func (x *CheckpointConfig) GetExternalizedRetention() ExternalizedRetention {
 		return x.ExternalizedRetention
 	}
 	return ExternalizedRetention_EXTERNALIZED_RETENTION_UNSPECIFIED
+}
+
+func (x *CheckpointConfig) GetIntervalDuringBacklog() *durationpb.Duration {
+	if x != nil {
+		return x.IntervalDuringBacklog
+	}
+	return nil
 }
 
 type RestartStrategy struct {
@@ -892,7 +904,7 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\aJobEdge\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x126\n" +
 	"\vpartitioner\x18\x02 \x01(\x0e2\x14.weir.v1.PartitionerR\vpartitioner\x12\x16\n" +
-	"\x06output\x18\x03 \x01(\tR\x06output\"\xb9\x04\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\"\x8c\x05\n" +
 	"\x10CheckpointConfig\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
@@ -904,7 +916,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x1aaligned_checkpoint_timeout\x18\b \x01(\v2\x19.google.protobuf.DurationR\x18alignedCheckpointTimeout\x12@\n" +
 	"\x1ctolerable_failed_checkpoints\x18\t \x01(\x05R\x1atolerableFailedCheckpoints\x12U\n" +
 	"\x16externalized_retention\x18\n" +
-	" \x01(\x0e2\x1e.weir.v1.ExternalizedRetentionR\x15externalizedRetention\"\xe3\x03\n" +
+	" \x01(\x0e2\x1e.weir.v1.ExternalizedRetentionR\x15externalizedRetention\x12Q\n" +
+	"\x17interval_during_backlog\x18\v \x01(\v2\x19.google.protobuf.DurationR\x15intervalDuringBacklog\"\xe3\x03\n" +
 	"\x0fRestartStrategy\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.weir.v1.RestartStrategy.KindR\x04kind\x12\x1a\n" +
 	"\battempts\x18\x02 \x01(\x05R\battempts\x12/\n" +
@@ -991,17 +1004,18 @@ var file_weir_v1_jobgraph_proto_depIdxs = []int32{
 	1,  // 14: weir.v1.CheckpointConfig.mode:type_name -> weir.v1.CheckpointingMode
 	13, // 15: weir.v1.CheckpointConfig.aligned_checkpoint_timeout:type_name -> google.protobuf.Duration
 	2,  // 16: weir.v1.CheckpointConfig.externalized_retention:type_name -> weir.v1.ExternalizedRetention
-	3,  // 17: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
-	13, // 18: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
-	13, // 19: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
-	13, // 20: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
-	13, // 21: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
-	4,  // 22: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	13, // 17: weir.v1.CheckpointConfig.interval_during_backlog:type_name -> google.protobuf.Duration
+	3,  // 18: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
+	13, // 19: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
+	13, // 20: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
+	13, // 21: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
+	13, // 22: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
+	4,  // 23: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_jobgraph_proto_init() }
