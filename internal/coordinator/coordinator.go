@@ -58,20 +58,20 @@ func counted(r weirv1.CheckpointFailureReason) bool {
 
 // Config is a job's checkpointing configuration.
 type Config struct {
-	JobID          string
-	Interval       time.Duration // 0: no periodic checkpoints
+	JobID    string
+	Interval time.Duration // 0: no periodic checkpoints
 	// IntervalDuringBacklog, when BacklogInterval is set, replaces Interval
 	// while any source reports it is processing a backlog (Flink 1.19's
 	// execution.checkpointing.interval-during-backlog): catching up goes
 	// faster with fewer checkpoints. 0 means none during the backlog.
 	IntervalDuringBacklog time.Duration
 	BacklogInterval       bool
-	Timeout        time.Duration
-	MinPause       time.Duration
-	MaxConcurrent  int
-	Tolerable      int
-	MaxParallelism int
-	Options        *weirv1.CheckpointOptions
+	Timeout               time.Duration
+	MinPause              time.Duration
+	MaxConcurrent         int
+	Tolerable             int
+	MaxParallelism        int
+	Options               *weirv1.CheckpointOptions
 	// HistorySize bounds the checkpoint history kept for the API.
 	HistorySize int
 	// OperatorCoordinators and MasterHooks say whether the preparation

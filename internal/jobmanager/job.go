@@ -108,17 +108,17 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	j.mailbox.init()
 	cp := g.GetCheckpointing()
 	j.coord = coordinator.NewDriver(coordinator.Config{
-		JobID:          id,
-		Interval:       cp.GetInterval().AsDuration(),
+		JobID:    id,
+		Interval: cp.GetInterval().AsDuration(),
 		// Unset: the interval throughout, as 0 cannot say.
 		BacklogInterval:       cp.GetIntervalDuringBacklog() != nil,
 		IntervalDuringBacklog: cp.GetIntervalDuringBacklog().AsDuration(),
-		Timeout:        cp.GetTimeout().AsDuration(),
-		MinPause:       cp.GetMinPause().AsDuration(),
-		MaxConcurrent:  int(cp.GetMaxConcurrent()),
-		Tolerable:      int(cp.GetTolerableFailedCheckpoints()),
-		MaxParallelism: int(g.GetMaxParallelism()),
-		Options:        checkpointOptions(g),
+		Timeout:               cp.GetTimeout().AsDuration(),
+		MinPause:              cp.GetMinPause().AsDuration(),
+		MaxConcurrent:         int(cp.GetMaxConcurrent()),
+		Tolerable:             int(cp.GetTolerableFailedCheckpoints()),
+		MaxParallelism:        int(g.GetMaxParallelism()),
+		Options:               checkpointOptions(g),
 	}, coordinator.Deps{
 		Counter: j.counter,
 		Store:   j.store,
