@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/internal/check"
@@ -63,6 +64,26 @@ vertices:
 
 // readCommitted reads topic out to its end with read_committed, as
 // "key,value" lines: what a downstream consumer sees.
+// written is how many records (committed or not, with transaction
+// markers) topic's partitions hold: a cheap sign that a sink wrote.
+func written(t *testing.T, broker, topic string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+	return n
+}
+
 func readCommitted(t *testing.T, broker string) []string {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("out"),
@@ -250,7 +271,12 @@ vertices:
 		}
 		return path
 	}
-	savepoint := c.runThenStop(spec(2))
+	// Stopped once some sums are committed: on a loaded machine the
+	// sources may take longer to start than two 200 ms checkpoints.
+	savepoint := c.runThenStopWhen(spec(2), "some sums written", func(id string) (bool, error) {
+		n, err := c.checkpointsCompleted(id)
+		return err == nil && n >= 2 && written(t, addr, "out") > 0, err
+	})
 	if before := len(readCommitted(t, addr)); before == 0 || before >= records {
 		t.Fatalf("%d sums committed at the stop; want some but not all of %d", before, records)
 	} else {

@@ -205,11 +205,17 @@ func rescaleFromSavepoint(t *testing.T, storage string) {
 // a savepoint and returns the savepoint's path once the job FINISHED.
 func (c *cluster) runThenStop(spec string) string {
 	c.t.Helper()
-	first := c.submit(spec)
-	c.waitFor(time.Minute, "two checkpoints", func() (bool, error) {
-		n, err := c.checkpointsCompleted(first)
+	return c.runThenStopWhen(spec, "two checkpoints", func(id string) (bool, error) {
+		n, err := c.checkpointsCompleted(id)
 		return n >= 2, err
 	})
+}
+
+// runThenStopWhen is runThenStop once ready holds for the job.
+func (c *cluster) runThenStopWhen(spec, what string, ready func(id string) (bool, error)) string {
+	c.t.Helper()
+	first := c.submit(spec)
+	c.waitFor(time.Minute, what, func() (bool, error) { return ready(first) })
 	stopped, err := c.weir("job", "stop", first, "--savepoint-dir", c.savepointDir())
 	if err != nil {
 		c.t.Fatal(err)

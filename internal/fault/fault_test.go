@@ -1,7 +1,10 @@
 package fault_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/weirproject/weir/internal/fault"
@@ -37,5 +40,30 @@ func TestEnableUnknownPoint(t *testing.T) {
 	}
 	if err := fault.Enable("noSuchPoint", `return("error")`); err == nil {
 		t.Fatal("enabling an unknown point succeeded")
+	}
+}
+
+// TestSleepCountedOnce: a "1*sleep" term logs one firing however long the
+// evaluations after it take (tests count firings in the logs; a loaded
+// machine makes a plain evaluation take milliseconds).
+func TestSleepCountedOnce(t *testing.T) {
+	if !fault.Compiled {
+		t.Skip("needs -tags failpoints")
+	}
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	if err := fault.Enable(fault.JMBetweenTriggers, `1*sleep(20)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fault.Disable(fault.JMBetweenTriggers) })
+	for range 5 {
+		if err := fault.Point(fault.JMBetweenTriggers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "fault point fired"); n != 1 {
+		t.Fatalf("%d firings logged, want 1:\n%s", n, logs.String())
 	}
 }

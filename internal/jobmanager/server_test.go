@@ -221,6 +221,7 @@ func TestRescaleAndReconfigureInProcess(t *testing.T) {
 func TestRestartBudgetSurvivesLeaderChange(t *testing.T) {
 	etcd := testcluster.StartEtcd(t)
 	first := testcluster.Start(t, testcluster.Options{Etcd: etcd})
+	first.WaitLeader()
 	standby := testcluster.Start(t, testcluster.Options{Etcd: etcd})
 	first.StartTaskManager("tm-1", 1, nil)
 	c := &inProcess{Cluster: first, t: t}

@@ -193,6 +193,17 @@ func (c *Cluster) StartTaskManager(id string, slots int, reg *sdk.Registry) *Tas
 	return tm
 }
 
+// WaitLeader waits until the cluster's JobManager leads (serves its client
+// API): with etcd, start a standby only after the first leads, or either
+// may win.
+func (c *Cluster) WaitLeader() {
+	c.t.Helper()
+	poll.UntilNoError(c.t, 30*time.Second, 20*time.Millisecond, "jobmanager "+c.RPCAddr+" leading", func() (bool, error) {
+		_, err := c.Client.ListTaskManagers(c.ctx, &weirv1.ListTaskManagersRequest{})
+		return err == nil, nil
+	})
+}
+
 // StopJobManager stops the cluster's JobManager, as a SIGTERM would: a
 // leader resigns, and a standby on the same etcd takes over.
 func (c *Cluster) StopJobManager() { c.stopJM() }
