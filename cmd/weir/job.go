@@ -128,23 +128,14 @@ func (a *app) jobGetCommand() *cobra.Command {
 		Short: "Show a job, its vertices and subtasks",
 		Args:  exactArgs("JOB_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := parseFormat(output)
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			id := args[0]
-			resp, err := call(cmd.Context(), a, c.GetJob, &weirv1.GetJobRequest{JobId: id}, "get job "+id, jobNotFound(id))
+			format, job, err := a.getJob(cmd, output, args[0])
 			if err != nil {
 				return err
 			}
 			if format == formatJSON {
-				return writeJSON(a.stdout, newJobView(resp.GetJob()))
+				return writeJSON(a.stdout, newJobView(job))
 			}
-			return writeJobDetails(a.stdout, resp.GetJob())
+			return writeJobDetails(a.stdout, job)
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -292,20 +283,11 @@ pipelined regions it restarted ("all" for the whole job, "-" when the job
 was not restarted).`,
 		Args: exactArgs("JOB_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := parseFormat(output)
+			format, job, err := a.getJob(cmd, output, args[0])
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			id := args[0]
-			resp, err := call(cmd.Context(), a, c.GetJob, &weirv1.GetJobRequest{JobId: id}, "get job "+id, jobNotFound(id))
-			if err != nil {
-				return err
-			}
-			views := newExceptionViews(resp.GetJob())
+			views := newExceptionViews(job)
 			if format == formatJSON {
 				return writeJSON(a.stdout, views)
 			}
@@ -314,4 +296,21 @@ was not restarted).`,
 	}
 	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// getJob reads a job for a command with an -o flag.
+func (a *app) getJob(cmd *cobra.Command, output, id string) (format, *weirv1.JobInfo, error) {
+	f, err := parseFormat(output)
+	if err != nil {
+		return 0, nil, err
+	}
+	c, err := a.client()
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := call(cmd.Context(), a, c.GetJob, &weirv1.GetJobRequest{JobId: id}, "get job "+id, jobNotFound(id))
+	if err != nil {
+		return 0, nil, err
+	}
+	return f, resp.GetJob(), nil
 }
