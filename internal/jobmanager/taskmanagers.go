@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirproject/weir/internal/rpc"
@@ -54,6 +55,7 @@ func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTask
 		old.conn.Close()
 		s.taskManagerLost(old.id, "taskmanager registered again")
 	}
+	go s.watchConnection(tm)
 	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", tm.slots)
 	return &weirv1.RegisterTaskManagerResponse{
 		RegistrationId: tm.registration, JobmanagerId: s.id,
@@ -195,6 +197,33 @@ func (s *Server) ListTaskManagers(context.Context, *weirv1.ListTaskManagersReque
 	}
 	sort.Slice(out.Taskmanagers, func(i, k int) bool { return out.Taskmanagers[i].Id < out.Taskmanagers[k].Id })
 	return out, nil
+}
+
+// watchConnection declares the TaskManager lost as soon as the connection
+// to it fails: a killed process refuses the reconnect at once, seconds
+// before its heartbeats are missed. A TaskManager whose subtasks exchange
+// data with no other TaskManager (a region of its own) would otherwise
+// only be noticed at the heartbeat timeout. It ends when the connection is
+// closed (the TaskManager lost, registered again, or the JobManager
+// stopping).
+func (s *Server) watchConnection(tm *taskManager) {
+	conn := tm.conn
+	conn.Connect()
+	for {
+		st := conn.GetState()
+		switch st {
+		case connectivity.Shutdown:
+			return
+		case connectivity.TransientFailure:
+			s.connectionLost(tm, fmt.Errorf("connection to %s failed", tm.addr))
+			return
+		case connectivity.Idle:
+			// The connection dropped: reconnecting tells whether the
+			// process is still there.
+			conn.Connect()
+		}
+		conn.WaitForStateChange(context.Background(), st)
+	}
 }
 
 // connectionLost declares a TaskManager lost because a call to it failed
