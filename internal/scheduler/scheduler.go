@@ -453,7 +453,11 @@ func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool)
 	}
 	j.cause = cause
 	j.restarts++
-	full := global || len(regions) == j.regions
+	// Subtasks finish only after the job's final checkpoint; a region that
+	// fails after some did cannot take another final checkpoint with them
+	// gone, so everything restarts from the final one (its sinks committed
+	// it already: committing again is a no-op).
+	full := global || len(regions) == j.regions || j.anyFinished()
 	r := &pendingRestart{id: j.nextRestart, regions: regions, full: full, delay: delay}
 	j.nextRestart++
 	if full {
@@ -473,6 +477,15 @@ func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool)
 	j.emit(RestartStarted{Restart: r.id, Regions: ex.Regions, Full: full, Cause: cause, Delay: delay})
 	j.emit(PersistStatus{Restarts: j.restarts, Budget: j.cfg.Strategy.Budget()})
 	j.cancel(func(e *Exec) bool { return r.regions[e.Region] })
+}
+
+func (j *Job) anyFinished() bool {
+	for _, e := range j.execs {
+		if e.State == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedRegions(m map[int]bool) []int {
