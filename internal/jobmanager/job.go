@@ -174,9 +174,18 @@ func (j *jobMaster) run() {
 		}
 		for _, f := range j.mailbox.take() {
 			f()
-			j.process(j.sm.Ready())
+			j.drain()
 		}
 		j.publish()
+	}
+}
+
+// drain carries out the effects the state machine decided, and those an
+// effect's handling made it decide (a deployment that cannot be built
+// fails the job), until none is left.
+func (j *jobMaster) drain() {
+	for effects := j.sm.Ready(); len(effects) > 0; effects = j.sm.Ready() {
+		j.process(effects)
 	}
 }
 
@@ -249,7 +258,7 @@ func (j *jobMaster) trySchedule() {
 		if err := j.sm.SlotsOffered(ids); err != nil {
 			j.sm.Fail(fmt.Sprintf("scheduling failed: %v", err))
 		}
-		j.process(j.sm.Ready())
+		j.drain()
 		j.publish()
 	})
 }
