@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/kafka/kafkatest"
 )
 
 // startKafka runs the Kafka-protocol development broker (cmd/kafka-dev)
@@ -62,8 +63,6 @@ vertices:
 	return path
 }
 
-// readCommitted reads topic out to its end with read_committed, as
-// "key,value" lines: what a downstream consumer sees.
 // written is how many records (committed or not, with transaction
 // markers) topic's partitions hold: a cheap sign that a sink wrote.
 func written(t *testing.T, broker, topic string) int64 {
@@ -84,29 +83,19 @@ func written(t *testing.T, broker, topic string) int64 {
 	return n
 }
 
+// readCommitted reads topic out to its end with read_committed, as
+// "key,value" lines: what a downstream consumer sees.
 func readCommitted(t *testing.T, broker string) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics("out"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recs, err := kafkatest.ReadCommitted(ctx, "out", kgo.SeedBrokers(broker))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	var lines []string
-	for quiet := 0; quiet < 3; {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			lines = append(lines, string(r.Key)+","+string(r.Value))
-			n++
-		})
-		if n == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
+	lines := make([]string, len(recs))
+	for i, r := range recs {
+		lines[i] = string(r.Key) + "," + string(r.Value)
 	}
 	return lines
 }

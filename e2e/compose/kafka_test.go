@@ -2,7 +2,6 @@ package compose
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,11 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/kafka/kafkatest"
 	"github.com/weirproject/weir/internal/window"
 	"github.com/weirproject/weir/sdk"
 )
@@ -45,17 +44,17 @@ func kafkaRecords() []check.Record {
 	return recs
 }
 
-// kafkaClient talks to the compose broker from the host: the broker
+// kafkaOpts talk to the compose broker from the host: the broker
 // advertises kafka:9092, which only resolves inside the compose network,
 // so every connection goes to the port compose published instead.
-func kafkaClient(published string, opts ...kgo.Opt) (*kgo.Client, error) {
+func kafkaOpts(published string, opts ...kgo.Opt) []kgo.Opt {
 	var d net.Dialer
-	return kgo.NewClient(append([]kgo.Opt{
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(published),
 		kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, network, published)
 		}),
-	}, opts...)...)
+	}, opts...)
 }
 
 // produceEvents writes the events at kafkaRate, key k to partition
@@ -63,7 +62,7 @@ func kafkaClient(published string, opts ...kgo.Opt) (*kgo.Client, error) {
 // whose watermark closes every window of the events. It returns once
 // everything is acknowledged.
 func produceEvents(ctx context.Context, published string) error {
-	cl, err := kafkaClient(published, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kafkaOpts(published, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return err
 	}
@@ -113,72 +112,15 @@ func produceEvents(ctx context.Context, published string) error {
 // kafkaWindows reads the `windows` topic read_committed to its end, as
 // check.Windows lines (key,start,end,sum).
 func kafkaWindows(ctx context.Context, published string) ([]string, error) {
-	// Control records (transaction markers) take offsets too: kept, they
-	// move the position to the end.
-	cl, err := kafkaClient(published, kgo.ConsumeTopics("windows"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())
+	recs, err := kafkatest.ReadCommitted(ctx, "windows", kafkaOpts(published)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read windows: %w", err)
 	}
-	defer cl.Close()
-	// The end: the last stable offsets now.
-	ends, err := endOffsets(ctx, published)
-	if err != nil {
-		return nil, err
-	}
-	var lines []string
-	read := map[int32]int64{}
-	caughtUp := func() bool {
-		for p, end := range ends {
-			if read[p] < end {
-				return false
-			}
-		}
-		return true
-	}
-	for !caughtUp() {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		for _, e := range fs.Errors() {
-			if !errors.Is(e.Err, context.DeadlineExceeded) {
-				return nil, fmt.Errorf("read windows: %w", e.Err)
-			}
-		}
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			for _, r := range p.Records {
-				if !r.Attrs.IsControl() {
-					lines = append(lines, string(r.Key)+","+string(r.Value))
-				}
-				read[p.Partition] = r.Offset + 1
-			}
-		})
+	lines := make([]string, len(recs))
+	for i, r := range recs {
+		lines[i] = string(r.Key) + "," + string(r.Value)
 	}
 	return lines, nil
-}
-
-// endOffsets are the `windows` partitions' last stable offsets.
-func endOffsets(ctx context.Context, published string) (map[int32]int64, error) {
-	cl, err := kafkaClient(published)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	listed, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, "windows")
-	if err != nil {
-		return nil, err
-	}
-	ends := map[int32]int64{}
-	for _, o := range listed["windows"] {
-		if o.Err != nil {
-			return nil, fmt.Errorf("end of windows-%d: %w", o.Partition, o.Err)
-		}
-		ends[o.Partition] = o.Offset
-	}
-	return ends, nil
 }
 
 // kafkaWant is what the windows topic must hold exactly once: the

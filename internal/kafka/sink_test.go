@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/weirproject/weir/internal/kafka/kafkatest"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -85,27 +87,15 @@ func write(t *testing.T, s *Sink, values ...string) {
 // committed reads topic "out" with read_committed to its end.
 func committed(t *testing.T, addr string) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recs, err := kafkatest.ReadCommitted(ctx, "out", kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	// Read until three polls in a row find nothing: the end (one quiet
-	// poll is not enough on a loaded machine, where the first fetch can
-	// take longer than a poll waits).
-	var out []string
-	for quiet := 0; quiet < 3; {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)); n++ })
-		if n == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Value)
 	}
 	slices.Sort(out)
 	return out
@@ -208,10 +198,32 @@ func TestSinkRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := committed(t, addr); !slices.Equal(got, []string{"a", "b", "c"}) {
+				describeOut(t, addr)
 				t.Fatalf("committed %v, want a b c once each", got)
 			}
 		})
 	}
+}
+
+// describeOut logs what the broker holds of topic "out" and its
+// transactions, for a test that found the output wrong.
+func describeOut(t *testing.T, addr string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, "out")
+	t.Logf("end offsets %v (%v)", ends, err)
+	stable, err := adm.ListCommittedOffsets(ctx, "out")
+	t.Logf("last stable offsets %v (%v)", stable, err)
+	txns, err := adm.ListTransactions(ctx, nil, nil)
+	t.Logf("transactions %+v (%v)", txns, err)
 }
 
 // Scaled down from 2 subtasks to 1: the remaining one commits both
