@@ -81,16 +81,16 @@ func BenchmarkAcknowledge1000Tasks(b *testing.B) {
 // nopGateway triggers by signalling triggered; notifications go nowhere.
 type nopGateway struct{ triggered chan int64 }
 
-func (g nopGateway) TriggerCheckpoint(_ context.Context, _ *weirv1.ExecutionAttemptID, id int64, _ time.Time, _ *weirv1.CheckpointOptions) error {
+func (g nopGateway) TriggerCheckpoint(_ context.Context, _ []*weirv1.ExecutionAttemptID, id int64, _ time.Time, _ *weirv1.CheckpointOptions) error {
 	g.triggered <- id
 	return nil
 }
 
-func (nopGateway) NotifyCheckpointComplete(context.Context, *weirv1.ExecutionAttemptID, int64, int64, bool) error {
+func (nopGateway) NotifyCheckpointComplete(context.Context, []*weirv1.ExecutionAttemptID, int64, int64, bool) error {
 	return nil
 }
 
-func (nopGateway) NotifyCheckpointAborted(context.Context, *weirv1.ExecutionAttemptID, int64) error {
+func (nopGateway) NotifyCheckpointAborted(context.Context, []*weirv1.ExecutionAttemptID, int64) error {
 	return nil
 }
 

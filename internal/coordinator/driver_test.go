@@ -189,29 +189,42 @@ func (g *gateway) setOnTrigger(f func(ctx context.Context, task string, id int64
 	g.onTrigger = f
 }
 
-func (g *gateway) TriggerCheckpoint(ctx context.Context, task *weirv1.ExecutionAttemptID, id int64, _ time.Time, opts *weirv1.CheckpointOptions) error {
-	g.rec.add("trigger %s id=%d type=%s", fmtAttempt(task), id, shortType(opts.GetType()))
-	g.mu.Lock()
-	f := g.onTrigger
-	g.mu.Unlock()
-	var err error
-	if f != nil {
-		err = f(ctx, fmtAttempt(task), id)
+// TriggerCheckpoint records each subtask of the batch as its own trigger,
+// concurrently, as the subtasks of one call may run on several
+// TaskManagers.
+func (g *gateway) TriggerCheckpoint(ctx context.Context, tasks []*weirv1.ExecutionAttemptID, id int64, _ time.Time, opts *weirv1.CheckpointOptions) error {
+	errs := make([]error, len(tasks))
+	var wg sync.WaitGroup
+	for i, task := range tasks {
+		wg.Go(func() {
+			g.rec.add("trigger %s id=%d type=%s", fmtAttempt(task), id, shortType(opts.GetType()))
+			g.mu.Lock()
+			f := g.onTrigger
+			g.mu.Unlock()
+			if f != nil {
+				errs[i] = f(ctx, fmtAttempt(task), id)
+			}
+			g.rec.add("trigger-returned %s id=%d", fmtAttempt(task), id)
+		})
 	}
-	g.rec.add("trigger-returned %s id=%d", fmtAttempt(task), id)
-	return err
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
-func (g *gateway) NotifyCheckpointComplete(_ context.Context, task *weirv1.ExecutionAttemptID, id, lastSubsumed int64, final bool) error {
-	g.rec.add("complete %s id=%d last-subsumed=%d", fmtAttempt(task), id, lastSubsumed)
-	if final {
-		g.rec.add("final %s id=%d", fmtAttempt(task), id)
+func (g *gateway) NotifyCheckpointComplete(_ context.Context, tasks []*weirv1.ExecutionAttemptID, id, lastSubsumed int64, final bool) error {
+	for _, task := range tasks {
+		g.rec.add("complete %s id=%d last-subsumed=%d", fmtAttempt(task), id, lastSubsumed)
+		if final {
+			g.rec.add("final %s id=%d", fmtAttempt(task), id)
+		}
 	}
 	return nil
 }
 
-func (g *gateway) NotifyCheckpointAborted(_ context.Context, task *weirv1.ExecutionAttemptID, id int64) error {
-	g.rec.add("aborted %s id=%d", fmtAttempt(task), id)
+func (g *gateway) NotifyCheckpointAborted(_ context.Context, tasks []*weirv1.ExecutionAttemptID, id int64) error {
+	for _, task := range tasks {
+		g.rec.add("aborted %s id=%d", fmtAttempt(task), id)
+	}
 	return nil
 }
 

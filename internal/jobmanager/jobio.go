@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/weirproject/weir/internal/blob"
-	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -44,54 +44,83 @@ func (jobStorage) DiscardStates(_ context.Context, states []*weirv1.SubtaskState
 	return errors.Join(errs...)
 }
 
-// taskGateway reaches a job's subtasks on their TaskManagers.
+// taskGateway reaches a job's subtasks on their TaskManagers: one request
+// per TaskManager for all of a call's subtasks there, sent concurrently.
 type taskGateway struct{ j *jobMaster }
 
-func (g taskGateway) client(a *weirv1.ExecutionAttemptID) (weirv1.TaskExecutorServiceClient, error) {
+// perTaskManager groups attempts by the TaskManager running them; an
+// attempt the job does not run (any more) is an error for that attempt
+// alone.
+func (g taskGateway) perTaskManager(as []*weirv1.ExecutionAttemptID) (map[*taskManager][]*weirv1.ExecutionAttemptID, []error) {
 	v := g.j.current()
+	where := make(map[string]string, len(v.Execs))
 	for _, e := range v.Execs {
-		if scheduler.SameAttempt(e.Attempt, a) {
-			if tm := v.tms[e.TaskManager]; tm != nil {
-				return tm.client, nil
-			}
+		where[e.Attempt.Key()] = e.TaskManager
+	}
+	groups := map[*taskManager][]*weirv1.ExecutionAttemptID{}
+	var errs []error
+	for _, a := range as {
+		tm := v.tms[where[a.Key()]]
+		if tm == nil {
+			errs = append(errs, fmt.Errorf("jobmanager: unknown subtask attempt %s", a.Key()))
+			continue
 		}
+		groups[tm] = append(groups[tm], a)
 	}
-	return nil, fmt.Errorf("jobmanager: unknown subtask attempt %s/%d/%d", a.GetVertex(), a.GetSubtaskIndex(), a.GetAttempt())
+	return groups, errs
 }
 
-func (g taskGateway) rpcCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.j.s.cfg.RPCTimeout)
-}
-
-func (g taskGateway) TriggerCheckpoint(ctx context.Context, a *weirv1.ExecutionAttemptID, id int64, ts time.Time, opts *weirv1.CheckpointOptions) error {
-	c, err := g.client(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.rpcCtx(ctx)
+// fanOut calls send once per TaskManager of as, concurrently, and joins
+// the errors, naming the subtasks a TaskManager did not run.
+func (g taskGateway) fanOut(ctx context.Context, as []*weirv1.ExecutionAttemptID,
+	send func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error)) error {
+	groups, errs := g.perTaskManager(as)
+	ctx, cancel := context.WithTimeout(ctx, g.j.s.cfg.RPCTimeout)
 	defer cancel()
-	_, err = c.TriggerCheckpoint(ctx, &weirv1.TriggerCheckpointOnTaskRequest{Attempt: a, CheckpointId: id, TimestampMs: ts.UnixMilli(), Options: opts})
-	return err
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for tm, batch := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			unknown, err := send(ctx, tm.client, batch)
+			if err == nil && len(unknown) > 0 {
+				keys := make([]string, len(unknown))
+				for i, a := range unknown {
+					keys[i] = a.Key()
+				}
+				err = fmt.Errorf("not running there: %s", strings.Join(keys, ", "))
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("jobmanager: TaskManager %s: %w", tm.id, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
-func (g taskGateway) NotifyCheckpointComplete(ctx context.Context, a *weirv1.ExecutionAttemptID, id, lastSubsumed int64, final bool) error {
-	c, err := g.client(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.rpcCtx(ctx)
-	defer cancel()
-	_, err = c.NotifyCheckpointComplete(ctx, &weirv1.NotifyCheckpointCompleteRequest{Attempt: a, CheckpointId: id, LastSubsumedId: lastSubsumed, Final: final})
-	return err
+func (g taskGateway) TriggerCheckpoint(ctx context.Context, as []*weirv1.ExecutionAttemptID, id int64, ts time.Time, opts *weirv1.CheckpointOptions) error {
+	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
+		resp, err := c.TriggerCheckpoint(ctx, &weirv1.TriggerCheckpointOnTaskRequest{Attempts: batch, CheckpointId: id, TimestampMs: ts.UnixMilli(), Options: opts})
+		return resp.GetUnknown(), err
+	})
 }
 
-func (g taskGateway) NotifyCheckpointAborted(ctx context.Context, a *weirv1.ExecutionAttemptID, id int64) error {
-	c, err := g.client(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := g.rpcCtx(ctx)
-	defer cancel()
-	_, err = c.NotifyCheckpointAborted(ctx, &weirv1.NotifyCheckpointAbortedRequest{Attempt: a, CheckpointId: id})
-	return err
+func (g taskGateway) NotifyCheckpointComplete(ctx context.Context, as []*weirv1.ExecutionAttemptID, id, lastSubsumed int64, final bool) error {
+	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
+		resp, err := c.NotifyCheckpointComplete(ctx, &weirv1.NotifyCheckpointCompleteRequest{Attempts: batch, CheckpointId: id, LastSubsumedId: lastSubsumed, Final: final})
+		return resp.GetUnknown(), err
+	})
+}
+
+func (g taskGateway) NotifyCheckpointAborted(ctx context.Context, as []*weirv1.ExecutionAttemptID, id int64) error {
+	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
+		resp, err := c.NotifyCheckpointAborted(ctx, &weirv1.NotifyCheckpointAbortedRequest{Attempts: batch, CheckpointId: id})
+		return resp.GetUnknown(), err
+	})
 }

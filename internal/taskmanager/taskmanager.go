@@ -404,34 +404,69 @@ func (s *Server) CancelTask(ctx context.Context, req *weirv1.CancelTaskRequest) 
 	return &weirv1.CancelTaskResponse{}, nil
 }
 
-// TriggerCheckpoint starts a checkpoint at a source subtask.
+// TriggerCheckpoint starts a checkpoint at the source subtasks named.
 func (s *Server) TriggerCheckpoint(_ context.Context, req *weirv1.TriggerCheckpointOnTaskRequest) (*weirv1.TriggerCheckpointOnTaskResponse, error) {
-	r, err := s.lookup(req.GetAttempt())
+	unknown, err := s.each(req.GetAttempt(), req.GetAttempts(), func(r *running) {
+		r.task.TriggerCheckpoint(req.GetCheckpointId(), req.GetTimestampMs(), req.GetOptions())
+	})
 	if err != nil {
 		return nil, err
 	}
-	r.task.TriggerCheckpoint(req.GetCheckpointId(), req.GetTimestampMs(), req.GetOptions())
-	return &weirv1.TriggerCheckpointOnTaskResponse{}, nil
+	return &weirv1.TriggerCheckpointOnTaskResponse{Unknown: unknown}, nil
 }
 
-// NotifyCheckpointComplete passes a completion to a subtask.
+// NotifyCheckpointComplete passes a completion to the subtasks named.
 func (s *Server) NotifyCheckpointComplete(_ context.Context, req *weirv1.NotifyCheckpointCompleteRequest) (*weirv1.NotifyCheckpointCompleteResponse, error) {
-	r, err := s.lookup(req.GetAttempt())
+	unknown, err := s.each(req.GetAttempt(), req.GetAttempts(), func(r *running) {
+		r.task.NotifyCheckpointComplete(req.GetCheckpointId(), req.GetFinal())
+	})
 	if err != nil {
 		return nil, err
 	}
-	r.task.NotifyCheckpointComplete(req.GetCheckpointId(), req.GetFinal())
-	return &weirv1.NotifyCheckpointCompleteResponse{}, nil
+	return &weirv1.NotifyCheckpointCompleteResponse{Unknown: unknown}, nil
 }
 
-// NotifyCheckpointAborted passes an abort to a subtask.
+// NotifyCheckpointAborted passes an abort to the subtasks named.
 func (s *Server) NotifyCheckpointAborted(_ context.Context, req *weirv1.NotifyCheckpointAbortedRequest) (*weirv1.NotifyCheckpointAbortedResponse, error) {
-	r, err := s.lookup(req.GetAttempt())
+	unknown, err := s.each(req.GetAttempt(), req.GetAttempts(), func(r *running) {
+		r.task.NotifyCheckpointAborted(req.GetCheckpointId())
+	})
 	if err != nil {
 		return nil, err
 	}
-	r.task.NotifyCheckpointAborted(req.GetCheckpointId())
-	return &weirv1.NotifyCheckpointAbortedResponse{}, nil
+	return &weirv1.NotifyCheckpointAbortedResponse{Unknown: unknown}, nil
+}
+
+// each calls f for every subtask a checkpoint request names (one, or a
+// batch for this TaskManager) that runs here, and returns those that do
+// not. A request naming one subtask, not running here, is NotFound, as
+// it always was; in a batch the others still get their call.
+func (s *Server) each(one *weirv1.ExecutionAttemptID, batch []*weirv1.ExecutionAttemptID, f func(*running)) ([]*weirv1.ExecutionAttemptID, error) {
+	all := batch
+	if one != nil {
+		all = append([]*weirv1.ExecutionAttemptID{one}, batch...)
+	}
+	if len(all) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "taskmanager: the request names no subtask")
+	}
+	found := make([]*running, 0, len(all))
+	var unknown []*weirv1.ExecutionAttemptID
+	s.mu.Lock()
+	for _, a := range all {
+		if r, ok := s.mu.tasks[a.Key()]; ok {
+			found = append(found, r)
+		} else {
+			unknown = append(unknown, a)
+		}
+	}
+	s.mu.Unlock()
+	if len(all) == 1 && len(unknown) == 1 {
+		return nil, status.Errorf(codes.NotFound, "taskmanager: no subtask %s", unknown[0].Key())
+	}
+	for _, r := range found {
+		f(r)
+	}
+	return unknown, nil
 }
 
 // Partitions implements task.Network.

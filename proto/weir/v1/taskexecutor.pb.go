@@ -639,12 +639,16 @@ func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
 	return file_weir_v1_taskexecutor_proto_rawDescGZIP(), []int{9}
 }
 
+// Trigger, complete and abort requests name their subtasks in attempt, in
+// attempts, or in both: the JobManager sends one request per TaskManager
+// for every subtask of the checkpoint there.
 type TriggerCheckpointOnTaskRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Attempt       *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	CheckpointId  int64                  `protobuf:"varint,2,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	TimestampMs   int64                  `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	Options       *CheckpointOptions     `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
+	Attempts      []*ExecutionAttemptID  `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -707,8 +711,18 @@ func (x *TriggerCheckpointOnTaskRequest) GetOptions() *CheckpointOptions {
 	return nil
 }
 
+func (x *TriggerCheckpointOnTaskRequest) GetAttempts() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+// unknown lists the subtasks of the request not running on this
+// TaskManager; the others got the request.
 type TriggerCheckpointOnTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unknown       []*ExecutionAttemptID  `protobuf:"bytes,1,rep,name=unknown,proto3" json:"unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -743,6 +757,13 @@ func (*TriggerCheckpointOnTaskResponse) Descriptor() ([]byte, []int) {
 	return file_weir_v1_taskexecutor_proto_rawDescGZIP(), []int{11}
 }
 
+func (x *TriggerCheckpointOnTaskResponse) GetUnknown() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Unknown
+	}
+	return nil
+}
+
 type NotifyCheckpointCompleteRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Attempt      *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -751,7 +772,8 @@ type NotifyCheckpointCompleteRequest struct {
 	LastSubsumedId int64 `protobuf:"varint,3,opt,name=last_subsumed_id,json=lastSubsumedId,proto3" json:"last_subsumed_id,omitempty"`
 	// final: the job's last checkpoint (every subtask had reached the end of
 	// its input, or a stop-with-savepoint); every subtask finishes after it.
-	Final         bool `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
+	Final         bool                  `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
+	Attempts      []*ExecutionAttemptID `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -814,8 +836,16 @@ func (x *NotifyCheckpointCompleteRequest) GetFinal() bool {
 	return false
 }
 
+func (x *NotifyCheckpointCompleteRequest) GetAttempts() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
 type NotifyCheckpointCompleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unknown       []*ExecutionAttemptID  `protobuf:"bytes,1,rep,name=unknown,proto3" json:"unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -850,11 +880,19 @@ func (*NotifyCheckpointCompleteResponse) Descriptor() ([]byte, []int) {
 	return file_weir_v1_taskexecutor_proto_rawDescGZIP(), []int{13}
 }
 
+func (x *NotifyCheckpointCompleteResponse) GetUnknown() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Unknown
+	}
+	return nil
+}
+
 type NotifyCheckpointAbortedRequest struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Attempt           *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	CheckpointId      int64                  `protobuf:"varint,2,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	LatestCompletedId int64                  `protobuf:"varint,3,opt,name=latest_completed_id,json=latestCompletedId,proto3" json:"latest_completed_id,omitempty"`
+	Attempts          []*ExecutionAttemptID  `protobuf:"bytes,4,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -910,8 +948,16 @@ func (x *NotifyCheckpointAbortedRequest) GetLatestCompletedId() int64 {
 	return 0
 }
 
+func (x *NotifyCheckpointAbortedRequest) GetAttempts() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
 type NotifyCheckpointAbortedResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unknown       []*ExecutionAttemptID  `protobuf:"bytes,1,rep,name=unknown,proto3" json:"unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -944,6 +990,13 @@ func (x *NotifyCheckpointAbortedResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use NotifyCheckpointAbortedResponse.ProtoReflect.Descriptor instead.
 func (*NotifyCheckpointAbortedResponse) Descriptor() ([]byte, []int) {
 	return file_weir_v1_taskexecutor_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NotifyCheckpointAbortedResponse) GetUnknown() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Unknown
+	}
+	return nil
 }
 
 var File_weir_v1_taskexecutor_proto protoreflect.FileDescriptor
@@ -995,24 +1048,30 @@ const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\x12DeployTaskResponse\"J\n" +
 	"\x11CancelTaskRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\"\x14\n" +
-	"\x12CancelTaskResponse\"\xd5\x01\n" +
+	"\x12CancelTaskResponse\"\x8e\x02\n" +
 	"\x1eTriggerCheckpointOnTaskRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x124\n" +
-	"\aoptions\x18\x04 \x01(\v2\x1a.weir.v1.CheckpointOptionsR\aoptions\"!\n" +
-	"\x1fTriggerCheckpointOnTaskResponse\"\xbd\x01\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1a.weir.v1.CheckpointOptionsR\aoptions\x127\n" +
+	"\battempts\x18\x05 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\battempts\"X\n" +
+	"\x1fTriggerCheckpointOnTaskResponse\x125\n" +
+	"\aunknown\x18\x01 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\aunknown\"\xf6\x01\n" +
 	"\x1fNotifyCheckpointCompleteRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\x12(\n" +
 	"\x10last_subsumed_id\x18\x03 \x01(\x03R\x0elastSubsumedId\x12\x14\n" +
-	"\x05final\x18\x04 \x01(\bR\x05final\"\"\n" +
-	" NotifyCheckpointCompleteResponse\"\xac\x01\n" +
+	"\x05final\x18\x04 \x01(\bR\x05final\x127\n" +
+	"\battempts\x18\x05 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\battempts\"Y\n" +
+	" NotifyCheckpointCompleteResponse\x125\n" +
+	"\aunknown\x18\x01 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\aunknown\"\xe5\x01\n" +
 	"\x1eNotifyCheckpointAbortedRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\x12.\n" +
-	"\x13latest_completed_id\x18\x03 \x01(\x03R\x11latestCompletedId\"!\n" +
-	"\x1fNotifyCheckpointAbortedResponse2\xea\x03\n" +
+	"\x13latest_completed_id\x18\x03 \x01(\x03R\x11latestCompletedId\x127\n" +
+	"\battempts\x18\x04 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\battempts\"X\n" +
+	"\x1fNotifyCheckpointAbortedResponse\x125\n" +
+	"\aunknown\x18\x01 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\aunknown2\xea\x03\n" +
 	"\x13TaskExecutorService\x12E\n" +
 	"\n" +
 	"DeployTask\x12\x1a.weir.v1.DeployTaskRequest\x1a\x1b.weir.v1.DeployTaskResponse\x12E\n" +
@@ -1081,23 +1140,29 @@ var file_weir_v1_taskexecutor_proto_depIdxs = []int32{
 	16, // 16: weir.v1.CancelTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
 	16, // 17: weir.v1.TriggerCheckpointOnTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
 	18, // 18: weir.v1.TriggerCheckpointOnTaskRequest.options:type_name -> weir.v1.CheckpointOptions
-	16, // 19: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 20: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	6,  // 21: weir.v1.TaskExecutorService.DeployTask:input_type -> weir.v1.DeployTaskRequest
-	8,  // 22: weir.v1.TaskExecutorService.CancelTask:input_type -> weir.v1.CancelTaskRequest
-	10, // 23: weir.v1.TaskExecutorService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointOnTaskRequest
-	12, // 24: weir.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> weir.v1.NotifyCheckpointCompleteRequest
-	14, // 25: weir.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> weir.v1.NotifyCheckpointAbortedRequest
-	7,  // 26: weir.v1.TaskExecutorService.DeployTask:output_type -> weir.v1.DeployTaskResponse
-	9,  // 27: weir.v1.TaskExecutorService.CancelTask:output_type -> weir.v1.CancelTaskResponse
-	11, // 28: weir.v1.TaskExecutorService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointOnTaskResponse
-	13, // 29: weir.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> weir.v1.NotifyCheckpointCompleteResponse
-	15, // 30: weir.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> weir.v1.NotifyCheckpointAbortedResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	16, // 19: weir.v1.TriggerCheckpointOnTaskRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 20: weir.v1.TriggerCheckpointOnTaskResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	16, // 21: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 22: weir.v1.NotifyCheckpointCompleteRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 23: weir.v1.NotifyCheckpointCompleteResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	16, // 24: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 25: weir.v1.NotifyCheckpointAbortedRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 26: weir.v1.NotifyCheckpointAbortedResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	6,  // 27: weir.v1.TaskExecutorService.DeployTask:input_type -> weir.v1.DeployTaskRequest
+	8,  // 28: weir.v1.TaskExecutorService.CancelTask:input_type -> weir.v1.CancelTaskRequest
+	10, // 29: weir.v1.TaskExecutorService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointOnTaskRequest
+	12, // 30: weir.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> weir.v1.NotifyCheckpointCompleteRequest
+	14, // 31: weir.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> weir.v1.NotifyCheckpointAbortedRequest
+	7,  // 32: weir.v1.TaskExecutorService.DeployTask:output_type -> weir.v1.DeployTaskResponse
+	9,  // 33: weir.v1.TaskExecutorService.CancelTask:output_type -> weir.v1.CancelTaskResponse
+	11, // 34: weir.v1.TaskExecutorService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointOnTaskResponse
+	13, // 35: weir.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> weir.v1.NotifyCheckpointCompleteResponse
+	15, // 36: weir.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> weir.v1.NotifyCheckpointAbortedResponse
+	32, // [32:37] is the sub-list for method output_type
+	27, // [27:32] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_taskexecutor_proto_init() }
