@@ -106,11 +106,20 @@ type ckptStats struct {
 
 // checkpoint takes the snapshot for barrier b, whose first barrier arrived
 // at firstBarrier: operators emit what must precede the barrier, the
-// barrier goes downstream (ahead of the queued output when unaligned), the
-// synchronous snapshot is taken here and written to storage off the
-// mailbox. An unaligned checkpoint's acknowledgement waits for its channel
-// state: the output its barrier overtook, recorded now, and the input
-// still arriving before the barriers missing on other channels.
+// synchronous snapshot is taken here, the barrier goes downstream (ahead
+// of the queued output when unaligned), and the snapshot is written to
+// storage off the mailbox. An unaligned checkpoint's acknowledgement waits
+// for its channel state: the output its barrier overtook, recorded now,
+// and the input still arriving before the barriers missing on other
+// channels.
+//
+// The synchronous part comes before the barrier is sent, as nothing is
+// emitted in between: the snapshot covers exactly what precedes the
+// barrier either way. Sent first, the barrier would wake the downstream
+// subtask to compete for the CPU with this one's snapshot and with the
+// goroutine writing it; sent after, it travels with nothing left to do
+// here but start that goroutine. A failed synchronous part sends a cancel
+// marker instead of the barrier.
 func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Time, unaligned bool) error {
 	id := b.GetCheckpointId()
 	start := now
@@ -124,10 +133,22 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 			return t.out.err
 		}
 	}
-	barrier := exchange.Buffer{Kind: exchange.KindBarrier, Barrier: b}
 	// An older aligned-timeout barrier still queued goes unaligned now:
 	// one waits in the output at a time.
 	t.settleOutput(true)
+	snap, err := t.snapshotSync(b)
+	if err != nil {
+		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, err.Error())
+		if se := (*state.StoreError)(nil); errors.As(err, &se) {
+			// The store is lost: the job fails over to the last checkpoint.
+			return fmt.Errorf("task: %s: state backend failed: %w", t.desc.GetOperator(), err)
+		}
+		// Downstream never gets this checkpoint's barrier from here: the
+		// marker tells it the checkpoint cannot complete (and makes the
+		// barriers other inputs still send it late).
+		return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
+	}
+	barrier := exchange.Buffer{Kind: exchange.KindBarrier, Barrier: b}
 	var rec *channelRecorder
 	if unaligned {
 		if t.rec != nil { // the handler ends an older one first; never here
@@ -139,6 +160,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		for i, w := range t.writers {
 			overtaken, err := w.BroadcastPriority(barrier)
 			if err != nil {
+				snap.Release()
 				return err
 			}
 			for sub, bufs := range overtaken {
@@ -149,28 +171,8 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		}
 		t.lastFlush = now
 	} else if err := t.broadcast(barrier); err != nil {
+		snap.Release()
 		return err
-	}
-	if s, ok := t.operator().(sdk.Snapshotter); ok {
-		if err := s.SnapshotState(id); err != nil {
-			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, err.Error())
-			// Downstream already has the barrier; the marker tells it to
-			// stop working on a checkpoint that cannot complete.
-			return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
-		}
-	}
-	snap, err := t.backend.TakeSnapshot(state.SnapshotOptions{
-		CheckpointID: id,
-		Canonical:    state.IsSavepoint(b.GetOptions().GetType()),
-		Full:         b.GetOptions().GetType() == weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT,
-	})
-	if err != nil {
-		t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED, err.Error())
-		if se := (*state.StoreError)(nil); errors.As(err, &se) {
-			// The store is lost: the job fails over to the last checkpoint.
-			return fmt.Errorf("task: %s: state backend failed: %w", t.desc.GetOperator(), err)
-		}
-		return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
 	}
 	switch b.GetOptions().GetType() {
 	case weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND, weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE:
@@ -215,6 +217,22 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		t.completeAsync(b, snap, rec, stats)
 	}()
 	return nil
+}
+
+// snapshotSync is the synchronous part of checkpoint b: the operator's
+// SnapshotState, then the state backend's snapshot.
+func (t *Task) snapshotSync(b *weirv1.CheckpointBarrier) (state.StateSnapshot, error) {
+	id := b.GetCheckpointId()
+	if s, ok := t.operator().(sdk.Snapshotter); ok {
+		if err := s.SnapshotState(id); err != nil {
+			return nil, err
+		}
+	}
+	return t.backend.TakeSnapshot(state.SnapshotOptions{
+		CheckpointID: id,
+		Canonical:    state.IsSavepoint(b.GetOptions().GetType()),
+		Full:         b.GetOptions().GetType() == weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT,
+	})
 }
 
 // completeAsync is the asynchronous part of checkpoint b: it writes the

@@ -38,6 +38,7 @@ import (
 //	tick d=<duration>                 moves the clock
 //	acks n=<total>                    waits for n responses in all and prints the new ones
 //	restore id=<checkpoint> [inputs=<n>]  a new attempt from the acknowledged checkpoint
+//	fail-snapshot id=<checkpoint>      the operator's SnapshotState fails for that checkpoint
 //	state
 func TestTaskScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/task", func(t *testing.T, path string) {
@@ -120,6 +121,8 @@ type passOperator struct {
 	log   *[]string
 	seen  int64
 	state sdk.ListState
+	// failAt is the checkpoint whose snapshot fails (0: none).
+	failAt *int64
 }
 
 func (p *passOperator) Open(ctx sdk.Context) error {
@@ -137,7 +140,10 @@ func (p *passOperator) ProcessRecord(r sdk.Record, out sdk.Collector) error {
 	return nil
 }
 
-func (p *passOperator) SnapshotState(int64) error {
+func (p *passOperator) SnapshotState(id int64) error {
+	if id == *p.failAt {
+		return fmt.Errorf("snapshot of checkpoint %d failed", id)
+	}
 	p.state.Update([][]byte{binary.BigEndian.AppendUint64(nil, uint64(p.seen))})
 	return nil
 }
@@ -159,6 +165,7 @@ type scenario struct {
 	upstream  int
 	attempt   int32
 	printed   int // responses printed so far
+	failAt    int64
 }
 
 func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
@@ -194,7 +201,7 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 			BatchSize: intArg("batch", 2), StepRecords: intArg("step", 2),
 			FlushInterval: time.Hour, // flushed when idle only: deterministic batches
 		}
-		s.attempt, s.printed = 1, 0
+		s.attempt, s.printed, s.failAt = 1, 0, 0
 		if err := s.start(t, n, nil); err != nil {
 			d.Fatalf(t, "%v", err)
 		}
@@ -316,6 +323,9 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 			return fmt.Sprintf("error: %v\n", err)
 		}
 		return fmt.Sprintf("restored attempt %d from checkpoint %d\n%s", s.attempt, id, s.state())
+	case "fail-snapshot":
+		d.ScanArgs(t, "id", &s.failAt)
+		return "ok\n"
 	case "state":
 		return s.state()
 	}
@@ -346,7 +356,7 @@ func (s *scenario) start(t *testing.T, n int, restore *weirv1.TaskRestore) error
 		}
 	}
 	reg := sdk.NewRegistry()
-	reg.RegisterOperator("pass", func() sdk.Operator { return &passOperator{log: &s.processed} })
+	reg.RegisterOperator("pass", func() sdk.Operator { return &passOperator{log: &s.processed, failAt: &s.failAt} })
 	cfg := s.cfg
 	cfg.Descriptor, cfg.Operators, cfg.Network, cfg.Responder = desc, reg, s.net, s.resp
 	cfg.Metrics, cfg.Logger, cfg.Now = NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler), s.clock.Now
