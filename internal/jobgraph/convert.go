@@ -19,6 +19,8 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 		Name:           c.str(&d.Name, "name"),
 		MaxParallelism: c.int32(&d.MaxParallelism, "max-parallelism", DefaultMaxParallelism),
 		RestoreFrom:    c.str(&d.RestoreFrom, "restore-from"),
+		// Chaining is on unless the spec turns it off, as in Flink.
+		DisableChaining: !c.bool(&d.Chaining, "chaining", true),
 	}
 
 	cp := d.Checkpointing
@@ -64,6 +66,7 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 			Config:      c.config(&vd.Config, p+".config"),
 			// Empty is the default group, as in Flink.
 			SlotSharingGroup: c.str(&vd.SlotSharing, p+".slot-sharing-group"),
+			DisableChaining:  !c.bool(&vd.Chaining, p+".chaining", true),
 		}
 		if w := vd.Watermarks; w != nil {
 			wp := p + ".watermarks"

@@ -206,3 +206,39 @@ func Connector(v *weirv1.JobVertex) string {
 	}
 	return v.GetOperator()
 }
+
+// ChainedAfter maps each vertex that runs chained to the vertex before it
+// in its chain. Vertices are chained, as in Flink, when the first's only
+// consumer is the second, over a forward edge of its main output, the
+// second reads nothing else, both have the same parallelism and
+// slot-sharing group, and neither the job nor either vertex turned
+// chaining off. Subtask i of a chain runs as one subtask: the records go
+// from operator to operator by function call. The graph must be valid.
+func ChainedAfter(g *weirv1.JobGraph) map[string]string {
+	out := map[string]string{}
+	if g.GetDisableChaining() {
+		return out
+	}
+	byName := map[string]*weirv1.JobVertex{}
+	for _, v := range g.GetVertices() {
+		byName[v.GetName()] = v
+	}
+	for _, v := range g.GetVertices() {
+		if v.GetDisableChaining() || len(v.GetInputs()) != 1 {
+			continue
+		}
+		in := v.GetInputs()[0]
+		up := byName[in.GetSource()]
+		if up == nil || up.GetDisableChaining() || in.GetPartitioner() != weirv1.Partitioner_PARTITIONER_FORWARD || in.GetOutput() != "" {
+			continue
+		}
+		if up.GetParallelism() != v.GetParallelism() || up.GetSlotSharingGroup() != v.GetSlotSharingGroup() {
+			continue
+		}
+		if len(Consumers(g, up.GetName())) != 1 {
+			continue
+		}
+		out[v.GetName()] = up.GetName()
+	}
+	return out
+}

@@ -117,6 +117,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 	if g.RestoreFrom != "" {
 		set(root, "restore-from", strNode(g.RestoreFrom))
 	}
+	if g.DisableChaining {
+		set(root, "chaining", boolNode(false))
+	}
 	if c := g.Checkpointing; c != nil {
 		n := mapping()
 		set(n, "interval", m.durationNode("checkpointing.interval", c.Interval))
@@ -169,6 +172,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 		set(n, "parallelism", intNode(int64(v.Parallelism)))
 		if v.SlotSharingGroup != "" {
 			set(n, "slot-sharing-group", strNode(v.SlotSharingGroup))
+		}
+		if v.DisableChaining {
+			set(n, "chaining", boolNode(false))
 		}
 		if len(v.Inputs) > 0 {
 			// Flow style keeps each edge on one line, as people write them.

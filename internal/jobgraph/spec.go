@@ -20,6 +20,7 @@ type specDoc struct {
 	Name            yaml.Node         `yaml:"name"`
 	MaxParallelism  yaml.Node         `yaml:"max-parallelism"`
 	RestoreFrom     yaml.Node         `yaml:"restore-from"`
+	Chaining        yaml.Node         `yaml:"chaining"`
 	Checkpointing   *checkpointingDoc `yaml:"checkpointing"`
 	RestartStrategy *restartDoc       `yaml:"restart-strategy"`
 	State           *stateDoc         `yaml:"state"`
@@ -60,6 +61,7 @@ type vertexDoc struct {
 	Operator    yaml.Node  `yaml:"operator"`
 	Parallelism yaml.Node  `yaml:"parallelism"`
 	SlotSharing yaml.Node  `yaml:"slot-sharing-group"`
+	Chaining    yaml.Node  `yaml:"chaining"`
 	Config      yaml.Node  `yaml:"config"`
 	Inputs      []inputDoc `yaml:"inputs"`
 	// Watermarks is a source's watermark strategy.

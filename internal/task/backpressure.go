@@ -22,6 +22,14 @@ func (t *Task) markBackpressured(now time.Time, bp bool) {
 	}
 }
 
+// markChainBackpressured marks the whole chain: it waits for room in any
+// of its outputs as one.
+func (t *Task) markChainBackpressured(now time.Time, bp bool) {
+	for m := range t.chain {
+		m.markBackpressured(now, bp)
+	}
+}
+
 // collectBlocked adds the time writes blocked at a full queue.
 func (t *Task) collectBlocked() {
 	for _, w := range t.writers {

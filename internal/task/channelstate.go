@@ -89,8 +89,11 @@ func (r *channelRecorder) snapshot(d *weirv1.TaskDeploymentDescriptor) *weirv1.C
 			flat++
 		}
 	}
-	for oi, o := range d.GetOutputs() {
-		for sub, bufs := range r.outputs[oi] {
+	// A chained subtask records no output towards the next operator of
+	// its chain: nothing is in flight there.
+	for oi, subs := range r.outputs {
+		o := d.GetOutputs()[oi]
+		for sub, bufs := range subs {
 			if len(bufs) == 0 {
 				continue
 			}
@@ -110,6 +113,20 @@ func (r *channelRecorder) snapshot(d *weirv1.TaskDeploymentDescriptor) *weirv1.C
 // subpartition it was overtaken in.
 func (t *Task) restoreOutput(cs *weirv1.ChannelStateSnapshot) error {
 	outs := t.desc.GetOutputs()
+	if t.next != nil {
+		// Recovered output towards the chained operator (the checkpoint
+		// was taken unchained) is its first input, after what it had
+		// received itself: it was sent later.
+		for _, o := range cs.GetOutputs() {
+			if o.GetTargetVertex() != t.next.attempt.GetVertex() || o.GetSubpartition() != 0 || o.GetNumSubpartitions() != 1 {
+				return fmt.Errorf("task: restore output state: the chain has no output %d to vertex %s", o.GetSubpartition(), o.GetTargetVertex())
+			}
+			for _, b := range o.GetBatches() {
+				t.next.chainReplay = append(t.next.chainReplay, exchange.Buffer{Kind: exchange.KindRecords, Records: state.Records(b)})
+			}
+		}
+		return nil
+	}
 	batches := make([][][]exchange.Buffer, len(t.writers))
 	for i, w := range t.writers {
 		batches[i] = make([][]exchange.Buffer, w.NumSubpartitions())
@@ -165,6 +182,10 @@ func (t *Task) restoreInput(cs *weirv1.ChannelStateSnapshot) error {
 		for _, b := range in.GetBatches() {
 			t.replay[ch] = append(t.replay[ch], exchange.Buffer{Kind: exchange.KindRecords, Records: state.Records(b)})
 		}
+	}
+	if t.prev != nil && len(t.chainReplay) > 0 {
+		t.replay[0] = append(t.replay[0], t.chainReplay...)
+		t.chainReplay = nil
 	}
 	return nil
 }

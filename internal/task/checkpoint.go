@@ -169,6 +169,14 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 				}
 			}
 		}
+		if t.next != nil {
+			// Nothing is queued between chained operators: the barrier
+			// overtakes nothing.
+			if err := t.next.receive(barrier); err != nil {
+				snap.Release()
+				return err
+			}
+		}
 		t.lastFlush = now
 	} else if err := t.broadcast(barrier); err != nil {
 		snap.Release()

@@ -5,17 +5,25 @@ import (
 	"time"
 )
 
-// Run executes the subtask until it finishes (nil), is cancelled through ctx
-// (ctx's error) or fails.
+// Run executes the subtask, and the subtasks chained after it, until they
+// finish (nil), are cancelled through ctx (ctx's error) or fail.
 func (t *Task) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	t.asyncCtx = ctx
+	for m := range t.chain {
+		m.asyncCtx = ctx
+	}
 	defer func() {
 		cancel()
-		t.abortChannelState()
-		t.async.Wait()
-		t.cleanup()
-		t.metrics.release()
+		for m := range t.chain {
+			m.abortChannelState()
+		}
+		for m := range t.chain {
+			m.async.Wait()
+		}
+		for m := range t.chain {
+			m.cleanup()
+			m.metrics.release()
+		}
 	}()
 	// Deferred after the cleanup, so it runs first: a panic of the
 	// operator, or a failed state backend, ends this subtask alone, with
@@ -25,21 +33,27 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			err = t.panicked(r)
 		}
 	}()
-	if err := t.setup(ctx); err != nil {
-		return err
+	for m := range t.chain {
+		if err := m.setup(ctx); err != nil {
+			return err
+		}
 	}
-	if t.cfg.OnRunning != nil {
-		t.cfg.OnRunning()
+	for m := range t.chain {
+		if m.cfg.OnRunning != nil {
+			m.cfg.OnRunning()
+		}
 	}
 	t.lastFlush = t.now()
-	t.metrics.load.begin(t.lastFlush)
+	for m := range t.chain {
+		m.metrics.load.begin(t.lastFlush)
+	}
 	var timer *time.Timer
-	for !t.finished {
+	for !t.chainFinished() {
 		idle, wait, err := t.cycle()
 		if err != nil {
 			return err
 		}
-		if t.finished || !idle {
+		if t.chainFinished() || !idle {
 			continue
 		}
 		// Nothing to do until mail, input or output space arrives, or the
@@ -57,7 +71,10 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		// for room is back-pressure, which markBackpressured accounts.
 		waitIdle := t.bpSince.IsZero()
 		if waitIdle {
-			t.metrics.load.enter(loadIdle, t.now())
+			now := t.now()
+			for m := range t.chain {
+				m.metrics.load.enter(loadIdle, now)
+			}
 		}
 		select {
 		case <-t.mailbox.notify:
@@ -68,13 +85,21 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			return ctx.Err()
 		}
 		if waitIdle {
-			t.metrics.load.leave(t.now())
+			now := t.now()
+			for m := range t.chain {
+				m.metrics.load.leave(now)
+			}
 		}
 		if timer != nil && wake != nil {
 			timer.Stop()
 		}
 	}
-	return t.finish()
+	for m := range t.chain {
+		if err := m.finish(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cycle is one turn of the mailbox loop: pending mail, priority events on
@@ -82,11 +107,14 @@ func (t *Task) Run(ctx context.Context) (err error) {
 // Mail and priority events are handled even while the output is full, so
 // a back-pressured subtask still takes checkpoints. idle means nothing
 // more can be done until the loop is woken, or wait passed (if positive).
+// A turn covers the subtasks chained after this one too.
 func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
-	if err := t.runMail(); err != nil {
-		return false, 0, err
+	for m := range t.chain {
+		if err := m.runMail(); err != nil {
+			return false, 0, err
+		}
 	}
-	if t.finished {
+	if t.chainFinished() {
 		return false, 0, nil
 	}
 	if err := t.pollPriority(); err != nil {
@@ -102,40 +130,50 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 			wait = dl.Sub(now)
 		}
 	}
-	if o := t.outTO; o != nil {
-		switch {
-		case !now.Before(o.deadline):
-			t.settleOutput(true)
-		case !t.holdsBarrier(o.id):
-			t.settleOutput(false)
-		case wait == 0 || o.deadline.Sub(now) < wait:
-			wait = o.deadline.Sub(now)
+	for m := range t.chain {
+		if o := m.outTO; o != nil {
+			switch {
+			case !now.Before(o.deadline):
+				m.settleOutput(true)
+			case !m.holdsBarrier(o.id):
+				m.settleOutput(false)
+			case wait == 0 || o.deadline.Sub(now) < wait:
+				wait = o.deadline.Sub(now)
+			}
 		}
+		if w, ok := m.nextTimeEvent(now); ok && (wait == 0 || w < wait) {
+			wait = w
+		}
+		m.collectBlocked()
 	}
-	if w, ok := t.nextTimeEvent(now); ok && (wait == 0 || w < wait) {
-		wait = w
-	}
-	t.collectBlocked()
 	if !t.outputAvailable() {
 		if t.src != nil && now.Before(t.backoffUntil) {
 			// A source that asked to wait would not emit anyway: a full
 			// output does not hold it back until its backoff ends. (Flink
 			// counts back-pressure only while a task needs a buffer.)
-			t.markBackpressured(now, false)
+			t.markChainBackpressured(now, false)
 			if w := t.backoffUntil.Sub(now); wait == 0 || w < wait {
 				wait = w
 			}
 			return true, wait, t.flush(now)
 		}
-		t.markBackpressured(now, true)
+		t.markChainBackpressured(now, true)
 		// Partly filled batches still go to the consumers that have room.
 		return true, wait, t.flush(now)
 	}
-	t.markBackpressured(now, false)
+	t.markChainBackpressured(now, false)
 	progressed, backoff, err := t.step()
 	if err != nil {
 		return false, 0, err
 	}
+	for m := t.next; m != nil; m = m.next {
+		p, err := m.stepChained(now)
+		if err != nil {
+			return false, 0, err
+		}
+		progressed = progressed || p
+	}
+	t.countChained()
 	if progressed {
 		if now.Sub(t.lastFlush) >= t.cfg.FlushInterval {
 			return false, 0, t.flush(now)

@@ -10,6 +10,11 @@ import (
 // broadcast sends an event to every consumer, behind the records emitted
 // before it; it never blocks.
 func (t *Task) broadcast(b exchange.Buffer) error {
+	if t.next != nil {
+		if err := t.next.receive(b); err != nil {
+			return err
+		}
+	}
 	for _, w := range t.writers {
 		if err := w.Broadcast(b); err != nil {
 			return err
@@ -21,29 +26,35 @@ func (t *Task) broadcast(b exchange.Buffer) error {
 
 // flush sends the partly filled batches of every subpartition with room.
 func (t *Task) flush(now time.Time) error {
-	for _, w := range t.writers {
-		if err := w.FlushAvailable(); err != nil {
-			return err
+	for m := range t.chain {
+		for _, w := range m.writers {
+			if err := w.FlushAvailable(); err != nil {
+				return err
+			}
 		}
+		m.lastFlush = now
 	}
-	t.lastFlush = now
 	return nil
 }
 
 // outputAvailable reports whether every output subpartition has room, so
 // the subtask may take new work.
 func (t *Task) outputAvailable() bool {
-	for _, w := range t.writers {
-		if !w.Available() {
-			return false
+	for m := range t.chain {
+		for _, w := range m.writers {
+			if !w.Available() {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-// collector fans an operator's output out to every output edge.
+// collector fans an operator's output out to every output edge, or hands
+// it to the next operator of the chain.
 type collector struct {
 	writers []*exchange.RecordWriter
+	next    *Task
 	count   int
 	err     error
 }
@@ -53,6 +64,10 @@ func (c *collector) Collect(r sdk.Record) {
 		return
 	}
 	c.count++
+	if c.next != nil {
+		c.err = c.next.processChained(r)
+		return
+	}
 	for _, w := range c.writers {
 		if err := w.Emit(r); err != nil {
 			c.err = err

@@ -106,6 +106,7 @@ type job struct {
 
 	tasks  map[string][]*task.Task
 	total  int
+	runs   int // goroutines: chain heads and unchained subtasks
 	cancel context.CancelFunc
 	done   chan error // one per subtask
 	failed chan error // the subtasks that failed
@@ -123,6 +124,9 @@ type jobOptions struct {
 	restore  *ckptResult
 	capacity int
 	batch    int
+	// chained runs forward-connected vertices as chains, as the
+	// JobManager deploys them by default.
+	chained bool
 }
 
 func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
@@ -221,8 +225,16 @@ func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 			j.total++
 		}
 	}
+	member := map[*task.Task]bool{}
+	if o.chained {
+		member = j.chain()
+	}
 	for _, v := range vertices {
 		for _, tk := range j.tasks[v.name] {
+			if member[tk] {
+				continue
+			}
+			j.runs++
 			go func() {
 				err := tk.Run(ctx)
 				if err != nil && ctx.Err() == nil {
@@ -250,9 +262,59 @@ func (j *job) stop() {
 	j.mu.closed = true
 	j.mu.Unlock()
 	j.cancel()
-	for range j.total {
+	for range j.runs {
 		<-j.done
 	}
+}
+
+// chain links the subtasks of forward-connected vertices of equal
+// parallelism whose upstream has no other consumer, and returns the ones
+// chained after another (run by their chain's head).
+func (j *job) chain() map[*task.Task]bool {
+	member := map[*task.Task]bool{}
+	consumers := map[string]int{}
+	for _, v := range j.vertices {
+		for _, f := range v.from {
+			consumers[f]++
+		}
+	}
+	byName := map[string]vertex{}
+	for _, v := range j.vertices {
+		byName[v.name] = v
+	}
+	after := map[string]string{}
+	for _, v := range j.vertices {
+		if len(v.from) == 1 && v.partitioner == weirv1.Partitioner_PARTITIONER_FORWARD && v.output == "" &&
+			consumers[v.from[0]] == 1 && byName[v.from[0]].parallelism == v.parallelism {
+			after[v.name] = v.from[0]
+		}
+	}
+	for _, v := range j.vertices {
+		if _, chained := after[v.name]; chained {
+			continue
+		}
+		for i, head := range j.tasks[v.name] {
+			tasks := []*task.Task{head}
+			for cur := v.name; ; {
+				next := ""
+				for down, up := range after {
+					if up == cur {
+						next = down
+					}
+				}
+				if next == "" {
+					break
+				}
+				tasks = append(tasks, j.tasks[next][i])
+				member[j.tasks[next][i]] = true
+				cur = next
+			}
+			if err := task.Chain(tasks); err != nil {
+				j.t.Fatal(err)
+			}
+		}
+	}
+	return member
 }
 
 // Partitions implements task.Network.
@@ -359,6 +421,15 @@ func (j *job) checkpoint(id int64, opts *weirv1.CheckpointOptions, timeout time.
 	case r := <-p.settled:
 		return r
 	case <-expire.C:
+		j.mu.Lock()
+		if p := j.mu.pending[id]; p != nil {
+			var got []string
+			for k := range p.acks {
+				got = append(got, k)
+			}
+			j.t.Logf("checkpoint %d expired with acks from %v", id, got)
+		}
+		j.mu.Unlock()
 		j.abort(id, "CHECKPOINT_EXPIRED")
 		return <-p.settled
 	case err := <-j.failed:
@@ -381,7 +452,7 @@ func (j *job) finish(first int64, opts *weirv1.CheckpointOptions, deadline time.
 			break
 		}
 	}
-	for range j.total {
+	for range j.runs {
 		if err := <-j.done; err != nil {
 			j.t.Fatalf("subtask failed: %v", err)
 		}

@@ -157,6 +157,16 @@ type Task struct {
 	lastFlush   time.Time
 	restoredID  int64
 
+	// next and prev are the subtasks chained after and before this one
+	// (Chain); nil when none.
+	next, prev *Task
+	// chainReplay is recovered output of the subtask before this one in
+	// the chain, processed after this one's own recovered input.
+	chainReplay []exchange.Buffer
+	// chainIn and chainOut count records of a chained subtask until the
+	// loop adds them to its metrics.
+	chainIn, chainOut int64
+
 	asyncCtx context.Context
 	async    sync.WaitGroup
 	// progress is read by the heartbeat; it has its own lock.
@@ -265,7 +275,12 @@ func (t *Task) setup(ctx context.Context) error {
 			return fmt.Errorf("task: restore checkpoint %d: %w", r.GetCheckpointId(), err)
 		}
 	}
-	for _, o := range d.GetOutputs() {
+	outputs := d.GetOutputs()
+	if t.next != nil {
+		// The only output is the chain's: no partition, no writer.
+		outputs = nil
+	}
+	for _, o := range outputs {
 		id := &weirv1.ResultPartitionID{Producer: t.attempt, ConsumerVertex: o.GetTargetVertex()}
 		part := exchange.NewResultPartition(id, int(o.GetNumSubpartitions()), t.cfg.QueueCapacity, t.cfg.Overdraft)
 		t.parts = append(t.parts, part)
@@ -281,9 +296,9 @@ func (t *Task) setup(ctx context.Context) error {
 	for _, part := range t.parts {
 		t.cfg.Network.Partitions().Register(part)
 	}
-	t.out = &collector{}
+	t.out = &collector{next: t.next}
 	t.side = map[string]*sideCollector{}
-	for i, o := range d.GetOutputs() {
+	for i, o := range outputs {
 		name := o.GetOutput()
 		if name == "" {
 			t.out.writers = append(t.out.writers, t.writers[i])
@@ -304,6 +319,11 @@ func (t *Task) setup(ctx context.Context) error {
 	}
 	for gi, g := range d.GetInputs() {
 		for ci, ch := range g.GetChannels() {
+			if t.prev != nil {
+				t.inputs = append(t.inputs, chainedInput{})
+				t.gate, t.gateIndex = append(t.gate, gi), append(t.gateIndex, ci)
+				continue
+			}
 			in, err := t.cfg.Network.OpenChannel(ctx, ch, notify)
 			if err != nil {
 				return fmt.Errorf("task: open input from %s: %w", g.GetSourceVertex(), err)

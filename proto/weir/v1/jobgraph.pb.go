@@ -288,9 +288,13 @@ type JobGraph struct {
 	RestartStrategy *RestartStrategy    `protobuf:"bytes,5,opt,name=restart_strategy,json=restartStrategy,proto3" json:"restart_strategy,omitempty"`
 	State           *StateBackendConfig `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// restore_from is a savepoint or retained checkpoint path to start from.
-	RestoreFrom   string `protobuf:"bytes,7,opt,name=restore_from,json=restoreFrom,proto3" json:"restore_from,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RestoreFrom string `protobuf:"bytes,7,opt,name=restore_from,json=restoreFrom,proto3" json:"restore_from,omitempty"`
+	// disable_chaining runs every vertex as its own subtask (job spec
+	// `chaining: false`); by default vertices joined by a forward edge at
+	// equal parallelism run chained, as one subtask.
+	DisableChaining bool `protobuf:"varint,8,opt,name=disable_chaining,json=disableChaining,proto3" json:"disable_chaining,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *JobGraph) Reset() {
@@ -372,6 +376,13 @@ func (x *JobGraph) GetRestoreFrom() string {
 	return ""
 }
 
+func (x *JobGraph) GetDisableChaining() bool {
+	if x != nil {
+		return x.DisableChaining
+	}
+	return false
+}
+
 type JobVertex struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -389,8 +400,11 @@ type JobVertex struct {
 	// parallelism; vertices in different groups never share a slot, so a
 	// lost TaskManager takes down only the groups it ran.
 	SlotSharingGroup string `protobuf:"bytes,7,opt,name=slot_sharing_group,json=slotSharingGroup,proto3" json:"slot_sharing_group,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// disable_chaining keeps this vertex out of any chain, with its input
+	// and with its consumer (vertex spec `chaining: false`).
+	DisableChaining bool `protobuf:"varint,8,opt,name=disable_chaining,json=disableChaining,proto3" json:"disable_chaining,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *JobVertex) Reset() {
@@ -470,6 +484,13 @@ func (x *JobVertex) GetSlotSharingGroup() string {
 		return x.SlotSharingGroup
 	}
 	return ""
+}
+
+func (x *JobVertex) GetDisableChaining() bool {
+	if x != nil {
+		return x.DisableChaining
+	}
+	return false
 }
 
 // WatermarkStrategy is bounded out-of-orderness with idleness, generated
@@ -878,7 +899,7 @@ var File_weir_v1_jobgraph_proto protoreflect.FileDescriptor
 
 const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\n" +
-	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd3\x02\n" +
+	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xfe\x02\n" +
 	"\bJobGraph\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\bvertices\x18\x02 \x03(\v2\x12.weir.v1.JobVertexR\bvertices\x12?\n" +
@@ -886,7 +907,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x0fmax_parallelism\x18\x04 \x01(\x05R\x0emaxParallelism\x12C\n" +
 	"\x10restart_strategy\x18\x05 \x01(\v2\x18.weir.v1.RestartStrategyR\x0frestartStrategy\x121\n" +
 	"\x05state\x18\x06 \x01(\v2\x1b.weir.v1.StateBackendConfigR\x05state\x12!\n" +
-	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\"\xa2\x02\n" +
+	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\x12)\n" +
+	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\"\xcd\x02\n" +
 	"\tJobVertex\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
@@ -896,7 +918,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\n" +
 	"watermarks\x18\x06 \x01(\v2\x1a.weir.v1.WatermarkStrategyR\n" +
 	"watermarks\x12,\n" +
-	"\x12slot_sharing_group\x18\a \x01(\tR\x10slotSharingGroup\"\xd4\x01\n" +
+	"\x12slot_sharing_group\x18\a \x01(\tR\x10slotSharingGroup\x12)\n" +
+	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\"\xd4\x01\n" +
 	"\x11WatermarkStrategy\x12J\n" +
 	"\x14max_out_of_orderness\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11maxOutOfOrderness\x12<\n" +
 	"\fidle_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x125\n" +

@@ -479,9 +479,14 @@ func (x *TaskRestore) GetKeyGroups() *KeyGroupRange {
 	return nil
 }
 
+// DeployTaskRequest deploys a subtask, or a chain of subtasks run as one:
+// task is the chain's head, chained the subtasks after it in order, each
+// reading the one before it by function call instead of a channel (its
+// descriptor still names the channel, for a deployment without the chain).
 type DeployTaskRequest struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	Task          *TaskDeploymentDescriptor `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Task          *TaskDeploymentDescriptor   `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Chained       []*TaskDeploymentDescriptor `protobuf:"bytes,2,rep,name=chained,proto3" json:"chained,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +524,13 @@ func (*DeployTaskRequest) Descriptor() ([]byte, []int) {
 func (x *DeployTaskRequest) GetTask() *TaskDeploymentDescriptor {
 	if x != nil {
 		return x.Task
+	}
+	return nil
+}
+
+func (x *DeployTaskRequest) GetChained() []*TaskDeploymentDescriptor {
+	if x != nil {
+		return x.Chained
 	}
 	return nil
 }
@@ -1042,9 +1054,10 @@ const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x01 \x01(\x03R\fcheckpointId\x121\n" +
 	"\bsubtasks\x18\x02 \x03(\v2\x15.weir.v1.SubtaskStateR\bsubtasks\x125\n" +
 	"\n" +
-	"key_groups\x18\x03 \x01(\v2\x16.weir.v1.KeyGroupRangeR\tkeyGroups\"J\n" +
+	"key_groups\x18\x03 \x01(\v2\x16.weir.v1.KeyGroupRangeR\tkeyGroups\"\x87\x01\n" +
 	"\x11DeployTaskRequest\x125\n" +
-	"\x04task\x18\x01 \x01(\v2!.weir.v1.TaskDeploymentDescriptorR\x04task\"\x14\n" +
+	"\x04task\x18\x01 \x01(\v2!.weir.v1.TaskDeploymentDescriptorR\x04task\x12;\n" +
+	"\achained\x18\x02 \x03(\v2!.weir.v1.TaskDeploymentDescriptorR\achained\"\x14\n" +
 	"\x12DeployTaskResponse\"J\n" +
 	"\x11CancelTaskRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\"\x14\n" +
@@ -1137,32 +1150,33 @@ var file_weir_v1_taskexecutor_proto_depIdxs = []int32{
 	22, // 13: weir.v1.TaskRestore.subtasks:type_name -> weir.v1.SubtaskState
 	23, // 14: weir.v1.TaskRestore.key_groups:type_name -> weir.v1.KeyGroupRange
 	0,  // 15: weir.v1.DeployTaskRequest.task:type_name -> weir.v1.TaskDeploymentDescriptor
-	16, // 16: weir.v1.CancelTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 17: weir.v1.TriggerCheckpointOnTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	18, // 18: weir.v1.TriggerCheckpointOnTaskRequest.options:type_name -> weir.v1.CheckpointOptions
-	16, // 19: weir.v1.TriggerCheckpointOnTaskRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
-	16, // 20: weir.v1.TriggerCheckpointOnTaskResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
-	16, // 21: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 22: weir.v1.NotifyCheckpointCompleteRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
-	16, // 23: weir.v1.NotifyCheckpointCompleteResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
-	16, // 24: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 25: weir.v1.NotifyCheckpointAbortedRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
-	16, // 26: weir.v1.NotifyCheckpointAbortedResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
-	6,  // 27: weir.v1.TaskExecutorService.DeployTask:input_type -> weir.v1.DeployTaskRequest
-	8,  // 28: weir.v1.TaskExecutorService.CancelTask:input_type -> weir.v1.CancelTaskRequest
-	10, // 29: weir.v1.TaskExecutorService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointOnTaskRequest
-	12, // 30: weir.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> weir.v1.NotifyCheckpointCompleteRequest
-	14, // 31: weir.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> weir.v1.NotifyCheckpointAbortedRequest
-	7,  // 32: weir.v1.TaskExecutorService.DeployTask:output_type -> weir.v1.DeployTaskResponse
-	9,  // 33: weir.v1.TaskExecutorService.CancelTask:output_type -> weir.v1.CancelTaskResponse
-	11, // 34: weir.v1.TaskExecutorService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointOnTaskResponse
-	13, // 35: weir.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> weir.v1.NotifyCheckpointCompleteResponse
-	15, // 36: weir.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> weir.v1.NotifyCheckpointAbortedResponse
-	32, // [32:37] is the sub-list for method output_type
-	27, // [27:32] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	0,  // 16: weir.v1.DeployTaskRequest.chained:type_name -> weir.v1.TaskDeploymentDescriptor
+	16, // 17: weir.v1.CancelTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 18: weir.v1.TriggerCheckpointOnTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	18, // 19: weir.v1.TriggerCheckpointOnTaskRequest.options:type_name -> weir.v1.CheckpointOptions
+	16, // 20: weir.v1.TriggerCheckpointOnTaskRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 21: weir.v1.TriggerCheckpointOnTaskResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	16, // 22: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 23: weir.v1.NotifyCheckpointCompleteRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 24: weir.v1.NotifyCheckpointCompleteResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	16, // 25: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 26: weir.v1.NotifyCheckpointAbortedRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 27: weir.v1.NotifyCheckpointAbortedResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	6,  // 28: weir.v1.TaskExecutorService.DeployTask:input_type -> weir.v1.DeployTaskRequest
+	8,  // 29: weir.v1.TaskExecutorService.CancelTask:input_type -> weir.v1.CancelTaskRequest
+	10, // 30: weir.v1.TaskExecutorService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointOnTaskRequest
+	12, // 31: weir.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> weir.v1.NotifyCheckpointCompleteRequest
+	14, // 32: weir.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> weir.v1.NotifyCheckpointAbortedRequest
+	7,  // 33: weir.v1.TaskExecutorService.DeployTask:output_type -> weir.v1.DeployTaskResponse
+	9,  // 34: weir.v1.TaskExecutorService.CancelTask:output_type -> weir.v1.CancelTaskResponse
+	11, // 35: weir.v1.TaskExecutorService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointOnTaskResponse
+	13, // 36: weir.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> weir.v1.NotifyCheckpointCompleteResponse
+	15, // 37: weir.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> weir.v1.NotifyCheckpointAbortedResponse
+	33, // [33:38] is the sub-list for method output_type
+	28, // [28:33] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_taskexecutor_proto_init() }
