@@ -62,9 +62,11 @@ func (t *Task) chainFinished() bool {
 // subtask before it emits arrives by function call, never through here.
 type chainedInput struct{}
 
-func (chainedInput) Poll() (exchange.Buffer, bool, error)         { return exchange.Buffer{}, false, nil }
-func (chainedInput) PollPriority() (exchange.Buffer, bool, error) { return exchange.Buffer{}, false, nil }
-func (chainedInput) Close()                                       {}
+func (chainedInput) Poll() (exchange.Buffer, bool, error) { return exchange.Buffer{}, false, nil }
+func (chainedInput) PollPriority() (exchange.Buffer, bool, error) {
+	return exchange.Buffer{}, false, nil
+}
+func (chainedInput) Close() {}
 
 // processChained runs one record the subtask before it in the chain
 // emitted through the operator.
