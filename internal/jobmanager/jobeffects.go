@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -96,21 +98,69 @@ func (j *jobMaster) deploy(e scheduler.Deploy) {
 		j.sm.Fail(fmt.Sprintf("scheduling failed: %v", err))
 		return
 	}
-	tms := make([]*taskManager, len(e.Execs))
-	for i, x := range e.Execs {
-		tms[i] = j.tms[x.TaskManager]
-	}
-	for i, x := range e.Execs {
+	for _, chain := range chains(j.sm.Graph(), e.Execs) {
+		head := e.Execs[chain[0]]
+		tm := j.tms[head.TaskManager]
+		req := &weirv1.DeployTaskRequest{Task: tdds[chain[0]]}
+		names := []string{head.Name()}
+		for _, i := range chain[1:] {
+			req.Chained = append(req.Chained, tdds[i])
+			names = append(names, e.Execs[i].Name())
+		}
 		j.goIO(func() {
 			ctx, cancel := context.WithTimeout(j.ctx, j.s.cfg.RPCTimeout)
 			defer cancel()
-			j.log.Info("deploying subtask", "task", x.Name(), "taskmanager_id", x.TaskManager)
-			if _, err := tms[i].client.DeployTask(ctx, &weirv1.DeployTaskRequest{Task: tdds[i]}); err != nil {
-				cause := fmt.Sprintf("deploy on %s: %v", x.TaskManager, err)
-				j.post(func() { j.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause) })
+			j.log.Info("deploying subtask", "task", strings.Join(names, " → "), "taskmanager_id", head.TaskManager)
+			if _, err := tm.client.DeployTask(ctx, req); err != nil {
+				cause := fmt.Sprintf("deploy on %s: %v", head.TaskManager, err)
+				j.post(func() {
+					for _, i := range chain {
+						j.sm.TaskStateChanged(e.Execs[i].Attempt, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
+					}
+				})
 			}
 		})
 	}
+}
+
+// chains groups the subtasks to deploy into the chains that run as one
+// subtask (indexes into execs, head first), by jobgraph.ChainedAfter: a
+// subtask joins the chain of its upstream subtask when both are deployed
+// now, on the same TaskManager. Any other subtask is a chain of its own
+// and reads its input over a channel.
+func chains(g *weirv1.JobGraph, execs []scheduler.Exec) [][]int {
+	after := jobgraph.ChainedAfter(g)
+	type key struct {
+		vertex string
+		index  int32
+	}
+	at := make(map[key]int, len(execs))
+	for i, x := range execs {
+		at[key{x.Vertex.GetName(), x.Attempt.GetSubtaskIndex()}] = i
+	}
+	next := map[int]int{}
+	chained := map[int]bool{}
+	for i, x := range execs {
+		up, ok := after[x.Vertex.GetName()]
+		if !ok {
+			continue
+		}
+		if u, ok := at[key{up, x.Attempt.GetSubtaskIndex()}]; ok && execs[u].TaskManager == x.TaskManager {
+			next[u], chained[i] = i, true
+		}
+	}
+	var out [][]int
+	for i := range execs {
+		if chained[i] {
+			continue
+		}
+		chain := []int{i}
+		for n, ok := next[i]; ok; n, ok = next[n] {
+			chain = append(chain, n)
+		}
+		out = append(out, chain)
+	}
+	return out
 }
 
 // cancelTasks asks the TaskManagers to cancel the attempts. One that

@@ -48,7 +48,15 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		m.metrics.load.begin(t.lastFlush)
 	}
 	var timer *time.Timer
+	done := ctx.Done()
 	for !t.chainFinished() {
+		// A subtask that never waits (a source chained to a sink, with no
+		// queue to fill) is cancelled here.
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
 		idle, wait, err := t.cycle()
 		if err != nil {
 			return err
@@ -81,7 +89,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		case <-t.inputNote:
 		case <-t.outputNote:
 		case <-wake:
-		case <-ctx.Done():
+		case <-done:
 			return ctx.Err()
 		}
 		if waitIdle {

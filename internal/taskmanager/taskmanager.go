@@ -298,66 +298,97 @@ func (s *Server) cancelAll() int {
 	return len(tasks)
 }
 
-// DeployTask starts a subtask.
+// DeployTask starts a subtask, or a chain of subtasks run as one.
 func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*weirv1.DeployTaskResponse, error) {
-	d := req.GetTask()
-	a := d.GetAttempt()
-	key := a.Key()
+	descs := append([]*weirv1.TaskDeploymentDescriptor{req.GetTask()}, req.GetChained()...)
 	ctx, cancel := context.WithCancel(context.Background())
-	t, err := task.New(task.Config{
-		Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
-		Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
-		InlineThreshold: s.cfg.StateInlineThreshold, LocalRecovery: s.cfg.LocalRecovery,
-		OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
-		OnEndOfInput: func() {
-			s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
-		},
-	})
-	if err != nil {
+	tasks := make([]*task.Task, 0, len(descs))
+	abandon := func() {
 		cancel()
+		for _, t := range tasks {
+			t.Abandon()
+		}
+	}
+	for _, d := range descs {
+		a := d.GetAttempt()
+		t, err := task.New(task.Config{
+			Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
+			Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
+			InlineThreshold: s.cfg.StateInlineThreshold, LocalRecovery: s.cfg.LocalRecovery,
+			OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
+			OnEndOfInput: func() {
+				s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
+			},
+		})
+		if err != nil {
+			abandon()
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		tasks = append(tasks, t)
+	}
+	if err := task.Chain(tasks); err != nil {
+		abandon()
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	subtask := fmt.Sprintf("%s/%s/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex())
-	r := &running{task: t, cancel: cancel, done: make(chan struct{}), subtask: subtask}
-	s.mu.Lock()
-	if _, dup := s.mu.tasks[key]; dup {
-		s.mu.Unlock()
-		cancel()
-		t.Abandon()
-		return nil, status.Errorf(codes.AlreadyExists, "taskmanager: subtask %s already deployed", key)
+	done := make(chan struct{})
+	runs := make([]*running, len(descs))
+	for i, d := range descs {
+		a := d.GetAttempt()
+		runs[i] = &running{task: tasks[i], cancel: cancel, done: done, subtask: fmt.Sprintf("%s/%s/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex())}
 	}
-	s.mu.tasks[key] = r
+	s.mu.Lock()
+	for _, d := range descs {
+		if _, dup := s.mu.tasks[d.GetAttempt().Key()]; dup {
+			s.mu.Unlock()
+			abandon()
+			return nil, status.Errorf(codes.AlreadyExists, "taskmanager: subtask %s already deployed", d.GetAttempt().Key())
+		}
+	}
+	for i, d := range descs {
+		s.mu.tasks[d.GetAttempt().Key()] = runs[i]
+	}
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := t.Run(ctx)
+		// A chain runs, and ends, as one: its subtasks finish, are
+		// cancelled or fail together.
+		err := tasks[0].Run(ctx)
 		s.mu.Lock()
-		delete(s.mu.tasks, key)
+		for _, d := range descs {
+			delete(s.mu.tasks, d.GetAttempt().Key())
+		}
 		s.mu.Unlock()
-		s.dropLocalRecoveryLater(a, subtask)
+		for i, d := range descs {
+			s.dropLocalRecoveryLater(d.GetAttempt(), runs[i].subtask)
+		}
 		cancelled := ctx.Err() != nil
 		cancel()
-		// The subtask stopped: whoever waits for it (a cancellation, a new
-		// registration) need not wait for the report, which may go to an
-		// unreachable JobManager.
-		close(r.done)
-		switch {
-		case err == nil:
-			req := &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_FINISHED, TaskmanagerId: s.cfg.ID}
-			if l, ok := t.Load(time.Now()); ok {
-				req.FinalLoad = &weirv1.SubtaskInfo_Load{
-					RecordsIn: l.RecordsIn, RecordsOut: l.RecordsOut, IdleMs: l.Idle.Milliseconds(),
-					BackpressuredMs: l.Backpressured.Milliseconds(), BusyMs: l.Busy.Milliseconds(), TimestampMs: time.Now().UnixMilli(),
-					IdleMsPerSecond: 1000, // it does nothing any more
+		// The subtasks stopped: whoever waits for them (a cancellation, a
+		// new registration) need not wait for the reports, which may go to
+		// an unreachable JobManager.
+		close(done)
+		for i, d := range descs {
+			a := d.GetAttempt()
+			switch {
+			case err == nil:
+				req := &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_FINISHED, TaskmanagerId: s.cfg.ID}
+				if l, ok := tasks[i].Load(time.Now()); ok {
+					req.FinalLoad = &weirv1.SubtaskInfo_Load{
+						RecordsIn: l.RecordsIn, RecordsOut: l.RecordsOut, IdleMs: l.Idle.Milliseconds(),
+						BackpressuredMs: l.Backpressured.Milliseconds(), BusyMs: l.Busy.Milliseconds(), TimestampMs: time.Now().UnixMilli(),
+						IdleMsPerSecond: 1000, // it does nothing any more
+					}
 				}
+				s.send(req)
+			case cancelled:
+				s.report(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+			default:
+				if i == 0 {
+					s.log.Error("subtask failed", "task", a.Key(), "chained", len(descs)-1, "err", err)
+				}
+				s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error())
 			}
-			s.send(req)
-		case cancelled:
-			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
-		default:
-			s.log.Error("subtask failed", "task", key, "err", err)
-			s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error())
 		}
 	}()
 	return &weirv1.DeployTaskResponse{}, nil
