@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -374,6 +375,11 @@ func (c *cluster) waitJob(id string, timeout time.Duration) jobJSON {
 	return job
 }
 
+// chaining is whether the tests' running-sum jobs chain sum and sink (the
+// default, as users run them); make chaos CHAINING=false runs them
+// unchained.
+var chaining = flag.Bool("chaining", true, "run the running-sum jobs with operator chaining (false: every vertex its own subtask)")
+
 func writeSpec(t *testing.T, dir, out string, count, keys, rate int, interval string) string {
 	t.Helper()
 	spec := fmt.Sprintf(`name: running-sum
@@ -383,6 +389,9 @@ vertices:
   - {name: sum, operator: keyed-sum, parallelism: 2, inputs: [{from: source, partition: hash}]}
   - {name: sink, operator: file-sink, parallelism: 2, inputs: [{from: sum, partition: forward}], config: {path: %s}}
 `, interval, count, keys, rate, strconv.Quote(out))
+	if !*chaining {
+		spec += "chaining: false\n"
+	}
 	path := filepath.Join(dir, "job.yaml")
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)

@@ -14,13 +14,35 @@ import (
 )
 
 // TestRunningSumExactlyOnce runs the bounded running-sum job on a
-// JobManager and two TaskManagers and checks the committed output holds
-// every running sum exactly once.
+// JobManager and two TaskManagers, with sum and sink chained and not, and
+// checks the committed output holds every running sum exactly once.
 func TestRunningSumExactlyOnce(t *testing.T) {
+	for _, chained := range []bool{true, false} {
+		name := "chained"
+		if !chained {
+			name = "unchained"
+		}
+		t.Run(name, func(t *testing.T) { runningSumExactlyOnce(t, chained) })
+	}
+}
+
+// runningSumExactlyOnce is TestRunningSumExactlyOnce with sum and sink
+// chained or not.
+func runningSumExactlyOnce(t *testing.T, chained bool) {
 	const count, keys = 20000, 16
 	c := startCluster(t, 2)
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, 2500, "300ms")
+	if !chained && *chaining { // -chaining=false turned it off already
+		f, err := os.OpenFile(spec, os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString("chaining: false\n")
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	idOut, err := c.weir("job", "submit", "-f", spec)
 	if err != nil {
