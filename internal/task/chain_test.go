@@ -2,7 +2,6 @@ package task_test
 
 import (
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -82,16 +81,7 @@ func TestRestoreAcrossChaining(t *testing.T) {
 			t.Logf("restoring checkpoint %d (%s)", restored.id, describeResult(tc.mode, restored))
 			second := startJob(t, runningSumJob(count, keys, 0, out), dir, jobOptions{attempt: 2, restore: &restored, chained: tc.restored})
 			second.finish(restored.id+1, checkpointOptions("aligned", 0), time.Minute)
-			got, err := check.ReadCommitted(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := check.RunningSum(got, count, keys); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(sortedLines(t, got), sortedLines(t, want)) {
-				t.Fatalf("restored run's output (%d lines) differs from the undisturbed run's (%d lines)", len(got), len(want))
-			}
+			sameOutput(t, out, want, count, keys)
 		})
 	}
 }

@@ -140,16 +140,23 @@ func TestRestoreFromUnalignedCheckpoint(t *testing.T) {
 
 			second := startJob(t, runningSumJob(count, keys, 0, out), dir, jobOptions{remote: remote, attempt: 2, restore: &restored})
 			second.finish(restored.id+1, checkpointOptions("unaligned", 0), time.Minute)
-			got, err := check.ReadCommitted(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := check.RunningSum(got, count, keys); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(sortedLines(t, got), sortedLines(t, want)) {
-				t.Fatalf("restored run's output (%d lines) differs from the undisturbed run's (%d lines)", len(got), len(want))
-			}
+			sameOutput(t, out, want, count, keys)
 		})
+	}
+}
+
+// sameOutput checks a restored run's committed output in out: every
+// running sum once, and the same lines as the undisturbed run's want.
+func sameOutput(t *testing.T, out string, want []string, count, keys int) {
+	t.Helper()
+	got, err := check.ReadCommitted(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(got, int64(count), int64(keys)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sortedLines(t, got), sortedLines(t, want)) {
+		t.Fatalf("restored run's output (%d lines) differs from the undisturbed run's (%d lines)", len(got), len(want))
 	}
 }
