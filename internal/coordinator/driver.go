@@ -518,13 +518,12 @@ func (d *Driver) sendTrigger(ctx context.Context, e SendTrigger) {
 		rest = d.deps.Tasks.TriggerCheckpoint(ctx, tasks, e.ID, e.Timestamp, e.Options)
 	}
 	wg.Wait()
-	errs := []error{first, rest}
 	if e.ReleaseCoordinatorEvents {
 		for _, h := range d.deps.Coordinators {
 			h.Valve.open(e.ID)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(first, rest); err != nil {
 		d.log.Warn("triggering checkpoint failed", "checkpoint_id", e.ID, "err", err)
 		d.post(func() { d.sm.TriggerFailed(e.ID, err) })
 	}

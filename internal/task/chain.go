@@ -2,7 +2,6 @@ package task
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/sdk"
@@ -98,34 +97,12 @@ func (t *Task) receive(b exchange.Buffer) error {
 // stream: records, barriers, the end of the input. (Unchained, the channel
 // is read only once the recovered input is processed.)
 func (t *Task) drainReplay() error {
-	for len(t.cur.recs) > 0 || len(t.replay) > 0 && len(t.replay[0]) > 0 {
-		if len(t.cur.recs) == 0 {
-			t.cur.ch, t.cur.recs = 0, t.replay[0][0].Records
-			t.replay[0] = t.replay[0][1:]
-		}
+	for len(t.cur.recs) > 0 || t.nextReplay(0) {
 		if err := t.process(); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// stepChained is a chained subtask's share of a turn of the loop: its
-// processing-time timers, and its recovered input. progressed reports
-// whether it did anything.
-func (t *Task) stepChained(now time.Time) (progressed bool, err error) {
-	if err := t.fireProcessingTimers(now); err != nil {
-		return false, err
-	}
-	if len(t.cur.recs) > 0 {
-		return true, t.process()
-	}
-	if len(t.replay) > 0 && len(t.replay[0]) > 0 {
-		t.cur.ch, t.cur.recs = 0, t.replay[0][0].Records
-		t.replay[0] = t.replay[0][1:]
-		return true, t.process()
-	}
-	return false, nil
 }
 
 // countChained adds what the chained subtasks processed since the last

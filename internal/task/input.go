@@ -44,13 +44,10 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 		return true, 0, t.process()
 	}
 	// Recovered input state goes first, channel by channel.
-	for ch, bufs := range t.replay {
-		if len(bufs) == 0 {
-			continue
+	for ch := range t.replay {
+		if t.nextReplay(ch) {
+			return true, 0, t.process()
 		}
-		t.cur.ch, t.cur.recs = ch, bufs[0].Records
-		t.replay[ch] = bufs[1:]
-		return true, 0, t.process()
 	}
 	n := len(t.inputs)
 	for k := 0; k < n; k++ {
@@ -73,6 +70,17 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 		return true, 0, t.handle(ch, b)
 	}
 	return false, 0, nil
+}
+
+// nextReplay makes the next recovered input buffer of channel ch the one
+// being processed, if there is one.
+func (t *Task) nextReplay(ch int) bool {
+	if ch >= len(t.replay) || len(t.replay[ch]) == 0 {
+		return false
+	}
+	t.cur.ch, t.cur.recs = ch, t.replay[ch][0].Records
+	t.replay[ch] = t.replay[ch][1:]
+	return true
 }
 
 // pollPriority handles the priority events (unaligned barriers) waiting on

@@ -174,8 +174,10 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 	if err != nil {
 		return false, 0, err
 	}
+	// A chained subtask's step has only its timers and recovered input
+	// to do: its channel delivers nothing.
 	for m := t.next; m != nil; m = m.next {
-		p, err := m.stepChained(now)
+		p, _, err := m.step()
 		if err != nil {
 			return false, 0, err
 		}
