@@ -152,6 +152,25 @@ func (c *cluster) submit(spec string) string {
 	return id
 }
 
+// cancel cancels a job through the REST API and waits until it is. It
+// reports on t, the test that ran the job, not on the cluster's test.
+func (c *cluster) cancel(t testing.TB, job string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPatch, c.base+"/jobs/"+job+"?mode=cancel", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	poll.Until(t, 30*time.Second, 100*time.Millisecond, "job "+job+" cancelled", func() (bool, string) {
+		var j map[string]any
+		return c.getJSON("/jobs/"+job, &j) == nil && j["state"] == "CANCELED", ""
+	})
+}
+
 // checkpoint triggers a checkpoint through the REST API and waits for it,
 // retrying while the job's tasks are still starting.
 func (c *cluster) checkpoint(job string) {
@@ -302,7 +321,7 @@ func TestDashboard(t *testing.T) {
 	q := strconv.Quote
 
 	t.Run("overview lists the TaskManagers and the job", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		b.do(chromedp.Navigate(c.base + "/#/"))
 		b.wait("the TaskManagers", `document.querySelectorAll("#tms-table tr.tm-row").length === 2`, 30*time.Second)
 		b.wait("the job", fmt.Sprintf(`!!document.querySelector('tr.job-row[data-jid=%s]')`, q(job)), 30*time.Second)
@@ -320,7 +339,7 @@ func TestDashboard(t *testing.T) {
 	})
 
 	t.Run("job page draws the graph", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job))
 		b.wait("the graph", `document.querySelectorAll("#job-graph-svg .g-vertex").length === 3 && document.querySelectorAll("#job-graph-svg .g-edge").length === 2`, 30*time.Second)
 		edges := eval[string](b, `[...document.querySelectorAll("#job-graph-svg .g-edge text")].map(e => e.textContent).join(",")`)
@@ -349,7 +368,7 @@ func TestDashboard(t *testing.T) {
 	}
 
 	t.Run("checkpoints chart has one point per completed checkpoint", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job + "/checkpoints"))
 		b.wait("the chart", fmt.Sprintf(`document.querySelectorAll("#cp-chart-svg circle.cp-point").length === %d`, triggered), 30*time.Second)
 		want := countCompleted(c.checkpoints(job))
@@ -365,7 +384,7 @@ func TestDashboard(t *testing.T) {
 	})
 
 	t.Run("savepoint triggered from the page", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		dir := filepath.Join(t.TempDir(), "from-the-page")
 		b.do(
 			chromedp.SetValue(chromedp.ID("savepoint-dir"), dir),
@@ -397,7 +416,7 @@ func TestDashboard(t *testing.T) {
 	})
 
 	t.Run("checkpoint detail shows every subtask", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		latest := c.checkpoints(job)["latest"].(map[string]any)["completed"].(map[string]any)
 		id := int(latest["id"].(float64))
 		b.do(chromedp.Navigate(fmt.Sprintf("%s/#/jobs/%s/checkpoints/%d", c.base, job, id)))
@@ -412,16 +431,20 @@ func TestDashboard(t *testing.T) {
 	})
 
 	t.Run("job graph shows back-pressure", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		// The source emits as fast as it can; the sink takes a millisecond
 		// per record, so the source and the sum in between wait for room.
+		// The sink is not chained to the sum: chained, the two would be one
+		// busy subtask, and the sum would never wait for room.
 		slow := c.submit(`name: slow-sink
 checkpointing: {interval: 1h, timeout: 1m}
 vertices:
   - {name: source, operator: sequence-source, parallelism: 2, config: {count: 0, keys: 8, rate: 0}}
   - {name: sum, operator: keyed-sum, parallelism: 2, inputs: [{from: source, partition: hash}]}
-  - {name: sink, operator: slow-sink, parallelism: 2, inputs: [{from: sum, partition: forward}]}
+  - {name: sink, operator: slow-sink, parallelism: 2, chaining: false, inputs: [{from: sum, partition: forward}]}
 `)
+		// Free the slots for the next subtest even when this one fails.
+		t.Cleanup(func() { c.cancel(t, slow) })
 		b.do(chromedp.Navigate(c.base + "/#/jobs/" + slow))
 		vertex := func(name string) string {
 			return fmt.Sprintf(`document.querySelector('#job-graph-svg .g-vertex[data-vertex=%s]')`, q(name))
@@ -490,24 +513,10 @@ vertices:
 		checkNextCheckpoint(t, b, c, slow)
 		b.shot("checkpoints-next")
 
-		// Free the slots for the next job.
-		req, err := http.NewRequest(http.MethodPatch, c.base+"/jobs/"+slow+"?mode=cancel", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		c.waitFor(30*time.Second, "the slow job cancelled", func() bool {
-			var j map[string]any
-			return c.getJSON("/jobs/"+slow, &j) == nil && j["state"] == "CANCELED"
-		})
 	})
 
 	t.Run("failed checkpoint is marked with its reason", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		failing := c.submit(spec("always-expiring", t.TempDir(), "{interval: 100ms, timeout: 1ms, tolerable-failed-checkpoints: 1000000}"))
 		b.do(chromedp.Navigate(c.base + "/#/jobs/" + failing + "/checkpoints"))
 		b.wait("a failed checkpoint in the chart", `document.querySelectorAll("#cp-chart-svg g.cp-failed").length > 0`, 60*time.Second)
@@ -530,7 +539,7 @@ vertices:
 	})
 
 	t.Run("event time panel says what holds the watermark back", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		id := c.submit(`name: windows
 checkpointing: {interval: 1h, timeout: 1m}
 vertices:
@@ -551,7 +560,7 @@ vertices:
 	})
 
 	t.Run("exceptions list a failure, what it restarted and its cause", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		// The demo job never failed.
 		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job))
 		b.wait("no exceptions", `document.querySelector("#exceptions-panel h2")?.textContent === "Exceptions" && document.querySelector("#exceptions #exceptions-empty")?.textContent === "No exceptions"`, 30*time.Second)
@@ -686,7 +695,7 @@ vertices:
 	})
 
 	t.Run("a job named with markup is shown as text", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		const name = `<script>window.__xss=1</script><img src=x onerror="window.__xss=2">`
 		id := c.submit(`name: '` + name + `'
 checkpointing: {interval: 1h, timeout: 1m}
@@ -733,7 +742,7 @@ vertices:
 	})
 
 	t.Run("narrow window and dark mode", func(t *testing.T) {
-		b.t = t
+		b.t, c.t = t, t
 		b.do(chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.base+"/#/"))
 		b.wait("the overview", `document.querySelectorAll("#tms-table tr.tm-row").length === 2`, 30*time.Second)
 		if overflow := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
@@ -762,7 +771,7 @@ vertices:
 		b.wait("the chart", `document.querySelectorAll("#cp-chart-svg circle.cp-point").length > 0`, 30*time.Second)
 		b.shot("checkpoints-dark")
 	})
-	b.t = t
+	b.t, c.t = t, t
 	b.checkNoErrors()
 }
 
