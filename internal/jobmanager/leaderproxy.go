@@ -2,7 +2,11 @@ package jobmanager
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -24,10 +28,42 @@ type leaderProxy struct {
 	s      *Server
 	local  http.Handler
 	leader atomic.Pointer[ha.LeaderInfo]
+	// scheme and transport reach the leader's HTTP address, served with
+	// HTTPS when this JobManager's is: the cluster's JobManagers share
+	// their configuration.
+	scheme    string
+	transport http.RoundTripper
 }
 
-func newLeaderProxy(s *Server, local http.Handler) *leaderProxy {
-	return &leaderProxy{s: s, local: local}
+func newLeaderProxy(s *Server, local http.Handler, https bool) *leaderProxy {
+	p := &leaderProxy{s: s, local: local, scheme: "http", transport: http.DefaultTransport}
+	if https {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialTLSContext = p.dialTLS
+		p.scheme, p.transport = "https", t
+	}
+	return p
+}
+
+// dialTLS verifies the leader's HTTPS certificate with the cluster's CA
+// as it is at each connection, so a rotated CA needs no restart, and with
+// the system's roots when the REST certificate is a separate one (which a
+// public CA may have signed).
+func (p *leaderProxy) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("leader address %s: %w", addr, err)
+	}
+	cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	if p.s.cfg.RESTTLS != nil {
+		if cfg.RootCAs, err = x509.SystemCertPool(); err != nil {
+			return nil, fmt.Errorf("system certificate pool: %w", err)
+		}
+	}
+	if p.s.cfg.TLS != nil {
+		cfg = p.s.cfg.TLS.ClientConfig(cfg)
+	}
+	return (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
 }
 
 // follow keeps the leader's address current until ctx ends.
@@ -58,8 +94,9 @@ func (p *leaderProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: info.HTTPAddr}
+	target := &url.URL{Scheme: p.scheme, Host: info.HTTPAddr}
 	rp := &httputil.ReverseProxy{
+		Transport: p.transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()

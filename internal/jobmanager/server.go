@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/coordinator"
@@ -27,6 +28,7 @@ import (
 	"github.com/weirproject/weir/internal/restapi"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
+	"github.com/weirproject/weir/internal/tlsconfig"
 	"github.com/weirproject/weir/internal/webui"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -55,6 +57,13 @@ type Config struct {
 	// JobManager when it leads; derived from the listeners when empty.
 	AdvertiseAddr     string
 	AdvertiseHTTPAddr string
+	// TLS, when set, secures every gRPC connection with mutual TLS (the
+	// server and the clients of TaskManagers) and serves HTTPS; nil is
+	// plaintext.
+	TLS *tlsconfig.Reloader
+	// RESTTLS, when set, is the HTTPS certificate of the HTTP address
+	// (REST API, dashboard, metrics) instead of TLS's.
+	RESTTLS *tlsconfig.Reloader
 }
 
 // Validate checks the configuration and fills defaults.
@@ -112,6 +121,7 @@ type Server struct {
 	cfg      Config
 	id       string
 	log      *slog.Logger
+	creds    credentials.TransportCredentials
 	storage  storage.Storage
 	reg      *prometheus.Registry
 	ckptMet  *coordinator.Metrics
@@ -147,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:     cfg,
 		id:      newID(),
 		log:     cfg.Logger,
+		creds:   rpc.Credentials(cfg.TLS, cfg.Logger),
 		storage: storage.Storage{Dir: cfg.CheckpointDir},
 		reg:     reg,
 		ckptMet: coordinator.NewMetrics(reg),
@@ -185,9 +196,20 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jobmanager: %w", err)
 	}
-	g, _ := rpc.NewServer(grpc.ChainUnaryInterceptor(s.leaderOnly))
+	g, _ := rpc.NewServer(s.creds, grpc.ChainUnaryInterceptor(s.leaderOnly))
 	s.Register(g)
-	s.log.Info("jobmanager started", "id", s.id, "rpc_addr", rpcLis.Addr().String(), "http_addr", httpLis.Addr().String(), "checkpoint_dir", s.cfg.CheckpointDir, "ha", s.cfg.HA)
+	restTLS := s.cfg.RESTTLS
+	if restTLS == nil {
+		restTLS = s.cfg.TLS
+	}
+	if restTLS != nil {
+		httpLis = rpc.HTTPS(httpLis, restTLS)
+	}
+	s.log.Info("jobmanager started", "id", s.id, "rpc_addr", rpcLis.Addr().String(), "http_addr", httpLis.Addr().String(),
+		"checkpoint_dir", s.cfg.CheckpointDir, "ha", s.cfg.HA, "grpc_mtls", s.cfg.TLS != nil, "https", restTLS != nil)
+	if s.cfg.TLS == nil {
+		s.log.Warn("TLS is off: gRPC and HTTP are plaintext and accept any client that reaches them (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
+	}
 	var wg sync.WaitGroup
 	if s.cfg.HA == "etcd" {
 		info := ha.LeaderInfo{
@@ -210,7 +232,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer rest.Close()
 	var api http.Handler = rest
 	if s.cfg.HA == "etcd" {
-		proxy := newLeaderProxy(s, rest)
+		proxy := newLeaderProxy(s, rest, restTLS != nil)
 		api = proxy
 		wg.Add(1)
 		go func() {

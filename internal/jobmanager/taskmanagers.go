@@ -36,7 +36,7 @@ func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTask
 	if req.GetTaskmanagerId() == "" || req.GetRpcAddress() == "" || req.GetSlots() < 1 {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: registration needs taskmanager_id, rpc_address and slots >= 1")
 	}
-	conn, err := rpc.Dial(req.GetRpcAddress(), rpc.StampJobManager(s.id))
+	conn, err := rpc.Dial(req.GetRpcAddress(), s.creds, rpc.StampJobManager(s.id))
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

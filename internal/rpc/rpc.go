@@ -5,6 +5,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -25,11 +26,26 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/tlsconfig"
 )
 
-// NewServer returns a gRPC server with the health and reflection services.
-func NewServer(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+// MaxMessageSize bounds every gRPC message Weir sends or receives, on
+// servers and clients alike; a larger one fails its call with
+// ResourceExhausted naming both sizes, at the sender. The largest messages
+// are data exchange buffers (at most task.Config.BatchSize records, 256 by
+// default) and deployments or checkpoint acknowledgements carrying inline
+// state; gRPC's default of 4 MiB for received messages would refuse a
+// buffer of large records that 64 MiB admits, while still bounding what a
+// peer can make a daemon allocate.
+const MaxMessageSize = 64 << 20
+
+// NewServer returns a gRPC server with creds (see Credentials), the
+// message size limit and the health and reflection services.
+func NewServer(creds credentials.TransportCredentials, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	s := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.Creds(creds),
+		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}, opts...)...)
 	h := health.NewServer()
@@ -49,16 +65,24 @@ func StampJobManager(id string) grpc.DialOption {
 	})
 }
 
-// Dial returns a client connection; gRPC connects lazily and reconnects.
-func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+// Dial returns a client connection with creds (see Credentials) and the
+// message size limit; gRPC connects lazily and reconnects.
+func Dial(addr string, creds credentials.TransportCredentials, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("rpc: dial %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// HTTPS serves lis with TLS and r's certificate, without asking clients
+// for one: browsers and Prometheus have none.
+func HTTPS(lis net.Listener, r *tlsconfig.Reloader) net.Listener {
+	return tls.NewListener(lis, r.ServerConfig(&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}))
 }
 
 // NewRegistry returns a metrics registry with the Go runtime and process
@@ -100,7 +124,12 @@ func HTTPMux(reg *prometheus.Registry) *http.ServeMux {
 // Serve runs the gRPC server on rpcLis and the HTTP mux on httpLis until
 // ctx ends, then shuts both down gracefully within grace.
 func Serve(ctx context.Context, log *slog.Logger, g *grpc.Server, rpcLis net.Listener, mux http.Handler, httpLis net.Listener, grace time.Duration) error {
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{
+		Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		// Failed TLS handshakes (a browser that does not trust the CA)
+		// end up here, not on stderr.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- g.Serve(rpcLis) }()
 	go func() {

@@ -188,7 +188,7 @@ func (s *Server) jobManager(addr string) (weirv1.JobManagerGatewayServiceClient,
 	if addr == s.jmAddr && s.jmClient != nil {
 		return s.jmClient, nil
 	}
-	conn, err := rpc.Dial(addr)
+	conn, err := rpc.Dial(addr, s.creds)
 	if err != nil {
 		return nil, err
 	}

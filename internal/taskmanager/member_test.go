@@ -69,7 +69,7 @@ func startTaskManager(t *testing.T, cfg Config, leaders leaderSource) {
 // with all its slots free: it registered, and a heartbeat confirmed the
 // registration (the JobManager offers no slot of an unconfirmed one).
 func listed(t *testing.T, addr, id string) func() (bool, error) {
-	conn, err := rpc.Dial(addr)
+	conn, err := rpc.Dial(addr, rpc.Credentials(nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

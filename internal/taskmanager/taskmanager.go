@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/task"
+	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -68,6 +70,10 @@ type Config struct {
 	// --state-inline-threshold flag defaults to
 	// storage.DefaultInlineThreshold.
 	StateInlineThreshold int
+	// TLS, when set, secures every gRPC connection with mutual TLS (the
+	// server, the JobManager's client and other TaskManagers' for the data
+	// exchange) and serves the HTTP address with HTTPS; nil is plaintext.
+	TLS *tlsconfig.Reloader
 }
 
 // Validate checks the configuration and fills defaults.
@@ -114,6 +120,7 @@ type Server struct {
 
 	cfg        Config
 	log        *slog.Logger
+	creds      credentials.TransportCredentials
 	partitions *exchange.Registry
 	conns      *connPool
 	metrics    *task.Metrics
@@ -192,9 +199,14 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 		return fmt.Errorf("taskmanager: %w", err)
 	}
 	reg := rpc.NewRegistry()
+	log := cfg.Logger.With("taskmanager_id", cfg.ID)
+	creds := rpc.Credentials(cfg.TLS, log)
 	s := &Server{
-		cfg: cfg, log: cfg.Logger.With("taskmanager_id", cfg.ID), partitions: exchange.NewRegistry(), conns: newConnPool(),
+		cfg: cfg, log: log, creds: creds, partitions: exchange.NewRegistry(), conns: newConnPool(creds),
 		metrics: task.NewMetrics(reg), addr: advertise(cfg.AdvertiseAddr, rpcLis.Addr()),
+	}
+	if cfg.TLS != nil {
+		httpLis = rpc.HTTPS(httpLis, cfg.TLS)
 	}
 	defer s.closeJobManager()
 	// The HTTP address is published on the RPC address's host.
@@ -203,11 +215,14 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 	s.httpAddr = net.JoinHostPort(host, httpPort)
 	s.mu.tasks = map[string]*running{}
 	defer s.conns.close()
-	g, _ := rpc.NewServer(grpc.ChainUnaryInterceptor(s.fromLeaderOnly))
+	g, _ := rpc.NewServer(creds, grpc.ChainUnaryInterceptor(s.fromLeaderOnly))
 	weirv1.RegisterTaskExecutorServiceServer(g, s)
 	s.exchangeMetrics = exchange.NewMetrics(reg)
 	weirv1.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions, Metrics: s.exchangeMetrics})
-	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", s.httpAddr, "slots", cfg.Slots, "jobmanager", cfg.JobManager)
+	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", s.httpAddr, "slots", cfg.Slots, "jobmanager", cfg.JobManager, "tls", cfg.TLS != nil)
+	if cfg.TLS == nil {
+		s.log.Warn("TLS is off: gRPC and HTTP are plaintext and accept any client that reaches them (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -554,11 +569,14 @@ func (s *Server) Decline(ctx context.Context, req *weirv1.DeclineCheckpointReque
 
 // connPool shares one connection per remote TaskManager.
 type connPool struct {
+	creds credentials.TransportCredentials
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
-func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
+func newConnPool(creds credentials.TransportCredentials) *connPool {
+	return &connPool{creds: creds, conns: map[string]*grpc.ClientConn{}}
+}
 
 func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
@@ -566,7 +584,7 @@ func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := rpc.Dial(addr)
+	c, err := rpc.Dial(addr, p.creds)
 	if err != nil {
 		return nil, err
 	}

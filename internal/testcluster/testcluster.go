@@ -23,12 +23,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/certs"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/taskmanager"
+	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -47,6 +49,9 @@ type Options struct {
 	Etcd string
 	// LeaderLease is the leadership lease with Etcd (default 2 s).
 	LeaderLease time.Duration
+	// TLS runs every daemon with mutual TLS and HTTPS, with certificates
+	// `weir certs init` writes to Cluster.CertDir.
+	TLS bool
 }
 
 // Cluster is a running JobManager and the TaskManagers started on it.
@@ -62,10 +67,16 @@ type Cluster struct {
 	RPCAddr, HTTPAddr string
 	// Client is a gRPC client of the JobManager's client API.
 	Client weirv1.ClientServiceClient
+	// CertDir, with Options.TLS, holds the CA (certs.CAFile) and the
+	// certificates of the JobManager, the TaskManagers and a client
+	// (certs.ClientName), which Client uses.
+	CertDir string
 
 	etcd        string
 	leaderLease time.Duration
 	stopJM      context.CancelFunc
+	// tmTLS is the TaskManagers' certificate; nil without Options.TLS.
+	tmTLS *tlsconfig.Reloader
 
 	mu   sync.Mutex
 	tms  map[string]*TaskManager
@@ -109,6 +120,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 		CheckpointDir:     filepath.Join(c.Dir, "checkpoints"),
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
 	}
+	clientCreds := rpc.Credentials(nil, log)
+	if opts.TLS {
+		c.CertDir = filepath.Join(c.Dir, "certs")
+		if _, err := certs.Init(c.CertDir, []string{"jobmanager", "taskmanager"}, false); err != nil {
+			t.Fatal(err)
+		}
+		cfg.TLS, c.tmTLS = c.reloader("jobmanager"), c.reloader("taskmanager")
+		clientCreds = rpc.Credentials(c.reloader(certs.ClientName), log)
+	}
 	if c.etcd != "" {
 		// Standbys must reach the leader's checkpoints: one directory per
 		// etcd, shared by every cluster started on it.
@@ -132,7 +152,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	jmCtx, stopJM := context.WithCancel(ctx)
 	c.stopJM = stopJM
 	go func() { done <- jm.Run(jmCtx) }()
-	conn, err := rpc.Dial(c.RPCAddr)
+	conn, err := rpc.Dial(c.RPCAddr, clientCreds)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -152,6 +172,22 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// TLSFiles are the files of the certificate name in CertDir.
+func (c *Cluster) TLSFiles(name string) tlsconfig.Files {
+	return tlsconfig.Files{
+		Cert: filepath.Join(c.CertDir, name+".pem"), Key: filepath.Join(c.CertDir, name+"-key.pem"), CA: filepath.Join(c.CertDir, certs.CAFile),
+	}
+}
+
+func (c *Cluster) reloader(name string) *tlsconfig.Reloader {
+	c.t.Helper()
+	r, err := tlsconfig.New(c.TLSFiles(name), c.log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return r
+}
+
 // StartTaskManager runs a TaskManager with slots slots, the operators of
 // reg (nil: none) and the built-in ones until StopTaskManager or the
 // test's end, and waits until the JobManager lists it.
@@ -167,7 +203,7 @@ func (c *Cluster) StartTaskManager(id string, slots int, reg *sdk.Registry) *Tas
 	tm.stop = cancel
 	cfg := taskmanager.Config{
 		ID: id, JobManager: c.RPCAddr, RPCListener: rpcLis, HTTPListener: httpLis, RPCAddr: tm.RPCAddr, HTTPAddr: tm.HTTPAddr,
-		Slots: slots, Operators: reg, Logger: c.log, StateDir: filepath.Join(c.Dir, "state-"+id),
+		Slots: slots, Operators: reg, Logger: c.log, StateDir: filepath.Join(c.Dir, "state-"+id), TLS: c.tmTLS,
 	}
 	if c.etcd != "" {
 		cfg.JobManager, cfg.Etcd = "", c.haConfig()
