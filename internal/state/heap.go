@@ -25,7 +25,12 @@ type Heap struct {
 	maxParallelism int
 	keyGroups      keygroup.Range
 	currentKey     string
-	values         map[string]map[string][]byte // state name → key → value
+	// keys interns the keys SetCurrentKey has seen, so the string every
+	// state access needs costs a lookup instead of an allocation per
+	// record. It is dropped when it outgrows maxInternedKeys: a subtask
+	// that sees unbounded keys pays the allocations again, nothing more.
+	keys   map[string]string
+	values map[string]map[string][]byte // state name → key → value
 	// maps holds map state: state name → key → user key → value. A
 	// snapshot copies the per-key maps, as Put changes them in place.
 	maps  map[string]map[string]map[string][]byte
@@ -65,8 +70,22 @@ func (h *Heap) Close() error { return nil }
 // Release implements StateSnapshot.
 func (s *Snapshot) Release() {}
 
+// maxInternedKeys bounds Heap.keys.
+const maxInternedKeys = 1 << 16
+
 // SetCurrentKey scopes keyed state to key until the next call.
-func (h *Heap) SetCurrentKey(key []byte) { h.currentKey = string(key) }
+func (h *Heap) SetCurrentKey(key []byte) {
+	if k, ok := h.keys[string(key)]; ok {
+		h.currentKey = k
+		return
+	}
+	if h.keys == nil || len(h.keys) >= maxInternedKeys {
+		h.keys = make(map[string]string)
+	}
+	k := string(key)
+	h.keys[k] = k
+	h.currentKey = k
+}
 
 // ValueState returns the named keyed state.
 func (h *Heap) ValueState(name string) sdk.ValueState {
