@@ -164,7 +164,14 @@ func AppendRecords(dst []byte, recs []sdk.Record, headers bool) []byte {
 // DecodeRecords decodes count records in the PackedRecords layout. Keys,
 // values and header values point into data, which the records then own.
 func DecodeRecords(data []byte, count int, headers bool) ([]sdk.Record, error) {
-	if count < 0 || count > len(data) {
+	// Each record takes at least a byte per length and one for its
+	// timestamp (and its header count): a count the data cannot hold
+	// fails here rather than allocating for it.
+	least := 3
+	if headers {
+		least++
+	}
+	if count < 0 || count > len(data)/least {
 		return nil, fmt.Errorf("exchange: packed records: bad count %d for %d bytes", count, len(data))
 	}
 	recs := make([]sdk.Record, count)

@@ -48,6 +48,10 @@ func TestPackedRecordsCorrupt(t *testing.T) {
 		{"count too high", data, 2},
 		{"trailing bytes", append(data[:len(data):len(data)], 0), 1},
 		{"negative count", data, -1},
+		// Three bytes at least per record: refused before allocating
+		// a million records for nine bytes.
+		{"count the bytes cannot hold", make([]byte, 9), 1 << 20},
+		{"one more than the bytes can hold", make([]byte, 9), 4},
 	} {
 		if _, err := exchange.DecodeRecords(c.data, c.count, false); err == nil {
 			t.Errorf("%s: decoded without an error", c.name)

@@ -170,6 +170,13 @@ func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: read metadata: %w", err)
 	}
+	return unmarshalMetadata(path, data)
+}
+
+// unmarshalMetadata decodes what marshalMetadata wrote; path names the
+// file in errors. Anything else is ErrCorruptMetadata: the file may be
+// cut short, overwritten or not a _metadata at all.
+func unmarshalMetadata(path string, data []byte) (*weirv1.CheckpointMetadata, error) {
 	n := len(data) - metadataTrailerSize
 	if n < 0 || string(data[n+4:]) != metadataMagic {
 		return nil, fmt.Errorf("%w: %s: truncated or not a metadata file", ErrCorruptMetadata, path)
