@@ -37,7 +37,7 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.StringVar(&cfg.JobManager, "jobmanager", "localhost:6123", "JobManager gRPC address")
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6124", "gRPC address for the JobManager and other TaskManagers")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address others use to reach --rpc-addr (default 127.0.0.1:<port>)")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":9249", "HTTP address serving /metrics and /healthz")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":9249", "HTTP address serving /metrics and /healthz (HTTPS with --tls-cert)")
 	fs.IntVar(&cfg.Slots, "slots", 2, "task slots offered")
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the subtasks' local state, cleared of an earlier run's leftovers at start (default <temp dir>/weir-<id>)")
@@ -46,6 +46,8 @@ func Run(reg *sdk.Registry, args []string) error {
 	var etcdEndpoints string
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")
 	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
+	var security daemon.TLS
+	security.Register(fs)
 	logging.Register(fs)
 	store.Register(fs)
 	if err := daemon.Parse(fs, args); err != nil {
@@ -59,8 +61,11 @@ func Run(reg *sdk.Registry, args []string) error {
 		return err
 	}
 	cfg.Logger = log
+	if cfg.TLS, err = daemon.MutualTLS(security.GRPC, log); err != nil {
+		return err
+	}
 	if etcdEndpoints != "" {
-		client, err := daemon.EtcdClient(etcdEndpoints)
+		client, err := daemon.EtcdClient(etcdEndpoints, security.Etcd, log)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/tlsconfig"
 )
 
 // EnvName maps a flag name to its environment variable: checkpoint-dir →
@@ -139,8 +141,74 @@ func Exit(name string, err error) {
 	os.Exit(1)
 }
 
-// EtcdClient connects to etcd; endpoints is comma-separated.
-func EtcdClient(endpoints string) (*clientv3.Client, error) {
+// TLS are the flags securing a daemon's connections: mutual TLS on gRPC
+// (and HTTPS on its HTTP address), TLS to etcd.
+type TLS struct {
+	GRPC tlsconfig.Files
+	Etcd tlsconfig.Files
+}
+
+// Register adds --tls-cert, --tls-key, --tls-ca and --etcd-cert,
+// --etcd-key, --etcd-ca to fs.
+func (t *TLS) Register(fs *flag.FlagSet) {
+	fs.StringVar(&t.GRPC.Cert, "tls-cert", "", "PEM certificate for mutual TLS on every gRPC connection and HTTPS on the HTTP address (with --tls-key and --tls-ca; reloaded when the file changes)")
+	fs.StringVar(&t.GRPC.Key, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&t.GRPC.CA, "tls-ca", "", "PEM CA certificates: gRPC peers must present a certificate they signed")
+	RegisterEtcdTLS(fs, &t.Etcd)
+}
+
+// RegisterEtcdTLS adds --etcd-cert, --etcd-key and --etcd-ca to fs.
+func RegisterEtcdTLS(fs *flag.FlagSet, f *tlsconfig.Files) {
+	fs.StringVar(&f.Cert, "etcd-cert", "", "PEM client certificate for etcd (with --etcd-key)")
+	fs.StringVar(&f.Key, "etcd-key", "", "PEM private key of --etcd-cert")
+	fs.StringVar(&f.CA, "etcd-ca", "", "PEM CA certificates that verify etcd's server certificate (default the system's); any --etcd-* flag turns on TLS to etcd")
+}
+
+// MutualTLS loads the --tls-* files: nil when none is given, an error
+// when only some are, since mutual TLS needs all three.
+func MutualTLS(f tlsconfig.Files, log *slog.Logger) (*tlsconfig.Reloader, error) {
+	if f.IsZero() {
+		return nil, nil
+	}
+	if err := together("mutual TLS", flagFile{"--tls-cert", f.Cert}, flagFile{"--tls-key", f.Key}, flagFile{"--tls-ca", f.CA}); err != nil {
+		return nil, err
+	}
+	return tlsconfig.New(f, log)
+}
+
+// flagFile is a file flag's name and value.
+type flagFile struct{ flag, value string }
+
+// together refuses some of files without the others.
+func together(what string, files ...flagFile) error {
+	var names, missing []string
+	for _, f := range files {
+		names = append(names, f.flag)
+		if f.value == "" {
+			missing = append(missing, f.flag)
+		}
+	}
+	if len(missing) == 0 || len(missing) == len(files) {
+		return nil
+	}
+	return fmt.Errorf("%s needs all of %s: missing %s", what, strings.Join(names, ", "), strings.Join(missing, ", "))
+}
+
+// ServerTLS loads a certificate served without client certificates
+// (HTTPS): nil when neither file is given.
+func ServerTLS(certFlag, cert, keyFlag, key string, log *slog.Logger) (*tlsconfig.Reloader, error) {
+	if cert == "" && key == "" {
+		return nil, nil
+	}
+	if err := together("HTTPS", flagFile{certFlag, cert}, flagFile{keyFlag, key}); err != nil {
+		return nil, err
+	}
+	return tlsconfig.New(tlsconfig.Files{Cert: cert, Key: key}, log)
+}
+
+// EtcdClient connects to etcd; endpoints is comma-separated. With any of
+// tlsFiles it speaks TLS, presenting the certificate if one is given.
+func EtcdClient(endpoints string, tlsFiles tlsconfig.Files, log *slog.Logger) (*clientv3.Client, error) {
 	var eps []string
 	for _, e := range strings.Split(endpoints, ",") {
 		if e = strings.TrimSpace(e); e != "" {
@@ -150,11 +218,24 @@ func EtcdClient(endpoints string) (*clientv3.Client, error) {
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("--etcd-endpoints: no endpoint in %q", endpoints)
 	}
-	c, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
-	})
+	}
+	if !tlsFiles.IsZero() {
+		if err := together("TLS to etcd", flagFile{"--etcd-cert", tlsFiles.Cert}, flagFile{"--etcd-key", tlsFiles.Key}); err != nil {
+			return nil, err
+		}
+		r, err := tlsconfig.New(tlsFiles, log)
+		if err != nil {
+			return nil, fmt.Errorf("etcd: %w", err)
+		}
+		// The client certificate follows its files; the CA is read once,
+		// as etcd's client keeps one configuration for its lifetime.
+		cfg.TLS = r.ClientConfig(&tls.Config{MinVersion: tls.VersionTLS12})
+	}
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %w", eps, err)
 	}

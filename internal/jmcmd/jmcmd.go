@@ -21,7 +21,7 @@ func Run(args []string) error {
 	var storage daemon.Storage
 	var haMode, etcdEndpoints string
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6123", "gRPC address for clients and TaskManagers")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8081", "HTTP address serving /metrics and /healthz")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8081", "HTTP address serving the REST API, the dashboard, /metrics and /healthz (HTTPS with --tls-cert or --rest-tls-cert)")
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/tmp/weir/checkpoints", "checkpoint storage: a directory every TaskManager shares, or s3://bucket/prefix")
 	fs.StringVar(&haMode, "ha", "none", "high availability: none (standalone) or etcd")
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "localhost:2379", "etcd endpoints, comma-separated (with --ha etcd)")
@@ -31,6 +31,11 @@ func Run(args []string) error {
 	fs.StringVar(&cfg.AdvertiseHTTPAddr, "advertise-http-addr", "", "address others use to reach --http-addr (default 127.0.0.1:<port>)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "how often TaskManagers heartbeat")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "silence after which a TaskManager is lost")
+	var security daemon.TLS
+	var restCert, restKey string
+	security.Register(fs)
+	fs.StringVar(&restCert, "rest-tls-cert", "", "PEM certificate for HTTPS on --http-addr instead of --tls-cert's, e.g. one browsers trust (with --rest-tls-key; reloaded when the file changes)")
+	fs.StringVar(&restKey, "rest-tls-key", "", "PEM private key of --rest-tls-cert")
 	logging.Register(fs)
 	storage.Register(fs)
 	if err := daemon.Parse(fs, args); err != nil {
@@ -44,11 +49,17 @@ func Run(args []string) error {
 		return err
 	}
 	cfg.Logger = log
+	if cfg.TLS, err = daemon.MutualTLS(security.GRPC, log); err != nil {
+		return err
+	}
+	if cfg.RESTTLS, err = daemon.ServerTLS("--rest-tls-cert", restCert, "--rest-tls-key", restKey, log); err != nil {
+		return err
+	}
 	cfg.HA = haMode
 	switch haMode {
 	case "none":
 	case "etcd":
-		client, err := daemon.EtcdClient(etcdEndpoints)
+		client, err := daemon.EtcdClient(etcdEndpoints, security.Etcd, log)
 		if err != nil {
 			return err
 		}

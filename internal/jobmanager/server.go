@@ -207,8 +207,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("jobmanager started", "id", s.id, "rpc_addr", rpcLis.Addr().String(), "http_addr", httpLis.Addr().String(),
 		"checkpoint_dir", s.cfg.CheckpointDir, "ha", s.cfg.HA, "grpc_mtls", s.cfg.TLS != nil, "https", restTLS != nil)
-	if s.cfg.TLS == nil {
+	switch {
+	case s.cfg.TLS == nil && restTLS == nil:
 		s.log.Warn("TLS is off: gRPC and HTTP are plaintext and accept any client that reaches them (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
+	case s.cfg.TLS == nil:
+		s.log.Warn("TLS is off for gRPC: it is plaintext and accepts any client that reaches it (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
 	}
 	var wg sync.WaitGroup
 	if s.cfg.HA == "etcd" {
