@@ -6,14 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/worker"
 )
@@ -49,6 +52,7 @@ func Run(j *Job, args []string, stdout, stderr io.Writer) int {
 	ran := false
 	var addr, from string
 	var timeout time.Duration
+	var tlsFiles tlsconfig.Files
 	submit := &cobra.Command{
 		Use:   "submit",
 		Short: "Submit the job to a JobManager and print its ID",
@@ -62,7 +66,7 @@ func Run(j *Job, args []string, stdout, stderr io.Writer) int {
 			if from != "" {
 				g.RestoreFrom = from
 			}
-			id, err := submitGraph(cmd.Context(), addr, timeout, g)
+			id, err := submitGraph(cmd.Context(), addr, timeout, tlsFiles, g)
 			if err != nil {
 				return err
 			}
@@ -74,6 +78,9 @@ func Run(j *Job, args []string, stdout, stderr io.Writer) int {
 	submit.Flags().StringVar(&addr, "jobmanager", addr, "JobManager gRPC address (env WEIR_JOBMANAGER)")
 	submit.Flags().StringVar(&from, "from", "", "start from this savepoint or retained checkpoint")
 	submit.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the JobManager")
+	submit.Flags().StringVar(&tlsFiles.Cert, "tls-cert", envOr("WEIR_TLS_CERT", ""), "PEM client certificate for mutual TLS with the JobManager (env WEIR_TLS_CERT)")
+	submit.Flags().StringVar(&tlsFiles.Key, "tls-key", envOr("WEIR_TLS_KEY", ""), "PEM private key of --tls-cert (env WEIR_TLS_KEY)")
+	submit.Flags().StringVar(&tlsFiles.CA, "tls-ca", envOr("WEIR_TLS_CA", ""), "PEM CA certificates that verify the JobManager (env WEIR_TLS_CA)")
 
 	tm := &cobra.Command{
 		Use:                "taskmanager [taskmanager flags]",
@@ -127,8 +134,13 @@ func envOr(key, def string) string {
 	return def
 }
 
-func submitGraph(ctx context.Context, addr string, timeout time.Duration, g *weirv1.JobGraph) (string, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func submitGraph(ctx context.Context, addr string, timeout time.Duration, tlsFiles tlsconfig.Files, g *weirv1.JobGraph) (string, error) {
+	quiet := slog.New(slog.DiscardHandler)
+	r, err := daemon.MutualTLS(tlsFiles, quiet)
+	if err != nil {
+		return "", fmt.Errorf("weir: %w", err)
+	}
+	conn, err := rpc.Dial(addr, rpc.Credentials(r, quiet))
 	if err != nil {
 		return "", fmt.Errorf("weir: connect to the JobManager at %s: %w", addr, err)
 	}

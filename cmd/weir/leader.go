@@ -3,15 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/tlsconfig"
 )
 
 // leaderAddress asks etcd which JobManager leads the cluster.
-func leaderAddress(endpoints, clusterID string, timeout time.Duration) (string, error) {
-	client, err := daemon.EtcdClient(endpoints)
+func leaderAddress(endpoints, clusterID string, timeout time.Duration, etcdTLS tlsconfig.Files) (string, error) {
+	client, err := daemon.EtcdClient(endpoints, etcdTLS, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return "", err
 	}

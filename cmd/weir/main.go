@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -16,10 +17,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -28,6 +31,17 @@ const (
 	envJobManager     = "WEIR_JOBMANAGER"
 	envEtcdEndpoints  = "WEIR_ETCD_ENDPOINTS"
 )
+
+// fileFlags are the flags naming TLS files, each with the environment
+// variable that replaces its empty default, as the daemons' do.
+var fileFlags = []struct{ flag, env, usage string }{
+	{"tls-cert", "WEIR_TLS_CERT", "PEM client certificate for mutual TLS with the JobManager (with --tls-key and --tls-ca)"},
+	{"tls-key", "WEIR_TLS_KEY", "PEM private key of --tls-cert"},
+	{"tls-ca", "WEIR_TLS_CA", "PEM CA certificates that verify the JobManager"},
+	{"etcd-cert", "WEIR_ETCD_CERT", "PEM client certificate for etcd (with --etcd-key)"},
+	{"etcd-key", "WEIR_ETCD_KEY", "PEM private key of --etcd-cert"},
+	{"etcd-ca", "WEIR_ETCD_CA", "PEM CA certificates that verify etcd (default the system's)"},
+}
 
 // Exit codes: scripts can tell a mistyped command from a failed one.
 const (
@@ -51,6 +65,8 @@ type app struct {
 	timeout time.Duration
 	// etcdEndpoints, when set, locate the leader instead of addr.
 	etcdEndpoints, clusterID string
+	// tls turns on mutual TLS with the JobManager; etcdTLS, TLS to etcd.
+	tls, etcdTLS tlsconfig.Files
 
 	// started is set when a command's RunE begins: cobra's own errors
 	// before it (unknown flags, missing arguments or required flags) are
@@ -116,6 +132,13 @@ The JobManager's address comes from --jobmanager, else from the
 					a.etcdEndpoints = v
 				}
 			}
+			for _, f := range fileFlags {
+				if v, ok := a.lookupEnv(f.env); ok && !cmd.Flags().Changed(f.flag) {
+					if err := cmd.Flags().Set(f.flag, v); err != nil {
+						return usageErrorf("$%s: %v", f.env, err)
+					}
+				}
+			}
 			return nil
 		},
 	}
@@ -125,8 +148,12 @@ The JobManager's address comes from --jobmanager, else from the
 	root.PersistentFlags().StringVar(&a.etcdEndpoints, "etcd-endpoints", "",
 		"find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager; $"+envEtcdEndpoints)
 	root.PersistentFlags().StringVar(&a.clusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
+	files := []*string{&a.tls.Cert, &a.tls.Key, &a.tls.CA, &a.etcdTLS.Cert, &a.etcdTLS.Key, &a.etcdTLS.CA}
+	for i, f := range fileFlags {
+		root.PersistentFlags().StringVar(files[i], f.flag, "", f.usage+"; $"+f.env)
+	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
-	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand())
+	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand(), a.certsCommand())
 	a.markStart(root)
 	return root
 }
@@ -171,20 +198,27 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 // client connects lazily so that commands failing before their first call,
 // such as a submit with an invalid spec, never touch the network.
 func (a *app) client() (weirv1.ClientServiceClient, error) {
-	if a.conn == nil && a.etcdEndpoints != "" {
-		addr, err := leaderAddress(a.etcdEndpoints, a.clusterID, a.timeout)
+	if a.conn != nil {
+		return weirv1.NewClientServiceClient(a.conn), nil
+	}
+	// A short-lived command has no use for the reload messages.
+	quiet := slog.New(slog.DiscardHandler)
+	r, err := daemon.MutualTLS(a.tls, quiet)
+	if err != nil {
+		return nil, err
+	}
+	if a.etcdEndpoints != "" {
+		addr, err := leaderAddress(a.etcdEndpoints, a.clusterID, a.timeout, a.etcdTLS)
 		if err != nil {
 			return nil, err
 		}
 		a.addr = addr
 	}
-	if a.conn == nil {
-		conn, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, fmt.Errorf("invalid JobManager address %q: %w", a.addr, err)
-		}
-		a.conn = conn
+	conn, err := rpc.Dial(a.addr, rpc.Credentials(r, quiet))
+	if err != nil {
+		return nil, fmt.Errorf("invalid JobManager address %q: %w", a.addr, err)
 	}
+	a.conn = conn
 	return weirv1.NewClientServiceClient(a.conn), nil
 }
 
