@@ -55,14 +55,14 @@ var fieldHints = map[string]string{
 
 // decodeBody decodes a JSON request body into v strictly: unknown fields
 // and type mismatches are errors. An empty body is an empty object, as in
-// Flink.
+// Flink. The body's size is bounded by the route (handleLimit).
 func decodeBody(r *http.Request, name string, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	data, err := io.ReadAll(r.Body)
+	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return errorf(http.StatusRequestEntityTooLarge, "%s", bodyTooLarge(tooLarge.Limit))
+	}
 	if err != nil {
 		return errorf(http.StatusBadRequest, "reading the request body: %v", err)
-	}
-	if len(data) > maxBodyBytes {
-		return errorf(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", maxBodyBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}")

@@ -38,8 +38,12 @@ const (
 	// storeDuration is how long a finished operation's result stays
 	// available, Flink's rest.async.store-duration default.
 	storeDuration = 5 * time.Minute
-	// maxBodyBytes bounds request bodies.
-	maxBodyBytes = 1 << 20
+	// maxBodyBytes bounds request bodies: a trigger, a disposal or a
+	// checkpointing change is a few fields, a path and a trigger ID.
+	maxBodyBytes = 64 << 10
+	// maxRescaleBodyBytes bounds a resource-requirements body, which
+	// has an entry per vertex.
+	maxRescaleBodyBytes = 1 << 20
 	// flinkVersion is the Flink release whose REST API this package follows.
 	flinkVersion = "1.15"
 )
@@ -77,7 +81,7 @@ func New(api weirv1.ClientServiceServer, log *slog.Logger) *Handler {
 	h.handle("GET /jobs/{jobid}/exceptions", h.getJobExceptions)
 	h.handle("GET /jobs/{jobid}/plan", h.getJobPlan)
 	h.handle("GET /jobs/{jobid}/resource-requirements", h.getResourceRequirements)
-	h.handle("PUT /jobs/{jobid}/resource-requirements", h.putResourceRequirements)
+	h.handleLimit("PUT /jobs/{jobid}/resource-requirements", maxRescaleBodyBytes, h.putResourceRequirements)
 	h.handle("GET /jobs/{jobid}/checkpoints", h.getCheckpoints)
 	h.handle("POST /jobs/{jobid}/checkpoints", h.postCheckpoint)
 	h.handle("GET /jobs/{jobid}/checkpoints/config", h.getCheckpointConfig)
@@ -112,7 +116,20 @@ func (h *Handler) Close() {
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (h *Handler) handle(pattern string, fn handlerFunc) {
+	h.handleLimit(pattern, maxBodyBytes, fn)
+}
+
+// handleLimit routes pattern to fn, refusing request bodies over limit
+// bytes with 413: one declared larger before anything is read, a chunked
+// one when reading it passes the limit. The body is bounded for every
+// route, so none can be made to buffer more.
+func (h *Handler) handleLimit(pattern string, limit int64, fn handlerFunc) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			h.writeError(w, r, http.StatusRequestEntityTooLarge, bodyTooLarge(limit))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if err := fn(w, r); err != nil {
 			code, msg := httpError(err)
 			h.writeError(w, r, code, msg)
@@ -210,6 +227,11 @@ type restError struct {
 }
 
 func (e *restError) Error() string { return e.msg }
+
+// bodyTooLarge is the message of a 413.
+func bodyTooLarge(limit int64) string {
+	return fmt.Sprintf("request body too large: this endpoint accepts at most %d bytes", limit)
+}
 
 func errorf(code int, format string, args ...any) error {
 	return &restError{code: code, msg: fmt.Sprintf(format, args...)}
