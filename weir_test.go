@@ -25,6 +25,22 @@ type cluster struct {
 	t      *testing.T
 	addr   string
 	client weirv1.ClientServiceClient
+	// ckpt is the JobManager's checkpoint directory: savepoints are
+	// taken into it and restored from it only.
+	ckpt string
+}
+
+// adopt copies the savepoint at sp, taken on another cluster, into c's
+// checkpoint directory, as an operator moves one between clusters, and
+// returns its new location.
+func (c *cluster) adopt(sp string) string {
+	c.t.Helper()
+	dir := strings.TrimSuffix(sp, "/_metadata")
+	to := filepath.Join(c.ckpt, "savepoints", filepath.Base(dir))
+	if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+		c.t.Fatal(err)
+	}
+	return to
 }
 
 func startCluster(t *testing.T, worker *weir.Job) *cluster {
@@ -33,7 +49,7 @@ func startCluster(t *testing.T, worker *weir.Job) *cluster {
 	for i := range 2 {
 		tc.StartTaskManager(fmt.Sprintf("tm-%d", i), 2, worker.Registry())
 	}
-	return &cluster{t: t, addr: tc.RPCAddr, client: tc.Client}
+	return &cluster{t: t, addr: tc.RPCAddr, client: tc.Client, ckpt: filepath.Join(tc.Dir, "checkpoints")}
 }
 
 // submit submits j the way `prog submit` does, with args added.
@@ -365,7 +381,7 @@ func TestSavepointStateTypes(t *testing.T) {
 	var sp *weirv1.StopWithSavepointResponse
 	poll.Until(t, time.Minute, 50*time.Millisecond, "a stop with savepoint", func() (bool, string) {
 		var err error
-		sp, err = c.client.StopWithSavepoint(context.Background(), &weirv1.StopWithSavepointRequest{JobId: id, TargetDirectory: filepath.Join(dir, "savepoints")})
+		sp, err = c.client.StopWithSavepoint(context.Background(), &weirv1.StopWithSavepointRequest{JobId: id})
 		if err != nil {
 			return false, err.Error() // the tasks may still be starting
 		}
@@ -387,7 +403,7 @@ func TestSavepointStateTypes(t *testing.T) {
 	changedOK := counterJob(out, 0, 2000, func(n int64) int64 { return n + 1 })
 	extraVertex = false
 	c3 := startCluster(t, changedOK)
-	resumed := c3.submit(changedOK, "--from", sp.GetExternalPath())
+	resumed := c3.submit(changedOK, "--from", c3.adopt(sp.GetExternalPath()))
 	c3.wait(resumed, weirv1.JobState_JOB_STATE_RUNNING)
 	poll.Until(t, time.Minute, 20*time.Millisecond, "a checkpoint of the changed program", func() (bool, string) {
 		r, err := c3.client.TriggerCheckpoint(context.Background(), &weirv1.TriggerCheckpointRequest{JobId: resumed})
@@ -407,7 +423,7 @@ func TestSavepointStateTypes(t *testing.T) {
 	// The state "n" is a string now: refused, before any is misread.
 	changed := counterJob(out, 0, 2000, func(n string) string { return n + "+" })
 	c2 := startCluster(t, changed)
-	bad := c2.submit(changed, "--from", sp.GetExternalPath())
+	bad := c2.submit(changed, "--from", c2.adopt(sp.GetExternalPath()))
 	info := c2.wait(bad, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_RESTARTING)
 	for _, want := range []string{`vertex "count"`, `state "n" is value int64 in the checkpoint or savepoint restored, but value string in this program`} {
 		if !strings.Contains(info.GetFailureCause(), want) {

@@ -114,9 +114,9 @@ func (c *cluster) checkpointDir() string {
 	return c.ckpt
 }
 
-// savepointDir is where the test's savepoints go: beside the
-// checkpoints, in the same storage.
-func (c *cluster) savepointDir() string { return blob.Join(blob.Dir(c.checkpointDir()), "savepoints") }
+// savepointDir is where the test's savepoints go: in the checkpoint
+// directory, the only place the JobManager takes them.
+func (c *cluster) savepointDir() string { return blob.Join(c.checkpointDir(), "savepoints") }
 
 // exists says whether an object (a file) is at loc, in either storage.
 func (c *cluster) exists(loc string) bool {

@@ -281,7 +281,7 @@ func TestFaultStopWithSavepointThenCrash(t *testing.T) {
 	c.setFault(victim, "sinkBeforeCommit", `1*return("crash")`)
 	// Let records flow into the savepoint's epoch.
 	time.Sleep(2 * time.Second) // output to stop on, not a wait for a condition
-	_, _ = c.weir("job", "stop", id, "--savepoint-dir", filepath.Join(c.dir, "savepoints"))
+	_, _ = c.weir("job", "stop", id, "--savepoint-dir", c.savepointDir())
 	end, replaced := c.superviseTaskManagers(id, tms, 3*time.Minute)
 	if end.State != "FINISHED" {
 		t.Fatalf("job ended %s: %s", end.State, end.FailureCause)

@@ -34,6 +34,9 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	}
 	var restore *restorePoint
 	if g.GetRestoreFrom() != "" {
+		if err := s.CheckStorageLocation("restore-from", g.GetRestoreFrom()); err != nil {
+			return nil, err
+		}
 		var err error
 		if restore, err = loadRestorePoint(g); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -156,6 +159,11 @@ func (s *Server) TriggerCheckpoint(ctx context.Context, req *weirv1.TriggerCheck
 
 // TriggerSavepoint takes a savepoint and waits for it to complete.
 func (s *Server) TriggerSavepoint(ctx context.Context, req *weirv1.TriggerSavepointRequest) (*weirv1.TriggerSavepointResponse, error) {
+	if t := req.GetTargetDirectory(); t != "" {
+		if err := s.CheckStorageLocation("savepoint target directory", t); err != nil {
+			return nil, err
+		}
+	}
 	r, err := s.trigger(ctx, req.GetJobId(), coordinator.Savepoint, req.GetTargetDirectory())
 	if err != nil {
 		return nil, err
@@ -168,6 +176,11 @@ func (s *Server) TriggerSavepoint(ctx context.Context, req *weirv1.TriggerSavepo
 // the savepoint completed, so sinks commit their last epoch and the job
 // ends FINISHED. A failed synchronous savepoint fails the job.
 func (s *Server) StopWithSavepoint(ctx context.Context, req *weirv1.StopWithSavepointRequest) (*weirv1.StopWithSavepointResponse, error) {
+	if t := req.GetTargetDirectory(); t != "" {
+		if err := s.CheckStorageLocation("savepoint target directory", t); err != nil {
+			return nil, err
+		}
+	}
 	j, err := s.runningJob(req.GetJobId())
 	if err != nil {
 		return nil, err

@@ -20,12 +20,16 @@ import (
 // DisposeSavepoint deletes a savepoint (Flink's `savepoint --dispose`). It
 // refuses anything that is not provably a savepoint, so a wrong path cannot
 // delete a checkpoint a job still needs or an unrelated directory, and a
-// savepoint that a running job would restart from.
+// savepoint that a running job would restart from; and anything outside
+// the checkpoint directory, whatever it holds.
 func (s *Server) DisposeSavepoint(ctx context.Context, req *weirv1.DisposeSavepointRequest) (*weirv1.DisposeSavepointResponse, error) {
 	if req.GetPath() == "" {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: dispose savepoint: no path")
 	}
 	dir := blob.Dir(storage.MetadataLocation(req.GetPath()))
+	if err := s.checkDisposable(req.GetPath(), dir); err != nil {
+		return nil, err
+	}
 	md, err := storage.ReadMetadata(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

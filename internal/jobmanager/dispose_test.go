@@ -17,16 +17,22 @@ import (
 )
 
 // TestDisposeSavepoint deletes savepoints and nothing else: checkpoints,
-// unrelated or corrupt directories and a savepoint a running job would
-// restart from are refused and left whole.
+// unrelated or corrupt directories, a savepoint a running job would
+// restart from and savepoints outside the checkpoint directory (named
+// directly, through "..", or through a link) are refused and left whole.
 func TestDisposeSavepoint(t *testing.T) {
-	s, err := New(Config{CheckpointDir: t.TempDir()})
+	ckpt := t.TempDir()
+	s, err := New(Config{CheckpointDir: ckpt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
+	root := filepath.Join(ckpt, "savepoints")
+	elsewhere := t.TempDir()
 	write := func(name string, typ weirv1.CheckpointType) string {
 		dir := filepath.Join(root, name)
+		if filepath.IsAbs(name) {
+			dir = name
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -51,6 +57,15 @@ func TestDisposeSavepoint(t *testing.T) {
 	if err := os.MkdirAll(plain, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	outside := write(filepath.Join(elsewhere, "savepoint-outside"), weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT)
+	escape := filepath.Join(root, "escape")
+	if err := os.Symlink(elsewhere, escape); err != nil {
+		t.Fatal(err)
+	}
+	// The checkpoint directory itself, holding a savepoint's _metadata.
+	if _, err := storage.WriteMetadata(ckpt, &weirv1.CheckpointMetadata{JobId: "job-x", CheckpointId: 3, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT}); err != nil {
+		t.Fatal(err)
+	}
 	needed := write("savepoint-needed", weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT)
 	md, err := storage.ReadMetadata(needed)
 	if err != nil {
@@ -69,6 +84,11 @@ func TestDisposeSavepoint(t *testing.T) {
 		gone       bool
 	}{
 		{"no path", "", codes.InvalidArgument, false},
+		{"outside the checkpoint directory", outside, codes.InvalidArgument, false},
+		{"its _metadata", filepath.Join(outside, storage.MetadataFile), codes.InvalidArgument, false},
+		{"out through ..", root + "/../../" + filepath.Base(elsewhere) + "/savepoint-outside", codes.InvalidArgument, false},
+		{"out through a link", filepath.Join(escape, "savepoint-outside"), codes.InvalidArgument, false},
+		{"the checkpoint directory", ckpt, codes.InvalidArgument, false},
 		{"missing", filepath.Join(root, "nope"), codes.NotFound, false},
 		{"not a checkpoint directory", plain, codes.NotFound, false},
 		{"corrupt metadata", corrupt, codes.FailedPrecondition, false},
@@ -93,7 +113,13 @@ func TestDisposeSavepoint(t *testing.T) {
 			if gone := os.IsNotExist(statErr); gone != tc.gone && tc.code != codes.NotFound {
 				t.Errorf("directory gone = %v, want %v", gone, tc.gone)
 			}
+			t.Logf("%v", err)
 		})
+	}
+	for _, kept := range []string{outside, ckpt} {
+		if _, err := storage.ReadMetadata(kept); err != nil {
+			t.Errorf("%s after the refused disposals: %v", kept, err)
+		}
 	}
 
 	// Once the job has a checkpoint of its own, the savepoint is free.

@@ -32,6 +32,24 @@ type cluster struct {
 	t   *testing.T
 	jm  *jobmanager.Server
 	url string
+	// ckpt is the JobManager's checkpoint directory, which savepoints
+	// must be in.
+	ckpt string
+}
+
+// savepointDir is a new directory for savepoints in the checkpoint
+// directory.
+func (c *cluster) savepointDir(t *testing.T) string {
+	t.Helper()
+	parent := filepath.Join(c.ckpt, "savepoints")
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(parent, "test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func testLogger() *slog.Logger {
@@ -65,7 +83,7 @@ func startClusterWith(t *testing.T, tms, slots int, extra ...func(*sdk.Registry)
 		h.Close()
 		ts.Close()
 	})
-	return &cluster{t: t, jm: tc.JobManager, url: ts.URL}, metrics
+	return &cluster{t: t, jm: tc.JobManager, url: ts.URL, ckpt: filepath.Join(tc.Dir, "checkpoints")}, metrics
 }
 
 func runningSumSpec(name, sinkDir, checkpointing string) string {
@@ -572,7 +590,7 @@ func TestRESTAPI(t *testing.T) {
 	})
 
 	t.Run("trigger savepoint", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := c.savepointDir(t)
 		tid := c.trigger("/jobs/"+job+"/savepoints", fmt.Sprintf(`{"target-directory": %q, "cancel-job": false}`, dir))
 		op := c.awaitOperation("/jobs/" + job + "/savepoints/" + tid)
 		loc, _ := op["location"].(string)
@@ -593,7 +611,7 @@ func TestRESTAPI(t *testing.T) {
 	})
 
 	t.Run("savepoint disposal", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := c.savepointDir(t)
 		tid := c.trigger("/jobs/"+job+"/savepoints", fmt.Sprintf(`{"target-directory": %q}`, dir))
 		loc, _ := c.awaitOperation("/jobs/" + job + "/savepoints/" + tid)["location"].(string)
 		tid = c.trigger("/savepoint-disposal", fmt.Sprintf(`{"savepoint-path": %q}`, loc))
@@ -616,6 +634,11 @@ func TestRESTAPI(t *testing.T) {
 
 	t.Run("errors", func(t *testing.T) {
 		const unknown = "ffffffffffffffffffffffffffffffff"
+		outside := t.TempDir()
+		escape := filepath.Join(c.ckpt, "escape")
+		if err := os.Symlink(outside, escape); err != nil {
+			t.Fatal(err)
+		}
 		cases := []struct {
 			method, path, body string
 			code               int
@@ -643,6 +666,13 @@ func TestRESTAPI(t *testing.T) {
 			{"POST", "/jobs/" + job + "/checkpoints", `{"checkpointType": "SOMETIMES"}`, 400, "SOMETIMES"},
 			{"POST", "/jobs/" + job + "/checkpoints", `{"triggerId": "short"}`, 400, "short"},
 			{"PATCH", "/jobs/" + job + "?mode=pause", "", 400, "pause"},
+			// Savepoints stay in the checkpoint directory: refused at
+			// once, not as a failed operation.
+			{"POST", "/jobs/" + job + "/savepoints", fmt.Sprintf(`{"target-directory": %q}`, outside), 400, "must be within the checkpoint directory"},
+			{"POST", "/jobs/" + job + "/savepoints", fmt.Sprintf(`{"target-directory": %q}`, c.ckpt+"/../escaped"), 400, `".." element`},
+			{"POST", "/jobs/" + job + "/stop", fmt.Sprintf(`{"targetDirectory": %q}`, filepath.Join(escape, "sp")), 400, "must be within the checkpoint directory"},
+			{"POST", "/savepoint-disposal", fmt.Sprintf(`{"savepoint-path": %q}`, outside), 400, outside},
+			{"POST", "/savepoint-disposal", fmt.Sprintf(`{"savepoint-path": %q}`, filepath.Join(escape, "sp")), 400, "must be within the checkpoint directory"},
 			{"GET", "/nope", "", 404, "/nope"},
 		}
 		for _, tc := range cases {
@@ -699,7 +729,7 @@ func TestRESTAPI(t *testing.T) {
 	})
 
 	t.Run("stop", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := c.savepointDir(t)
 		tid := c.trigger("/jobs/"+job+"/stop", fmt.Sprintf(`{"targetDirectory": %q, "drain": false}`, dir))
 		op := c.awaitOperation("/jobs/" + job + "/savepoints/" + tid)
 		if loc, _ := op["location"].(string); !strings.HasPrefix(loc, dir) {
@@ -746,7 +776,7 @@ func TestRESTAPI(t *testing.T) {
 		// A job is RUNNING once scheduled; its checkpoint coordinator
 		// starts when every subtask runs.
 		c.waitCompleted(job3, 1)
-		dir := t.TempDir()
+		dir := c.savepointDir(t)
 		tid := c.trigger("/jobs/"+job3+"/savepoints", fmt.Sprintf(`{"target-directory": %q, "cancel-job": true}`, dir))
 		op := c.awaitOperation("/jobs/" + job3 + "/savepoints/" + tid)
 		if loc, _ := op["location"].(string); !strings.HasPrefix(loc, dir) {
@@ -797,7 +827,7 @@ func TestFailedCheckpoints(t *testing.T) {
 	}
 
 	// A savepoint that cannot create its directory fails in its result.
-	file := filepath.Join(t.TempDir(), "file")
+	file := filepath.Join(c.savepointDir(t), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,24 @@ func failureCause(err error) *serializedThrowable {
 	return &serializedThrowable{Class: class, StackTrace: class + ": " + msg}
 }
 
+// locationChecker is a client API that tells at once whether it would
+// refuse a storage location a client names, as the JobManager does:
+// a trigger naming one then answers 400 instead of 202 and an operation
+// that fails.
+type locationChecker interface {
+	CheckStorageLocation(what, loc string) error
+}
+
+// checkLocation refuses loc (empty: the default) when the client API
+// would.
+func (h *Handler) checkLocation(what, loc string) error {
+	c, ok := h.api.(locationChecker)
+	if !ok || loc == "" {
+		return nil
+	}
+	return c.CheckStorageLocation(what, loc)
+}
+
 // trigger starts an asynchronous operation on an existing job and answers
 // 202 with its request-id.
 func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, group opGroup, triggerID *string, fn func(ctx context.Context, jobID string) (any, error)) error {
@@ -123,6 +141,9 @@ func (h *Handler) postSavepoint(w http.ResponseWriter, r *http.Request) error {
 	if body.TargetDirectory != nil {
 		target = *body.TargetDirectory
 	}
+	if err := h.checkLocation("savepoint target directory", target); err != nil {
+		return err
+	}
 	return h.trigger(w, r, groupSavepoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
 		resp, err := h.api.TriggerSavepoint(ctx, &weirv1.TriggerSavepointRequest{JobId: jobID, TargetDirectory: target})
 		if err != nil {
@@ -149,6 +170,9 @@ func (h *Handler) postStop(w http.ResponseWriter, r *http.Request) error {
 	if body.TargetDirectory != nil {
 		target = *body.TargetDirectory
 	}
+	if err := h.checkLocation("savepoint target directory", target); err != nil {
+		return err
+	}
 	return h.trigger(w, r, groupSavepoint, body.TriggerID, func(ctx context.Context, jobID string) (any, error) {
 		resp, err := h.api.StopWithSavepoint(ctx, &weirv1.StopWithSavepointRequest{JobId: jobID, TargetDirectory: target, Drain: body.Drain})
 		if err != nil {
@@ -174,6 +198,9 @@ func (h *Handler) postSavepointDisposal(w http.ResponseWriter, r *http.Request) 
 	}
 	if body.SavepointPath == "" {
 		return errorf(http.StatusBadRequest, "request body does not match SavepointDisposalRequest: \"savepoint-path\" is required")
+	}
+	if err := h.checkLocation("dispose savepoint", body.SavepointPath); err != nil {
+		return err
 	}
 	// Disposals belong to no job; Flink polls them by request-id alone.
 	tid := newTriggerID()
