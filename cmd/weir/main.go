@@ -260,6 +260,10 @@ func (a *app) rpcError(err error, what, notFound string) error {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
+		if a.tls.IsZero() && strings.Contains(st.Message(), "server preface") {
+			// What a JobManager on mutual TLS does to a plaintext client.
+			return wrap("cannot reach JobManager at %s: %s (if it runs with TLS, give --tls-cert, --tls-key and --tls-ca)", a.addr, st.Message())
+		}
 		return wrap("cannot reach JobManager at %s: %s", a.addr, st.Message())
 	case codes.DeadlineExceeded:
 		// A connected but slow JobManager (a long savepoint, say) is not
