@@ -5,7 +5,7 @@ BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
-.PHONY: all build test test-short versitygw vet proto check-proto demo image chaos bench clean \
+.PHONY: all build test test-short fuzz versitygw vet proto check-proto demo image chaos bench clean \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test
 
 all: build
@@ -22,6 +22,22 @@ test: vet versitygw
 
 test-short: versitygw
 	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -short ./...
+
+# Every fuzz target (func FuzzXxx in this module's tests) in turn, for
+# FUZZTIME each: about 7 minutes with the default, `make fuzz FUZZTIME=10m`
+# for a longer search. The targets' seed corpora (f.Add and testdata/fuzz)
+# also run as ordinary tests in `make test`; an input that fails is written
+# to the package's testdata/fuzz, where it stays as a regression test once
+# committed. FUZZFLAGS adds go test flags, e.g. FUZZFLAGS=-parallel=1.
+FUZZTIME  ?= 1m
+FUZZFLAGS ?=
+fuzz:
+	@set -e; for f in $$(git ls-files -co --exclude-standard -- '*_test.go' ':!:deploy/' ':!:tools/'); do \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== ./$$(dirname $$f) $$name for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./$$(dirname $$f); \
+		done; \
+	done
 
 # The S3 server the storage tests run against: versitygw from the Go
 # module proxy (the tools-only module deploy/s3 pins it), built once here
