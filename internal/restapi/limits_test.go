@@ -84,3 +84,18 @@ func TestRequestBodyLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyWithTrailingData: a body is one JSON value; anything after it,
+// a stray closing bracket included, is refused rather than ignored.
+func TestBodyWithTrailingData(t *testing.T) {
+	c := serve(t, fuzzAPI{newFakeAPI()})
+	for _, body := range []string{`null}`, `{"drain": true}}`, `{"drain": true}]`, `{} {}`, `{"drain": true} x`} {
+		r := c.do(http.MethodPost, "/jobs/"+fakeJob+"/stop", body)
+		if r.code != http.StatusBadRequest || !strings.Contains(r.raw, "unexpected data after the JSON object") {
+			t.Errorf("POST stop %s: %d %s, want 400 naming the trailing data", body, r.code, r.raw)
+		}
+	}
+	if r := c.do(http.MethodPost, "/jobs/"+fakeJob+"/stop", "{\"drain\": true}\n\t "); r.code != http.StatusAccepted {
+		t.Errorf("trailing whitespace: %d %s, want 202", r.code, r.raw)
+	}
+}

@@ -70,7 +70,8 @@ func decodeBody(r *http.Request, name string, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	err = dec.Decode(v)
-	if err == nil && dec.More() {
+	// Not dec.More: it does not see a stray '}' or ']' after the value.
+	if err == nil && len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		err = errors.New("unexpected data after the JSON object")
 	}
 	if err == nil {
