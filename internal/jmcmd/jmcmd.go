@@ -6,6 +6,7 @@ package jmcmd
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weirproject/weir/internal/daemon"
@@ -23,6 +24,10 @@ func Run(args []string) error {
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", ":6123", "gRPC address for clients and TaskManagers")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8081", "HTTP address serving the REST API, the dashboard, /metrics and /healthz (HTTPS with --tls-cert or --rest-tls-cert)")
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/tmp/weir/checkpoints", "checkpoint storage: a directory every TaskManager shares, or s3://bucket/prefix")
+	fs.Func("savepoint-dirs", "comma-separated directories or s3:// prefixes, besides --checkpoint-dir, that savepoints may be taken into, restored from and disposed of", func(v string) error {
+		cfg.SavepointDirs = strings.FieldsFunc(v, func(r rune) bool { return r == ',' })
+		return nil
+	})
 	fs.StringVar(&haMode, "ha", "none", "high availability: none (standalone) or etcd")
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "localhost:2379", "etcd endpoints, comma-separated (with --ha etcd)")
 	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name: JobManagers and TaskManagers of one cluster share it in etcd")

@@ -3,6 +3,7 @@ package jobmanager
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,11 +14,14 @@ import (
 
 // storageRoots are where clients may point the JobManager at: the
 // checkpoint directory, which holds the default savepoint directory
-// (<checkpoint-dir>/savepoints) too. A savepoint restored, taken into a
-// target directory or disposed of is read, written or deleted by the
-// JobManager and its TaskManagers with their own rights, so a location
-// outside would let any client of the API reach files it should not.
-func (s *Server) storageRoots() []string { return []string{s.cfg.CheckpointDir} }
+// (<checkpoint-dir>/savepoints) too, and the savepoint directories it was
+// given. A savepoint restored, taken into a target directory or disposed
+// of is read, written or deleted by the JobManager and its TaskManagers
+// with their own rights, so a location outside would let any client of
+// the API reach files it should not.
+func (s *Server) storageRoots() []string {
+	return append([]string{s.cfg.CheckpointDir}, s.cfg.SavepointDirs...)
+}
 
 // CheckStorageLocation refuses with InvalidArgument a location a client
 // names (what for: "restore-from", "savepoint target directory", ...)
@@ -28,9 +32,13 @@ func (s *Server) CheckStorageLocation(what, loc string) error {
 		return status.Errorf(codes.InvalidArgument, "jobmanager: %s %s: %v", what, loc, err)
 	}
 	if err != nil {
+		others := ""
+		if len(s.cfg.SavepointDirs) > 0 {
+			others = " or the savepoint directories " + strings.Join(s.cfg.SavepointDirs, ", ")
+		}
 		return status.Errorf(codes.InvalidArgument,
-			"jobmanager: %s: savepoints must be within the checkpoint directory %s (by default in %s): %v",
-			what, s.cfg.CheckpointDir, blob.Join(s.cfg.CheckpointDir, "savepoints"), err)
+			"jobmanager: %s: savepoints must be within the checkpoint directory %s%s (by default in %s): %v",
+			what, s.cfg.CheckpointDir, others, blob.Join(s.cfg.CheckpointDir, "savepoints"), err)
 	}
 	return nil
 }

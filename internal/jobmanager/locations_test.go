@@ -84,3 +84,23 @@ func requireRefused(t *testing.T, err error, path string) {
 		t.Fatalf("error %q does not name %s and the checkpoint directory", msg, path)
 	}
 }
+
+// TestSavepointDirs: a directory given as a savepoint directory is a root
+// like the checkpoint directory; outside both is still refused.
+func TestSavepointDirs(t *testing.T) {
+	ckpt, spDir, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	s, err := New(Config{CheckpointDir: ckpt, SavepointDirs: []string{spDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckStorageLocation("restore-from", filepath.Join(spDir, "savepoint-ab-1")); err != nil {
+		t.Errorf("in a savepoint directory: %v", err)
+	}
+	err = s.CheckStorageLocation("restore-from", filepath.Join(elsewhere, "savepoint-ab-1"))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), spDir) {
+		t.Errorf("outside: %v, want InvalidArgument naming the savepoint directory too", err)
+	}
+	if _, err := s.DisposeSavepoint(context.Background(), &weirv1.DisposeSavepointRequest{Path: spDir}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("disposing of the savepoint directory itself: %v, want InvalidArgument", err)
+	}
+}

@@ -64,6 +64,10 @@ type Config struct {
 	// RESTTLS, when set, is the HTTPS certificate of the HTTP address
 	// (REST API, dashboard, metrics) instead of TLS's.
 	RESTTLS *tlsconfig.Reloader
+	// SavepointDirs are where clients may take savepoints into, restore
+	// from and dispose of savepoints besides the checkpoint directory:
+	// local directories or s3:// prefixes.
+	SavepointDirs []string
 }
 
 // Validate checks the configuration and fills defaults.

@@ -738,7 +738,10 @@ func runS3(e *Env, b *Bench) error {
 	}
 	restore := setEnv("AWS_ENDPOINT_URL", "http://"+srv.addr, "AWS_REGION", s3Region,
 		"AWS_ACCESS_KEY_ID", s3AccessKey, "AWS_SECRET_ACCESS_KEY", s3SecretKey)
-	cfg := harness.Config{TaskManagers: 2, Slots: 1, ExtraJM: []string{"--checkpoint-dir", "s3://" + s3Bucket + "/checkpoints"}}
+	// The S3 side restores the local side's checkpoint, outside its own
+	// checkpoint directory: allowed by name.
+	cfg := harness.Config{TaskManagers: 2, Slots: 1, ExtraJM: []string{"--checkpoint-dir", "s3://" + s3Bucket + "/checkpoints",
+		"--savepoint-dirs", filepath.Dir(local.last.ExternalPath)}}
 	onS3, err := runS3Side(e, "S3", cfg, s3Spec("s3-s3", keys, ctrl, local.last.ExternalPath), ctrl, &gen, []int{srv.proc.Pid()},
 		func(s *s3Side) error {
 			restore()
