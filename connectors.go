@@ -157,6 +157,13 @@ func (s *sinkOp) SnapshotState(id int64) error {
 	return nil
 }
 
+func (s *sinkOp) SnapshotStateAsync(id int64) (func() error, error) {
+	if a, ok := s.op.(sdk.AsyncSnapshotter); ok {
+		return a.SnapshotStateAsync(id)
+	}
+	return nil, s.SnapshotState(id)
+}
+
 func (s *sinkOp) NotifyCheckpointComplete(id int64) error {
 	if l, ok := s.op.(sdk.CheckpointListener); ok {
 		return l.NotifyCheckpointComplete(id)

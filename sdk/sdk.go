@@ -307,6 +307,19 @@ type Snapshotter interface {
 	SnapshotState(checkpointID int64) error
 }
 
+// AsyncSnapshotter is implemented by operators whose snapshot has a slow
+// part that needs none of their state, such as the fsync of a file the
+// snapshot closed. The subtask calls SnapshotStateAsync where it would
+// call SnapshotState, on the operator's goroutine, before the barrier goes
+// downstream; the function it returns (nil for none) runs on the
+// checkpoint's asynchronous path while records flow again, and the
+// checkpoint is acknowledged only after it returned nil. An error from it
+// declines the checkpoint; the operator must then fail the subtask itself
+// (from its next call) if the checkpoint's state depends on what failed.
+type AsyncSnapshotter interface {
+	SnapshotStateAsync(checkpointID int64) (finish func() error, err error)
+}
+
 // CheckpointListener is implemented by operators with side effects bound to
 // checkpoints, such as two-phase-commit sinks.
 type CheckpointListener interface {

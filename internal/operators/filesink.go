@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weirproject/weir/internal/blob"
@@ -75,6 +76,20 @@ type FileSink struct {
 	// subtask must fail and restore (the sources replay them), not go on
 	// to the next checkpoint without them. Every later call returns it.
 	lost error
+	// unsynced are the closed local files whose data and directory entry
+	// are not durable yet: the next snapshot's asynchronous part syncs
+	// them (see SnapshotStateAsync).
+	unsynced []func() error
+	// synced is closed when the previous snapshot's asynchronous part
+	// ended: each waits for the one before, so no checkpoint is
+	// acknowledged while a file an earlier one pre-committed may still be
+	// lost, and a failure fails every later checkpoint too.
+	synced <-chan struct{}
+	// syncMu guards syncErr, the failure of an asynchronous part: set on
+	// the checkpoint's goroutine, it fails the subtask from the sink's
+	// next call, as lost does.
+	syncMu  sync.Mutex
+	syncErr error
 	// files are the closed part files not yet committed, oldest first;
 	// Checkpoint is the checkpoint whose snapshot pre-committed the file,
 	// 0 while it awaits the next snapshot.
@@ -127,12 +142,13 @@ type partFile interface {
 	// persist makes everything written durable and returns the state to
 	// resume the file from.
 	persist() (partState, error)
-	// closeForCommit makes the file durable and closed and returns the
-	// state to commit it from; a non-empty name names the file now (when
-	// it was created renamable: the default policy names the file after
-	// the checkpoint that closes it). After an error the file is unusable
-	// unless alive says otherwise.
-	closeForCommit(name string) (partState, error)
+	// closeForCommit closes the file and returns the state to commit it
+	// from; a non-empty name names the file now (when it was created
+	// renamable: the default policy names the file after the checkpoint
+	// that closes it). The file is durable once durable returned nil
+	// (durable is nil when it is already). After an error the file is
+	// unusable unless alive says otherwise.
+	closeForCommit(name string) (st partState, durable func() error, err error)
 	alive() bool
 	// discard closes the file without committing it: a restore deletes
 	// it, or resumes it if a checkpoint holds it.
@@ -349,8 +365,8 @@ func RolledName(subtask int, epoch int64, n int) string {
 func pendingName(final string) string { return "." + final + ".pending" }
 
 func (f *FileSink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
-	if f.lost != nil {
-		return f.lost
+	if err := f.failure(); err != nil {
+		return err
 	}
 	if f.cur != nil && f.roll.maxAge > 0 && f.now().Sub(f.opened) >= f.roll.maxAge {
 		if err := f.rollOver(); err != nil {
@@ -403,13 +419,13 @@ func (f *FileSink) rollOver() error {
 
 // closeCurrent closes the in-progress file for commit; ok is false for a
 // file without bytes, which is dropped.
-func (f *FileSink) closeCurrent(name string) (st partState, ok bool, err error) {
+func (f *FileSink) closeCurrent(name string) (partState, bool, error) {
 	if f.cur.size() == 0 {
-		err = f.cur.discard()
+		err := f.cur.discard()
 		f.cur = nil
 		return partState{}, false, err
 	}
-	st, err = f.cur.closeForCommit(name)
+	st, durable, err := f.cur.closeForCommit(name)
 	if err != nil {
 		if !f.cur.alive() {
 			f.cur = nil
@@ -417,6 +433,9 @@ func (f *FileSink) closeCurrent(name string) (st partState, ok bool, err error) 
 		return partState{}, false, err
 	}
 	f.cur = nil
+	if durable != nil {
+		f.unsynced = append(f.unsynced, durable)
+	}
 	return st, true, nil
 }
 
@@ -427,13 +446,31 @@ func (f *FileSink) EndInput(sdk.Collector) error {
 	return nil
 }
 
-// SnapshotState pre-commits the files closed since the last snapshot and,
-// when the policy rolls on checkpoints (or the file is too old, or the
-// input ended), the in-progress file; otherwise the in-progress file's
-// resumable state goes into the checkpoint.
+// SnapshotState is SnapshotStateAsync with its asynchronous part run
+// before it returns.
 func (f *FileSink) SnapshotState(id int64) error {
-	if f.lost != nil {
-		return f.lost
+	finish, err := f.SnapshotStateAsync(id)
+	if err == nil && finish != nil {
+		err = finish()
+	}
+	return err
+}
+
+// SnapshotStateAsync pre-commits the files closed since the last snapshot
+// and, when the policy rolls on checkpoints (or the file is too old, or
+// the input ended), the in-progress file; otherwise the in-progress file's
+// resumable state goes into the checkpoint.
+//
+// In a local directory the pre-commit's renames happen here and its
+// fsyncs (of the files, then of the directory) in the returned function,
+// which the subtask runs off its goroutine before it acknowledges the
+// checkpoint: records flow while the disk syncs, and the checkpoint that
+// names the files completes only once they are durable. The files of all
+// sink subtasks of a TaskManager sync concurrently, which the file system
+// commits together.
+func (f *FileSink) SnapshotStateAsync(id int64) (func() error, error) {
+	if err := f.failure(); err != nil {
+		return nil, err
 	}
 	var open *partState
 	if f.cur != nil {
@@ -451,7 +488,7 @@ func (f *FileSink) SnapshotState(id int64) error {
 					// retries at the next snapshot.
 					f.lost = fmt.Errorf("%w (its records are in no file: the subtask restarts from the last completed checkpoint)", err)
 				}
-				return err
+				return nil, err
 			}
 			if ok {
 				f.files = append(f.files, st)
@@ -459,7 +496,7 @@ func (f *FileSink) SnapshotState(id int64) error {
 		} else {
 			st, err := f.cur.persist()
 			if err != nil {
-				return fmt.Errorf("file-sink: checkpoint %d: persist the in-progress part file: %w", id, err)
+				return nil, fmt.Errorf("file-sink: checkpoint %d: persist the in-progress part file: %w", id, err)
 			}
 			st.Opened = f.opened.UnixMilli()
 			open = &st
@@ -473,10 +510,53 @@ func (f *FileSink) SnapshotState(id int64) error {
 	f.base, f.n = id, 0
 	item, err := json.Marshal(sinkState{Subtask: f.subtask, Pending: f.files, InProgress: open})
 	if err != nil {
-		return fmt.Errorf("file-sink: checkpoint %d: %w", id, err)
+		return nil, fmt.Errorf("file-sink: checkpoint %d: %w", id, err)
 	}
 	f.pending.Update([][]byte{item})
-	return nil
+	return f.syncAsync(id), nil
+}
+
+// syncAsync returns the asynchronous part of checkpoint id's pre-commit:
+// it makes the files closed since the last snapshot durable, after the
+// previous snapshot's part ended.
+func (f *FileSink) syncAsync(id int64) func() error {
+	durable, prev := f.unsynced, f.synced
+	f.unsynced = nil
+	if len(durable) == 0 && prev == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	f.synced = done
+	return func() error {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		if err := f.failure(); err != nil {
+			return err
+		}
+		for _, d := range durable {
+			if err := d(); err != nil {
+				err = fmt.Errorf("file-sink: pre-commit checkpoint %d: %w", id, err)
+				f.syncMu.Lock()
+				f.syncErr = fmt.Errorf("%w (its records may be in no file: the subtask restarts from the last completed checkpoint)", err)
+				f.syncMu.Unlock()
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// failure is the error that fails every call once the sink lost records:
+// lost, or the failure of an asynchronous pre-commit.
+func (f *FileSink) failure() error {
+	if f.lost != nil {
+		return f.lost
+	}
+	f.syncMu.Lock()
+	defer f.syncMu.Unlock()
+	return f.syncErr
 }
 
 // NotifyCheckpointComplete commits every file pre-committed up to id;
@@ -484,8 +564,8 @@ func (f *FileSink) SnapshotState(id int64) error {
 // error fails the subtask, and the restore re-commits from the
 // checkpoint's state.
 func (f *FileSink) NotifyCheckpointComplete(id int64) error {
-	if f.lost != nil {
-		return f.lost
+	if err := f.failure(); err != nil {
+		return err
 	}
 	var due, kept []partState
 	for _, p := range f.files {
@@ -517,7 +597,7 @@ func (f *FileSink) NotifyCheckpointComplete(id int64) error {
 // NotifyCheckpointAborted keeps pre-committed files for the next completed
 // checkpoint; after a lost epoch it fails the subtask (the aborted
 // checkpoint is the one that lost it).
-func (f *FileSink) NotifyCheckpointAborted(int64) error { return f.lost }
+func (f *FileSink) NotifyCheckpointAborted(int64) error { return f.failure() }
 
 func (f *FileSink) Close() error {
 	if f.cur == nil {
@@ -587,35 +667,39 @@ func (l *localFile) persist() (partState, error) {
 	return partState{Name: l.name, Tmp: l.tmp, Size: l.n}, err
 }
 
-func (l *localFile) closeForCommit(name string) (partState, error) {
-	err := l.w.Flush()
-	if err == nil {
-		err = l.file.Sync()
-	}
-	if cerr := l.file.Close(); err == nil {
-		err = cerr
-	}
+func (l *localFile) closeForCommit(name string) (partState, func() error, error) {
 	l.closedDown = true
-	if name == "" {
-		// Rolled by a rolling policy: it keeps its hidden name until the
-		// commit, so a restore from an earlier checkpoint still finds it.
-		if err == nil && !l.dirSynced {
+	if err := l.w.Flush(); err != nil {
+		l.file.Close()
+		return partState{}, nil, err
+	}
+	st := partState{Name: l.name, Tmp: l.tmp, Size: l.n}
+	syncDir := !l.dirSynced
+	if name != "" {
+		// The default policy: the checkpoint will name the pending file; a
+		// restore that finds the in-progress name instead would have lost
+		// the epoch, hence the directory sync. Until the file and the
+		// directory are synced no checkpoint naming them completes.
+		l.name = name
+		pending := pendingName(name)
+		if err := os.Rename(l.s.path(l.tmp), l.s.path(pending)); err != nil {
+			l.file.Close()
+			return partState{}, nil, err
+		}
+		st, syncDir = partState{Name: name, Tmp: pending, Size: l.n}, true
+	}
+	// Rolled by a rolling policy, it keeps its hidden name until the
+	// commit, so a restore from an earlier checkpoint still finds it.
+	return st, func() error {
+		err := l.file.Sync()
+		if cerr := l.file.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && syncDir {
 			err = l.s.f.sync()
 		}
-		return partState{Name: l.name, Tmp: l.tmp, Size: l.n}, err
-	}
-	// The default policy: the checkpoint will name the pending file; a
-	// restore that finds the in-progress name instead would have lost the
-	// epoch, hence the directory sync.
-	l.name = name
-	pending := pendingName(name)
-	if err == nil {
-		err = os.Rename(l.s.path(l.tmp), l.s.path(pending))
-	}
-	if err == nil {
-		err = l.s.f.sync()
-	}
-	return partState{Name: name, Tmp: pending, Size: l.n}, err
+		return err
+	}, nil
 }
 
 func (l *localFile) discard() error {

@@ -358,17 +358,17 @@ func (w *s3File) persist() (partState, error) {
 
 // closeForCommit uploads the buffer as the last part. On an error the
 // file stays usable, its bytes buffered: the next snapshot retries.
-func (w *s3File) closeForCommit(name string) (partState, error) {
+func (w *s3File) closeForCommit(name string) (partState, func() error, error) {
 	if name != "" && w.renamable && w.upload == "" {
 		w.name, w.key = name, w.s.prefix+name
 	}
 	if len(w.buf) > 0 || len(w.parts) == 0 {
 		if err := w.uploadBuffer(); err != nil {
-			return partState{}, err
+			return partState{}, nil, err
 		}
 	}
 	w.closed, w.buf = true, nil
-	return w.state(), nil
+	return w.state(), nil, nil
 }
 
 // discard leaves the upload: a restore aborts it, or resumes it when a
@@ -434,7 +434,7 @@ func (s *s3Store) commitInProgress(sub int, st partState) error {
 	}
 	// A file of a tail only is uploaded again under the same name: the
 	// same object if an earlier attempt of this restore committed it.
-	cst, err := w.closeForCommit("")
+	cst, _, err := w.closeForCommit("")
 	if err != nil {
 		return fmt.Errorf("file-sink: commit the in-progress part file %s: %w", st.Loc, err)
 	}

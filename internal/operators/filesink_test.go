@@ -691,6 +691,72 @@ func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 	}
 }
 
+// The pre-commit's fsyncs run in the function SnapshotStateAsync returns,
+// which the subtask runs off its goroutine: records go on into the next
+// file meanwhile. Each such part waits for the one before, so a failure
+// fails every later checkpoint, whichever part runs first.
+func TestFileSinkSyncsAsynchronously(t *testing.T) {
+	dir := t.TempDir()
+	syncs := &dirSyncs{t: t}
+	s, err := openSinkWith(t, newTestCtx("sink", sdk.Config{"path": dir}, 0, 1), syncs, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.write(t, "a")
+	finish1, err := s.sink.SnapshotStateAsync(1)
+	if err != nil || finish1 == nil {
+		t.Fatalf("SnapshotStateAsync(1) = %v, %v; want a function to finish with", finish1 != nil, err)
+	}
+	if len(syncs.calls) != 0 {
+		t.Fatalf("the synchronous part synced the directory: %q", syncs.calls)
+	}
+	s.write(t, "b") // while checkpoint 1's files sync
+	if err := finish1(); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{".part-0-1.pending", ".part-0-inprogress-0-1"}}; !reflect.DeepEqual(syncs.calls, want) {
+		t.Fatalf("after the asynchronous part: syncs saw %q, want %q", syncs.calls, want)
+	}
+	s.complete(t, 1)
+
+	// Checkpoint 2's part fails; checkpoint 3's, started first, waits for
+	// it and fails too, and nothing of either is committed.
+	finish2, err := s.sink.SnapshotStateAsync(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.write(t, "c")
+	finish3, err := s.sink.SnapshotStateAsync(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- finish3() }()
+	diskGone := errors.New("disk gone")
+	syncs.err = diskGone
+	if err := finish2(); !errors.Is(err, diskGone) || !strings.Contains(err.Error(), "pre-commit checkpoint 2") {
+		t.Fatalf("checkpoint 2's asynchronous part: %v, want the sync error with context", err)
+	}
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "restarts from the last completed checkpoint") {
+		t.Fatalf("checkpoint 3's asynchronous part after checkpoint 2's failed: %v, want checkpoint 2's failure", err)
+	}
+	for what, err := range map[string]error{
+		"the abort of checkpoint 2": s.sink.NotifyCheckpointAborted(2),
+		"the completion of 3":       s.sink.NotifyCheckpointComplete(3),
+	} {
+		if err == nil || !strings.Contains(err.Error(), "restarts from the last completed checkpoint") {
+			t.Errorf("%s after a failed pre-commit: %v, want its error", what, err)
+		}
+	}
+	lines, err := check.ReadCommitted(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(lines, " "); got != "k,a" {
+		t.Fatalf("committed %q, want only checkpoint 1's a", got)
+	}
+}
+
 // A restore re-commits what its checkpoint pre-committed; when the previous
 // attempt had committed it already, that is logged and the directory is
 // synced again (the previous attempt may have died before its sync).

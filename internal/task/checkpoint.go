@@ -228,19 +228,61 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 }
 
 // snapshotSync is the synchronous part of checkpoint b: the operator's
-// SnapshotState, then the state backend's snapshot.
+// SnapshotState (or SnapshotStateAsync), then the state backend's
+// snapshot.
 func (t *Task) snapshotSync(b *weirv1.CheckpointBarrier) (state.StateSnapshot, error) {
 	id := b.GetCheckpointId()
-	if s, ok := t.operator().(sdk.Snapshotter); ok {
+	var finish func() error
+	switch s := t.operator().(type) {
+	case sdk.AsyncSnapshotter:
+		var err error
+		if finish, err = s.SnapshotStateAsync(id); err != nil {
+			return nil, err
+		}
+	case sdk.Snapshotter:
 		if err := s.SnapshotState(id); err != nil {
 			return nil, err
 		}
 	}
-	return t.backend.TakeSnapshot(state.SnapshotOptions{
+	snap, err := t.backend.TakeSnapshot(state.SnapshotOptions{
 		CheckpointID: id,
 		Canonical:    state.IsSavepoint(b.GetOptions().GetType()),
 		Full:         b.GetOptions().GetType() == weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT,
 	})
+	if finish == nil {
+		return snap, err
+	}
+	if err != nil {
+		// The operator's part still runs: it may order later ones.
+		_ = finish()
+		return nil, err
+	}
+	return &finishingSnapshot{StateSnapshot: snap, finish: finish}, nil
+}
+
+// finishingSnapshot is a state snapshot with the asynchronous part of the
+// operator's snapshot (sdk.AsyncSnapshotter), run while the state is
+// written: the subtask state is acknowledged only when both succeeded.
+type finishingSnapshot struct {
+	state.StateSnapshot
+	finish func() error
+}
+
+func (s *finishingSnapshot) Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error) {
+	errc := make(chan error, 1)
+	go func() { errc <- s.finish() }()
+	st, err := s.StateSnapshot.Write(dir, vertex, subtask, parallelism)
+	if ferr := <-errc; ferr != nil {
+		return nil, errors.Join(err, fmt.Errorf("operator snapshot: %w", ferr))
+	}
+	return st, err
+}
+
+// Release runs the operator's part all the same: the operator may wait for
+// it in its next snapshot, and it releases what it holds (open files).
+func (s *finishingSnapshot) Release() {
+	s.StateSnapshot.Release()
+	_ = s.finish()
 }
 
 // completeAsync is the asynchronous part of checkpoint b: it writes the

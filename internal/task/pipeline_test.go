@@ -452,6 +452,13 @@ func (j *job) finish(first int64, opts *weirv1.CheckpointOptions, deadline time.
 			break
 		}
 	}
+	j.awaitDone()
+	return id
+}
+
+// awaitDone waits for every subtask to end after the final checkpoint.
+func (j *job) awaitDone() {
+	j.t.Helper()
 	for range j.runs {
 		if err := <-j.done; err != nil {
 			j.t.Fatalf("subtask failed: %v", err)
@@ -460,7 +467,6 @@ func (j *job) finish(first int64, opts *weirv1.CheckpointOptions, deadline time.
 	j.mu.Lock()
 	j.mu.closed = true
 	j.mu.Unlock()
-	return id
 }
 
 func (j *job) backPressured(vertex string) time.Duration {
