@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -50,7 +51,8 @@ type Options struct {
 	// LeaderLease is the leadership lease with Etcd (default 2 s).
 	LeaderLease time.Duration
 	// TLS runs every daemon with mutual TLS and HTTPS, with certificates
-	// `weir certs init` writes to Cluster.CertDir.
+	// `weir certs init` writes to Cluster.CertDir (one for every cluster
+	// on one Etcd).
 	TLS bool
 }
 
@@ -120,15 +122,6 @@ func Start(t testing.TB, opts Options) *Cluster {
 		CheckpointDir:     filepath.Join(c.Dir, "checkpoints"),
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
 	}
-	clientCreds := rpc.Credentials(nil, log)
-	if opts.TLS {
-		c.CertDir = filepath.Join(c.Dir, "certs")
-		if _, err := certs.Init(c.CertDir, []string{"jobmanager", "taskmanager"}, false); err != nil {
-			t.Fatal(err)
-		}
-		cfg.TLS, c.tmTLS = c.reloader("jobmanager"), c.reloader("taskmanager")
-		clientCreds = rpc.Credentials(c.reloader(certs.ClientName), log)
-	}
 	if c.etcd != "" {
 		// Standbys must reach the leader's checkpoints: one directory per
 		// etcd, shared by every cluster started on it.
@@ -138,6 +131,22 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 		cfg.CheckpointDir = dir.(string)
 		cfg.HA, cfg.Etcd = "etcd", c.haConfig()
+	}
+	clientCreds := rpc.Credentials(nil, log)
+	if opts.TLS {
+		// Every cluster on one etcd shares its CA, as its checkpoint
+		// directory: a standby's daemons must trust the leader's.
+		c.CertDir = filepath.Join(filepath.Dir(cfg.CheckpointDir), "certs")
+		if _, err := os.Stat(filepath.Join(c.CertDir, certs.CAFile)); err != nil {
+			if _, err := certs.Init(c.CertDir, []string{"jobmanager", "taskmanager"}, false); err != nil {
+				rpcLis.Close()
+				httpLis.Close()
+				cancel()
+				t.Fatal(err)
+			}
+		}
+		cfg.TLS, c.tmTLS = c.reloader("jobmanager"), c.reloader("taskmanager")
+		clientCreds = rpc.Credentials(c.reloader(certs.ClientName), log)
 	}
 	jm, err := jobmanager.New(cfg)
 	if err != nil {

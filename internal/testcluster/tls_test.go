@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirproject/weir/internal/certs"
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/testcluster"
 	"github.com/weirproject/weir/internal/tlsconfig"
@@ -98,4 +99,31 @@ func TestJobWithMutualTLS(t *testing.T) {
 	if _, err := weirv1.NewClientServiceClient(conn).ListJobs(ctx, &weirv1.ListJobsRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("plaintext client: %v, want Unavailable", err)
 	}
+}
+
+// TestStandbyForwardsRESTOverHTTPS: a standby JobManager forwards REST
+// requests to the leader's HTTPS address, trusting the cluster's CA.
+func TestStandbyForwardsRESTOverHTTPS(t *testing.T) {
+	etcd := testcluster.StartEtcd(t)
+	leader := testcluster.Start(t, testcluster.Options{Etcd: etcd, TLS: true})
+	leader.WaitLeader()
+	standby := testcluster.Start(t, testcluster.Options{Etcd: etcd, TLS: true})
+	if standby.CertDir != leader.CertDir {
+		t.Fatalf("clusters on one etcd have CAs in %s and %s", leader.CertDir, standby.CertDir)
+	}
+	ca, err := tlsconfig.New(tlsconfig.Files{CA: standby.TLSFiles(certs.ClientName).CA}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(nil)}}
+	poll.UntilNoError(t, 30*time.Second, 20*time.Millisecond, "the standby forwarding /overview", func() (bool, error) {
+		resp, err := hc.Get("https://" + standby.HTTPAddr + "/overview")
+		if err != nil {
+			return false, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// 503 until the standby learnt who leads.
+		return resp.StatusCode == http.StatusOK && resp.Header.Get("X-Weir-Leader") != "", nil
+	})
 }
