@@ -154,14 +154,9 @@ func (t *TLS) Register(fs *flag.FlagSet) {
 	fs.StringVar(&t.GRPC.Cert, "tls-cert", "", "PEM certificate for mutual TLS on every gRPC connection and HTTPS on the HTTP address (with --tls-key and --tls-ca; reloaded when the file changes)")
 	fs.StringVar(&t.GRPC.Key, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&t.GRPC.CA, "tls-ca", "", "PEM CA certificates: gRPC peers must present a certificate they signed")
-	RegisterEtcdTLS(fs, &t.Etcd)
-}
-
-// RegisterEtcdTLS adds --etcd-cert, --etcd-key and --etcd-ca to fs.
-func RegisterEtcdTLS(fs *flag.FlagSet, f *tlsconfig.Files) {
-	fs.StringVar(&f.Cert, "etcd-cert", "", "PEM client certificate for etcd (with --etcd-key)")
-	fs.StringVar(&f.Key, "etcd-key", "", "PEM private key of --etcd-cert")
-	fs.StringVar(&f.CA, "etcd-ca", "", "PEM CA certificates that verify etcd's server certificate (default the system's); any --etcd-* flag turns on TLS to etcd")
+	fs.StringVar(&t.Etcd.Cert, "etcd-cert", "", "PEM client certificate for etcd (with --etcd-key)")
+	fs.StringVar(&t.Etcd.Key, "etcd-key", "", "PEM private key of --etcd-cert")
+	fs.StringVar(&t.Etcd.CA, "etcd-ca", "", "PEM CA certificates that verify etcd's server certificate (default the system's); any of --etcd-cert, --etcd-key, --etcd-ca turns on TLS to etcd")
 }
 
 // MutualTLS loads the --tls-* files: nil when none is given, an error
