@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/rpc"
@@ -30,6 +31,7 @@ const (
 	defaultJobManager = "localhost:6123"
 	envJobManager     = "WEIR_JOBMANAGER"
 	envEtcdEndpoints  = "WEIR_ETCD_ENDPOINTS"
+	envToken          = "WEIR_TOKEN"
 )
 
 // fileFlags are the flags naming TLS files, each with the environment
@@ -67,6 +69,9 @@ type app struct {
 	etcdEndpoints, clusterID string
 	// tls turns on mutual TLS with the JobManager; etcdTLS, TLS to etcd.
 	tls, etcdTLS tlsconfig.Files
+	// tokenFile holds the bearer token of a JobManager with
+	// --auth-token-file; without it the token comes from $WEIR_TOKEN.
+	tokenFile string
 
 	// started is set when a command's RunE begins: cobra's own errors
 	// before it (unknown flags, missing arguments or required flags) are
@@ -152,6 +157,8 @@ The JobManager's address comes from --jobmanager, else from the
 	for i, f := range fileFlags {
 		root.PersistentFlags().StringVar(files[i], f.flag, "", f.usage+"; $"+f.env)
 	}
+	root.PersistentFlags().StringVar(&a.tokenFile, "token-file", "",
+		"file holding the bearer token for a JobManager started with --auth-token-file; without it the token is $"+envToken)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand(), a.certsCommand())
 	a.markStart(root)
@@ -214,12 +221,38 @@ func (a *app) client() (weirv1.ClientServiceClient, error) {
 		}
 		a.addr = addr
 	}
-	conn, err := rpc.Dial(a.addr, rpc.Credentials(r, quiet))
+	opts := []grpc.DialOption{}
+	token, err := a.token()
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.Credentials{Token: token}))
+	}
+	conn, err := rpc.Dial(a.addr, rpc.Credentials(r, quiet), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("invalid JobManager address %q: %w", a.addr, err)
 	}
 	a.conn = conn
 	return weirv1.NewClientServiceClient(a.conn), nil
+}
+
+// token is the bearer token to send: the first line of --token-file, else
+// $WEIR_TOKEN, else none.
+func (a *app) token() (string, error) {
+	if a.tokenFile == "" {
+		v, _ := a.lookupEnv(envToken)
+		return strings.TrimSpace(v), nil
+	}
+	data, err := os.ReadFile(a.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	if line = strings.TrimSpace(line); line == "" {
+		return "", fmt.Errorf("--token-file %s: its first line holds no token", a.tokenFile)
+	}
+	return line, nil
 }
 
 // call makes one RPC under --timeout and turns gRPC failures into messages
@@ -272,6 +305,13 @@ func (a *app) rpcError(err error, what, notFound string) error {
 			return wrap("JobManager at %s did not answer within %s (raise --timeout)", a.addr, a.timeout)
 		}
 		return wrap("cannot reach JobManager at %s: no connection within %s", a.addr, a.timeout)
+	case codes.Unauthenticated:
+		if tok, _ := a.token(); tok == "" {
+			return wrap("%s: the JobManager at %s wants a token: give --token-file or $%s", what, a.addr, envToken)
+		}
+		return wrap("%s: the JobManager at %s refused the token: %s", what, a.addr, st.Message())
+	case codes.PermissionDenied:
+		return wrap("%s: the token may not do this: %s", what, st.Message())
 	case codes.NotFound:
 		if notFound != "" {
 			return wrap("%s", notFound)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/jobmanager"
 )
@@ -41,6 +42,8 @@ func Run(args []string) error {
 	security.Register(fs)
 	fs.StringVar(&restCert, "rest-tls-cert", "", "PEM certificate for HTTPS on --http-addr instead of --tls-cert's, e.g. one browsers trust (with --rest-tls-key; reloaded when the file changes)")
 	fs.StringVar(&restKey, "rest-tls-key", "", "PEM private key of --rest-tls-cert")
+	var tokenFile string
+	fs.StringVar(&tokenFile, "auth-token-file", "", `bearer tokens of the REST API and the gRPC client API, one "<role> <token>" per line, role read (list, get) or admin (also submit, cancel, stop, trigger, rescale, configure, dispose); unset leaves both open`)
 	logging.Register(fs)
 	storage.Register(fs)
 	if err := daemon.Parse(fs, args); err != nil {
@@ -59,6 +62,11 @@ func Run(args []string) error {
 	}
 	if cfg.RESTTLS, err = daemon.ServerTLS("--rest-tls-cert", restCert, "--rest-tls-key", restKey, log); err != nil {
 		return err
+	}
+	if tokenFile != "" {
+		if cfg.Tokens, err = auth.Load(tokenFile); err != nil {
+			return fmt.Errorf("--auth-token-file: %w", err)
+		}
 	}
 	cfg.HA = haMode
 	switch haMode {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/ha"
@@ -64,6 +65,9 @@ type Config struct {
 	// RESTTLS, when set, is the HTTPS certificate of the HTTP address
 	// (REST API, dashboard, metrics) instead of TLS's.
 	RESTTLS *tlsconfig.Reloader
+	// Tokens, when set, guard the REST API and the gRPC client API with
+	// bearer tokens (read and admin roles); nil leaves them open.
+	Tokens *auth.Tokens
 	// SavepointDirs are where clients may take savepoints into, restore
 	// from and dispose of savepoints besides the checkpoint directory:
 	// local directories or s3:// prefixes.
@@ -200,7 +204,15 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jobmanager: %w", err)
 	}
-	g, _ := rpc.NewServer(s.creds, grpc.ChainUnaryInterceptor(s.leaderOnly))
+	interceptors := []grpc.UnaryServerInterceptor{s.leaderOnly}
+	var enforcer *auth.Enforcer
+	if s.cfg.Tokens != nil {
+		enforcer = auth.NewEnforcer(s.cfg.Tokens, s.log, s.reg)
+		interceptors = append([]grpc.UnaryServerInterceptor{enforcer.UnaryInterceptor()}, interceptors...)
+	} else {
+		s.log.Warn("no --auth-token-file: the REST API and the gRPC client API take requests from anyone who reaches them, to submit, cancel and dispose too")
+	}
+	g, _ := rpc.NewServer(s.creds, grpc.ChainUnaryInterceptor(interceptors...))
 	s.Register(g)
 	restTLS := s.cfg.RESTTLS
 	if restTLS == nil {
@@ -246,6 +258,11 @@ func (s *Server) Run(ctx context.Context) error {
 			defer wg.Done()
 			proxy.follow(ctx)
 		}()
+	}
+	if enforcer != nil {
+		// Checked here, on a standby too: a request without the role is
+		// refused before it is forwarded to the leader.
+		api = enforcer.HTTP(api)
 	}
 	mux := rpc.HTTPMux(s.reg)
 	// Flink's REST API, from the same core as the gRPC client API; its

@@ -21,9 +21,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/certs"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/jobmanager"
@@ -54,6 +56,10 @@ type Options struct {
 	// `weir certs init` writes to Cluster.CertDir (one for every cluster
 	// on one Etcd).
 	TLS bool
+	// Tokens guard the JobManager's REST API and client API
+	// (--auth-token-file); ClientToken is the token Cluster.Client sends.
+	Tokens      *auth.Tokens
+	ClientToken string
 }
 
 // Cluster is a running JobManager and the TaskManagers started on it.
@@ -121,6 +127,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		RPCListener: rpcLis, HTTPListener: httpLis, RPCAddr: c.RPCAddr, HTTPAddr: c.HTTPAddr,
 		CheckpointDir:     filepath.Join(c.Dir, "checkpoints"),
 		HeartbeatInterval: opts.HeartbeatInterval, HeartbeatTimeout: opts.HeartbeatTimeout, Logger: log,
+		Tokens: opts.Tokens,
 	}
 	if c.etcd != "" {
 		// Standbys must reach the leader's checkpoints: one directory per
@@ -161,7 +168,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	jmCtx, stopJM := context.WithCancel(ctx)
 	c.stopJM = stopJM
 	go func() { done <- jm.Run(jmCtx) }()
-	conn, err := rpc.Dial(c.RPCAddr, clientCreds)
+	var dialOpts []grpc.DialOption
+	if opts.ClientToken != "" {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(auth.Credentials{Token: opts.ClientToken}))
+	}
+	conn, err := rpc.Dial(c.RPCAddr, clientCreds, dialOpts...)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
