@@ -222,9 +222,12 @@ func (s *Server) GetCheckpoint(_ context.Context, req *weirv1.GetCheckpointReque
 }
 
 // UpdateTaskExecutionState applies a subtask state change.
-func (s *Server) UpdateTaskExecutionState(_ context.Context, req *weirv1.UpdateTaskExecutionStateRequest) (*weirv1.UpdateTaskExecutionStateResponse, error) {
+func (s *Server) UpdateTaskExecutionState(ctx context.Context, req *weirv1.UpdateTaskExecutionStateRequest) (*weirv1.UpdateTaskExecutionStateResponse, error) {
 	j, err := s.lookup(req.GetAttempt().GetJobId())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSender(ctx, j, req.GetAttempt(), "state"); err != nil {
 		return nil, err
 	}
 	if req.GetEndOfInput() {
@@ -242,9 +245,12 @@ func (s *Server) UpdateTaskExecutionState(_ context.Context, req *weirv1.UpdateT
 }
 
 // AcknowledgeCheckpoint hands a subtask's ack to the job's coordinator.
-func (s *Server) AcknowledgeCheckpoint(_ context.Context, req *weirv1.AcknowledgeCheckpointRequest) (*weirv1.AcknowledgeCheckpointResponse, error) {
+func (s *Server) AcknowledgeCheckpoint(ctx context.Context, req *weirv1.AcknowledgeCheckpointRequest) (*weirv1.AcknowledgeCheckpointResponse, error) {
 	j, err := s.lookup(req.GetAttempt().GetJobId())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSender(ctx, j, req.GetAttempt(), "ack"); err != nil {
 		return nil, err
 	}
 	j.coord.Acknowledge(req)
@@ -252,9 +258,12 @@ func (s *Server) AcknowledgeCheckpoint(_ context.Context, req *weirv1.Acknowledg
 }
 
 // DeclineCheckpoint hands a subtask's decline to the job's coordinator.
-func (s *Server) DeclineCheckpoint(_ context.Context, req *weirv1.DeclineCheckpointRequest) (*weirv1.DeclineCheckpointResponse, error) {
+func (s *Server) DeclineCheckpoint(ctx context.Context, req *weirv1.DeclineCheckpointRequest) (*weirv1.DeclineCheckpointResponse, error) {
 	j, err := s.lookup(req.GetAttempt().GetJobId())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSender(ctx, j, req.GetAttempt(), "decline"); err != nil {
 		return nil, err
 	}
 	j.coord.Decline(req)

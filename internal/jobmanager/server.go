@@ -141,6 +141,9 @@ type Server struct {
 	// whole job).
 	regionRestarts *prometheus.CounterVec
 	leader         prometheus.Gauge
+	// foreignReports counts acks, declines and state reports refused
+	// because their sender is not the TaskManager of the attempt.
+	foreignReports *prometheus.CounterVec
 	// leading is read on every RPC; the leader's services live in mu.
 	leading atomic.Bool
 	// schedMu serializes slot assignment so two jobs never take one slot.
@@ -186,7 +189,14 @@ func New(cfg Config) (*Server, error) {
 		Name: "weir_job_region_restarts_total", Help: "Failovers of the job by the pipelined region restarted; region \"all\" is a restart of the whole job.",
 	}, []string{"job_id", "job_name", "region"})
 	s.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_jobmanager_leader", Help: "1 if this JobManager is the leader."})
-	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader)
+	s.foreignReports = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_jobmanager_foreign_reports_total",
+		Help: "Acks, declines and subtask state reports refused because the caller's certificate is not the one of the TaskManager running the subtask, and registrations under the ID of a TaskManager registered with another certificate (mutual TLS only), by report.",
+	}, []string{"report"})
+	for _, r := range []string{"ack", "decline", "state", "register"} {
+		s.foreignReports.WithLabelValues(r)
+	}
+	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader, s.foreignReports)
 	s.mu.tms = map[string]*taskManager{}
 	s.mu.jobs = map[string]*jobMaster{}
 	if cfg.HA == "none" {

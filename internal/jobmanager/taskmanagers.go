@@ -27,14 +27,29 @@ type taskManager struct {
 	confirmed bool
 	conn      *grpc.ClientConn
 	client    weirv1.TaskExecutorServiceClient
+	// identity names the certificate it registered with (mutual TLS;
+	// "" without): only that certificate may report for its subtasks.
+	identity string
 	// loads are the subtask loads of the latest heartbeat.
 	loads subtaskLoads
 }
 
 // RegisterTaskManager admits a TaskManager or renews its registration.
-func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTaskManagerRequest) (*weirv1.RegisterTaskManagerResponse, error) {
+func (s *Server) RegisterTaskManager(ctx context.Context, req *weirv1.RegisterTaskManagerRequest) (*weirv1.RegisterTaskManagerResponse, error) {
 	if req.GetTaskmanagerId() == "" || req.GetRpcAddress() == "" || req.GetSlots() < 1 {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: registration needs taskmanager_id, rpc_address and slots >= 1")
+	}
+	identity := peerIdentity(ctx)
+	s.mu.Lock()
+	old := s.mu.tms[req.GetTaskmanagerId()]
+	s.mu.Unlock()
+	if old != nil && old.identity != identity {
+		// Taking over a registered TaskManager's ID would fail its
+		// subtasks and receive its next ones.
+		s.foreignReports.WithLabelValues("register").Inc()
+		s.log.Warn("registration under another TaskManager's ID refused", "taskmanager_id", old.id,
+			"taskmanager_identity", old.identity, "caller_identity", identity)
+		return nil, status.Errorf(codes.PermissionDenied, "jobmanager: TaskManager %s is registered with another certificate", old.id)
 	}
 	conn, err := rpc.Dial(req.GetRpcAddress(), s.creds, rpc.StampJobManager(s.id))
 	if err != nil {
@@ -43,9 +58,10 @@ func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTask
 	tm := &taskManager{
 		id: req.GetTaskmanagerId(), registration: newID(), addr: req.GetRpcAddress(), httpAddr: req.GetHttpAddress(),
 		slots: int(req.GetSlots()), lastHeartbeat: time.Now(), conn: conn, client: weirv1.NewTaskExecutorServiceClient(conn),
+		identity: identity,
 	}
 	s.mu.Lock()
-	old := s.mu.tms[tm.id]
+	old = s.mu.tms[tm.id]
 	s.mu.tms[tm.id] = tm
 	s.tmGauge.Set(float64(len(s.mu.tms)))
 	s.mu.Unlock()
@@ -56,7 +72,7 @@ func (s *Server) RegisterTaskManager(_ context.Context, req *weirv1.RegisterTask
 		s.taskManagerLost(old.id, "taskmanager registered again")
 	}
 	go s.watchConnection(tm)
-	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", tm.slots)
+	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", tm.slots, "identity", tm.identity)
 	return &weirv1.RegisterTaskManagerResponse{
 		RegistrationId: tm.registration, JobmanagerId: s.id,
 		HeartbeatIntervalMs: s.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: s.cfg.HeartbeatTimeout.Milliseconds(),

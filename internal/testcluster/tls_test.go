@@ -127,3 +127,28 @@ func TestStandbyForwardsRESTOverHTTPS(t *testing.T) {
 		return resp.StatusCode == http.StatusOK && resp.Header.Get("X-Weir-Leader") != "", nil
 	})
 }
+
+// TestRegistrationTakeoverRefused: with mutual TLS a caller with another
+// valid certificate cannot register under a registered TaskManager's ID
+// (which would fail its subtasks and receive its next ones).
+func TestRegistrationTakeoverRefused(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{TLS: true})
+	c.StartTaskManager("tm-1", 1, nil) // returns once it registered
+	other, err := tlsconfig.New(c.TLSFiles(certs.ClientName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := rpc.Dial(c.RPCAddr, rpc.Credentials(other, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = weirv1.NewJobManagerGatewayServiceClient(conn).RegisterTaskManager(ctx, &weirv1.RegisterTaskManagerRequest{
+		TaskmanagerId: "tm-1", RpcAddress: "127.0.0.1:1", Slots: 1,
+	})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("registration as tm-1 with the client's certificate: %v, want PermissionDenied", err)
+	}
+}
