@@ -34,7 +34,7 @@ const (
 	envToken          = "WEIR_TOKEN"
 )
 
-// fileFlags are the flags naming TLS files, each with the environment
+// fileFlags are the flags naming TLS and token files, each with the environment
 // variable that replaces its empty default, as the daemons' do.
 var fileFlags = []struct{ flag, env, usage string }{
 	{"tls-cert", "WEIR_TLS_CERT", "PEM client certificate for mutual TLS with the JobManager (with --tls-key and --tls-ca)"},
@@ -43,6 +43,7 @@ var fileFlags = []struct{ flag, env, usage string }{
 	{"etcd-cert", "WEIR_ETCD_CERT", "PEM client certificate for etcd (with --etcd-key)"},
 	{"etcd-key", "WEIR_ETCD_KEY", "PEM private key of --etcd-cert"},
 	{"etcd-ca", "WEIR_ETCD_CA", "PEM CA certificates that verify etcd (default the system's)"},
+	{"token-file", "WEIR_TOKEN_FILE", "file whose first line is the bearer token for a JobManager started with --auth-token-file; without it the token is $" + envToken},
 }
 
 // Exit codes: scripts can tell a mistyped command from a failed one.
@@ -153,12 +154,10 @@ The JobManager's address comes from --jobmanager, else from the
 	root.PersistentFlags().StringVar(&a.etcdEndpoints, "etcd-endpoints", "",
 		"find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager; $"+envEtcdEndpoints)
 	root.PersistentFlags().StringVar(&a.clusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
-	files := []*string{&a.tls.Cert, &a.tls.Key, &a.tls.CA, &a.etcdTLS.Cert, &a.etcdTLS.Key, &a.etcdTLS.CA}
+	files := []*string{&a.tls.Cert, &a.tls.Key, &a.tls.CA, &a.etcdTLS.Cert, &a.etcdTLS.Key, &a.etcdTLS.CA, &a.tokenFile}
 	for i, f := range fileFlags {
 		root.PersistentFlags().StringVar(files[i], f.flag, "", f.usage+"; $"+f.env)
 	}
-	root.PersistentFlags().StringVar(&a.tokenFile, "token-file", "",
-		"file holding the bearer token for a JobManager started with --auth-token-file; without it the token is $"+envToken)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand(), a.certsCommand())
 	a.markStart(root)

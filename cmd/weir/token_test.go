@@ -14,8 +14,9 @@ import (
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
-// TestToken: the CLI sends the token of --token-file, else $WEIR_TOKEN,
-// and says what to do when the JobManager wants one or refuses it.
+// TestToken: the CLI sends the token of --token-file ($WEIR_TOKEN_FILE),
+// else $WEIR_TOKEN, and says what to do when the JobManager wants one or
+// refuses it.
 func TestToken(t *testing.T) {
 	const readToken, adminToken = "read-token-0123456789", "admin-token-0123456789"
 	tokens, err := auth.Parse([]byte("read " + readToken + "\nadmin " + adminToken + "\n"))
@@ -53,6 +54,7 @@ func TestToken(t *testing.T) {
 		{"read lists", map[string]string{envToken: readToken}, []string{"job", "list"}, true, ""},
 		{"read may not cancel", map[string]string{envToken: readToken}, []string{"job", "cancel", "job-a"}, false, "the token may not do this"},
 		{"file beats env", map[string]string{envToken: readToken}, []string{"--token-file", adminFile, "checkpoint", "trigger", "job-a"}, true, ""},
+		{"file from the environment", map[string]string{"WEIR_TOKEN_FILE": adminFile, envToken: readToken}, []string{"checkpoint", "trigger", "job-a"}, true, ""},
 		{"missing file", nil, []string{"--token-file", filepath.Join(dir, "none"), "job", "list"}, false, "--token-file"},
 		{"empty file", nil, []string{"--token-file", empty, "job", "list"}, false, "holds no token"},
 	} {
