@@ -48,6 +48,7 @@ type cluster struct {
 	t      *testing.T
 	base   string // the JobManager's HTTP address: dashboard and REST API
 	client weirv1.ClientServiceClient
+	ckpt   string // the checkpoint directory, where savepoints must go
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -59,9 +60,10 @@ func startCluster(t *testing.T) *cluster {
 		reg := sdk.NewRegistry()
 		reg.RegisterOperator("slow-sink", func() sdk.Operator { return slowSink{} })
 		reg.RegisterOperator("fail-first-attempt", func() sdk.Operator { return &failFirstAttempt{} })
+		reg.RegisterOperator(markupOperator, func() sdk.Operator { return slowSink{} })
 		tc.StartTaskManager(fmt.Sprintf("tm-%d", i), 2, reg)
 	}
-	return &cluster{t: t, base: "http://" + tc.HTTPAddr, client: tc.Client}
+	return &cluster{t: t, base: "http://" + tc.HTTPAddr, client: tc.Client, ckpt: filepath.Join(tc.Dir, "checkpoints")}
 }
 
 // slowSink takes a millisecond per record, so whatever feeds it faster is
@@ -74,6 +76,11 @@ func (slowSink) ProcessRecord(sdk.Record, sdk.Collector) error {
 	return nil
 }
 func (slowSink) Close() error { return nil }
+
+// markupOperator is an operator named with markup, as a TaskManager
+// built with the Go API may register anything: the dashboard shows
+// operator names in the job graph.
+const markupOperator = `<img src=x onerror="window.__xss=4"><script>window.__xss=5</script>`
 
 // injectedCause is the failure of failFirstAttempt: markup the dashboard
 // must show as text.
@@ -385,7 +392,7 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("savepoint triggered from the page", func(t *testing.T) {
 		b.t, c.t = t, t
-		dir := filepath.Join(t.TempDir(), "from-the-page")
+		dir := filepath.Join(c.ckpt, "savepoints", "from-the-page")
 		b.do(
 			chromedp.SetValue(chromedp.ID("savepoint-dir"), dir),
 			// Accept the confirmation dialog: a real dialog blocks the page.
@@ -701,7 +708,7 @@ vertices:
 checkpointing: {interval: 1h, timeout: 1m}
 vertices:
   - {name: source, operator: sequence-source, parallelism: 1, config: {count: 0, keys: 8, rate: 10}}
-  - {name: sink, operator: slow-sink, parallelism: 1, inputs: [{from: source, partition: forward}]}
+  - {name: sink, operator: '` + markupOperator + `', parallelism: 1, inputs: [{from: source, partition: forward}]}
 `)
 		var j map[string]any
 		if err := c.getJSON("/jobs/"+id, &j); err != nil || j["name"] != name {
@@ -725,8 +732,11 @@ vertices:
 		if title := eval[string](b, `document.title`); title != name+" · Weir" {
 			t.Errorf("title = %q", title)
 		}
+		// The operator's name is the sink box's text until its rates are
+		// reported, and its tooltip.
+		b.wait("the operator in the graph", `document.querySelector('#job-graph-svg .g-vertex[data-vertex="sink"] title')?.textContent.includes(`+q(markupOperator)+`)`, 30*time.Second)
 		if n := injected("main script, main img, #crumbs script, #crumbs img"); n != 0 {
-			t.Errorf("the name became %d elements in the job page", n)
+			t.Errorf("the name or the operator became %d elements in the job page", n)
 		}
 		if ran := eval[bool](b, `window.__xss !== undefined`); ran {
 			t.Errorf("the name's script ran: window.__xss = %v", eval[string](b, `String(window.__xss)`))
