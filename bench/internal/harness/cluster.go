@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -48,6 +49,11 @@ type Config struct {
 	Stock bool
 	// NoWait returns as soon as the processes started.
 	NoWait bool
+	// TLS, when set, is a directory GenerateCerts wrote: every daemon runs
+	// with --tls-cert, --tls-key and --tls-ca (the JobManager with
+	// JobManagerCertName's certificate, each TaskManager with its ID's),
+	// and the harness dials and scrapes with its client certificate.
+	TLS string
 }
 
 // TM is one TaskManager process.
@@ -66,6 +72,9 @@ type Cluster struct {
 	TMs     []*TM
 	conn    *grpc.ClientConn
 	Client  weirv1.ClientServiceClient
+	// http and scheme scrape /metrics: HTTPS with the CA under TLS.
+	http    *http.Client
+	scheme  string
 	started time.Time
 	nextTM  int
 }
@@ -82,9 +91,21 @@ func StartCluster(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, JMAddr: FreeAddr(), JMHTTP: FreeAddr(), started: time.Now()}
+	c := &Cluster{cfg: cfg, JMAddr: FreeAddr(), JMHTTP: FreeAddr(), started: time.Now(), http: httpClient, scheme: "http"}
 	args := []string{"--rpc-addr", c.JMAddr, "--http-addr", c.JMHTTP,
 		"--checkpoint-dir", filepath.Join(cfg.Dir, "checkpoints")}
+	creds := insecure.NewCredentials()
+	if cfg.TLS != "" {
+		flags, err := tlsFlags(cfg.TLS, JobManagerCertName)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, flags...)
+		if creds, c.http, err = clientTLS(cfg.TLS); err != nil {
+			return nil, err
+		}
+		c.scheme = "https"
+	}
 	if cfg.Etcd != "" {
 		args = append(args, "--ha", "etcd", "--etcd-endpoints", cfg.Etcd, "--cluster-id", cfg.ClusterID)
 	}
@@ -99,7 +120,7 @@ func StartCluster(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.JM = jm
-	conn, err := grpc.NewClient(c.JMAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(c.JMAddr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		c.Stop()
 		return nil, err
@@ -129,6 +150,14 @@ func (c *Cluster) AddTM() (*TM, error) {
 	if c.cfg.Etcd != "" {
 		where = []string{"--etcd-endpoints", c.cfg.Etcd, "--cluster-id", c.cfg.ClusterID}
 	}
+	args := []string{"--rpc-addr", t.RPC, "--http-addr", t.HTTP, "--slots", fmt.Sprint(c.cfg.Slots), "--id", t.ID}
+	if c.cfg.TLS != "" {
+		flags, err := tlsFlags(c.cfg.TLS, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, flags...)
+	}
 	var env []string
 	if c.cfg.Pprof {
 		t.Pprof = FreeAddr()
@@ -138,8 +167,7 @@ func (c *Cluster) AddTM() (*TM, error) {
 	if c.cfg.Stock {
 		bin = c.cfg.Bin.StockTaskManager
 	}
-	p, err := Start(t.ID, bin, LogPath(c.cfg.Dir, t.ID), env,
-		append(where, "--rpc-addr", t.RPC, "--http-addr", t.HTTP, "--slots", fmt.Sprint(c.cfg.Slots), "--id", t.ID)...)
+	p, err := Start(t.ID, bin, LogPath(c.cfg.Dir, t.ID), env, append(where, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +300,7 @@ func (c *Cluster) Cancel(ctx context.Context, id string) error {
 func (c *Cluster) ScrapeTMs(ctx context.Context) (Metrics, error) {
 	var all Metrics
 	for _, t := range c.LiveTMs() {
-		m, err := Scrape(ctx, t.HTTP)
+		m, err := scrape(ctx, c.http, c.scheme, t.HTTP)
 		if err != nil {
 			return nil, err
 		}
@@ -280,6 +308,14 @@ func (c *Cluster) ScrapeTMs(ctx context.Context) (Metrics, error) {
 	}
 	return all, nil
 }
+
+// ScrapeJM reads the JobManager's /metrics.
+func (c *Cluster) ScrapeJM(ctx context.Context) (Metrics, error) {
+	return scrape(ctx, c.http, c.scheme, c.JMHTTP)
+}
+
+// TLS reports whether the cluster runs with mutual TLS.
+func (c *Cluster) TLS() bool { return c.cfg.TLS != "" }
 
 // Stop stops the TaskManagers, then the JobManager (SIGTERM, then SIGKILL
 // after a grace period), and returns what went wrong on the way: a daemon

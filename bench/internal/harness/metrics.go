@@ -25,11 +25,16 @@ var httpClient = &http.Client{Timeout: 5 * time.Second}
 
 // Scrape fetches and parses http://addr/metrics.
 func Scrape(ctx context.Context, addr string) (Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	return scrape(ctx, httpClient, "http", addr)
+}
+
+// scrape fetches and parses scheme://addr/metrics with client.
+func scrape(ctx context.Context, client *http.Client, scheme, addr string) (Metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

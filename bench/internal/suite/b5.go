@@ -57,13 +57,21 @@ func goLoop(keyed bool, d time.Duration) float64 {
 	}
 }
 
-// B5: records per second per core.
+// B5: records per second per core, on plaintext and on mutual TLS.
 func runB5(e *Env, b *Bench) error {
 	c, err := e.Cluster("b5", harness.Config{TaskManagers: 2, Slots: 2})
 	if err != nil {
 		return err
 	}
 	defer e.StopCluster(c)
+	// Both clusters stay up for the whole benchmark so that rounds
+	// interleave without restarts; the idle one is not in the CPU
+	// measured (only the running cluster's processes are).
+	ct, err := e.TLSCluster("b5-mtls", harness.Config{TaskManagers: 2, Slots: 2})
+	if err != nil {
+		return fmt.Errorf("mTLS cluster: %w", err)
+	}
+	defer e.StopCluster(ct)
 	rounds, windows := 2, 4
 	if e.Quick {
 		rounds, windows = 1, 2
@@ -73,46 +81,66 @@ func runB5(e *Env, b *Bench) error {
 		{"stateless map (source → rebalance → map → sink)", "rebalance", "bench-map"},
 		{"keyed running sum (source → hash → keyed-sum → sink)", "hash", "keyed-sum"},
 	}
-	type acc struct{ perCore, rate, cores, wireBytes, segs, msgs, exBytes []float64 }
-	res := map[string]*acc{}
+	type acc struct {
+		perCore, rate, cores, wireBytes, segs, msgs, exBytes []float64
+		rounds                                               []float64 // median per core of each round
+	}
+	// By pipe label: on the plaintext cluster and on the mTLS one.
+	res, tlsRes := map[string]*acc{}, map[string]*acc{}
 	for r := 0; r < rounds; r++ {
-		for _, pp := range pipes {
-			e.Logf("B5 round %d: %s", r+1, pp.op)
-			err := runJob(e, c, throughputSpec("b5-"+pp.op, pp.edge, pp.op), func(job string) error {
-				if err := sleep(e, 2*time.Second); err != nil {
-					return err
+		for i, pp := range pipes {
+			// Alternate which cluster goes first, so drift of the machine
+			// hits plaintext and mTLS alike, even in a single round.
+			order := []*harness.Cluster{c, ct}
+			if (r+i)%2 == 1 {
+				order[0], order[1] = order[1], order[0]
+			}
+			for _, cl := range order {
+				into, tag, profile := res, "", pp.op
+				if cl.TLS() {
+					into, tag, profile = tlsRes, " with mTLS", pp.op+"-mtls"
 				}
-				ws, err := sampleWindows(e, c, job, "sink", windows, time.Second)
-				if err != nil {
-					return err
-				}
-				a := res[pp.label]
-				if a == nil {
-					a = &acc{}
-					res[pp.label] = a
-				}
-				for _, w := range ws {
-					a.perCore = append(a.perCore, w.Records/w.CPU.Seconds())
-					a.rate = append(a.rate, w.rate())
-					a.cores = append(a.cores, w.CPU.Seconds()/w.Elapsed.Seconds())
-					// Half the records cross to the other TaskManager
-					// (rebalance and hash over 2 subtasks on 2 TaskManagers).
-					remote := w.Records / 2
-					a.wireBytes = append(a.wireBytes, float64(w.Net.LoBytes)/remote)
-					a.segs = append(a.segs, float64(w.Net.TCPOutSegs)/remote)
-					// Exact: what the exchange itself counted as sent.
-					if x := w.Exchange; x.Records > 0 {
-						a.msgs = append(a.msgs, x.Messages/x.Records)
-						a.exBytes = append(a.exBytes, x.Bytes/x.Records)
+				e.Logf("B5 round %d: %s%s", r+1, pp.op, tag)
+				err := runJob(e, cl, throughputSpec("b5-"+pp.op, pp.edge, pp.op), func(job string) error {
+					if err := sleep(e, 2*time.Second); err != nil {
+						return err
 					}
+					ws, err := sampleWindows(e, cl, job, "sink", windows, time.Second)
+					if err != nil {
+						return err
+					}
+					a := into[pp.label]
+					if a == nil {
+						a = &acc{}
+						into[pp.label] = a
+					}
+					var round []float64
+					for _, w := range ws {
+						pc := w.Records / w.CPU.Seconds()
+						round = append(round, pc)
+						a.perCore = append(a.perCore, pc)
+						a.rate = append(a.rate, w.rate())
+						a.cores = append(a.cores, w.CPU.Seconds()/w.Elapsed.Seconds())
+						// Half the records cross to the other TaskManager
+						// (rebalance and hash over 2 subtasks on 2 TaskManagers).
+						remote := w.Records / 2
+						a.wireBytes = append(a.wireBytes, float64(w.Net.LoBytes)/remote)
+						a.segs = append(a.segs, float64(w.Net.TCPOutSegs)/remote)
+						// Exact: what the exchange itself counted as sent.
+						if x := w.Exchange; x.Records > 0 {
+							a.msgs = append(a.msgs, x.Messages/x.Records)
+							a.exBytes = append(a.exBytes, x.Bytes/x.Records)
+						}
+					}
+					a.rounds = append(a.rounds, median(round))
+					if r == rounds-1 {
+						profileTMs(e, b, cl, profile, 5*time.Second)
+					}
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("%s%s: %w", pp.op, tag, err)
 				}
-				if r == rounds-1 {
-					profileTMs(e, b, c, pp.op, 5*time.Second)
-				}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("%s: %w", pp.op, err)
 			}
 		}
 	}
@@ -152,6 +180,28 @@ func runB5(e *Env, b *Bench) error {
 		b.Add("  wire, "+pp.op+": loopback bytes per record crossing TaskManagers", "B", false, a.wireBytes)
 		b.Add("  wire, "+pp.op+": TCP segments per record crossing TaskManagers", "seg", false, a.segs)
 	}
+	// Mutual TLS encrypts every record crossing TaskManagers; per core
+	// is what it costs a deployment that turns it on.
+	for i, pp := range pipes {
+		keyed := i == 1
+		a, plain := tlsRes[pp.label], res[pp.label]
+		p := b.Add(pp.label+" with mTLS", "rec/s/core", true, a.perCore)
+		p.Against("plaintext", b.Point(pp.label).Median, "rec/s/core")
+		p.With("records_per_s", median(a.rate))
+		p.With("records_per_s_ratio_vs_plaintext", median(a.rate)/median(plain.rate))
+		p.With("cpu_cores_used", median(a.cores))
+		p.With("loopback_bytes_per_remote_record", median(a.wireBytes))
+		p.With("tcp_segments_per_remote_record", median(a.segs))
+		p.With("exchange_messages_per_remote_record", median(a.msgs))
+		p.With("exchange_bytes_per_remote_record", median(a.exBytes))
+		var ratios []float64
+		for j := range min(len(a.rounds), len(plain.rounds)) {
+			ratios = append(ratios, a.rounds[j]/plain.rounds[j])
+		}
+		b.Add("  mTLS ÷ plaintext, "+pp.op+", per core, round by round", "×", true, ratios)
+		b.Goal(map[bool]string{false: "stateless", true: "keyed"}[keyed]+" records/s/core with mTLS ÷ plaintext (mTLS costs ≤ 10 %)", p.Ratio, ">=", 0.90, "")
+	}
 	b.Note("per core = records into the sink ÷ CPU time of the JobManager and both TaskManagers in the same 1 s window (%d windows × %d rounds); exchange messages and bytes per record are the TaskManagers' weir_exchange_sent_{messages,bytes}_total ÷ weir_exchange_sent_records_total (exact, protobuf size without gRPC/HTTP2 framing); loopback bytes and TCP segments are host-wide counters per record that crossed TaskManagers (half of them), an upper bound", windows, rounds)
+	b.Note("with mTLS: the same jobs on a second cluster, up alongside, whose JobManager and TaskManagers run with --tls-cert/--tls-key/--tls-ca (certificates made once per run, one per daemon; the harness dials and scrapes with a client certificate); each round runs every job on both clusters, the order alternating; the ratio is the medians' (the round-by-round ratios are of each round's medians)")
 	return nil
 }

@@ -88,7 +88,7 @@ func takeSnapshot(ctx context.Context, c *harness.Cluster, job, task string) (sn
 		s.cpu += t
 	}
 	s.net = harness.ReadNet()
-	jm, err := harness.Scrape(ctx, c.JMHTTP)
+	jm, err := c.ScrapeJM(ctx)
 	if err != nil {
 		return s, err
 	}

@@ -72,6 +72,10 @@ type Env struct {
 	etcd     *harness.Proc
 	etcdAddr string
 	etcdErr  error
+
+	certsOnce sync.Once
+	certsDir  string
+	certsErr  error
 }
 
 // Logf prints progress to stderr.
@@ -95,7 +99,11 @@ func (e *Env) Cluster(name string, cfg harness.Config) (*harness.Cluster, error)
 	cfg.Dir = filepath.Join(e.Work, name)
 	cfg.Bin = e.Bin
 	cfg.Pprof = cfg.Pprof || e.Profile
-	e.Logf("starting cluster %s (%d TaskManagers × %d slots)", name, cfg.TaskManagers, cfg.Slots)
+	tls := ""
+	if cfg.TLS != "" {
+		tls = ", mutual TLS"
+	}
+	e.Logf("starting cluster %s (%d TaskManagers × %d slots%s)", name, cfg.TaskManagers, cfg.Slots, tls)
 	return harness.StartCluster(e.Ctx, cfg)
 }
 
