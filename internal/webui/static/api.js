@@ -5,6 +5,11 @@
 
 const TOKEN_KEY = "weir-token";
 
+// tokenGiven runs when the user gave a token: the poller refreshes the
+// view at once (poll.js sets it).
+let tokenGiven = () => {};
+export function onToken(f) { tokenGiven = f; }
+
 export async function api(path, opts = {}) {
   const init = { method: opts.method || "GET", headers: { Accept: "application/json" } };
   if (opts.body !== undefined) {
@@ -46,7 +51,8 @@ function askToken(why) {
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, input.value.trim());
-    location.reload();
+    form.remove();
+    tokenGiven();
   });
   document.querySelector("header.top").append(form);
   input.focus();

@@ -1,6 +1,8 @@
 // The polling loop: the view shown refreshes every POLL_MS, one refresh at
 // a time, and the status line says when it last did or why it failed.
 
+import { onToken } from "./api.js";
+
 const POLL_MS = 2000;
 const statusEl = document.getElementById("status");
 
@@ -36,3 +38,6 @@ export function show(v) {
   inflight = false;
   refreshNow();
 }
+
+// A token the user just gave is tried at once.
+onToken(refreshNow);
