@@ -6,7 +6,7 @@ BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto demo image chaos bench clean \
-	etcd-image kafka-image s3-image prometheus-image images up down compose-test
+	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki
 
 all: build
 
@@ -124,15 +124,29 @@ s3-image:
 
 prometheus-image:
 	deploy/prometheus/rootfs.sh $(abspath $(BIN))/prometheus-image/rootfs $(abspath $(BIN))/debs
-	$(BIN)/prometheus-image/rootfs/usr/bin/promtool check config deploy/prometheus.yml
+	$(BIN)/prometheus-image/rootfs/usr/bin/promtool check config --syntax-only deploy/prometheus.yml
 	docker build -q -t weir-prometheus:dev -f deploy/prometheus/Dockerfile $(BIN)/prometheus-image
 
 images: image etcd-image kafka-image s3-image prometheus-image
 
 # Start the HA cluster and wait for a leader and three TaskManagers.
-up: images
+up: images pki
 	$(COMPOSE) up -d
 	COMPOSE="$(COMPOSE)" deploy/wait-ready.sh
+
+# The compose cluster's certificates and tokens, made once into deploy/pki
+# (not committed; remove the directory for new ones): a development CA and
+# a certificate per service and for the CLI (`weir certs init`), and a read
+# and an admin token, random, in deploy/pki/tokens (the JobManagers'
+# --auth-token-file) and deploy/pki/{read,admin}.token.
+PKI       := deploy/pki
+PKI_HOSTS := jobmanager-1,jobmanager-2,taskmanager-1,taskmanager-2,taskmanager-3,etcd-1,etcd-2,etcd-3,prometheus
+pki: build
+	test -f $(PKI)/ca.pem || $(BIN)/weir certs init $(PKI) --hosts $(PKI_HOSTS)
+	test -f $(PKI)/tokens || ( umask 077 && \
+	  od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > $(PKI)/read.token && \
+	  od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > $(PKI)/admin.token && \
+	  printf 'read %s\nadmin %s\n' "$$(cat $(PKI)/read.token)" "$$(cat $(PKI)/admin.token)" > $(PKI)/tokens )
 
 # Stop the cluster; containers, network and volumes are removed.
 down:
@@ -143,7 +157,7 @@ down:
 # that Prometheus scraped every target and saw checkpoints complete. A few
 # minutes; it uses its own project name and random host ports, so it runs
 # beside a cluster from `make up`, and removes everything it created.
-compose-test: images
+compose-test: images pki
 	WEIR_COMPOSE_TEST=1 COMPOSE_CMD="$(COMPOSE_CMD)" $(GO) test -count=1 -v -timeout 15m ./e2e/compose
 
 clean:

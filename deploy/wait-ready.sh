@@ -44,18 +44,28 @@ $COMPOSE ps
 echo
 echo "Weir cluster is up: $leader leads, $standby stands by, $tms TaskManagers registered."
 $COMPOSE exec -T jobmanager-1 weir taskmanager list
+pki=${WEIR_PKI:-deploy/pki}
 cat <<MSG
 
-  $leader (leader)   REST + /metrics  http://$(port "$leader" 8081)   gRPC $(port "$leader" 6123)
-  $standby (standby)  REST + /metrics  http://$(port "$standby" 8081)   gRPC $(port "$standby" 6123)
+  $leader (leader)   REST + /metrics  https://$(port "$leader" 8081)   gRPC $(port "$leader" 6123) (mutual TLS)
+  $standby (standby)  REST + /metrics  https://$(port "$standby" 8081)   gRPC $(port "$standby" 6123) (mutual TLS)
   Prometheus               http://$(port prometheus 9090)   (targets: /targets, API: /api/v1/targets)
   etcd-1..3, taskmanager-1..3: inside the compose network only
   Grafana: import deploy/grafana-dashboard.json, pick the Prometheus data source
+
+  Security is on: certificates and tokens are in $pki (made once by make pki).
+  The REST API and the dashboard want a token: $pki/admin.token (admin) or
+  $pki/read.token (read only); the dashboard asks for it. /metrics and
+  /healthz are open. Trust $pki/ca.pem, or let curl do it:
+    curl -s --cacert $pki/ca.pem -H "Authorization: Bearer \$(cat $pki/admin.token)" https://$(port "$leader" 8081)/jobs/overview
+  The CLI inside the containers has a certificate and the admin token; from
+  the host give it the client certificate and a token:
+    WEIR_TLS_CERT=$pki/client.pem WEIR_TLS_KEY=$pki/client-key.pem WEIR_TLS_CA=$pki/ca.pem \\
+    WEIR_TOKEN_FILE=$pki/admin.token bin/weir --jobmanager $(port "$leader" 6123) job list
 
   Submit the example job (sink: the output volume, /output/running-sum):
     $COMPOSE exec -T jobmanager-1 weir job submit -f - < deploy/running-sum.yaml
   Then:
     $COMPOSE exec -T jobmanager-1 weir job list
-    curl -s http://$(port "$leader" 8081)/jobs/<job-id>/checkpoints
   Stop and remove everything (volumes included): make down
 MSG
