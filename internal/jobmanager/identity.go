@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -44,9 +45,8 @@ func (s *Server) checkSender(ctx context.Context, j *jobMaster, a *weirv1.Execut
 		return nil
 	}
 	v := j.current()
-	key := a.Key()
 	for _, e := range v.Execs {
-		if e.Attempt.Key() != key {
+		if !scheduler.SameAttempt(e.Attempt, a) {
 			continue
 		}
 		tm := v.tms[e.TaskManager]
@@ -58,6 +58,7 @@ func (s *Server) checkSender(ctx context.Context, j *jobMaster, a *weirv1.Execut
 			return nil
 		}
 		s.foreignReports.WithLabelValues(what).Inc()
+		key := a.Key()
 		s.log.Warn("report from another TaskManager refused", "report", what, "attempt", key,
 			"taskmanager_id", tm.id, "taskmanager_identity", tm.identity, "caller_identity", caller)
 		return status.Errorf(codes.PermissionDenied, "jobmanager: %s of subtask attempt %s: the caller %q is not TaskManager %s", what, key, caller, tm.id)
