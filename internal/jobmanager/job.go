@@ -85,7 +85,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	}
 	sm, err := scheduler.New(scheduler.Config{
 		JobID: id, Session: newID()[:8], Graph: g,
-		Strategy: restart.New(g.GetRestartStrategy(), status.Budget),
+		Strategy: restart.New(g.GetRestartStrategy(), status.Budget, time.Now()),
 		Restarts: status.Restarts,
 	}, realClock{})
 	if err != nil {

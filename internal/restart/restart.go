@@ -32,8 +32,9 @@ type Budget struct {
 }
 
 // New returns the strategy the job spec asks for, with budget already
-// used (the zero Budget for a new job).
-func New(spec *weirv1.RestartStrategy, used Budget) Strategy {
+// used (the zero Budget for a new job); now is when it takes the budget
+// over, on the clock its Failure calls will use.
+func New(spec *weirv1.RestartStrategy, used Budget, now time.Time) Strategy {
 	switch spec.GetKind() {
 	case weirv1.RestartStrategy_KIND_FIXED_DELAY:
 		return &fixedDelay{attempts: int(spec.GetAttempts()), delay: spec.GetDelay().AsDuration(), used: used.Used}
@@ -46,11 +47,26 @@ func New(spec *weirv1.RestartStrategy, used Budget) Strategy {
 			reset:       spec.GetResetBackoffThreshold().AsDuration(),
 			used:        used.Used,
 			current:     used.Current,
-			lastFailure: used.LastFailure,
+			lastFailure: rebase(used.LastFailure, now),
 		}
 	default:
 		return none{}
 	}
+}
+
+// rebase turns a stored failure time, a wall-clock reading of the
+// JobManager that recorded it, into one on the clock of now. Only the span
+// up to now can be measured on the wall clock (the last failure may be
+// another process's); the healthy period from there on is then measured
+// on now's monotonic clock, so that the wall clock being set afterwards
+// neither grants a failing job a fresh set of attempts nor withholds
+// them. A failure after now is a clock difference between JobManagers (or
+// a clock set back) and counts as now.
+func rebase(last, now time.Time) time.Time {
+	if last.IsZero() || now.IsZero() {
+		return last
+	}
+	return now.Add(-max(now.Round(0).Sub(last), 0))
 }
 
 type none struct{}

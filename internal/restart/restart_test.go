@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/weirproject/weir/internal/clocktest"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -64,7 +65,7 @@ func TestStrategies(t *testing.T) {
 		// decisions must be those of one strategy living throughout.
 		for _, failover := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/failover=%t", name, failover), func(t *testing.T) {
-				s := New(c.spec, Budget{})
+				s := New(c.spec, Budget{}, t0)
 				for i, st := range c.steps {
 					delay, ok := s.Failure(t0.Add(st.at))
 					if delay != st.delay || ok != st.ok {
@@ -79,10 +80,93 @@ func TestStrategies(t *testing.T) {
 						if err := json.Unmarshal(b, &stored); err != nil {
 							t.Fatal(err)
 						}
-						s = New(c.spec, stored)
+						s = New(c.spec, stored, t0.Add(st.at))
 					}
 				}
 			})
 		}
 	}
+}
+
+// TestResetThresholdIgnoresWallClockSteps: a new leader takes over the
+// budget of a job that failed just before, then its wall clock is set an
+// hour forward or back while the job runs on. Whether the next failure
+// resets the backoff must depend on how long the job really ran: the step
+// must neither reset it early (a failing job would get fresh attempts)
+// nor keep it from resetting after a healthy period.
+//
+// The stored failure time is a wall reading (it comes from another
+// process), and so is the takeover's; from the takeover on the healthy
+// period is measured on the clock's monotonic reading, which clocktest
+// keeps while it steps the wall reading. Measured on wall readings, the
+// forward step would count as an hour of healthy running.
+func TestResetThresholdIgnoresWallClockSteps(t *testing.T) {
+	spec := &weirv1.RestartStrategy{
+		Kind: weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY, Attempts: 10,
+		InitialBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(time.Minute), Multiplier: 2,
+		ResetBackoffThreshold: durationpb.New(10 * time.Minute),
+	}
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(fmt.Sprintf("step=%v", step), func(t *testing.T) {
+			clock := clocktest.New()
+			old := New(spec, Budget{}, clock.Now())
+			if d, ok := old.Failure(clock.Now()); !ok || d != time.Second {
+				t.Fatalf("first failure: got (%v, %t), want (1s, true)", d, ok)
+			}
+			stored := roundTrip(t, old.Budget())
+
+			// The new leader takes over 5s later, then its clock is set.
+			clock.Advance(5 * time.Second)
+			s := New(spec, stored, clock.Now())
+			clock.StepWall(step)
+			clock.Advance(time.Minute)
+			if d, ok := s.Failure(clock.Now()); !ok || d != 2*time.Second {
+				t.Fatalf("failure 65s after the last, wall clock stepped %v: got (%v, %t), want the grown backoff (2s, true)", step, d, ok)
+			}
+
+			// Once more across a takeover and a step the same way, now
+			// healthy for longer than the threshold plus the backoff: the
+			// backoff starts over.
+			stored = roundTrip(t, s.Budget())
+			clock.Advance(time.Minute)
+			s = New(spec, stored, clock.Now())
+			clock.StepWall(step)
+			clock.Advance(10 * time.Minute)
+			if d, ok := s.Failure(clock.Now()); !ok || d != time.Second {
+				t.Fatalf("failure 11m after the last, wall clock stepped %v: got (%v, %t), want a reset backoff (1s, true)", step, d, ok)
+			}
+		})
+	}
+}
+
+// TestRebaseTakesALastFailureAheadOfTheClockAsNow: a budget stored by a
+// JobManager whose clock ran ahead cannot postpone the reset beyond the
+// threshold counted from the takeover.
+func TestRebaseTakesALastFailureAheadOfTheClockAsNow(t *testing.T) {
+	spec := &weirv1.RestartStrategy{
+		Kind: weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY, Attempts: 10,
+		InitialBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(time.Minute), Multiplier: 2,
+		ResetBackoffThreshold: durationpb.New(time.Minute),
+	}
+	clock := clocktest.New()
+	ahead := clock.Now().Round(0).Add(time.Hour)
+	s := New(spec, Budget{Used: 3, Current: 4 * time.Second, LastFailure: ahead}, clock.Now())
+	clock.Advance(time.Minute + 4*time.Second)
+	if d, ok := s.Failure(clock.Now()); !ok || d != time.Second {
+		t.Fatalf("failure after the threshold from the takeover: got (%v, %t), want a reset backoff (1s, true)", d, ok)
+	}
+}
+
+// roundTrip stores b as etcd holds it, through JSON.
+func roundTrip(t *testing.T, b Budget) Budget {
+	t.Helper()
+	raw, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored Budget
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	return stored
 }

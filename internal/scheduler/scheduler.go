@@ -108,7 +108,7 @@ func New(cfg Config, clock Clock) (*Job, error) {
 		return nil, err
 	}
 	if cfg.Strategy == nil {
-		cfg.Strategy = restart.New(nil, restart.Budget{})
+		cfg.Strategy = restart.New(nil, restart.Budget{}, clock.Now())
 	}
 	j := &Job{
 		cfg: cfg, clock: clock, state: weirv1.JobState_JOB_STATE_CREATED, restarts: cfg.Restarts,

@@ -182,7 +182,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		h.clock = &fakeClock{now: epoch}
 		h.timers = map[int64]time.Time{}
-		j, err := New(Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{})}, h.clock)
+		j, err := New(Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{}, h.clock.Now())}, h.clock)
 		if err != nil {
 			return fmt.Sprintf("error: %v\n", err)
 		}
