@@ -25,7 +25,14 @@ type Stats struct {
 type entry struct {
 	stats    *weirv1.CheckpointStats
 	subtasks map[string]*weirv1.SubtaskCheckpointStats
+	// triggered is the trigger time with its monotonic reading: durations
+	// are measured from it, not from the wall-clock TriggerTimestampMs, so
+	// that the clock being set during a checkpoint does not show (and
+	// export as a metric) an hour-long or negative checkpoint.
+	triggered time.Time
 }
+
+func (e *entry) sinceTrigger(now time.Time) int64 { return now.Sub(e.triggered).Milliseconds() }
 
 func newStats(size int) *Stats {
 	return &Stats{size: size, byID: map[int64]*entry{}, counts: &weirv1.CheckpointCounts{}}
@@ -42,7 +49,8 @@ func (s *Stats) started(id int64, typ weirv1.CheckpointType, now time.Time, task
 			IsSavepoint: typ != weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT, CheckpointType: typ,
 			TriggerTimestampMs: now.UnixMilli(), NumSubtasks: int32(len(tasks)),
 		},
-		subtasks: make(map[string]*weirv1.SubtaskCheckpointStats, len(tasks)),
+		subtasks:  make(map[string]*weirv1.SubtaskCheckpointStats, len(tasks)),
+		triggered: now,
 	}
 	for _, a := range tasks {
 		e.subtasks[a.Key()] = &weirv1.SubtaskCheckpointStats{Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex()}
@@ -85,13 +93,13 @@ func (s *Stats) acked(id int64, now time.Time, ack *weirv1.AcknowledgeCheckpoint
 	st := e.stats
 	st.NumAcknowledgedSubtasks++
 	st.LatestAckTimestampMs = now.UnixMilli()
-	st.EndToEndDurationMs = now.UnixMilli() - st.TriggerTimestampMs
+	st.EndToEndDurationMs = e.sinceTrigger(now)
 	st.StateSize += ack.GetState().GetStateSize()
 	st.CheckpointedSize += ack.GetState().GetCheckpointedSize()
 	a := ack.GetAttempt()
 	e.subtasks[a.Key()] = &weirv1.SubtaskCheckpointStats{
 		Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex(), Acknowledged: true,
-		AckTimestampMs: now.UnixMilli(), EndToEndDurationMs: now.UnixMilli() - st.TriggerTimestampMs,
+		AckTimestampMs: now.UnixMilli(), EndToEndDurationMs: e.sinceTrigger(now),
 		StateSize: ack.GetState().GetStateSize(), CheckpointedSize: ack.GetState().GetCheckpointedSize(), Metrics: ack.GetMetrics(),
 		Phase: weirv1.CheckpointPhase_CHECKPOINT_PHASE_ACKNOWLEDGED, PhaseReportedMs: now.UnixMilli(),
 	}
@@ -121,7 +129,7 @@ func (s *Stats) completed(id int64, now time.Time, path string) {
 	s.counts.Completed++
 	e.stats.Status = weirv1.CheckpointStatus_CHECKPOINT_STATUS_COMPLETED
 	e.stats.ExternalPath = path
-	e.stats.EndToEndDurationMs = now.UnixMilli() - e.stats.TriggerTimestampMs
+	e.stats.EndToEndDurationMs = e.sinceTrigger(now)
 	if e.stats.IsSavepoint {
 		s.latestS = e.stats
 	} else {
@@ -140,7 +148,7 @@ func (s *Stats) failed(id int64, savepoint bool, now time.Time, f *Failure) {
 	e.stats.FailureReason = f.Reason
 	e.stats.FailureMessage = f.Error()
 	e.stats.FailureTimestampMs = now.UnixMilli()
-	e.stats.EndToEndDurationMs = now.UnixMilli() - e.stats.TriggerTimestampMs
+	e.stats.EndToEndDurationMs = e.sinceTrigger(now)
 	s.latestF = e.stats
 }
 
