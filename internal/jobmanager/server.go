@@ -144,6 +144,9 @@ type Server struct {
 	// foreignReports counts acks, declines and state reports refused
 	// because their sender is not the TaskManager of the attempt.
 	foreignReports *prometheus.CounterVec
+	// now is time.Now; tests of heartbeat expiry set a clock whose wall
+	// reading jumps.
+	now func() time.Time
 	// leading is read on every RPC; the leader's services live in mu.
 	leading atomic.Bool
 	// schedMu serializes slot assignment so two jobs never take one slot.
@@ -170,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		creds:   rpc.Credentials(cfg.TLS, cfg.Logger),
 		storage: storage.Storage{Dir: cfg.CheckpointDir},
+		now:     time.Now,
 		reg:     reg,
 		ckptMet: coordinator.NewMetrics(reg),
 		jobState: prometheus.NewGaugeVec(prometheus.GaugeOpts{

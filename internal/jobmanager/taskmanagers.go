@@ -57,7 +57,7 @@ func (s *Server) RegisterTaskManager(ctx context.Context, req *weirv1.RegisterTa
 	}
 	tm := &taskManager{
 		id: req.GetTaskmanagerId(), registration: newID(), addr: req.GetRpcAddress(), httpAddr: req.GetHttpAddress(),
-		slots: int(req.GetSlots()), lastHeartbeat: time.Now(), conn: conn, client: weirv1.NewTaskExecutorServiceClient(conn),
+		slots: int(req.GetSlots()), lastHeartbeat: s.now(), conn: conn, client: weirv1.NewTaskExecutorServiceClient(conn),
 		identity: identity,
 	}
 	s.mu.Lock()
@@ -87,7 +87,7 @@ func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*we
 		s.mu.Unlock()
 		return &weirv1.HeartbeatResponse{Reregister: true}, nil
 	}
-	tm.lastHeartbeat = time.Now()
+	tm.lastHeartbeat = s.now()
 	tm.loads.replace(req.GetLoads())
 	for _, r := range req.GetLoads() {
 		if len(r.GetCheckpoints()) == 0 && r.Backlog == nil {
@@ -123,18 +123,8 @@ func (s *Server) watchHeartbeats(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			var lost []*taskManager
-			s.mu.Lock()
-			for id, tm := range s.mu.tms {
-				if now.Sub(tm.lastHeartbeat) > s.cfg.HeartbeatTimeout {
-					lost = append(lost, tm)
-					delete(s.mu.tms, id)
-				}
-			}
-			s.tmGauge.Set(float64(len(s.mu.tms)))
-			s.mu.Unlock()
-			for _, tm := range lost {
+		case <-t.C:
+			for _, tm := range s.dropSilent(s.now()) {
 				s.tmLost.WithLabelValues("heartbeat_timeout").Inc()
 				s.log.Warn("taskmanager lost", "taskmanager_id", tm.id, "cause", "heartbeat timeout", "timeout", s.cfg.HeartbeatTimeout)
 				tm.conn.Close()
@@ -142,6 +132,24 @@ func (s *Server) watchHeartbeats(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// dropSilent unregisters and returns the TaskManagers whose last heartbeat
+// is more than the heartbeat timeout before now. Both times come from
+// s.now with their monotonic readings, so the JobManager's clock being set
+// neither drops TaskManagers that heartbeat nor keeps silent ones.
+func (s *Server) dropSilent(now time.Time) []*taskManager {
+	var lost []*taskManager
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, tm := range s.mu.tms {
+		if now.Sub(tm.lastHeartbeat) > s.cfg.HeartbeatTimeout {
+			lost = append(lost, tm)
+			delete(s.mu.tms, id)
+		}
+	}
+	s.tmGauge.Set(float64(len(s.mu.tms)))
+	return lost
 }
 
 func (s *Server) taskManagerLost(id, cause string) {
