@@ -491,8 +491,12 @@ func (c *Coordinator) IDAllocated(req, id int64, err error) {
 	}
 	switch {
 	case err != nil:
+		// A trigger that could not start (etcd slow or changing members)
+		// does not count towards the tolerable failures, as in Flink's
+		// CheckpointFailureManager: no task did any work for it, and a
+		// failover would not make the next one likelier to start.
 		c.preparing = nil
-		c.failRequest(r, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, Message: err.Error()})
+		c.failRequest(r, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE, Message: err.Error()})
 		c.decide()
 		return
 	case !c.running:
@@ -549,7 +553,9 @@ func (c *Coordinator) LocationReady(id int64, location string, err error) {
 		return
 	}
 	if err != nil {
-		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_IO_EXCEPTION, Message: err.Error()})
+		// Not counted either, like a failed ID allocation: the trigger
+		// never reached a task.
+		c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE, Message: err.Error()})
 		c.decide()
 		return
 	}
