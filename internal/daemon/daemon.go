@@ -216,7 +216,13 @@ func EtcdClient(endpoints string, tlsFiles tlsconfig.Files, log *slog.Logger) (*
 	cfg := clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
+		// A member that dies with its host (or behind a partition) sends no
+		// reset: without keepalives its connection stays "ready" for the
+		// kernel's TCP timeout, and requests balanced to it time out. 5 s
+		// is the least etcd accepts by default (--grpc-keepalive-min-time).
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		Logger:               zap.NewNop(),
 	}
 	if !tlsFiles.IsZero() {
 		if err := together("TLS to etcd", flagFile{"--etcd-cert", tlsFiles.Cert}, flagFile{"--etcd-key", tlsFiles.Key}); err != nil {
