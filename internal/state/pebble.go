@@ -108,7 +108,7 @@ func OpenPebble(cfg Config) (*Pebble, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &health{log: log}
+	h := newHealth(log)
 	db, err := openDB(fs, filepath.Join(dir, "db"), h)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -151,10 +151,16 @@ func openDB(fs vfs.FS, dir string, h *health) (*pebble.DB, error) {
 type health struct {
 	log     *slog.Logger
 	failure atomic.Pointer[error]
+	failed  chan struct{} // closed at the first failure
+}
+
+func newHealth(log *slog.Logger) *health {
+	return &health{log: log, failed: make(chan struct{})}
 }
 
 func (h *health) fail(err error) {
 	if h.failure.CompareAndSwap(nil, &err) {
+		close(h.failed)
 		h.log.Error("state backend failed", "err", err)
 	}
 }

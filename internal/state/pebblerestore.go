@@ -38,7 +38,7 @@ func readNative(r *restorer, log *slog.Logger, st *weirv1.SubtaskState, tmpDir s
 	if err := r.download(st, tmp); err != nil {
 		return err
 	}
-	h := &health{log: log}
+	h := newHealth(log)
 	db, err := openDB(r.fs, tmp, h)
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ func (p *Pebble) TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error) {
 		}
 		return &pebbleCanonical{p: p, snap: snap, lists: lists}, nil
 	}
-	if err := p.guard("flush", p.db.Flush); err != nil {
+	if err := p.guard("flush", p.flush); err != nil {
 		return nil, fmt.Errorf("state: checkpoint %d: %w", opts.CheckpointID, err)
 	}
 	p.seq++
@@ -53,6 +53,26 @@ func (p *Pebble) TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error) {
 	p.taken[opts.CheckpointID] = &takenSnapshot{reuse: reuse}
 	p.mu.Unlock()
 	return &pebbleNative{p: p, id: opts.CheckpointID, local: local, reuse: reuse, lists: lists}, nil
+}
+
+// flush writes the memtable into SST files and waits until it is, or until
+// the store fails. Pebble retries a failed flush at once and without end
+// (a full disk, say), and its Flush waits for success: the subtask would
+// hang in its checkpoint, the store would never be closed, and its flush
+// loop would fill the disk again with orphaned files as soon as space
+// returned. Failing the snapshot fails the subtask, whose Close stops the
+// loop.
+func (p *Pebble) flush() error {
+	done, err := p.db.AsyncFlush()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-p.health.failed:
+		return p.health.err()
+	}
 }
 
 type pebbleCanonical struct {
