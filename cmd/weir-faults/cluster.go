@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -69,6 +70,9 @@ func (c *cluster) run(ctx context.Context, stdin io.Reader, name string, args ..
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = c.env
 	cmd.Stdin = stdin
+	// Its own process group: a Ctrl-C meant for the tool does not kill a
+	// docker command halfway (the tool heals and removes the cluster).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
