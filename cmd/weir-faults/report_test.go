@@ -80,3 +80,15 @@ func TestRenderMatrixNamesFailures(t *testing.T) {
 		}
 	}
 }
+
+func TestShortReasonNamesTheKind(t *testing.T) {
+	for in, want := range map[string]string{
+		"coordinator: checkpoint failed: CHECKPOINT_FAILURE_REASON_IO_EXCEPTION: declined by x: state: upload": "IO_EXCEPTION",
+		"CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED":                                                         "CHECKPOINT_EXPIRED",
+		"task lost (taskmanager-1)": "task lost",
+	} {
+		if got := shortReason(in); got != want {
+			t.Errorf("shortReason(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

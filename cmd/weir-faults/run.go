@@ -69,9 +69,9 @@ func (r rowResult) ok() bool { return r.err == nil && r.sum.ok() && r.windows.ok
 // runRow runs one row on a fresh workload: both jobs running and
 // checkpointing, the fault, its healing, the jobs to their end, the
 // checkers.
-func runRow(ctx context.Context, c *cluster, f fault, r *rand.Rand, rate int) rowResult {
+func runRow(ctx context.Context, c *cluster, f fault, r *rand.Rand, rate int) (res rowResult) {
 	start := time.Now()
-	res := rowResult{fault: f}
+	res.fault = f
 	defer func() { res.took = time.Since(start) }()
 	log := c.log.With("fault", f.name)
 	w, err := startWorkload(ctx, c, f.name, int(f.hold/time.Second)+75, rate)

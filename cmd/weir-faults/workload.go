@@ -284,8 +284,17 @@ func (m *monitor) reasons() map[string]int {
 	return out
 }
 
-// shortReason keeps a failure message's kind: its first clause.
+// shortReason keeps a failure message's kind: the failure reason it
+// names (IO_EXCEPTION, CHECKPOINT_DECLINED, ...), else its first clause.
 func shortReason(r string) string {
+	const prefix = "CHECKPOINT_FAILURE_REASON_"
+	if i := strings.Index(r, prefix); i >= 0 {
+		r = r[i+len(prefix):]
+		if j := strings.IndexAny(r, ": "); j > 0 {
+			r = r[:j]
+		}
+		return r
+	}
 	if i := strings.IndexAny(r, ":("); i > 0 {
 		r = r[:i]
 	}
