@@ -92,3 +92,17 @@ func TestShortReasonNamesTheKind(t *testing.T) {
 		}
 	}
 }
+
+// Every kind of fault comes once per round of the soak's deck.
+func TestDeckDealsEveryFaultEachRound(t *testing.T) {
+	d := &deck{r: newRand(7)}
+	for round := range 3 {
+		seen := map[string]bool{}
+		for range faults {
+			seen[d.deal().name] = true
+		}
+		if len(seen) != len(faults) {
+			t.Fatalf("round %d dealt %d kinds of %d", round, len(seen), len(faults))
+		}
+	}
+}

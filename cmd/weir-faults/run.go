@@ -151,13 +151,14 @@ func soak(ctx context.Context, c *cluster, d time.Duration, seed uint64, rate in
 		return res
 	}
 	deadline := start.Add(d)
+	cards := &deck{r: r}
 	for time.Now().Before(deadline) && ctx.Err() == nil && !m.allFinished() {
 		quiet := time.Duration(10+r.IntN(30)) * time.Second
 		select {
 		case <-ctx.Done():
 		case <-time.After(quiet):
 		}
-		f := faults[r.IntN(len(faults))]
+		f := cards.deal()
 		hold := time.Duration(10+r.IntN(21)) * time.Second
 		res.injected[f.name]++
 		o, err := inflict(ctx, c, m, f, hold, r)
@@ -183,6 +184,24 @@ func soak(ctx context.Context, c *cluster, d time.Duration, seed uint64, rate in
 	res.reasons = m.reasons()
 	res.sum, res.windows = w.check(ctx, c)
 	return res
+}
+
+// deck deals the faults in a random order, each once per round, so a
+// soak long enough for one round has met every kind (independent draws
+// left TaskManager kills out of a 30-minute run).
+type deck struct {
+	r    *rand.Rand
+	left []fault
+}
+
+func (d *deck) deal() fault {
+	if len(d.left) == 0 {
+		d.left = append([]fault{}, faults...)
+		d.r.Shuffle(len(d.left), func(i, j int) { d.left[i], d.left[j] = d.left[j], d.left[i] })
+	}
+	f := d.left[0]
+	d.left = d.left[1:]
+	return f
 }
 
 // newRand is the tool's source of choices: the same seed, the same faults
