@@ -131,9 +131,9 @@ func (s soakResult) ok() bool { return len(s.failures) == 0 && s.sum.ok() && s.w
 
 // soak runs both jobs for about d while faults of every kind, chosen and
 // timed by r, come and go; then the checkers.
-func soak(ctx context.Context, c *cluster, d time.Duration, seed uint64, rate int, log *slog.Logger) soakResult {
+func soak(ctx context.Context, c *cluster, d time.Duration, seed uint64, rate int, log *slog.Logger) (res soakResult) {
 	r := newRand(seed)
-	res := soakResult{seed: seed, injected: map[string]int{}}
+	res = soakResult{seed: seed, injected: map[string]int{}}
 	start := time.Now()
 	defer func() { res.duration = time.Since(start) }()
 	w, err := startWorkload(ctx, c, "soak", int(d/time.Second), rate)
