@@ -218,10 +218,11 @@ func EtcdClient(endpoints string, tlsFiles tlsconfig.Files, log *slog.Logger) (*
 		DialTimeout: 5 * time.Second,
 		// A member that dies with its host (or behind a partition) sends no
 		// reset: without keepalives its connection stays "ready" for the
-		// kernel's TCP timeout, and requests balanced to it time out. 5 s
-		// is the least etcd accepts by default (--grpc-keepalive-min-time).
-		DialKeepAliveTime:    5 * time.Second,
-		DialKeepAliveTimeout: 3 * time.Second,
+		// kernel's TCP timeout, and requests balanced to it time out. 10 s
+		// is the least gRPC's client pings at, and above etcd's default
+		// --grpc-keepalive-min-time (5 s), so etcd never refuses the pings.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
 	}
 	if !tlsFiles.IsZero() {
