@@ -24,6 +24,10 @@ func newCounter(t *testing.T, cfg Config, l *Leadership) *EtcdCounter {
 func TestEtcdCounterConcurrentNextStrictlyIncreasing(t *testing.T) {
 	te := startEtcd(t)
 	cfg := testConfig(t, te.client())
+	// Six goroutines retry one compare-and-swap against each other: on a
+	// loaded machine one Next can take several rounds of fsyncs. The test
+	// is about order, not latency.
+	cfg.RequestTimeout = time.Minute
 	l := elect(t, newElector(t, cfg), "jm-a")
 	// Goroutines 0-2 share a counter; 3-5 have one each (its own cache),
 	// as separate code paths of one leader would.
