@@ -39,9 +39,11 @@ const (
 	// a cluster started with `make up` (project "weir").
 	project = "weir-compose-test"
 	// The job: count records over keys, rate records/s per source subtask,
-	// so about count/(3*rate) = 110 s without failures: time for both
-	// kills, and for the job to run on after the second.
-	count, keys, rate = 330000, 16, 1000
+	// so about count/(3*rate) = 180 s without failures. The leader is
+	// killed some 120 s after the submission; at 110 s the job could
+	// finish before that kill on a fast run, and a finished job is gone
+	// from etcd, so the new leader would not know it.
+	count, keys, rate = 540000, 16, 1000
 	outputPath        = "/output/compose-test"
 	// Compose services the test never kills: it runs the CLI in them.
 	cliService = "taskmanager-3"
