@@ -18,8 +18,7 @@ type fault struct {
 	title  string
 	expect string
 	hold   time.Duration // how long the fault lasts before healing
-	// inject starts the fault; its description names what it hit.
-	inject func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error)
+	inject injector
 	// verify checks the row's own expectation against what was observed.
 	verify func(o *observation) error
 }
@@ -85,12 +84,28 @@ func all(checks ...func(*observation) error) func(*observation) error {
 
 func pick(r *rand.Rand, from []string) string { return from[r.IntN(len(from))] }
 
-// leaderOrErr is the leading JobManager, or an error when none leads.
-func leaderOrErr(ctx context.Context, c *cluster) (string, error) {
-	if l := c.leader(ctx); l != "" {
-		return l, nil
+// injector starts a fault; its description names what it hit.
+type injector func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error)
+
+// atLeader aims f at the leading JobManager.
+func atLeader(f func(ctx context.Context, c *cluster, leader string) (heal, error)) injector {
+	return func(ctx context.Context, c *cluster, _ *rand.Rand) (heal, string, error) {
+		l := c.leader(ctx)
+		if l == "" {
+			return nil, "", fmt.Errorf("no JobManager leads")
+		}
+		h, err := f(ctx, c, l)
+		return h, l, err
 	}
-	return "", fmt.Errorf("no JobManager leads")
+}
+
+// atTaskManager aims f at a TaskManager other than the CLI's, chosen by r.
+func atTaskManager(f func(ctx context.Context, c *cluster, tm string) (heal, error)) injector {
+	return func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
+		tm := pick(r, faultedTMs)
+		h, err := f(ctx, c, tm)
+		return h, tm, err
+	}
 }
 
 var faults = []fault{
@@ -146,15 +161,8 @@ var faults = []fault{
 		title: "network: the leader JobManager cut off from etcd (not from TaskManagers) for 30 s",
 		expect: "the leader steps down when its lease ends, the other JobManager takes over and recovers the jobs; " +
 			"TaskManagers follow the new leader and refuse the old one's fenced requests",
-		hold: 30 * time.Second,
-		inject: func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
-			l, err := leaderOrErr(ctx, c)
-			if err != nil {
-				return nil, "", err
-			}
-			h, err := partition(ctx, c, l, etcds...)
-			return h, l, err
-		},
+		hold:   30 * time.Second,
+		inject: atLeader(func(ctx context.Context, c *cluster, l string) (heal, error) { return partition(ctx, c, l, etcds...) }),
 		verify: steppedDown,
 	},
 	{
@@ -162,11 +170,9 @@ var faults = []fault{
 		title:  "network: a TaskManager cut off from both JobManagers (not from its peers) for 30 s",
 		expect: "the TaskManager is lost at the heartbeat timeout, its subtasks fail over to the others; it registers again after healing",
 		hold:   30 * time.Second,
-		inject: func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
-			tm := pick(r, faultedTMs)
-			h, err := partition(ctx, c, tm, jobManagers...)
-			return h, tm, err
-		},
+		inject: atTaskManager(func(ctx context.Context, c *cluster, tm string) (heal, error) {
+			return partition(ctx, c, tm, jobManagers...)
+		}),
 		verify: restarted,
 	},
 	{
@@ -185,14 +191,7 @@ var faults = []fault{
 		title:  "network: the leader JobManager cut off from the checkpoint storage (S3) for 30 s",
 		expect: "checkpoints wait (the leader's metadata writes retry) or fail; the jobs go on without a restart; checkpoints complete again after healing",
 		hold:   30 * time.Second,
-		inject: func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
-			l, err := leaderOrErr(ctx, c)
-			if err != nil {
-				return nil, "", err
-			}
-			h, err := partition(ctx, c, l, "s3")
-			return h, l, err
-		},
+		inject: atLeader(func(ctx context.Context, c *cluster, l string) (heal, error) { return partition(ctx, c, l, "s3") }),
 		verify: noRestart,
 	},
 	{
@@ -222,14 +221,7 @@ var faults = []fault{
 		title:  "process: the leader JobManager stopped (SIGSTOP) for 15 s, three leases",
 		expect: "the other JobManager takes over when the lease ends; the paused one steps down when it resumes (SIGCONT) and its writes are fenced",
 		hold:   15 * time.Second,
-		inject: func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
-			l, err := leaderOrErr(ctx, c)
-			if err != nil {
-				return nil, "", err
-			}
-			h, err := pause(ctx, c, l)
-			return h, l, err
-		},
+		inject: atLeader(pause),
 		verify: steppedDown,
 	},
 	{
@@ -237,11 +229,7 @@ var faults = []fault{
 		title:  "process: a TaskManager stopped (SIGSTOP) for 15 s, three heartbeat timeouts",
 		expect: "it is lost at the heartbeat timeout and its subtasks fail over; when it resumes its stale attempts are cancelled and it registers again",
 		hold:   15 * time.Second,
-		inject: func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
-			tm := pick(r, faultedTMs)
-			h, err := pause(ctx, c, tm)
-			return h, tm, err
-		},
+		inject: atTaskManager(pause),
 		verify: restarted,
 	},
 	{
@@ -249,11 +237,7 @@ var faults = []fault{
 		title:  "process: a TaskManager killed (SIGKILL), back after 10 s",
 		expect: "its subtasks fail over at once (the connection breaks); it registers again when it is back",
 		hold:   10 * time.Second,
-		inject: func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
-			tm := pick(r, faultedTMs)
-			h, err := kill(ctx, c, tm)
-			return h, tm, err
-		},
+		inject: atTaskManager(kill),
 		verify: restarted,
 	},
 	{
@@ -261,14 +245,7 @@ var faults = []fault{
 		title:  "process: the leader JobManager killed (SIGKILL), back after 10 s",
 		expect: "the other JobManager takes over when the lease ends and recovers the jobs from etcd",
 		hold:   10 * time.Second,
-		inject: func(ctx context.Context, c *cluster, r *rand.Rand) (heal, string, error) {
-			l, err := leaderOrErr(ctx, c)
-			if err != nil {
-				return nil, "", err
-			}
-			h, err := kill(ctx, c, l)
-			return h, l, err
-		},
+		inject: atLeader(kill),
 		verify: func(o *observation) error {
 			if !o.leaderChanged() {
 				return fmt.Errorf("leaders seen %v: the other JobManager never led", o.leaders)

@@ -99,10 +99,9 @@ func partition(ctx context.Context, c *cluster, service string, peers ...string)
 	undo := func(ctx context.Context, n int) error {
 		var errs []error
 		for _, r := range rules[:n] {
-			if err := iptables(ctx, "-D", r); err != nil {
-				if _, gone := os.Stat(fmt.Sprintf("/proc/%d", pid)); gone == nil {
-					errs = append(errs, err)
-				}
+			// A process gone took its namespace, and the rule, with it.
+			if err := iptables(ctx, "-D", r); err != nil && processAlive(pid) {
+				errs = append(errs, err)
 			}
 		}
 		return errors.Join(errs...)
@@ -113,6 +112,11 @@ func partition(ctx context.Context, c *cluster, service string, peers ...string)
 		}
 	}
 	return func(ctx context.Context) error { return undo(ctx, len(rules)) }, nil
+}
+
+func processAlive(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
 }
 
 // throttle limits services to cpus of a core each (the CFS quota): they

@@ -30,6 +30,7 @@ const (
 	etStepMs, etJitterMs = 1, 20
 )
 
+// windowConfig is the window job's window, in its spec and in the checker.
 var windowConfig = map[string]any{"type": "tumbling", "size": "100ms", "aggregate": "count"}
 
 type workload struct {
@@ -60,9 +61,10 @@ vertices:
     parallelism: %d
     config: {count: %d, keys: %d, rate: %d, event-time: {step: %dms, jitter: %dms}}
     watermarks: {max-out-of-orderness: %dms, interval: 50ms}
-  - {name: window, operator: window, parallelism: 2, inputs: [{from: source, partition: hash}], config: {type: tumbling, size: 100ms, aggregate: count}}
+  - {name: window, operator: window, parallelism: 2, inputs: [{from: source, partition: hash}], config: {type: %s, size: %s, aggregate: %s}}
   - {name: sink, operator: file-sink, parallelism: 2, inputs: [{from: window, partition: hash}], config: {path: %s}}
-`, name, common, winSources, w.winCount, winKeys, rate, etStepMs, etJitterMs, etJitterMs, w.out("windows"))
+`, name, common, winSources, w.winCount, winKeys, rate, etStepMs, etJitterMs, etJitterMs,
+		windowConfig["type"], windowConfig["size"], windowConfig["aggregate"], w.out("windows"))
 	var err error
 	if w.sum, err = c.submit(ctx, sum); err != nil {
 		return nil, err
