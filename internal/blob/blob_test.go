@@ -353,3 +353,42 @@ func TestPutIfAbsentWithoutHardLinks(t *testing.T) {
 		t.Fatalf("left %d files, want only the object", len(entries))
 	}
 }
+
+// TestReserveFill: a reserved object is empty until filled, filled once,
+// and a fill without a reservation creates nothing.
+func TestReserveFill(t *testing.T) {
+	st := blob.Local{}
+	ctx := context.Background()
+	dir := blob.Join(t.TempDir(), "chk-1")
+	if err := st.Mkdir(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	loc := blob.Join(dir, "_metadata")
+	if err := st.Fill(ctx, loc, []byte("early")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("fill before the reservation: %v, want not exist", err)
+	}
+	if ok, _ := blob.Exists(ctx, loc); ok {
+		t.Fatal("a fill without a reservation created the object")
+	}
+	if err := st.Reserve(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, st, loc); len(got) != 0 {
+		t.Fatalf("reserved object holds %q", got)
+	}
+	if err := st.Reserve(ctx, loc); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("second reservation: %v, want ErrExists", err)
+	}
+	if err := st.Fill(ctx, loc, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Fill(ctx, loc, []byte("second")); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("second fill: %v, want ErrExists", err)
+	}
+	if err := st.PutIfAbsent(ctx, loc, []byte("third")); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("put over a filled reservation: %v, want ErrExists", err)
+	}
+	if got := read(t, st, loc); string(got) != "first" {
+		t.Fatalf("object %q, want the first fill", got)
+	}
+}

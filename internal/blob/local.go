@@ -80,6 +80,62 @@ func (l Local) PutIfAbsent(_ context.Context, loc string, data []byte) error {
 	return syncDir(l.fs(), filepath.Dir(p))
 }
 
+// Reserve creates loc empty and makes its name durable: the directory
+// is synced, and so is its parent, which holds the directory's own name
+// (freshly made by Mkdir). Fill then needs a single fsync, of the file:
+// the directory syncs, each as slow as the file's, run while a
+// checkpoint's tasks snapshot instead of after its last ack. Until Fill
+// returns, the object is empty or partial: readers of a reserved object
+// must recognise one that is cut short (a _metadata's trailer does).
+func (l Local) Reserve(_ context.Context, loc string) error {
+	fsys, p := l.fs(), LocalPath(loc)
+	if _, err := fsys.Stat(p); err == nil {
+		return fmt.Errorf("%w: %s", ErrExists, p)
+	}
+	f, err := fsys.Create(p, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	dir := filepath.Dir(p)
+	if err := syncDir(fsys, dir); err != nil {
+		return err
+	}
+	return syncDir(fsys, filepath.Dir(dir))
+}
+
+// Fill writes data into the object Reserve created and syncs it. An
+// object that is not empty was filled already and is left as it was:
+// ErrExists, as PutIfAbsent's.
+func (l Local) Fill(_ context.Context, loc string, data []byte) error {
+	fsys, p := l.fs(), LocalPath(loc)
+	if _, err := fsys.Stat(p); err != nil {
+		return err // OpenReadWrite would create it: no reservation
+	}
+	f, err := fsys.OpenReadWrite(p, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.Size() != 0 {
+		err = fmt.Errorf("%w: %s", ErrExists, p)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		// The size is data the file needs to be read back, so fdatasync
+		// writes it too; the name is durable since Reserve.
+		err = f.SyncData()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // writeTemp writes size bytes of r to the fsynced temporary file tmp
 // beside p and returns its name.
 func (l Local) writeTemp(p, tmp string, r io.Reader, size int64) (string, error) {

@@ -101,7 +101,9 @@ func (memStorage) InitLocation(_ context.Context, id int64, _ bool, _ string) (s
 	return fmt.Sprintf("/mem/chk-%d", id), nil
 }
 
-func (memStorage) WriteMetadata(_ context.Context, dir string, _ *weirv1.CheckpointMetadata) (string, error) {
+func (memStorage) ReserveMetadata(context.Context, string) error { return nil }
+
+func (memStorage) WriteMetadata(_ context.Context, dir string, _ *weirv1.CheckpointMetadata, _ bool) (string, error) {
 	return dir + "/_metadata", nil
 }
 

@@ -30,7 +30,14 @@ type Store interface {
 // Storage is checkpoint storage as the coordinator uses it.
 type Storage interface {
 	InitLocation(ctx context.Context, id int64, savepoint bool, target string) (string, error)
-	WriteMetadata(ctx context.Context, dir string, md *weirv1.CheckpointMetadata) (string, error)
+	// ReserveMetadata prepares a location for its metadata while the
+	// tasks snapshot, so that writing it after the last ack is cheaper
+	// (on a local file system the names are made durable ahead: one
+	// fsync is left for the completion instead of three).
+	ReserveMetadata(ctx context.Context, dir string) error
+	// WriteMetadata writes dir's metadata durably; reserved says a
+	// ReserveMetadata of dir succeeded.
+	WriteMetadata(ctx context.Context, dir string, md *weirv1.CheckpointMetadata, reserved bool) (string, error)
 	Discard(ctx context.Context, dir string) error
 	DiscardStates(ctx context.Context, states []*weirv1.SubtaskState) error
 }
@@ -101,6 +108,9 @@ type Driver struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	waiters map[int64]chan Result // owned by the loop
+	// reservations are the ReserveMetadata calls of locations not yet
+	// finalized or discarded, by location; owned by the loop.
+	reservations map[string]<-chan error
 	// timer is the loop's one wake-up timer on the wall clock, reused so
 	// that an event costs no timer allocation (nil with an injected clock).
 	timer *time.Timer
@@ -140,6 +150,8 @@ func NewDriver(cfg Config, deps Deps) *Driver {
 		ctx:     ctx,
 		cancel:  cancel,
 		waiters: map[int64]chan Result{},
+
+		reservations: map[string]<-chan error{},
 	}
 	d.disc = newDiscarder(deps.Storage, log)
 	return d
@@ -392,7 +404,19 @@ func (d *Driver) process(effects []Effect) {
 		case InitLocation:
 			d.goIO(func(ctx context.Context) {
 				loc, err := d.deps.Storage.InitLocation(ctx, e.ID, e.Savepoint, e.Target)
-				d.post(func() { d.sm.LocationReady(e.ID, loc, err) })
+				reserved := make(chan error, 1)
+				posted := d.post(func() {
+					if err == nil {
+						// Before the state machine learns the location:
+						// whatever finalizes or discards it finds this.
+						d.reservations[loc] = reserved
+					}
+					d.sm.LocationReady(e.ID, loc, err)
+				})
+				if err == nil && posted {
+					// Off the trigger's path: the tasks snapshot meanwhile.
+					reserved <- d.deps.Storage.ReserveMetadata(ctx, loc)
+				}
 			})
 		case SnapshotOperatorCoordinators:
 			d.goIO(func(ctx context.Context) {
@@ -419,9 +443,10 @@ func (d *Driver) process(effects []Effect) {
 			d.goIO(func(ctx context.Context) { d.sendTrigger(ctx, e) })
 		case Finalize:
 			d.finalizing.Add(1)
+			reserved := d.takeReservation(e.Location)
 			d.goIO(func(ctx context.Context) {
 				defer d.finalizing.Done()
-				path, subsumed, err := d.finalize(ctx, e)
+				path, subsumed, err := d.finalize(ctx, e, reserved)
 				if errors.Is(err, checkpoint.ErrOutcomeUnknown) {
 					d.log.Error("checkpoint outcome unknown: keeping its files and failing the job over", "checkpoint_id", e.ID, "err", err)
 					d.post(func() { d.sm.FinalizeOutcomeUnknown(e.ID, err) })
@@ -459,7 +484,7 @@ func (d *Driver) process(effects []Effect) {
 				free = d.deps.Shared.Release(e.ID)
 			}
 			free = append(free, d.deps.Shared.Unreferenced(e.States...)...)
-			d.disc.add(discard{id: e.ID, location: e.Location, states: e.States, shared: free})
+			d.disc.add(discard{id: e.ID, location: e.Location, reserved: d.takeReservation(e.Location), states: e.States, shared: free})
 		case RequestDone:
 			d.finished(e)
 		case FailJob:
@@ -529,10 +554,32 @@ func (d *Driver) sendTrigger(ctx context.Context, e SendTrigger) {
 	}
 }
 
+// takeReservation hands over the ReserveMetadata outcome of location to
+// the one finalizing or discarding it (nil: no reservation).
+func (d *Driver) takeReservation(location string) <-chan error {
+	r, ok := d.reservations[location]
+	if ok {
+		delete(d.reservations, location)
+	}
+	return r
+}
+
 // finalize writes the metadata and, for checkpoints, adds it to the store
-// and discards what the store subsumed.
-func (d *Driver) finalize(ctx context.Context, f Finalize) (string, int64, error) {
-	path, err := d.deps.Storage.WriteMetadata(ctx, f.Location, f.Metadata)
+// and discards what the store subsumed. reserved, if not nil, yields the
+// outcome of the location's ReserveMetadata.
+func (d *Driver) finalize(ctx context.Context, f Finalize, reserved <-chan error) (string, int64, error) {
+	var err error
+	if reserved != nil {
+		select {
+		case err = <-reserved:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	var path string
+	if err == nil {
+		path, err = d.deps.Storage.WriteMetadata(ctx, f.Location, f.Metadata, reserved != nil)
+	}
 	if err != nil || (f.Savepoint && !f.Synchronous) {
 		// Savepoints belong to the user: never in the store, never discarded.
 		return path, 0, err
@@ -638,6 +685,10 @@ func (d *Driver) finished(e RequestDone) {
 type discard struct {
 	id       int64 // the checkpoint, for the log; 0 if unknown
 	location string
+	// reserved, if not nil, is the location's ReserveMetadata, awaited
+	// before the location goes so that it does not create a file in a
+	// directory being removed.
+	reserved <-chan error
 	states   []*weirv1.SubtaskState
 	shared   []string // shared files no checkpoint references any more
 }
@@ -726,6 +777,9 @@ func (q *discarder) work() {
 func (q *discarder) do(x discard) {
 	ctx := context.Background()
 	errs := []error{discardFiles(x.shared)}
+	if x.reserved != nil {
+		<-x.reserved // its error is the checkpoint's, reported there
+	}
 	if x.location != "" {
 		errs = append(errs, q.storage.Discard(ctx, x.location))
 	}

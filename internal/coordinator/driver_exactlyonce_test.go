@@ -86,10 +86,10 @@ type slowMetadataStorage struct {
 	entered chan struct{}
 }
 
-func (s *slowMetadataStorage) WriteMetadata(ctx context.Context, dir string, md *weirv1.CheckpointMetadata) (string, error) {
+func (s *slowMetadataStorage) WriteMetadata(ctx context.Context, dir string, md *weirv1.CheckpointMetadata, reserved bool) (string, error) {
 	close(s.entered)
 	<-s.release
-	return s.dirStorage.WriteMetadata(ctx, dir, md)
+	return s.dirStorage.WriteMetadata(ctx, dir, md, reserved)
 }
 
 // TestDriverAwaitFinalizationsAfterStop: a failover stops the coordinator

@@ -267,8 +267,18 @@ func (s *dirStorage) InitLocation(_ context.Context, id int64, savepoint bool, t
 	return dir, nil
 }
 
-func (s *dirStorage) WriteMetadata(_ context.Context, dir string, md *weirv1.CheckpointMetadata) (string, error) {
-	path, err := storage.WriteMetadata(dir, md)
+// ReserveMetadata is not recorded: it runs beside the trigger, in no
+// fixed order with the records around it.
+func (s *dirStorage) ReserveMetadata(_ context.Context, dir string) error {
+	return storage.ReserveMetadata(dir)
+}
+
+func (s *dirStorage) WriteMetadata(_ context.Context, dir string, md *weirv1.CheckpointMetadata, reserved bool) (string, error) {
+	write := storage.WriteMetadata
+	if reserved {
+		write = storage.WriteReservedMetadata
+	}
+	path, err := write(dir, md)
 	if err == nil {
 		s.rec.add("metadata %s", s.rel(path))
 	}

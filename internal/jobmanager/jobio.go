@@ -30,7 +30,14 @@ func (s jobStorage) InitLocation(_ context.Context, id int64, savepoint bool, ta
 	return dir, nil
 }
 
-func (jobStorage) WriteMetadata(_ context.Context, dir string, md *weirv1.CheckpointMetadata) (string, error) {
+func (jobStorage) ReserveMetadata(_ context.Context, dir string) error {
+	return storage.ReserveMetadata(dir)
+}
+
+func (jobStorage) WriteMetadata(_ context.Context, dir string, md *weirv1.CheckpointMetadata, reserved bool) (string, error) {
+	if reserved {
+		return storage.WriteReservedMetadata(dir, md)
+	}
 	return storage.WriteMetadata(dir, md)
 }
 

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/internal/blob"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -85,6 +87,76 @@ func TestMetadataRoundTrip(t *testing.T) {
 		if !proto.Equal(got, want) {
 			t.Fatalf("ReadMetadata(%s) = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// TestReservedMetadata: a reserved _metadata reads as corrupt (empty, as
+// after a crash before the completion) until written, is written once,
+// and then reads back as WriteMetadata's would; injected disk errors in
+// either step fail the write.
+func TestReservedMetadata(t *testing.T) {
+	s := Storage{Dir: t.TempDir()}
+	dir, err := s.InitLocation("job-1", 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ReserveMetadata(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadMetadata(dir); !errors.Is(err, ErrCorruptMetadata) {
+		t.Fatalf("ReadMetadata of a reservation: %v, want ErrCorruptMetadata", err)
+	}
+	if _, err := WriteMetadata(dir, testMetadata()); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("WriteMetadata over a reservation: %v, want ErrExists", err)
+	}
+	path, err := WriteReservedMetadata(dir, testMetadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteReservedMetadata(dir, testMetadata()); !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("second write: %v, want ErrExists", err)
+	}
+	got, err := ReadMetadata(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testMetadata()
+	want.Version = metadataVersion
+	if !proto.Equal(got, want) {
+		t.Fatalf("ReadMetadata = %v, want %v", got, want)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{MetadataFile}) {
+		t.Fatalf("checkpoint directory holds %q, want only %s", got, MetadataFile)
+	}
+
+	// The reservation's directory syncs, and the fill's write and sync.
+	for _, op := range []errorfs.OpKind{errorfs.OpCreate, errorfs.OpOpenDir, errorfs.OpFileSync, errorfs.OpFileWrite, errorfs.OpFileSyncData} {
+		t.Run(fmt.Sprint(op), func(t *testing.T) {
+			inject := errorfs.InjectorFunc(func(o errorfs.Op) error {
+				if o.Kind == op {
+					return errorfs.ErrInjected
+				}
+				return nil
+			})
+			dir, err := s.InitLocation("job-1", 13+int64(op))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reserveFS, fillFS := vfs.FS(vfs.Default), vfs.FS(vfs.Default)
+			if op == errorfs.OpCreate || op == errorfs.OpOpenDir || op == errorfs.OpFileSync {
+				reserveFS = errorfs.Wrap(vfs.Default, inject)
+			} else {
+				fillFS = errorfs.Wrap(vfs.Default, inject)
+			}
+			loc := blob.Join(dir, MetadataFile)
+			err = blob.Local{FS: reserveFS}.Reserve(context.Background(), loc)
+			if err == nil {
+				err = blob.Local{FS: fillFS}.Fill(context.Background(), loc, []byte("x"))
+			}
+			if !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("reserve and fill: %v, want the injected error", err)
+			}
+		})
 	}
 }
 
