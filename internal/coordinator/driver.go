@@ -33,7 +33,7 @@ type Storage interface {
 	// ReserveMetadata prepares a location for its metadata while the
 	// tasks snapshot, so that writing it after the last ack is cheaper
 	// (on a local file system the names are made durable ahead: one
-	// fsync is left for the completion instead of three).
+	// fsync is left for the completion instead of two).
 	ReserveMetadata(ctx context.Context, dir string) error
 	// WriteMetadata writes dir's metadata durably; reserved says a
 	// ReserveMetadata of dir succeeded.
