@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/dirsync"
 	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/sdk"
 )
@@ -467,7 +468,8 @@ func (f *FileSink) SnapshotState(id int64) error {
 // checkpoint: records flow while the disk syncs, and the checkpoint that
 // names the files completes only once they are durable. The files of all
 // sink subtasks of a TaskManager sync concurrently, which the file system
-// commits together.
+// commits together, and their directory's fsync is one for all of them
+// (sharedDirSyncs).
 func (f *FileSink) SnapshotStateAsync(id int64) (func() error, error) {
 	if err := f.failure(); err != nil {
 		return nil, err
@@ -820,12 +822,19 @@ func (s *localStore) cleanup(sub int, keep *partState) error {
 	return nil
 }
 
+// sharedDirSyncs shares the output directory's fsyncs among the sink
+// subtasks of this process (a TaskManager), which pre-commit into one
+// directory at the same checkpoint: each subtask's renames are durable
+// when its call returns, yet one fsync serves every subtask that asked
+// before it began.
+var sharedDirSyncs = dirsync.New(syncDir)
+
 // sync makes the renames done in the output directory durable.
 func (f *FileSink) sync() error {
 	if f.syncDir != nil {
 		return f.syncDir(f.dir)
 	}
-	return syncDir(f.dir)
+	return sharedDirSyncs.Sync(f.dir)
 }
 
 func syncDir(dir string) error {
