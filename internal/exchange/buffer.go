@@ -174,7 +174,7 @@ func DecodeRecords(data []byte, count int, headers bool) ([]sdk.Record, error) {
 	if count < 0 || count > len(data)/least {
 		return nil, fmt.Errorf("exchange: packed records: bad count %d for %d bytes", count, len(data))
 	}
-	recs := make([]sdk.Record, count)
+	recs := GetRecords(count)[:count]
 	for i := range recs {
 		var err error
 		var key, value []byte

@@ -154,6 +154,8 @@ func (c *remoteChannel) enqueuePriorityLocked(b Buffer) {
 			b.Overtaken = append(b.Overtaken, q)
 		}
 	}
+	// The subtask releases the queued batches once it processed them.
+	b.Overtaken = CloneRecords(b.Overtaken)
 	c.mu.queue = slices.Insert(c.mu.queue, at, b)
 	c.mu.priority++
 }
@@ -300,6 +302,10 @@ func (s *Server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) er
 				return err
 			}
 			s.Metrics.sent(m, len(b.Records))
+			if b.Kind == KindRecords {
+				// Encoded into a payload of its own: the batch is free.
+				ReleaseRecords(b.Records)
+			}
 			if !b.Priority {
 				mu.Lock()
 				credit--

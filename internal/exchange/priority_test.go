@@ -370,3 +370,52 @@ func TestSubpartitionConvertBarrier(t *testing.T) {
 		t.Fatal("barrier 4 still held after it was taken")
 	}
 }
+
+// The records a priority barrier overtook are the output state of its
+// checkpoint, written while the consumer goes on processing, and
+// releasing, the very batches they were queued in: they are a copy.
+func TestOvertakenRecordsOutliveTheirBatches(t *testing.T) {
+	part := exchange.NewResultPartition(partitionID("overtaken-copy"), 1, 10, 0)
+	w := exchange.NewRecordWriter(t.Context(), part, weirv1.Partitioner_PARTITIONER_FORWARD, 128, 0, 2)
+	for i := range 3 { // key-0,1 queued; key-2 pending
+		if err := w.Emit(key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	over, err := w.BroadcastPriority(barrier(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range drain(part.Subs[0]) {
+		if b.Kind == exchange.KindRecords {
+			exchange.ReleaseRecords(b.Records)
+		}
+	}
+	// A converted barrier's overtaken records, likewise.
+	for i := 3; i < 5; i++ {
+		if err := w.Emit(key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Broadcast(barrier(8)); err != nil {
+		t.Fatal(err)
+	}
+	converted, ok := part.Subs[0].ConvertBarrier(8, func(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier { return b })
+	if !ok {
+		t.Fatal("barrier 8 not held")
+	}
+	for _, b := range drain(part.Subs[0]) {
+		if b.Kind == exchange.KindRecords {
+			exchange.ReleaseRecords(b.Records)
+		}
+	}
+	if got, want := flat(over[0]), []string{"key-0", "key-1", "key-2"}; !slices.Equal(got, want) {
+		t.Fatalf("overtaken by the priority barrier: %v, want %v", got, want)
+	}
+	if got, want := flat(converted), []string{"key-3", "key-4"}; !slices.Equal(got, want) {
+		t.Fatalf("overtaken by the converted barrier: %v, want %v", got, want)
+	}
+}

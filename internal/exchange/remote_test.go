@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,7 +48,8 @@ func TestRemoteChannelDeliversInOrder(t *testing.T) {
 	reg.Register(part)
 	produced := make(chan error, 1)
 	go func() {
-		for _, b := range want {
+		// The sender releases each batch it sent: it gets copies of want.
+		for _, b := range exchange.CloneRecords(slices.Clone(want)) {
 			if _, err := part.Subs[1].Add(ctx, b); err != nil {
 				produced <- err
 				return

@@ -133,6 +133,8 @@ func (s *Subpartition) AddPriority(b Buffer) ([]Buffer, error) {
 			overtaken = append(overtaken, q)
 		}
 	}
+	// Copied under the lock: the consumer releases each batch it took.
+	overtaken = CloneRecords(overtaken)
 	s.mu.queue = slices.Insert(s.mu.queue, at, b)
 	s.mu.priority++
 	listener := s.mu.listener
@@ -170,6 +172,7 @@ func (s *Subpartition) ConvertBarrier(id int64, convert func(*weirv1.CheckpointB
 			overtaken = append(overtaken, q)
 		}
 	}
+	overtaken = CloneRecords(overtaken)
 	b := s.mu.queue[k]
 	b.Barrier, b.Priority = convert(b.Barrier), true
 	copy(s.mu.queue[at+1:k+1], s.mu.queue[at:k])

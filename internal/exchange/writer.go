@@ -71,7 +71,7 @@ func (w *RecordWriter) take(i int) (Buffer, bool) {
 		return Buffer{}, false
 	}
 	b := Buffer{Kind: KindRecords, Records: w.pending[i]}
-	w.pending[i] = make([]sdk.Record, 0, w.batchSize)
+	w.pending[i] = GetRecords(w.batchSize)
 	return b, true
 }
 
@@ -173,10 +173,9 @@ func (w *RecordWriter) BroadcastPriority(b Buffer) ([][]Buffer, error) {
 			return nil, fmt.Errorf("exchange: write %s: %w", b.Kind, err)
 		}
 		if len(w.pending[i]) > 0 {
-			// The records stay pending; the caller gets a copy of the slice
-			// header, and later appends never touch what it sees.
-			p := w.pending[i]
-			overtaken = append(overtaken, Buffer{Kind: KindRecords, Records: p[:len(p):len(p)]})
+			// The records stay pending; the caller gets a copy, as the
+			// batch is released once its consumer processed it.
+			overtaken = append(overtaken, Buffer{Kind: KindRecords, Records: append([]sdk.Record(nil), w.pending[i]...)})
 		}
 		out[i] = overtaken
 	}

@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirproject/weir/internal/exchange"
@@ -64,7 +65,7 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 		}
 		t.nextChannel = (ch + 1) % n
 		if b.Kind == exchange.KindRecords {
-			t.cur.ch, t.cur.recs = ch, b.Records
+			t.cur.ch, t.cur.recs, t.cur.batch = ch, b.Records, b.Records
 			return true, 0, t.process()
 		}
 		return true, 0, t.handle(ch, b)
@@ -78,7 +79,7 @@ func (t *Task) nextReplay(ch int) bool {
 	if ch >= len(t.replay) || len(t.replay[ch]) == 0 {
 		return false
 	}
-	t.cur.ch, t.cur.recs = ch, t.replay[ch][0].Records
+	t.cur.ch, t.cur.recs, t.cur.batch = ch, t.replay[ch][0].Records, t.replay[ch][0].Records
 	t.replay[ch] = t.replay[ch][1:]
 	return true
 }
@@ -115,13 +116,15 @@ func (t *Task) process() error {
 	n := min(len(t.cur.recs), t.cfg.StepRecords)
 	recs := t.cur.recs[:n:n]
 	t.cur.recs = t.cur.recs[n:]
+	var done []sdk.Record
 	if len(t.cur.recs) == 0 {
-		t.cur.recs = nil
+		t.cur.recs, done, t.cur.batch = nil, t.cur.batch, nil
 	}
 	// Records read before the channel's barrier of an unaligned
-	// checkpoint whose snapshot is taken belong to its channel state.
+	// checkpoint whose snapshot is taken belong to its channel state (a
+	// copy: the batch is released below).
 	if t.rec != nil && t.barriers.Recording(ch) {
-		t.rec.addInput(ch, exchange.Buffer{Kind: exchange.KindRecords, Records: recs})
+		t.rec.addInput(ch, exchange.Buffer{Kind: exchange.KindRecords, Records: slices.Clone(recs)})
 	}
 	if t.barriers.Aligning() != 0 {
 		t.align.processed += exchange.Buffer{Records: recs}.Size()
@@ -146,6 +149,9 @@ func (t *Task) process() error {
 	}
 	t.metrics.recordsIn.Add(float64(len(recs)))
 	t.metrics.recordsOut.Add(float64(t.out.count))
+	if done != nil {
+		exchange.ReleaseRecords(done)
+	}
 	return nil
 }
 
@@ -170,7 +176,7 @@ func (t *Task) handle(ch int, b exchange.Buffer) error {
 			// what the channel held when the barrier reached it. It all
 			// precedes the barrier, so it is channel state.
 			if t.cur.ch == ch && len(t.cur.recs) > 0 {
-				rec.addInput(ch, exchange.Buffer{Kind: exchange.KindRecords, Records: t.cur.recs[:len(t.cur.recs):len(t.cur.recs)]})
+				rec.addInput(ch, exchange.Buffer{Kind: exchange.KindRecords, Records: slices.Clone(t.cur.recs)})
 			}
 			for _, o := range b.Overtaken {
 				rec.addInput(ch, o)

@@ -124,6 +124,9 @@ type Task struct {
 	cur struct {
 		ch   int
 		recs []sdk.Record
+		// batch is the whole buffer recs is the rest of, released for
+		// reuse once every record went through the operator.
+		batch []sdk.Record
 	}
 	// replay holds, per input channel, the restored input channel state,
 	// processed before anything the channel delivers.
