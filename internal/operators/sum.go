@@ -9,12 +9,22 @@ import (
 // KeyedSum keeps a running sum per key and emits (key, sum) for every input.
 // Values are decimal integers.
 type KeyedSum struct {
-	sums  sdk.ValueState
+	sums sdk.ValueState
+	// peek reads the sum without keeping it, which lets the heap backend
+	// write the next sum over it instead of allocating.
+	peek  func() ([]byte, bool)
 	arena decimalArena
 }
 
+// peeker is a ValueState that can lend its value until the next Update.
+type peeker interface{ Peek() ([]byte, bool) }
+
 func (k *KeyedSum) Open(ctx sdk.Context) error {
 	k.sums = ctx.ValueState("sum")
+	k.peek = k.sums.Value
+	if p, ok := k.sums.(peeker); ok {
+		k.peek = p.Peek
+	}
 	return nil
 }
 
@@ -24,14 +34,15 @@ func (k *KeyedSum) ProcessRecord(r sdk.Record, out sdk.Collector) error {
 		return fmt.Errorf("keyed-sum: value of key %q: %w", r.Key, err)
 	}
 	var sum int64
-	if b, ok := k.sums.Value(); ok {
+	if b, ok := k.peek(); ok {
 		if sum, err = parseInt(b); err != nil {
 			return fmt.Errorf("keyed-sum: corrupt state of key %q: %w", r.Key, err)
 		}
 	}
 	sum += v
-	// Both state backends copy on Update; the record, which downstream
-	// holds for a while, takes the arena's bytes.
+	// The backend copies on Update (into the old sum's bytes where it
+	// can); the record, which downstream holds for a while, takes the
+	// arena's bytes.
 	b := k.arena.appendInt(sum)
 	k.sums.Update(b)
 	out.Collect(sdk.Record{Key: r.Key, Value: b, Timestamp: r.Timestamp})

@@ -298,9 +298,12 @@ func readCanonical(r *restorer, h *weirv1.StateHandle, maxParallelism int, owns 
 
 // reducingState folds values into a value state. copyAcc is set for
 // backends whose Value returns their own slice, which reduce must not
-// modify in place: a heap snapshot being written may share it.
+// modify in place: a heap snapshot being written may share it. peek, when
+// set, reads the accumulator without keeping it (so the heap may update it
+// in place), as Add drops it before the Update.
 type reducingState struct {
 	v       sdk.ValueState
+	peek    func() ([]byte, bool)
 	reduce  func(acc, v []byte) []byte
 	copyAcc bool
 }
@@ -309,7 +312,11 @@ func (r *reducingState) Get() ([]byte, bool) { return r.v.Value() }
 func (r *reducingState) Clear()              { r.v.Clear() }
 
 func (r *reducingState) Add(b []byte) {
-	acc, ok := r.v.Value()
+	get := r.v.Value
+	if r.peek != nil {
+		get = r.peek
+	}
+	acc, ok := get()
 	if !ok {
 		r.v.Update(b)
 		return

@@ -18,9 +18,11 @@ import (
 	"github.com/weirproject/weir/sdk"
 )
 
-// Heap keeps state in Go maps. Values are never mutated in place (Update
-// replaces the slice), so a snapshot is a shallow copy of the maps taken on
-// the mailbox goroutine and written out on another.
+// Heap keeps state in Go maps. A snapshot is a shallow copy of the maps
+// taken on the mailbox goroutine and written out on another, so a value a
+// snapshot holds is never written again: Update writes a value in place
+// only when it was allocated since the last snapshot and no caller of
+// Value holds it (valueCell).
 type Heap struct {
 	maxParallelism int
 	keyGroups      keygroup.Range
@@ -30,7 +32,10 @@ type Heap struct {
 	// record. It is dropped when it outgrows maxInternedKeys: a subtask
 	// that sees unbounded keys pays the allocations again, nothing more.
 	keys   map[string]string
-	values map[string]map[string][]byte // state name → key → value
+	values map[string]map[string]*valueCell // state name → key → value
+	// gen counts snapshots, from 1: a value allocated in this generation
+	// is in no snapshot.
+	gen uint64
 	// maps holds map state: state name → key → user key → value. A
 	// snapshot copies the per-key maps, as Put changes them in place.
 	maps  map[string]map[string]map[string][]byte
@@ -49,7 +54,8 @@ func NewHeap(maxParallelism int, keyGroups keygroup.Range) *Heap {
 	return &Heap{
 		maxParallelism: maxParallelism,
 		keyGroups:      keyGroups,
-		values:         map[string]map[string][]byte{},
+		values:         map[string]map[string]*valueCell{},
+		gen:            1,
 		maps:           map[string]map[string]map[string][]byte{},
 		lists:          operatorLists{},
 	}
@@ -91,7 +97,7 @@ func (h *Heap) SetCurrentKey(key []byte) {
 func (h *Heap) ValueState(name string) sdk.ValueState {
 	m, ok := h.values[name]
 	if !ok {
-		m = map[string][]byte{}
+		m = map[string]*valueCell{}
 		h.values[name] = m
 	}
 	return &valueState{h: h, m: m}
@@ -109,7 +115,8 @@ func (h *Heap) MapState(name string) sdk.MapState {
 
 // ReducingState returns the named keyed state folded by reduce.
 func (h *Heap) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
-	return &reducingState{v: h.ValueState(name), reduce: reduce, copyAcc: true}
+	v := h.ValueState(name).(*valueState)
+	return &reducingState{v: v, peek: v.Peek, reduce: reduce, copyAcc: true}
 }
 
 // ListState returns the named operator list state.
@@ -133,14 +140,53 @@ func (h *Heap) ScanMap(name string, fn func(key, userKey, value []byte) error) e
 	return nil
 }
 
-type valueState struct {
-	h *Heap
-	m map[string][]byte
+// valueCell holds one key's value. Update copies into b in place, saving
+// an allocation per update, only while gen is the heap's: b was allocated
+// after the last snapshot (which shares the bytes it copied) and no caller
+// of Value got it (Value sets gen to 0; Peek leaves it).
+type valueCell struct {
+	b   []byte
+	gen uint64
 }
 
-func (v *valueState) Value() ([]byte, bool) { b, ok := v.m[v.h.currentKey]; return b, ok }
-func (v *valueState) Update(b []byte)       { v.m[v.h.currentKey] = bytes.Clone(b) }
-func (v *valueState) Clear()                { delete(v.m, v.h.currentKey) }
+type valueState struct {
+	h *Heap
+	m map[string]*valueCell
+}
+
+func (v *valueState) Value() ([]byte, bool) {
+	c, ok := v.m[v.h.currentKey]
+	if !ok {
+		return nil, false
+	}
+	c.gen = 0 // the caller may keep b: it is never written again
+	return c.b, true
+}
+
+// Peek is Value for a caller that is done with the bytes before its next
+// Update or Clear of the key, which may overwrite them.
+func (v *valueState) Peek() ([]byte, bool) {
+	c, ok := v.m[v.h.currentKey]
+	if !ok {
+		return nil, false
+	}
+	return c.b, true
+}
+
+func (v *valueState) Update(b []byte) {
+	c, ok := v.m[v.h.currentKey]
+	switch {
+	case !ok:
+		v.m[v.h.currentKey] = &valueCell{b: bytes.Clone(b), gen: v.h.gen}
+	case c.gen == v.h.gen && cap(c.b) >= len(b) && b != nil:
+		c.b = c.b[:len(b)]
+		copy(c.b, b)
+	default:
+		c.b, c.gen = bytes.Clone(b), v.h.gen
+	}
+}
+
+func (v *valueState) Clear() { delete(v.m, v.h.currentKey) }
 
 type mapState struct {
 	h *Heap
@@ -234,10 +280,12 @@ func (h *Heap) Snapshot() *Snapshot {
 	for name, m := range h.values {
 		c := make(map[string][]byte, len(m))
 		for k, v := range m {
-			c[k] = v
+			c[k] = v.b
 		}
 		s.values[name] = c
 	}
+	// The snapshot shares every value: none is written in place again.
+	h.gen++
 	for name, m := range h.maps {
 		c := make(map[string]map[string][]byte, len(m))
 		for k, um := range m {
@@ -348,10 +396,10 @@ func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) er
 			}
 			m, ok := h.values[e.state]
 			if !ok {
-				m = map[string][]byte{}
+				m = map[string]*valueCell{}
 				h.values[e.state] = m
 			}
-			m[string(e.key)] = e.value
+			m[string(e.key)] = &valueCell{b: e.value}
 			return nil
 		})
 		if err != nil {
