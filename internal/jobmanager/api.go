@@ -257,6 +257,18 @@ func (s *Server) AcknowledgeCheckpoint(ctx context.Context, req *weirv1.Acknowle
 	return &weirv1.AcknowledgeCheckpointResponse{}, nil
 }
 
+// AcknowledgeCheckpoints hands each of several subtasks' acks to its job's
+// coordinator, as AcknowledgeCheckpoint would, and says which it refused.
+func (s *Server) AcknowledgeCheckpoints(ctx context.Context, req *weirv1.AcknowledgeCheckpointsRequest) (*weirv1.AcknowledgeCheckpointsResponse, error) {
+	resp := &weirv1.AcknowledgeCheckpointsResponse{Errors: make([]string, len(req.GetAcks()))}
+	for i, ack := range req.GetAcks() {
+		if _, err := s.AcknowledgeCheckpoint(ctx, ack); err != nil {
+			resp.Errors[i] = err.Error()
+		}
+	}
+	return resp, nil
+}
+
 // DeclineCheckpoint hands a subtask's decline to the job's coordinator.
 func (s *Server) DeclineCheckpoint(ctx context.Context, req *weirv1.DeclineCheckpointRequest) (*weirv1.DeclineCheckpointResponse, error) {
 	j, err := s.lookup(req.GetAttempt().GetJobId())

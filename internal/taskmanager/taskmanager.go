@@ -133,6 +133,8 @@ type Server struct {
 
 	// exchangeMetrics counts the remote channels' traffic.
 	exchangeMetrics *exchange.Metrics
+	// acks sends the subtasks' checkpoint acks, several per call.
+	acks ackSender
 
 	wg sync.WaitGroup
 	mu struct {
@@ -205,6 +207,7 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 		cfg: cfg, log: log, creds: creds, partitions: exchange.NewRegistry(), conns: newConnPool(creds),
 		metrics: task.NewMetrics(reg), addr: advertise(cfg.AdvertiseAddr, rpcLis.Addr()),
 	}
+	s.acks.gateway = func() (ackGateway, error) { return s.gateway() }
 	if cfg.TLS != nil {
 		httpLis = rpc.HTTPS(httpLis, cfg.TLS)
 	}
@@ -545,14 +548,7 @@ func (s *Server) OpenChannel(ctx context.Context, ch *weirv1.InputChannelDescrip
 
 // Acknowledge implements task.Responder.
 func (s *Server) Acknowledge(ctx context.Context, req *weirv1.AcknowledgeCheckpointRequest) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	jm, err := s.gateway()
-	if err != nil {
-		return err
-	}
-	_, err = jm.AcknowledgeCheckpoint(ctx, req)
-	return err
+	return s.acks.Acknowledge(ctx, req)
 }
 
 // Decline implements task.Responder.

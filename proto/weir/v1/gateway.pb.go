@@ -667,6 +667,97 @@ func (*AcknowledgeCheckpointResponse) Descriptor() ([]byte, []int) {
 	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
+type AcknowledgeCheckpointsRequest struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Acks          []*AcknowledgeCheckpointRequest `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeCheckpointsRequest) Reset() {
+	*x = AcknowledgeCheckpointsRequest{}
+	mi := &file_weir_v1_gateway_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeCheckpointsRequest) ProtoMessage() {}
+
+func (x *AcknowledgeCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_gateway_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*AcknowledgeCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AcknowledgeCheckpointsRequest) GetAcks() []*AcknowledgeCheckpointRequest {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+type AcknowledgeCheckpointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// errors has one entry per ack, in order: empty when the ack was handed to
+	// its job's coordinator, else why it was refused (as AcknowledgeCheckpoint
+	// would have failed).
+	Errors        []string `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeCheckpointsResponse) Reset() {
+	*x = AcknowledgeCheckpointsResponse{}
+	mi := &file_weir_v1_gateway_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeCheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeCheckpointsResponse) ProtoMessage() {}
+
+func (x *AcknowledgeCheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_gateway_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeCheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*AcknowledgeCheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AcknowledgeCheckpointsResponse) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
 type DeclineCheckpointRequest struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Attempt       *ExecutionAttemptID     `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -680,7 +771,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[10]
+	mi := &file_weir_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +783,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[10]
+	mi := &file_weir_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +796,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeclineCheckpointRequest) GetAttempt() *ExecutionAttemptID {
@@ -751,7 +842,7 @@ type DeclineCheckpointResponse struct {
 
 func (x *DeclineCheckpointResponse) Reset() {
 	*x = DeclineCheckpointResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[11]
+	mi := &file_weir_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +854,7 @@ func (x *DeclineCheckpointResponse) String() string {
 func (*DeclineCheckpointResponse) ProtoMessage() {}
 
 func (x *DeclineCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[11]
+	mi := &file_weir_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +867,7 @@ func (x *DeclineCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 var File_weir_v1_gateway_proto protoreflect.FileDescriptor
@@ -836,19 +927,24 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\ametrics\x18\x04 \x01(\v2\x1a.weir.v1.CheckpointMetricsR\ametrics\x12 \n" +
 	"\fend_of_input\x18\x05 \x01(\bR\n" +
 	"endOfInput\"\x1f\n" +
-	"\x1dAcknowledgeCheckpointResponse\"\x80\x02\n" +
+	"\x1dAcknowledgeCheckpointResponse\"Z\n" +
+	"\x1dAcknowledgeCheckpointsRequest\x129\n" +
+	"\x04acks\x18\x01 \x03(\v2%.weir.v1.AcknowledgeCheckpointRequestR\x04acks\"8\n" +
+	"\x1eAcknowledgeCheckpointsResponse\x12\x16\n" +
+	"\x06errors\x18\x01 \x03(\tR\x06errors\"\x80\x02\n" +
 	"\x18DeclineCheckpointRequest\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12#\n" +
 	"\rcheckpoint_id\x18\x02 \x01(\x03R\fcheckpointId\x128\n" +
 	"\x06reason\x18\x03 \x01(\x0e2 .weir.v1.CheckpointFailureReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x124\n" +
 	"\ametrics\x18\x05 \x01(\v2\x1a.weir.v1.CheckpointMetricsR\ametrics\"\x1b\n" +
-	"\x19DeclineCheckpointResponse2\xf5\x03\n" +
+	"\x19DeclineCheckpointResponse2\xe0\x04\n" +
 	"\x18JobManagerGatewayService\x12`\n" +
 	"\x13RegisterTaskManager\x12#.weir.v1.RegisterTaskManagerRequest\x1a$.weir.v1.RegisterTaskManagerResponse\x12B\n" +
 	"\tHeartbeat\x12\x19.weir.v1.HeartbeatRequest\x1a\x1a.weir.v1.HeartbeatResponse\x12o\n" +
 	"\x18UpdateTaskExecutionState\x12(.weir.v1.UpdateTaskExecutionStateRequest\x1a).weir.v1.UpdateTaskExecutionStateResponse\x12f\n" +
-	"\x15AcknowledgeCheckpoint\x12%.weir.v1.AcknowledgeCheckpointRequest\x1a&.weir.v1.AcknowledgeCheckpointResponse\x12Z\n" +
+	"\x15AcknowledgeCheckpoint\x12%.weir.v1.AcknowledgeCheckpointRequest\x1a&.weir.v1.AcknowledgeCheckpointResponse\x12i\n" +
+	"\x16AcknowledgeCheckpoints\x12&.weir.v1.AcknowledgeCheckpointsRequest\x1a'.weir.v1.AcknowledgeCheckpointsResponse\x12Z\n" +
 	"\x11DeclineCheckpoint\x12!.weir.v1.DeclineCheckpointRequest\x1a\".weir.v1.DeclineCheckpointResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
@@ -863,7 +959,7 @@ func file_weir_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_weir_v1_gateway_proto_rawDescData
 }
 
-var file_weir_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_weir_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_weir_v1_gateway_proto_goTypes = []any{
 	(*RegisterTaskManagerRequest)(nil),       // 0: weir.v1.RegisterTaskManagerRequest
 	(*RegisterTaskManagerResponse)(nil),      // 1: weir.v1.RegisterTaskManagerResponse
@@ -875,49 +971,54 @@ var file_weir_v1_gateway_proto_goTypes = []any{
 	(*UpdateTaskExecutionStateResponse)(nil), // 7: weir.v1.UpdateTaskExecutionStateResponse
 	(*AcknowledgeCheckpointRequest)(nil),     // 8: weir.v1.AcknowledgeCheckpointRequest
 	(*AcknowledgeCheckpointResponse)(nil),    // 9: weir.v1.AcknowledgeCheckpointResponse
-	(*DeclineCheckpointRequest)(nil),         // 10: weir.v1.DeclineCheckpointRequest
-	(*DeclineCheckpointResponse)(nil),        // 11: weir.v1.DeclineCheckpointResponse
-	(*ExecutionAttemptID)(nil),               // 12: weir.v1.ExecutionAttemptID
-	(*SubtaskInfo_Load)(nil),                 // 13: weir.v1.SubtaskInfo.Load
-	(*SubtaskWatermarks)(nil),                // 14: weir.v1.SubtaskWatermarks
-	(CheckpointPhase)(0),                     // 15: weir.v1.CheckpointPhase
-	(ExecutionState)(0),                      // 16: weir.v1.ExecutionState
-	(*SubtaskState)(nil),                     // 17: weir.v1.SubtaskState
-	(*CheckpointMetrics)(nil),                // 18: weir.v1.CheckpointMetrics
-	(CheckpointFailureReason)(0),             // 19: weir.v1.CheckpointFailureReason
+	(*AcknowledgeCheckpointsRequest)(nil),    // 10: weir.v1.AcknowledgeCheckpointsRequest
+	(*AcknowledgeCheckpointsResponse)(nil),   // 11: weir.v1.AcknowledgeCheckpointsResponse
+	(*DeclineCheckpointRequest)(nil),         // 12: weir.v1.DeclineCheckpointRequest
+	(*DeclineCheckpointResponse)(nil),        // 13: weir.v1.DeclineCheckpointResponse
+	(*ExecutionAttemptID)(nil),               // 14: weir.v1.ExecutionAttemptID
+	(*SubtaskInfo_Load)(nil),                 // 15: weir.v1.SubtaskInfo.Load
+	(*SubtaskWatermarks)(nil),                // 16: weir.v1.SubtaskWatermarks
+	(CheckpointPhase)(0),                     // 17: weir.v1.CheckpointPhase
+	(ExecutionState)(0),                      // 18: weir.v1.ExecutionState
+	(*SubtaskState)(nil),                     // 19: weir.v1.SubtaskState
+	(*CheckpointMetrics)(nil),                // 20: weir.v1.CheckpointMetrics
+	(CheckpointFailureReason)(0),             // 21: weir.v1.CheckpointFailureReason
 }
 var file_weir_v1_gateway_proto_depIdxs = []int32{
-	12, // 0: weir.v1.HeartbeatRequest.running:type_name -> weir.v1.ExecutionAttemptID
+	14, // 0: weir.v1.HeartbeatRequest.running:type_name -> weir.v1.ExecutionAttemptID
 	3,  // 1: weir.v1.HeartbeatRequest.loads:type_name -> weir.v1.SubtaskLoadReport
-	12, // 2: weir.v1.SubtaskLoadReport.attempt:type_name -> weir.v1.ExecutionAttemptID
-	13, // 3: weir.v1.SubtaskLoadReport.load:type_name -> weir.v1.SubtaskInfo.Load
+	14, // 2: weir.v1.SubtaskLoadReport.attempt:type_name -> weir.v1.ExecutionAttemptID
+	15, // 3: weir.v1.SubtaskLoadReport.load:type_name -> weir.v1.SubtaskInfo.Load
 	4,  // 4: weir.v1.SubtaskLoadReport.checkpoints:type_name -> weir.v1.CheckpointProgress
-	14, // 5: weir.v1.SubtaskLoadReport.watermarks:type_name -> weir.v1.SubtaskWatermarks
-	15, // 6: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
-	12, // 7: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 8: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
-	13, // 9: weir.v1.UpdateTaskExecutionStateRequest.final_load:type_name -> weir.v1.SubtaskInfo.Load
-	12, // 10: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	17, // 11: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
-	18, // 12: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	12, // 13: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	19, // 14: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
-	18, // 15: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	0,  // 16: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
-	2,  // 17: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
-	6,  // 18: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
-	8,  // 19: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
-	10, // 20: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
-	1,  // 21: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
-	5,  // 22: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
-	7,  // 23: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
-	9,  // 24: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
-	11, // 25: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 5: weir.v1.SubtaskLoadReport.watermarks:type_name -> weir.v1.SubtaskWatermarks
+	17, // 6: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
+	14, // 7: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	18, // 8: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
+	15, // 9: weir.v1.UpdateTaskExecutionStateRequest.final_load:type_name -> weir.v1.SubtaskInfo.Load
+	14, // 10: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	19, // 11: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
+	20, // 12: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	8,  // 13: weir.v1.AcknowledgeCheckpointsRequest.acks:type_name -> weir.v1.AcknowledgeCheckpointRequest
+	14, // 14: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	21, // 15: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
+	20, // 16: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	0,  // 17: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
+	2,  // 18: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
+	6,  // 19: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
+	8,  // 20: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
+	10, // 21: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoints:input_type -> weir.v1.AcknowledgeCheckpointsRequest
+	12, // 22: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
+	1,  // 23: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
+	5,  // 24: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
+	7,  // 25: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
+	9,  // 26: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
+	11, // 27: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoints:output_type -> weir.v1.AcknowledgeCheckpointsResponse
+	13, // 28: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_gateway_proto_init() }
@@ -935,7 +1036,7 @@ func file_weir_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_gateway_proto_rawDesc), len(file_weir_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

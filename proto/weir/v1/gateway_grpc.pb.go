@@ -23,6 +23,7 @@ const (
 	JobManagerGatewayService_Heartbeat_FullMethodName                = "/weir.v1.JobManagerGatewayService/Heartbeat"
 	JobManagerGatewayService_UpdateTaskExecutionState_FullMethodName = "/weir.v1.JobManagerGatewayService/UpdateTaskExecutionState"
 	JobManagerGatewayService_AcknowledgeCheckpoint_FullMethodName    = "/weir.v1.JobManagerGatewayService/AcknowledgeCheckpoint"
+	JobManagerGatewayService_AcknowledgeCheckpoints_FullMethodName   = "/weir.v1.JobManagerGatewayService/AcknowledgeCheckpoints"
 	JobManagerGatewayService_DeclineCheckpoint_FullMethodName        = "/weir.v1.JobManagerGatewayService/DeclineCheckpoint"
 )
 
@@ -36,6 +37,10 @@ type JobManagerGatewayServiceClient interface {
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	UpdateTaskExecutionState(ctx context.Context, in *UpdateTaskExecutionStateRequest, opts ...grpc.CallOption) (*UpdateTaskExecutionStateResponse, error)
 	AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointResponse, error)
+	// AcknowledgeCheckpoints carries the acks of several subtasks of one
+	// TaskManager in one call: those that became ready while its previous
+	// call was under way.
+	AcknowledgeCheckpoints(ctx context.Context, in *AcknowledgeCheckpointsRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointsResponse, error)
 	DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*DeclineCheckpointResponse, error)
 }
 
@@ -87,6 +92,16 @@ func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoint(ctx context.Conte
 	return out, nil
 }
 
+func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoints(ctx context.Context, in *AcknowledgeCheckpointsRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcknowledgeCheckpointsResponse)
+	err := c.cc.Invoke(ctx, JobManagerGatewayService_AcknowledgeCheckpoints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *jobManagerGatewayServiceClient) DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*DeclineCheckpointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeclineCheckpointResponse)
@@ -107,6 +122,10 @@ type JobManagerGatewayServiceServer interface {
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	UpdateTaskExecutionState(context.Context, *UpdateTaskExecutionStateRequest) (*UpdateTaskExecutionStateResponse, error)
 	AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*AcknowledgeCheckpointResponse, error)
+	// AcknowledgeCheckpoints carries the acks of several subtasks of one
+	// TaskManager in one call: those that became ready while its previous
+	// call was under way.
+	AcknowledgeCheckpoints(context.Context, *AcknowledgeCheckpointsRequest) (*AcknowledgeCheckpointsResponse, error)
 	DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*DeclineCheckpointResponse, error)
 	mustEmbedUnimplementedJobManagerGatewayServiceServer()
 }
@@ -129,6 +148,9 @@ func (UnimplementedJobManagerGatewayServiceServer) UpdateTaskExecutionState(cont
 }
 func (UnimplementedJobManagerGatewayServiceServer) AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*AcknowledgeCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcknowledgeCheckpoint not implemented")
+}
+func (UnimplementedJobManagerGatewayServiceServer) AcknowledgeCheckpoints(context.Context, *AcknowledgeCheckpointsRequest) (*AcknowledgeCheckpointsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcknowledgeCheckpoints not implemented")
 }
 func (UnimplementedJobManagerGatewayServiceServer) DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*DeclineCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeclineCheckpoint not implemented")
@@ -227,6 +249,24 @@ func _JobManagerGatewayService_AcknowledgeCheckpoint_Handler(srv interface{}, ct
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobManagerGatewayService_AcknowledgeCheckpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcknowledgeCheckpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobManagerGatewayServiceServer).AcknowledgeCheckpoints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobManagerGatewayService_AcknowledgeCheckpoints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobManagerGatewayServiceServer).AcknowledgeCheckpoints(ctx, req.(*AcknowledgeCheckpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _JobManagerGatewayService_DeclineCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeclineCheckpointRequest)
 	if err := dec(in); err != nil {
@@ -267,6 +307,10 @@ var JobManagerGatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcknowledgeCheckpoint",
 			Handler:    _JobManagerGatewayService_AcknowledgeCheckpoint_Handler,
+		},
+		{
+			MethodName: "AcknowledgeCheckpoints",
+			Handler:    _JobManagerGatewayService_AcknowledgeCheckpoints_Handler,
 		},
 		{
 			MethodName: "DeclineCheckpoint",
