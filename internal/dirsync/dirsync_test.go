@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/poll"
 )
 
 // fsyncs is a sync function whose calls block until the test answers them.
@@ -24,17 +26,6 @@ func (f *fsyncs) sync(dir string) error {
 	return <-f.answer
 }
 
-func recv[T any](t *testing.T, c <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 func none[T any](t *testing.T, c <-chan T, what string) {
 	t.Helper()
 	select {
@@ -42,6 +33,11 @@ func none[T any](t *testing.T, c <-chan T, what string) {
 		t.Fatalf("unexpected %s: %v", what, v)
 	default:
 	}
+}
+
+func recv[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	return poll.Recv(t, c, 10*time.Second, what)
 }
 
 // call runs g.Sync(dir) on its own goroutine and delivers its result.

@@ -40,3 +40,16 @@ func UntilNoError(t testing.TB, timeout, interval time.Duration, what string, co
 		return ok, ""
 	})
 }
+
+// Recv waits for a value on c, the event a test is notified of, and fails
+// t if timeout passes first.
+func Recv[T any](t testing.TB, c <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		panic("unreachable")
+	}
+}

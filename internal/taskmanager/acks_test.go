@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/poll"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -89,15 +91,9 @@ func acknowledge(ctx context.Context, a *ackSender, i int32) <-chan error {
 	return c
 }
 
-func next[T any](t *testing.T, c <-chan T, what string) T {
+func recv[T any](t *testing.T, c <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return poll.Recv(t, c, 10*time.Second, what)
 }
 
 // The first ack goes at once, alone; the acks that come while its call is
@@ -110,21 +106,21 @@ func TestAcksReadyDuringACallShareTheNext(t *testing.T) {
 	ctx := t.Context()
 
 	first := acknowledge(ctx, a, 0)
-	c := next(t, srv.calls, "the first call")
+	c := recv(t, srv.calls, "the first call")
 	if c.method != "one" || !slices.Equal(c.acks, []int32{0}) {
 		t.Fatalf("first call %s %v, want one [0]", c.method, c.acks)
 	}
 	later := map[int32]<-chan error{}
 	for i := int32(1); i <= 3; i++ {
 		later[i] = acknowledge(ctx, a, i)
-		next(t, queued, fmt.Sprintf("ack %d to queue", i))
+		recv(t, queued, fmt.Sprintf("ack %d to queue", i))
 	}
 	c.reply <- []string{""}
-	if err := next(t, first, "the first ack's answer"); err != nil {
+	if err := recv(t, first, "the first ack's answer"); err != nil {
 		t.Fatal(err)
 	}
 
-	c = next(t, srv.calls, "the second call")
+	c = recv(t, srv.calls, "the second call")
 	if got := slices.Sorted(slices.Values(c.acks)); c.method != "many" || !slices.Equal(got, []int32{1, 2, 3}) {
 		t.Fatalf("second call %s %v, want many of 1, 2 and 3", c.method, c.acks)
 	}
@@ -137,7 +133,7 @@ func TestAcksReadyDuringACallShareTheNext(t *testing.T) {
 	}
 	c.reply <- answers
 	for i, ch := range later {
-		err := next(t, ch, fmt.Sprintf("ack %d's answer", i))
+		err := recv(t, ch, fmt.Sprintf("ack %d's answer", i))
 		if want := i == 2; (err != nil) != want {
 			t.Errorf("ack %d: %v, want refused %v", i, err, want)
 		}
@@ -159,23 +155,23 @@ func TestAcksToAJobManagerWithoutBatches(t *testing.T) {
 	ctx := t.Context()
 
 	first := acknowledge(ctx, a, 0)
-	c := next(t, srv.calls, "the first call")
+	c := recv(t, srv.calls, "the first call")
 	cancelled, cancel := context.WithCancel(ctx)
 	gone := acknowledge(cancelled, a, 9)
-	next(t, queued, "ack 9 to queue")
+	recv(t, queued, "ack 9 to queue")
 	later := []<-chan error{acknowledge(ctx, a, 1), acknowledge(ctx, a, 2)}
-	next(t, queued, "ack 1 to queue")
-	next(t, queued, "ack 2 to queue")
+	recv(t, queued, "ack 1 to queue")
+	recv(t, queued, "ack 2 to queue")
 	cancel()
-	if err := next(t, gone, "the cancelled ack's answer"); err == nil {
+	if err := recv(t, gone, "the cancelled ack's answer"); err == nil {
 		t.Fatal("a cancelled ack reported taken")
 	}
 	c.reply <- []string{""}
-	next(t, first, "the first ack's answer")
+	recv(t, first, "the first ack's answer")
 
 	var sent []int32
 	for range 2 {
-		c := next(t, srv.calls, "a call per ack")
+		c := recv(t, srv.calls, "a call per ack")
 		if c.method != "one" {
 			t.Fatalf("%s call to a JobManager without batches", c.method)
 		}
@@ -186,7 +182,7 @@ func TestAcksToAJobManagerWithoutBatches(t *testing.T) {
 		t.Fatalf("sent %v one by one, want 1 and 2 (not the cancelled 9)", sent)
 	}
 	for i, ch := range later {
-		if err := next(t, ch, "an answer"); err != nil {
+		if err := recv(t, ch, "an answer"); err != nil {
 			t.Errorf("ack %d: %v", i+1, err)
 		}
 	}
