@@ -10,12 +10,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
 // ackTimeout bounds one call carrying acks to the JobManager.
 const ackTimeout = 10 * time.Second
+
+// maxAckBatchBytes bounds the acks of one call, well below the gRPC
+// message limit: acks with large inline state go in several calls.
+const maxAckBatchBytes = 8 << 20
 
 // ackGateway is the part of the JobManager's gateway the acks go through.
 type ackGateway interface {
@@ -73,8 +78,7 @@ func (a *ackSender) Acknowledge(ctx context.Context, req *weirv1.AcknowledgeChec
 func (a *ackSender) run() {
 	for {
 		a.mu.Lock()
-		batch := a.queue
-		a.queue = nil
+		batch := a.take()
 		if len(batch) == 0 {
 			a.sending = false
 			a.mu.Unlock()
@@ -100,6 +104,25 @@ func (a *ackSender) run() {
 	}
 }
 
+// take removes the acks of the next call from the queue: all of them, or
+// as many as fit maxAckBatchBytes (at least one).
+func (a *ackSender) take() []*queuedAck {
+	n, size := 0, 0
+	for n < len(a.queue) {
+		size += proto.Size(a.queue[n].req)
+		if n > 0 && size > maxAckBatchBytes {
+			break
+		}
+		n++
+	}
+	batch := a.queue[:n:n]
+	a.queue = a.queue[n:]
+	if len(a.queue) == 0 {
+		a.queue = nil
+	}
+	return batch
+}
+
 // send makes one call for the acks of batch and returns each ack's error.
 // A single ack goes as AcknowledgeCheckpoint; so does each of several when
 // the JobManager does not know AcknowledgeCheckpoints (an older one, while
@@ -116,11 +139,13 @@ func (a *ackSender) send(batch []*queuedAck) []error {
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
-	defer cancel()
+	// Each call has its own deadline, so a slow call does not use up the
+	// time of the acks sent after it.
 	one := func() []error {
 		for i, q := range batch {
+			ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 			_, errs[i] = jm.AcknowledgeCheckpoint(ctx, q.req)
+			cancel()
 		}
 		return errs
 	}
@@ -131,7 +156,9 @@ func (a *ackSender) send(batch []*queuedAck) []error {
 	for i, q := range batch {
 		req.Acks[i] = q.req
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 	resp, err := jm.AcknowledgeCheckpoints(ctx, req)
+	cancel()
 	switch {
 	case status.Code(err) == codes.Unimplemented:
 		return one()

@@ -187,3 +187,25 @@ func TestAcksToAJobManagerWithoutBatches(t *testing.T) {
 		}
 	}
 }
+
+// Acks whose inline state is large go in several calls, each below the
+// gRPC message limit, and every one of them at least alone.
+func TestAckBatchesBoundedBySize(t *testing.T) {
+	big := func(i int32, mib int) *queuedAck {
+		req := ack(i)
+		req.State = &weirv1.SubtaskState{OperatorState: &weirv1.StateHandle{InlineData: make([]byte, mib<<20)}}
+		return &queuedAck{req: req}
+	}
+	a := &ackSender{queue: []*queuedAck{big(0, 3), big(1, 3), big(2, 3), big(3, 20), big(4, 1)}}
+	var calls [][]int32
+	for len(a.queue) > 0 {
+		var subs []int32
+		for _, q := range a.take() {
+			subs = append(subs, q.req.GetAttempt().GetSubtaskIndex())
+		}
+		calls = append(calls, subs)
+	}
+	if got, want := fmt.Sprint(calls), "[[0 1] [2] [3] [4]]"; got != want {
+		t.Fatalf("calls %s, want %s", got, want)
+	}
+}
