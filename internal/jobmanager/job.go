@@ -197,7 +197,14 @@ func (j *jobMaster) post(f func()) { j.mailbox.put(f) }
 // stopped.
 func (j *jobMaster) call(f func()) bool {
 	done := make(chan struct{})
-	j.post(func() { f(); close(done) })
+	// The view is published before the caller goes on, so what the caller
+	// changed is what the next read of the job (REST, client API) shows.
+	j.post(func() {
+		f()
+		j.drain()
+		j.publish()
+		close(done)
+	})
 	select {
 	case <-done:
 		return true
