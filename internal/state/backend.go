@@ -298,9 +298,9 @@ func readCanonical(r *restorer, h *weirv1.StateHandle, maxParallelism int, owns 
 
 // reducingState folds values into a value state. copyAcc is set for
 // backends whose Value returns their own slice, which reduce must not
-// modify in place: a heap snapshot being written may share it. peek, when
-// set, reads the accumulator without keeping it (so the heap may update it
-// in place), as Add drops it before the Update.
+// modify in place: a heap snapshot being written may share it. peek reads
+// the accumulator for Add, which drops it before the Update: the heap's
+// Peek, so it may update the value in place, or else Value.
 type reducingState struct {
 	v       sdk.ValueState
 	peek    func() ([]byte, bool)
@@ -312,11 +312,7 @@ func (r *reducingState) Get() ([]byte, bool) { return r.v.Value() }
 func (r *reducingState) Clear()              { r.v.Clear() }
 
 func (r *reducingState) Add(b []byte) {
-	get := r.v.Value
-	if r.peek != nil {
-		get = r.peek
-	}
-	acc, ok := get()
+	acc, ok := r.peek()
 	if !ok {
 		r.v.Update(b)
 		return

@@ -32,7 +32,8 @@ func (p *Pebble) MapState(name string) sdk.MapState {
 // ReducingState implements Backend.
 func (p *Pebble) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
 	// Value already returns a copy reduce may change.
-	return &reducingState{v: p.ValueState(name), reduce: reduce}
+	v := p.ValueState(name)
+	return &reducingState{v: v, peek: v.Value, reduce: reduce}
 }
 
 // ListState implements Backend.

@@ -55,13 +55,15 @@ func (s *ackGatewayServer) AcknowledgeCheckpoints(ctx context.Context, req *weir
 	return &weirv1.AcknowledgeCheckpointsResponse{Errors: s.receive("many", req.GetAcks())}, nil
 }
 
-func startAckGateway(t *testing.T, batches bool) (*ackGatewayServer, *ackSender) {
+// startAckGateway serves the gateway and returns an ackSender to it, whose
+// acks that wait for a call under way are announced on queued.
+func startAckGateway(t *testing.T, batches bool) (srv *ackGatewayServer, a *ackSender, queued <-chan struct{}) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &ackGatewayServer{calls: make(chan call, 16), batches: batches}
+	srv = &ackGatewayServer{calls: make(chan call, 16), batches: batches}
 	g := grpc.NewServer()
 	weirv1.RegisterJobManagerGatewayServiceServer(g, srv)
 	go g.Serve(lis)
@@ -74,7 +76,9 @@ func startAckGateway(t *testing.T, batches bool) (*ackGatewayServer, *ackSender)
 		g.Stop()
 	})
 	client := weirv1.NewJobManagerGatewayServiceClient(conn)
-	return srv, &ackSender{gateway: func() (ackGateway, error) { return client, nil }}
+	q := make(chan struct{}, 16)
+	a = &ackSender{gateway: func() (ackGateway, error) { return client, nil }, onQueued: func() { q <- struct{}{} }}
+	return srv, a, q
 }
 
 func ack(i int32) *weirv1.AcknowledgeCheckpointRequest {
@@ -100,9 +104,7 @@ func recv[T any](t *testing.T, c <-chan T, what string) T {
 // under way go together in the next call, each caller answered with its
 // own ack's result.
 func TestAcksReadyDuringACallShareTheNext(t *testing.T) {
-	srv, a := startAckGateway(t, true)
-	queued := make(chan struct{}, 16)
-	a.onQueued = func() { queued <- struct{}{} }
+	srv, a, queued := startAckGateway(t, true)
 	ctx := t.Context()
 
 	first := acknowledge(ctx, a, 0)
@@ -149,9 +151,7 @@ func TestAcksReadyDuringACallShareTheNext(t *testing.T) {
 // upgrade) gets the acks of a batch one call each; an ack whose subtask
 // was cancelled while it waited is not sent.
 func TestAcksToAJobManagerWithoutBatches(t *testing.T) {
-	srv, a := startAckGateway(t, false)
-	queued := make(chan struct{}, 16)
-	a.onQueued = func() { queued <- struct{}{} }
+	srv, a, queued := startAckGateway(t, false)
 	ctx := t.Context()
 
 	first := acknowledge(ctx, a, 0)
