@@ -811,6 +811,10 @@ func TestValidateKafkaSink(t *testing.T) {
 		{"bad sasl", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job, sasl: {mechanism: GSSAPI}}", `unknown mechanism "GSSAPI"`},
 		{"short transaction timeout", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job, transaction-timeout: 1m}",
 			`vertices[1].config.transaction-timeout: 1m is shorter than the checkpoint timeout (2m) plus the restart strategy's longest delay (30s) = 2m30s`},
+		{"max age leaves no time to restore", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job, transaction-max-age: 14m30s}",
+			`vertices[1].config.transaction-max-age: 14m30s plus the restart strategy's longest delay (30s) and the restore allowance (10s) = 15m10s exceeds transaction-timeout (15m)`},
+		{"max age not below the timeout", "{bootstrap-servers: 'k:9092', topic: t, transactional-id-prefix: job, transaction-timeout: 5m, transaction-max-age: 5m}",
+			`config "transaction-max-age": must be positive and below transaction-timeout (5m0s), got 5m0s`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseSpec([]byte(spec(tt.sink)))

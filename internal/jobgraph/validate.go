@@ -386,11 +386,15 @@ func watermarkedUpstream(g *weirv1.JobGraph, index map[string]int, v *weirv1.Job
 
 // validateKafka checks the kafka-source and kafka-sink configurations
 // (reaching the brokers is the JobManager's check, not this one), and
-// that an exactly-once sink's transactions outlive a failure: a transaction
-// pre-committed at a checkpoint is committed after the restart, so its
-// timeout must exceed the checkpoint timeout plus the restart strategy's
-// longest delay, or the broker aborts it and its records are lost (Flink
-// users lose data to this).
+// that an exactly-once sink's transactions outlive a failure. A broker
+// aborts a transaction older than transaction-timeout, and its records
+// are lost (Flink users lose data to this). A transaction is committed by
+// the checkpoint that completes after its pre-commit, so it must outlive
+// the checkpoint timeout plus the restart delay; and since the sink
+// carries a transaction over aborted checkpoints for at most
+// transaction-max-age before it fails over, the restore that commits it
+// then must fit in what is left: max-age + the longest restart delay + a
+// restore allowance ≤ transaction-timeout.
 func validateKafka(ps *problems, g *weirv1.JobGraph) {
 	for i, v := range g.Vertices {
 		op := Connector(v)
@@ -422,9 +426,16 @@ func validateKafka(ps *problems, g *weirv1.JobGraph) {
 		if need := ckTimeout + delay; c.TransactionTimeout < need {
 			ps.add(p+".transaction-timeout", "%s is shorter than the checkpoint timeout (%s) plus the restart strategy's longest delay (%s) = %s: a transaction pre-committed at a checkpoint could be aborted by the broker before the restarted job commits it, and its records lost",
 				formatDuration(c.TransactionTimeout), formatDuration(ckTimeout), formatDuration(delay), formatDuration(need))
+		} else if need := c.TransactionMaxAge + delay + RestoreAllowance; c.TransactionTimeout < need {
+			ps.add(p+".transaction-max-age", "%s plus the restart strategy's longest delay (%s) and the restore allowance (%s) = %s exceeds transaction-timeout (%s): a transaction the sink carried that long could be aborted by the broker before the restored job commits it, and its records lost",
+				formatDuration(c.TransactionMaxAge), formatDuration(delay), formatDuration(RestoreAllowance), formatDuration(need), formatDuration(c.TransactionTimeout))
 		}
 	}
 }
+
+// RestoreAllowance is the time validateKafka leaves for a failed-over job
+// to be deployed again and for its sinks to commit at their restore.
+const RestoreAllowance = 10 * time.Second
 
 // worstRestartDelay is the longest a restart strategy waits before a
 // restart.

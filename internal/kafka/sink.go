@@ -2,11 +2,12 @@ package kafka
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/kafka/kafkacfg"
+	"github.com/weirproject/weir/internal/kafka/sinktxn"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -32,55 +34,43 @@ const (
 	None        = kafkacfg.None
 )
 
-// ringSize is how many transactional IDs a subtask cycles through: a
-// checkpoint's transaction waits for its completion while the next ones
-// are written.
-const ringSize = 4
-
-// txn is a transaction the sink pre-committed at a checkpoint.
-type txn struct {
-	checkpoint int64
-	id         string
-	producer   int64
-	epoch      int16
-	slot       int // -1 for one restored from a checkpoint
-}
-
 // Sink is kafka-sink: the record's key, value, timestamp and headers to
 // topic, with the delivery guarantee configured. With topic-header set,
 // a record carrying that header goes to the topic its value names (the
 // header itself is not written).
 //
-// Exactly once is Flink's two-phase commit. Records go into a
-// transaction of one of the subtask's transactional IDs,
-// <prefix>-<vertex>-<subtask>-<slot>; at the checkpoint's snapshot the
-// transaction is flushed (pre-committed) and its (transactional ID,
-// producer ID, epoch) stored in the checkpoint; when the checkpoint
-// completes it is committed. A restored subtask first commits the
-// transactions its checkpoint pre-committed, resuming them with the
-// stored producer ID and epoch (a commit the broker already applied is
-// success), then fences every other transactional ID of its own (and of
-// subtasks that no longer exist, when the job was scaled down): whatever
-// they left open is aborted.
+// Exactly once is Flink's two-phase commit, its transactions kept by the
+// state machine in sinktxn (whose package comment is the protocol): the
+// sink writes records into the transaction of one of its transactional
+// IDs, flushes (pre-commits) it at a checkpoint's snapshot and stores it,
+// with its producer ID and epoch, in the checkpoint; it commits when the
+// checkpoint completes. A restored subtask commits what its checkpoint
+// pre-committed, resuming each transaction with the stored producer ID and
+// epoch (a commit the broker already applied is success, any number of
+// times, because the machine never reinitialises an ID a restorable
+// checkpoint names), then fences the other IDs of its own and of the
+// subtasks it answers for, and every open transaction the brokers list
+// under them: whatever earlier attempts left open is aborted.
 type Sink struct {
 	cfg     SinkConfig
 	servers string // for messages
 	opts    []kgo.Opt
-	vertex  string
 	subtask int
 	log     *slog.Logger
 	state   sdk.ListState
 	admin   *kgo.Client
 	plain   *kgo.Client
-	slots   [ringSize]*kgo.Client
-	busy    [ringSize]bool
-	next    int
-	cur     int // slot of the open transaction, -1 when none
-	count   int // records in the open transaction
-	pending []txn
-	// parallelism is the vertex's, stored with the state so a restore at
-	// another one knows which old subtasks' IDs to fence.
-	parallelism int
+
+	m         *sinktxn.Machine
+	names     sinktxn.Names
+	producers map[int]*kgo.Client // by slot
+	cur       *kgo.Client         // the open transaction's producer, nil when none
+	// now is the machine's clock; nil is the wall clock, with a timer
+	// that marks when the oldest uncommitted transaction reaches its
+	// maximum age (a test's clock is checked at every call instead).
+	now     func() time.Time
+	timer   *time.Timer
+	overdue atomic.Bool
 
 	mu      sync.Mutex
 	sendErr error
@@ -95,9 +85,9 @@ func (s *Sink) Open(ctx sdk.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka-sink: %w", err)
 	}
-	s.cfg, s.opts, s.cur = cfg, opts, -1
+	s.cfg, s.opts = cfg, opts
 	s.servers, _ = ctx.Config().String("bootstrap-servers", "")
-	s.vertex, s.subtask, s.log = ctx.TaskName(), ctx.SubtaskIndex(), ctx.Logger()
+	s.subtask, s.log = ctx.SubtaskIndex(), ctx.Logger()
 	if s.admin, err = kgo.NewClient(opts...); err != nil {
 		return fmt.Errorf("kafka-sink: %w", err)
 	}
@@ -108,8 +98,11 @@ func (s *Sink) Open(ctx sdk.Context) error {
 		s.plain, err = kgo.NewClient(append(append([]kgo.Opt{}, opts...), kgo.DefaultProduceTopic(cfg.Topic))...)
 		return err
 	}
+	s.names = sinktxn.Names{Prefix: cfg.TransactionalID, Vertex: ctx.TaskName()}
+	s.m = sinktxn.New(s.names, s.subtask, ctx.Parallelism(), cfg.TransactionMaxAge)
+	s.producers = map[int]*kgo.Client{}
 	s.state = ctx.UnionListState("kafka-sink-transactions")
-	return s.recover(ctx.Parallelism())
+	return s.recover(ctx.RestoredCheckpointID())
 }
 
 // checkTopic fails clearly, and in bounded time, when the brokers cannot
@@ -127,99 +120,135 @@ func (s *Sink) checkTopic() error {
 	return nil
 }
 
-// txnID is the transactional ID of slot of subtask.
-func (s *Sink) txnID(subtask, slot int) string {
-	return fmt.Sprintf("%s-%s-%d-%d", s.cfg.TransactionalID, s.vertex, subtask, slot)
+func (s *Sink) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
-// recover commits what the restored checkpoint pre-committed for the old
-// subtasks this one answers for (old subtask k goes to k mod parallelism),
-// then fences their transactional IDs, aborting what they left open.
-func (s *Sink) recover(parallelism int) error {
-	items := s.state.Get()
-	oldParallelism := 0
-	var mine []txn
-	for _, it := range items {
-		sub, par, txns, err := decodeSinkState(it)
-		if err != nil {
-			return fmt.Errorf("kafka-sink: restored state: %w", err)
-		}
-		oldParallelism = max(oldParallelism, par)
-		if sub%parallelism == s.subtask {
-			mine = append(mine, txns...)
-		}
+// recover carries out the machine's restore plan: commit what checkpoint
+// pre-committed for the subtasks this one answers for, fence their other
+// transactional IDs, and fence the open transactions the brokers list
+// under them.
+func (s *Sink) recover(checkpoint int64) error {
+	plan, err := s.m.Restore(checkpoint, s.state.Get())
+	if err != nil {
+		return fmt.Errorf("kafka-sink: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, t := range mine {
+	for _, t := range plan.Commit {
 		if err := s.commitRestored(ctx, t); err != nil {
 			return err
 		}
 	}
-	// Then fence the IDs of this subtask and of the gone ones it answers
-	// for: what they left open is aborted now, not when the broker's
-	// transaction timeout ends it, since an open transaction holds back
-	// every read_committed consumer of its partitions.
-	for k := s.subtask; k < max(oldParallelism, s.subtask+1); k += parallelism {
-		for slot := range ringSize {
-			if err := s.fence(ctx, s.txnID(k, slot)); err != nil {
-				return err
-			}
+	// An open transaction holds back every read_committed consumer of its
+	// partitions until the broker's timeout ends it: abort them now.
+	for _, slot := range plan.Fence {
+		if err := s.fence(ctx, s.names.ID(slot)); err != nil {
+			return err
 		}
 	}
-	s.writeState(parallelism)
+	if err := s.fenceListed(ctx); err != nil {
+		return err
+	}
+	s.state.Update([][]byte{s.m.Encode()})
 	return nil
+}
+
+// retriable are the answers a transaction coordinator gives while it is
+// busy (completing an earlier EndTxn, loading, moving): asked again, it
+// answers for good.
+func retriable(err error) bool {
+	return errors.Is(err, kerr.ConcurrentTransactions) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.NotCoordinator) ||
+		errors.Is(err, kerr.RequestTimedOut) || kerr.IsRetriable(err)
+}
+
+// retry runs f until it succeeds, fails for good, or ctx ends.
+func retry(ctx context.Context, f func() error) error {
+	backoff := 10 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || !retriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still refused when the time for the restore ran out: %v)", err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // commitRestored commits a transaction a restored checkpoint pre-committed,
 // as its producer (the stored ID and epoch) would have.
-func (s *Sink) commitRestored(ctx context.Context, t txn) error {
-	req := kmsg.NewPtrEndTxnRequest()
-	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, t.producer, t.epoch, true
-	resp, err := req.RequestWith(ctx, s.admin)
-	if err != nil {
-		return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d: %w", t.id, t.checkpoint, err)
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		// The transaction is not open any more: committed (by this sink
-		// before it failed: success) or aborted (by the broker, after its
-		// timeout: its records are lost).
-		state, derr := s.describe(ctx, t.id)
-		if derr == nil && state == "CompleteCommit" {
-			return nil
+func (s *Sink) commitRestored(ctx context.Context, t sinktxn.Txn) error {
+	id := s.names.ID(t.Slot)
+	err := retry(ctx, func() error {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, t.Producer, t.Epoch, true
+		resp, err := req.RequestWith(ctx, s.admin)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("kafka-sink: transaction %s of checkpoint %d cannot be committed (%v; state %q): its records are lost — was the job down longer than transaction-timeout (%s)?",
-			t.id, t.checkpoint, err, state, s.cfg.TransactionTimeout)
-	}
-	s.log.Info("committed a transaction of the restored checkpoint", "transactional_id", t.id, "checkpoint_id", t.checkpoint)
-	return nil
-}
-
-func (s *Sink) describe(ctx context.Context, id string) (string, error) {
-	txns, err := kadm.NewClient(s.admin).DescribeTransactions(ctx, id)
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
 	if err != nil {
-		return "", err
+		// The broker no longer has the transaction as the producer's
+		// last: aborted by the broker's timeout (or its ID expired), so
+		// its records are gone.
+		return fmt.Errorf("kafka-sink: transaction %s of checkpoint %d cannot be committed (%v): its records are lost — was the job down longer than transaction-timeout (%s) allows?",
+			id, t.Checkpoint, err, s.cfg.TransactionTimeout)
 	}
-	d, ok := txns[id]
-	if !ok || d.Err != nil {
-		return "", fmt.Errorf("no description of %s", id)
-	}
-	return d.State, nil
+	s.log.Info("committed a transaction of the restored checkpoint", "transactional_id", id, "checkpoint_id", t.Checkpoint)
+	return nil
 }
 
 // fence initialises id's producer anew, which aborts its open
 // transaction, if any.
 func (s *Sink) fence(ctx context.Context, id string) error {
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionalID = &id
-	req.TransactionTimeoutMillis = int32(s.cfg.TransactionTimeout.Milliseconds())
-	req.ProducerID, req.ProducerEpoch = -1, -1
-	resp, err := req.RequestWith(ctx, s.admin)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
+	err := retry(ctx, func() error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &id
+		req.TransactionTimeoutMillis = int32(s.cfg.TransactionTimeout.Milliseconds())
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		resp, err := req.RequestWith(ctx, s.admin)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
 	if err != nil {
 		return fmt.Errorf("kafka-sink: fence transactional id %s: %w", id, err)
+	}
+	return nil
+}
+
+// fenceListed fences the open transactions the brokers list that the
+// machine says are this subtask's to abort: those of slots used after the
+// last checkpoint and of subtasks of an attempt at a higher parallelism.
+// Brokers before Kafka 3.0 cannot list them; their transactions end at
+// the broker's timeout.
+func (s *Sink) fenceListed(ctx context.Context) error {
+	listed, err := kadm.NewClient(s.admin).ListTransactions(ctx, nil, []string{"Ongoing", "PrepareCommit", "PrepareAbort"})
+	if err != nil {
+		if errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, kgo.ErrClientClosed) {
+			s.log.Warn("kafka-sink: the brokers cannot list transactions; transactions left open beyond the checkpoint's slots end at the broker's timeout", "err", err)
+			return nil
+		}
+		return fmt.Errorf("kafka-sink: list open transactions: %w", err)
+	}
+	ids := listed.TransactionalIDs()
+	slices.Sort(ids)
+	for _, id := range ids {
+		if s.m.FenceOpen(id) {
+			if err := s.fence(ctx, id); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -228,19 +257,19 @@ func (s *Sink) fence(ctx context.Context, id string) error {
 // initialisation fences the ID: what an earlier attempt left open is
 // aborted).
 func (s *Sink) producer(slot int) (*kgo.Client, error) {
-	if c := s.slots[slot]; c != nil {
+	if c := s.producers[slot]; c != nil {
 		return c, nil
 	}
 	opts := append(append([]kgo.Opt{}, s.opts...),
 		kgo.DefaultProduceTopic(s.cfg.Topic),
-		kgo.TransactionalID(s.txnID(s.subtask, slot)),
+		kgo.TransactionalID(s.names.ID(sinktxn.Slot{Subtask: s.subtask, Index: slot})),
 		kgo.TransactionTimeout(s.cfg.TransactionTimeout),
 	)
 	c, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka-sink: %w", err)
 	}
-	s.slots[slot] = c
+	s.producers[slot] = c
 	return c, nil
 }
 
@@ -253,17 +282,14 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 	if r.Timestamp != 0 {
 		rec.Timestamp = time.UnixMilli(r.Timestamp)
 	}
-	var cl *kgo.Client
-	if s.cfg.Delivery != ExactlyOnce {
-		cl = s.plain
-	} else {
-		if s.cur < 0 {
+	cl := s.plain
+	if s.cfg.Delivery == ExactlyOnce {
+		if s.cur == nil {
 			if err := s.begin(); err != nil {
 				return err
 			}
 		}
-		cl = s.slots[s.cur]
-		s.count++
+		cl = s.cur
 	}
 	cl.Produce(context.Background(), rec, s.produced)
 	return nil
@@ -287,21 +313,37 @@ func (s *Sink) route(hs []sdk.Header) (string, []kgo.RecordHeader) {
 	return topic, out
 }
 
-// begin opens a transaction on the next free slot.
+// begin opens a transaction on the slot the machine gives.
 func (s *Sink) begin() error {
-	slot := s.next
-	if s.busy[slot] {
-		return fmt.Errorf("kafka-sink: %d checkpoints pre-committed and none completed since: no transactional id is free", ringSize)
+	slot, err := s.m.Begin(s.clock())
+	if err != nil {
+		return fmt.Errorf("kafka-sink: %w", err)
 	}
-	cl, err := s.producer(slot)
+	cl, err := s.producer(slot.Index)
 	if err != nil {
 		return err
 	}
 	if err := cl.BeginTransaction(); err != nil {
-		return fmt.Errorf("kafka-sink: begin transaction on %s: %w", s.txnID(s.subtask, slot), err)
+		return fmt.Errorf("kafka-sink: begin transaction on %s: %w", s.names.ID(slot), err)
 	}
-	s.cur, s.count, s.next = slot, 0, (slot+1)%ringSize
+	s.cur = cl
+	s.arm()
 	return nil
+}
+
+// arm sets the wall-clock timer to the machine's deadline, so that a
+// subtask whose records or checkpoints stopped still notices in time.
+func (s *Sink) arm() {
+	if s.now != nil {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.overdue.Store(false)
+	if d := s.m.Deadline(); !d.IsZero() {
+		s.timer = time.AfterFunc(time.Until(d), func() { s.overdue.Store(true) })
+	}
 }
 
 // produced records the first failed write; the mailbox sees it at the
@@ -317,10 +359,19 @@ func (s *Sink) produced(r *kgo.Record, err error) {
 	s.mu.Unlock()
 }
 
+// failed is the first failed write, or the machine's report of a
+// transaction kept too long.
 func (s *Sink) failed() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sendErr
+	err := s.sendErr
+	s.mu.Unlock()
+	if err != nil || s.m == nil || (s.now == nil && !s.overdue.Load()) {
+		return err
+	}
+	if err := s.m.Expired(s.clock()); err != nil {
+		return fmt.Errorf("kafka-sink: %w", err)
+	}
+	return nil
 }
 
 // SnapshotState pre-commits: every record written so far is in Kafka
@@ -338,23 +389,29 @@ func (s *Sink) SnapshotState(id int64) error {
 		}
 		return s.failed()
 	}
-	if s.cur >= 0 && s.count > 0 {
-		cl := s.slots[s.cur]
-		if err := cl.Flush(ctx); err != nil {
+	if err := s.failed(); err != nil {
+		return err
+	}
+	var p *sinktxn.Producer
+	if slot, ok := s.m.Open(); ok {
+		if err := s.cur.Flush(ctx); err != nil {
 			return fmt.Errorf("kafka-sink: flush: %w", err)
 		}
 		if err := s.failed(); err != nil {
 			return err
 		}
-		pid, epoch, err := cl.ProducerID(ctx)
+		pid, epoch, err := s.cur.ProducerID(ctx)
 		if err != nil {
-			return fmt.Errorf("kafka-sink: producer id of %s: %w", s.txnID(s.subtask, s.cur), err)
+			return fmt.Errorf("kafka-sink: producer id of %s: %w", s.names.ID(slot), err)
 		}
-		s.pending = append(s.pending, txn{checkpoint: id, id: s.txnID(s.subtask, s.cur), producer: pid, epoch: epoch, slot: s.cur})
-		s.busy[s.cur] = true
-		s.cur = -1
+		p = &sinktxn.Producer{ID: pid, Epoch: epoch}
 	}
-	s.writeState(0)
+	item, err := s.m.Snapshot(id, p)
+	if err != nil {
+		return fmt.Errorf("kafka-sink: %w", err)
+	}
+	s.cur = nil
+	s.state.Update([][]byte{item})
 	return nil
 }
 
@@ -369,59 +426,51 @@ func (s *Sink) NotifyCheckpointComplete(id int64) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kept := s.pending[:0]
-	for _, t := range s.pending {
-		if t.checkpoint > id {
-			kept = append(kept, t)
-			continue
+	for _, t := range s.m.Complete(id) {
+		if err := s.producers[t.Slot.Index].EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d: %w", s.names.ID(t.Slot), t.Checkpoint, err)
 		}
-		if err := s.slots[t.slot].EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d: %w", t.id, t.checkpoint, err)
-		}
+		s.m.Committed(t)
 		// Committed here, not yet across the job's other subtasks.
 		if err := fault.Point(fault.SinkMidCommit); err != nil {
-			return fmt.Errorf("kafka-sink: after committing %s: %w", t.id, err)
+			return fmt.Errorf("kafka-sink: after committing %s: %w", s.names.ID(t.Slot), err)
 		}
-		s.busy[t.slot] = false
 	}
-	s.pending = kept
-	return nil
+	s.arm()
+	return s.failed()
 }
 
 // NotifyCheckpointAborted keeps the checkpoint's transaction: its records
 // are not written again (the next checkpoint's positions are past them),
-// so the next completed checkpoint commits it.
-func (s *Sink) NotifyCheckpointAborted(int64) error { return nil }
-
-// writeState stores this subtask's pre-committed transactions; parallelism
-// 0 keeps the one read at open.
-func (s *Sink) writeState(parallelism int) {
-	if s.state == nil {
-		return
+// so the next completed checkpoint commits it — unless it would live
+// longer than transaction-max-age, when the subtask fails instead.
+func (s *Sink) NotifyCheckpointAborted(int64) error {
+	if s.cfg.Delivery != ExactlyOnce {
+		return nil
 	}
-	if parallelism > 0 {
-		s.parallelism = parallelism
-	}
-	s.state.Update([][]byte{encodeSinkState(s.subtask, s.parallelism, s.pending)})
+	return s.failed()
 }
 
+// Close aborts the open transaction, which no checkpoint recorded: the
+// restored job writes its records again. Pre-committed ones are left to
+// the restore, which commits them (a job cancelled for good leaves them
+// to the broker's timeout: a retained checkpoint may still be restored
+// and commit them).
 func (s *Sink) Close() error {
 	var errs []error
-	// The open transaction was never pre-committed: its records will be
-	// written again by the restored job. Pre-committed ones are left to
-	// the restore, which commits them.
-	if s.cur >= 0 && s.slots[s.cur] != nil && len(s.pending) == 0 {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.cur != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.slots[s.cur].AbortBufferedRecords(ctx)
-		if err := s.slots[s.cur].EndTransaction(ctx, kgo.TryAbort); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		_ = s.cur.AbortBufferedRecords(ctx)
+		if err := s.cur.EndTransaction(ctx, kgo.TryAbort); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			errs = append(errs, err)
 		}
 		cancel()
 	}
-	for _, c := range s.slots {
-		if c != nil {
-			c.Close()
-		}
+	for _, c := range s.producers {
+		c.Close()
 	}
 	if s.plain != nil {
 		s.plain.Close()
@@ -430,56 +479,4 @@ func (s *Sink) Close() error {
 		s.admin.Close()
 	}
 	return errors.Join(errs...)
-}
-
-func encodeSinkState(subtask, parallelism int, txns []txn) []byte {
-	b := binary.AppendUvarint(nil, uint64(subtask))
-	b = binary.AppendUvarint(b, uint64(parallelism))
-	b = binary.AppendUvarint(b, uint64(len(txns)))
-	for _, t := range txns {
-		b = binary.AppendVarint(b, t.checkpoint)
-		b = binary.AppendUvarint(b, uint64(len(t.id)))
-		b = append(b, t.id...)
-		b = binary.AppendVarint(b, t.producer)
-		b = binary.AppendVarint(b, int64(t.epoch))
-	}
-	return b
-}
-
-func decodeSinkState(b []byte) (subtask, parallelism int, txns []txn, err error) {
-	bad := errors.New("corrupt kafka-sink state")
-	u := func() uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			err = bad
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	v := func() int64 {
-		x, n := binary.Varint(b)
-		if n <= 0 {
-			err = bad
-			return 0
-		}
-		b = b[n:]
-		return x
-	}
-	subtask, parallelism = int(u()), int(u())
-	n := u()
-	for i := uint64(0); i < n && err == nil; i++ {
-		t := txn{checkpoint: v(), slot: -1}
-		l := u()
-		if err != nil || l > uint64(len(b)) {
-			return 0, 0, nil, bad
-		}
-		t.id, b = string(b[:l]), b[l:]
-		t.producer, t.epoch = v(), int16(v())
-		txns = append(txns, t)
-	}
-	if err == nil && len(b) != 0 {
-		err = bad
-	}
-	return subtask, parallelism, txns, err
 }

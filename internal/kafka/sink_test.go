@@ -41,20 +41,22 @@ type sinkCtx struct {
 	cfg         sdk.Config
 	subtask     int
 	parallelism int
+	restoredID  int64
 	lists       map[string]*memList
 }
 
 type memList struct{ items [][]byte }
 
-func (l *memList) Get() [][]byte         { return l.items }
-func (l *memList) Update(items [][]byte) { l.items = append([][]byte(nil), items...) }
-func (l *memList) Add(b []byte)          { l.items = append(l.items, b) }
-func (l *memList) Clear()                { l.items = nil }
-func (c *sinkCtx) Config() sdk.Config    { return c.cfg }
-func (c *sinkCtx) TaskName() string      { return "sink" }
-func (c *sinkCtx) SubtaskIndex() int     { return c.subtask }
-func (c *sinkCtx) Parallelism() int      { return c.parallelism }
-func (c *sinkCtx) Logger() *slog.Logger  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (l *memList) Get() [][]byte               { return l.items }
+func (l *memList) Update(items [][]byte)       { l.items = append([][]byte(nil), items...) }
+func (l *memList) Add(b []byte)                { l.items = append(l.items, b) }
+func (l *memList) Clear()                      { l.items = nil }
+func (c *sinkCtx) Config() sdk.Config          { return c.cfg }
+func (c *sinkCtx) TaskName() string            { return "sink" }
+func (c *sinkCtx) SubtaskIndex() int           { return c.subtask }
+func (c *sinkCtx) Parallelism() int            { return c.parallelism }
+func (c *sinkCtx) RestoredCheckpointID() int64 { return c.restoredID }
+func (c *sinkCtx) Logger() *slog.Logger        { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func (c *sinkCtx) UnionListState(name string) sdk.ListState {
 	if c.lists[name] == nil {
 		c.lists[name] = &memList{}
@@ -67,6 +69,9 @@ func (c *sinkCtx) UnionListState(name string) sdk.ListState {
 func sinkSubtask(t *testing.T, cfg sdk.Config, subtask, parallelism int, restored [][]byte) (*Sink, *sinkCtx, error) {
 	t.Helper()
 	ctx := &sinkCtx{cfg: cfg, subtask: subtask, parallelism: parallelism, lists: map[string]*memList{}}
+	if len(restored) > 0 {
+		ctx.restoredID = 1 // the tests restore their checkpoint 1 (or the start)
+	}
 	ctx.lists["kafka-sink-transactions"] = &memList{items: restored}
 	s := &Sink{}
 	err := s.Open(ctx)
@@ -164,7 +169,7 @@ func TestSinkRecovery(t *testing.T) {
 			write(t, s, "lost-1", "lost-2")
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if err := s.slots[s.cur].Flush(ctx); err != nil {
+			if err := s.cur.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -182,10 +187,8 @@ func TestSinkRecovery(t *testing.T) {
 			state := ctx.checkpoint()
 			tc.after(t, s)
 			// The crash: the process is gone, its transactions as they are.
-			for _, c := range s.slots {
-				if c != nil {
-					c.Close()
-				}
+			for _, c := range s.producers {
+				c.Close()
 			}
 			s.admin.Close()
 
@@ -245,17 +248,15 @@ func TestSinkRecoveryRescaled(t *testing.T) {
 		state = append(state, ctx.checkpoint()...)
 		write(t, s, fmt.Sprintf("s%d-lost", i))
 		ctx2, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := s.slots[s.cur].Flush(ctx2); err != nil {
+		if err := s.cur.Flush(ctx2); err != nil {
 			t.Fatal(err)
 		}
 		cancel()
 		olds = append(olds, s)
 	}
 	for _, s := range olds {
-		for _, c := range s.slots {
-			if c != nil {
-				c.Close()
-			}
+		for _, c := range s.producers {
+			c.Close()
 		}
 		s.admin.Close()
 	}
@@ -289,10 +290,8 @@ func TestSinkCommitFailureThenRestore(t *testing.T) {
 	if err := s.NotifyCheckpointComplete(1); err == nil {
 		t.Fatal("a refused commit did not fail the notification")
 	}
-	for _, c := range s.slots {
-		if c != nil {
-			c.Close()
-		}
+	for _, c := range s.producers {
+		c.Close()
 	}
 	s.admin.Close()
 	openSink(t, eoConfig(addr), 0, 1, ctx.checkpoint())
@@ -353,10 +352,8 @@ func TestSinkRecoveryFromEarlierCheckpoint(t *testing.T) {
 	if err := s.SnapshotState(1); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range s.slots {
-		if c != nil {
-			c.Close()
-		}
+	for _, c := range s.producers {
+		c.Close()
 	}
 	s.admin.Close()
 	r, _ := openSink(t, eoConfig(addr), 0, 1, earlier)

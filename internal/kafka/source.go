@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,13 +33,20 @@ import (
 //	         bounded: latest, open-timeout: 10s}
 //
 // Positions. The next offset to read of every partition is operator union
-// list state, written at each checkpoint by the subtask reading the
+// list state, written at each checkpoint by the subtask owning the
 // partition: a restore, at any parallelism, gives every subtask all
 // positions and each takes those of the partitions it now owns, so the
 // first record after a restore is the one after the last emitted before
 // the checkpoint's barrier. Only emitted records move a position: what the
 // client fetched but Emit did not hand downstream yet is fetched again
-// after a restore.
+// after a restore. A restored partition the brokers do not list at open
+// keeps its position, carried by its owner in every checkpoint until the
+// partition is listed again (by partition discovery or at a later
+// restore) and read from there: a metadata answer can leave out a
+// partition that exists (a broker behind on a new topic), and reading it
+// from its earliest offset once listed would emit its records twice. Only
+// the positions of topics the configuration no longer names are dropped:
+// those can never be listed again.
 //
 // Assignment. Partition p of topic t is read by subtask
 // (fnv32a(t) mod parallelism + p) mod parallelism, Flink KafkaSource's
@@ -48,19 +56,24 @@ import (
 // on its owner. (An index into the sorted list of all partitions would
 // shift when a topic gains partitions.)
 //
-// starting-offsets (default earliest) is where a partition with no
-// restored position starts at the job's first start; committed needs
-// group-id and starts partitions without a commit at the earliest offset.
-// Once the job was restored from a checkpoint, a partition with no
-// position in it was created after that checkpoint and starts at its
-// earliest offset, as partitions found by partition-discovery-interval
-// do: anything else could skip records the failed run had read.
+// starting-offsets (default earliest) is where a partition starts at the
+// job's first start; committed needs group-id and starts partitions
+// without a commit at the earliest offset. Once the job was restored from
+// a checkpoint, a partition with no position in it was created (or first
+// listed) after that checkpoint and starts at its earliest offset, as
+// partitions found by partition-discovery-interval do: the failed run may
+// have emitted its records after the checkpoint, and anything later would
+// skip them. A restore is told by the restored checkpoint's id, not by the
+// positions: a checkpoint taken before any partition existed holds none.
 //
 // bounded: latest stops every partition at the end offset it had when the
 // job first started (the last stable offset under read-committed, the high
 // watermark under read-uncommitted); the stop offset is stored with the
 // position, so a restored bounded job ends where the first run would
-// have. The source ends once every partition it reads reached its stop.
+// have. For the same reason its partitions are those of the first start:
+// after a restore, a partition with no position was created since and is
+// done at once, its stop stored as its position so later restores skip it
+// too. The source ends once every partition it reads reached its stop.
 //
 // group-id, when set, is only for monitoring (lag in Kafka tools): after
 // each completed checkpoint the positions of that checkpoint are committed
@@ -95,6 +108,10 @@ type Source struct {
 	// lags are each partition's lag as of its newest fetch, for the
 	// backlog report (backlog-lag).
 	lags map[sourceTP]int64
+	// unlisted are the restored positions of partitions this subtask owns
+	// but that were not listed at open: each checkpoint carries them until
+	// the partition is listed again and resumes there.
+	unlisted map[sourceTP]sourcePosition
 
 	// found carries partitions the discovery goroutine found to Emit.
 	found chan []*sourcePart
@@ -174,6 +191,9 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kafka-source: restore positions: %w", err)
 	}
+	// A checkpoint taken while no partition was listed holds no position:
+	// the restore is told by the checkpoint id, not by what it holds.
+	restoring := ctx.RestoredCheckpointID() > 0 || len(restored) > 0
 
 	octx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
@@ -185,13 +205,17 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 	known := map[sourceTP]bool{} // for discovery: the partitions handled
 	var fresh []*sourcePart      // owned, with no restored position
 	var unstopped []*sourcePart  // bounded, with no restored stop offset
+	var late []*sourcePart       // bounded, created after the first start
+	listed := make(map[sourceTP]bool, len(all))
 	for _, tp := range all {
+		listed[tp] = true
 		if sourceOwner(tp, s.parallelism) != s.subtask {
 			continue
 		}
 		known[tp] = true
 		p := &sourcePart{sourceTP: tp, stop: -1}
-		if pos, ok := restored[tp]; ok {
+		pos, ok := restored[tp]
+		if ok {
 			p.next = pos.next
 			if cfg.Bounded {
 				p.stop = pos.stop
@@ -199,35 +223,35 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 		} else {
 			fresh = append(fresh, p)
 		}
-		if cfg.Bounded && p.stop < 0 {
+		switch {
+		case cfg.Bounded && restoring && !ok:
+			late = append(late, p)
+		case cfg.Bounded && p.stop < 0:
 			unstopped = append(unstopped, p)
 		}
 		s.add(p)
 	}
 	start := cfg.Start
-	if len(restored) > 0 {
+	if restoring {
 		// Restored: partitions the checkpoint does not know are new.
 		start = kafkacfg.StartEarliest
-		if len(fresh) > 0 {
+		if len(late) > 0 {
+			s.log.Info("kafka-source: bounded: partitions created after the first start are not read", "partitions", len(late))
+		} else if len(fresh) > 0 {
 			s.log.Info("kafka-source: partitions not in the restored checkpoint start at their earliest offset", "partitions", len(fresh))
 		}
-		if s.subtask == 0 {
-			listed := make(map[sourceTP]bool, len(all))
-			for _, tp := range all {
-				listed[tp] = true
-			}
-			for tp := range restored {
-				if !listed[tp] {
-					s.log.Warn("kafka-source: dropping the restored position of a partition no longer read (topic deleted or no longer configured)", "partition", tp.String())
-				}
-			}
-		}
+		s.keepUnlisted(restored, listed)
 	}
 	if err := s.resolveStart(octx, fresh, start); err != nil {
 		return err
 	}
 	if err := s.resolveStop(octx, unstopped); err != nil {
 		return err
+	}
+	for _, p := range late {
+		// Done at once, and stored so: a stop below zero would be
+		// resolved to the end at the next restore.
+		p.stop = p.next
 	}
 	var reading []*sourcePart
 	for _, p := range s.order {
@@ -241,13 +265,14 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 	if err := s.consume(reading); err != nil {
 		return err
 	}
-	s.log.Info("kafka-source opened", "partitions", len(s.order), "reading", len(reading), "restored", len(restored) > 0)
+	s.log.Info("kafka-source opened", "partitions", len(s.order), "reading", len(reading), "restored", restoring, "unlisted", len(s.unlisted))
 
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	if cfg.Discovery > 0 {
 		s.found = make(chan []*sourcePart)
-		s.wg.Go(func() { s.discoverLoop(bg, known) })
+		unlisted := maps.Clone(s.unlisted) // the goroutine's own: Emit deletes from s.unlisted
+		s.wg.Go(func() { s.discoverLoop(bg, known, unlisted) })
 	}
 	if cfg.Group != "" {
 		s.pending = map[int64]kadm.Offsets{}
@@ -255,6 +280,38 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 		s.wg.Go(func() { s.commitLoop(bg) })
 	}
 	return nil
+}
+
+// keepUnlisted keeps the restored positions of the partitions this
+// subtask owns that are not listed now, in s.unlisted. A metadata answer
+// can leave out a partition that exists (a broker behind on a new topic
+// or partition): dropping its position would have it read again from its
+// earliest offset once it is listed. Only positions of topics the
+// configuration no longer names are dropped, as those can never be
+// listed again.
+func (s *Source) keepUnlisted(restored map[sourceTP]sourcePosition, listed map[sourceTP]bool) {
+	for tp, pos := range restored {
+		if listed[tp] || sourceOwner(tp, s.parallelism) != s.subtask {
+			continue
+		}
+		if !s.configured(tp.topic) {
+			s.log.Warn("kafka-source: dropping the restored position of a partition no longer configured", "partition", tp.String())
+			continue
+		}
+		if s.unlisted == nil {
+			s.unlisted = map[sourceTP]sourcePosition{}
+		}
+		s.unlisted[tp] = pos
+		s.log.Warn("kafka-source: a restored partition is not listed (topic deleted, or metadata behind): keeping its position for when it is listed again", "partition", tp.String(), "position", pos.next)
+	}
+}
+
+// configured is whether topic is one the source reads, if it exists.
+func (s *Source) configured(topic string) bool {
+	if s.cfg.Pattern != nil {
+		return s.cfg.Pattern.MatchString(topic)
+	}
+	return slices.Contains(s.cfg.Topics, topic)
 }
 
 // openPartitions lists the partitions of the configured topics, waiting
@@ -507,7 +564,12 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 				if s.parts[p.sourceTP] != nil {
 					continue
 				}
-				s.log.Info("kafka-source: reading a new partition", "partition", p.sourceTP.String(), "from", p.next)
+				if _, ok := s.unlisted[p.sourceTP]; ok {
+					s.log.Info("kafka-source: a restored partition is listed again, reading it from its restored position", "partition", p.sourceTP.String(), "from", p.next)
+					delete(s.unlisted, p.sourceTP) // now in s.order: one position per partition
+				} else {
+					s.log.Info("kafka-source: reading a new partition", "partition", p.sourceTP.String(), "from", p.next)
+				}
 				s.add(p)
 				p.out = sourceSplit(out, so, p)
 				added = append(added, p)
@@ -655,9 +717,13 @@ func (s *Source) fetchErrors(fetches kgo.Fetches) error {
 // the barrier went downstream, between two Emits, so the positions are
 // exactly past the records before the barrier.
 func (s *Source) SnapshotState(checkpointID int64) error {
-	items := make([][]byte, len(s.order))
-	for i, p := range s.order {
-		items[i] = encodeSourcePosition(p)
+	items := make([][]byte, 0, len(s.order)+len(s.unlisted))
+	for _, p := range s.order {
+		items = append(items, encodeSourcePosition(p))
+	}
+	for _, tp := range slices.SortedFunc(maps.Keys(s.unlisted), sourceCompareTP) {
+		pos := s.unlisted[tp]
+		items = append(items, encodeSourcePosition(&sourcePart{sourceTP: tp, next: pos.next, stop: pos.stop}))
 	}
 	s.state.Update(items)
 	if s.pending != nil {
@@ -732,8 +798,9 @@ func (s *Source) commitLoop(ctx context.Context) {
 
 // discoverLoop looks for new partitions every partition-discovery-interval
 // and hands the ones this subtask owns, positioned at their earliest
-// offset, to Emit. known are the partitions this subtask already reads.
-func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool) {
+// offset (or at their restored one, for the unlisted at open), to Emit.
+// known are the partitions this subtask already reads.
+func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool, unlisted map[sourceTP]sourcePosition) {
 	t := time.NewTicker(s.cfg.Discovery)
 	defer t.Stop()
 	for {
@@ -742,7 +809,7 @@ func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool) {
 			return
 		case <-t.C:
 		}
-		found, err := s.discover(ctx, known)
+		found, err := s.discover(ctx, known, unlisted)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("kafka-source: partition discovery failed", "err", err)
@@ -763,20 +830,30 @@ func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool) {
 	}
 }
 
-func (s *Source) discover(ctx context.Context, known map[sourceTP]bool) ([]*sourcePart, error) {
+func (s *Source) discover(ctx context.Context, known map[sourceTP]bool, unlisted map[sourceTP]sourcePosition) ([]*sourcePart, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	all, err := s.listPartitions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var found []*sourcePart
+	var found, fresh []*sourcePart
 	for _, tp := range all {
-		if !known[tp] && sourceOwner(tp, s.parallelism) == s.subtask {
-			found = append(found, &sourcePart{sourceTP: tp, stop: -1})
+		if known[tp] || sourceOwner(tp, s.parallelism) != s.subtask {
+			continue
 		}
+		p := &sourcePart{sourceTP: tp, stop: -1}
+		if pos, ok := unlisted[tp]; ok {
+			p.next = pos.next
+			if s.cfg.Bounded {
+				p.stop = pos.stop
+			}
+		} else {
+			fresh = append(fresh, p)
+		}
+		found = append(found, p)
 	}
-	if err := s.resolveStart(ctx, found, kafkacfg.StartEarliest); err != nil {
+	if err := s.resolveStart(ctx, fresh, kafkacfg.StartEarliest); err != nil {
 		return nil, err
 	}
 	return found, nil

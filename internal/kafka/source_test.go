@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirproject/weir/internal/kafka/kafkacfg"
 	"github.com/weirproject/weir/internal/keygroup"
@@ -954,5 +956,219 @@ func TestSourceBacklog(t *testing.T) {
 	}
 	if _, err := kafkacfg.ParseSourceConfig(sdk.Config{"bootstrap-servers": "x:9092", "topic": "in", "backlog-lag": -1}); err == nil {
 		t.Error("a negative backlog-lag was accepted")
+	}
+}
+
+// srcAdmin is an admin client of the broker at addr, closed with the test.
+func srcAdmin(t *testing.T, addr string) *kadm.Client {
+	t.Helper()
+	adm, err := kadm.NewOptClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(adm.Close)
+	return adm
+}
+
+// srcEmitAll emits from every subtask in turn until they emitted n
+// records in all; it returns every value emitted.
+func srcEmitAll(t *testing.T, subs []*srcSubtask, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(srcWait)
+	for {
+		var got []string
+		for _, s := range subs {
+			got = append(got, s.got...)
+		}
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records after %s, want %d", len(got), srcWait, n)
+		}
+		for _, s := range subs {
+			s.emit(t)
+		}
+		time.Sleep(sourceMinBackoff) // as the runtime backs off
+	}
+}
+
+// TestSourceRestoreWithoutPositions restores a checkpoint taken while the
+// topic-pattern matched nothing, so it holds no position: it is still a
+// restore, and the partitions created since start at their earliest
+// offset, not at starting-offsets: latest, which would skip the records
+// written before the failure.
+func TestSourceRestoreWithoutPositions(t *testing.T) {
+	addr, _ := newBroker(t, kfake.SeedTopics(1, "other"))
+	cfg := srcConfig(addr, "topic-pattern", "^late-", "partition-discovery-interval", "1h", "starting-offsets", "latest")
+	a := srcOpen(t, cfg, 0, 1, 0, nil)
+	a.emit(t)
+	chk := a.checkpoint(t, t.TempDir(), 1)
+	_ = a.src.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), srcWait)
+	defer cancel()
+	if _, err := srcAdmin(t, addr).CreateTopic(ctx, 2, 1, nil, "late-a"); err != nil {
+		t.Fatal(err)
+	}
+	// Written before the failure: the failed run may have read them
+	// after the checkpoint, so the restored run must read them again.
+	want := srcProduce(t, addr, "late-a", 2, 0, 5)
+
+	b := srcOpen(t, cfg, 0, 1, 1, []*weirv1.SubtaskState{chk})
+	b.emit(t)
+	later := srcProduce(t, addr, "late-a", 2, 5, 8)
+	want = append(want, later...)
+	// Each partition is read in order, so once the later records came the
+	// earlier ones came before them, unless they were skipped.
+	deadline := time.Now().Add(srcWait)
+	for !srcContainsAll(b.got, later) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records after %s, want at least %v", len(b.got), srcWait, later)
+		}
+		st, _ := b.emit(t)
+		time.Sleep(st.Backoff)
+	}
+	for range 3 {
+		b.emit(t)
+	}
+	srcInOrder(t, b.got)
+	srcSameOnce(t, b.got, want)
+}
+
+func srcContainsAll(got, want []string) bool {
+	for _, v := range want {
+		if !slices.Contains(got, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSourceRestoredPartitionUnlisted restores while one metadata answer
+// leaves a topic out (a broker behind on it, say): its partitions keep
+// their restored positions, in the checkpoints taken before the topic is
+// listed again (written once, by each partition's owner) and when
+// discovery finds it again, instead of starting over at the earliest
+// offset.
+func TestSourceRestoredPartitionUnlisted(t *testing.T) {
+	addr, c := newBroker(t, kfake.SeedTopics(2, "pat-a"), kfake.SeedTopics(3, "pat-b"))
+	cfg := srcConfig(addr, "topic-pattern", "^pat-", "partition-discovery-interval", "50ms")
+	root := t.TempDir()
+	before := append(srcProduce(t, addr, "pat-a", 2, 0, 10), srcProduce(t, addr, "pat-b", 3, 0, 10)...)
+	a := srcOpen(t, cfg, 0, 1, 0, nil)
+	a.emitUntil(t, len(before))
+	srcSameOnce(t, a.got, before)
+	chk1 := a.checkpoint(t, root, 1)
+	_ = a.src.Close()
+	after := append(srcProduce(t, addr, "pat-a", 2, 10, 15), srcProduce(t, addr, "pat-b", 3, 10, 15)...)
+
+	// Both subtasks of the restored run open without pat-b in the listing.
+	hide := c.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Metadata}, Topic: "pat-b", Err: kerr.UnknownTopicOrPartition, Count: -1,
+		When: func(r kmsg.Request) bool { return r.(*kmsg.MetadataRequest).Topics == nil }, // the pattern's listing
+	})
+	var subs []*srcSubtask
+	for i := range 2 {
+		subs = append(subs, srcOpen(t, cfg, i, 2, 1, []*weirv1.SubtaskState{chk1}))
+	}
+	hide.Remove()
+	for _, s := range subs {
+		for tp := range s.src.parts {
+			if tp.topic == "pat-b" {
+				t.Fatalf("subtask %d listed %s at open: the fault did not hide pat-b", s.ctx.subtask, tp)
+			}
+		}
+	}
+	// Taken before discovery lists pat-b again.
+	var chk2 []*weirv1.SubtaskState
+	for _, s := range subs {
+		chk2 = append(chk2, s.checkpoint(t, root, 2))
+	}
+	got := srcEmitAll(t, subs, len(after))
+	for range 3 {
+		for _, s := range subs {
+			s.emit(t)
+		}
+	}
+	got = nil
+	for _, s := range subs {
+		got = append(got, s.got...)
+		srcInOrder(t, s.got)
+	}
+	srcSameOnce(t, got, after)
+	var chk3 []*weirv1.SubtaskState
+	for _, s := range subs {
+		chk3 = append(chk3, s.checkpoint(t, root, 3))
+		_ = s.src.Close()
+	}
+
+	// Checkpoint 2 holds pat-b's positions although pat-b was not read
+	// yet when it was taken.
+	r := srcOpen(t, cfg, 0, 1, 2, chk2)
+	r.emitUntil(t, len(after))
+	for range 3 {
+		r.emit(t)
+	}
+	srcSameOnce(t, r.got, after)
+	_ = r.src.Close()
+
+	// Checkpoint 3, after pat-b was found again, holds one position per
+	// partition (a second would fail the open).
+	last := append(srcProduce(t, addr, "pat-a", 2, 15, 17), srcProduce(t, addr, "pat-b", 3, 15, 17)...)
+	r = srcOpen(t, cfg, 0, 1, 3, chk3)
+	r.emitUntil(t, len(last))
+	for range 3 {
+		r.emit(t)
+	}
+	srcSameOnce(t, r.got, last)
+}
+
+// TestSourceBoundedRestoreFixedPartitions: the partitions of a bounded
+// job are those at its first start, so a partition created afterwards is
+// not read by a restored run, which ends where the first run would have;
+// and the positions it writes for such a partition keep it unread at the
+// next restore.
+func TestSourceBoundedRestoreFixedPartitions(t *testing.T) {
+	addr, _ := newBroker(t, kfake.SeedTopics(2, "in"))
+	cfg := srcConfig(addr, "topic", "in", "bounded", "latest")
+	root := t.TempDir()
+	want := srcProduce(t, addr, "in", 2, 0, 10)
+	a := srcOpen(t, cfg, 0, 1, 0, nil)
+	chk1 := a.checkpoint(t, root, 1) // nothing read yet
+	_ = a.src.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), srcWait)
+	defer cancel()
+	if _, err := srcAdmin(t, addr).CreatePartitions(ctx, 2, "in"); err != nil {
+		t.Fatal(err)
+	}
+	srcProduce(t, addr, "in", 4, 10, 15) // past the bounded end of in-0 and in-1
+
+	var subs []*srcSubtask
+	for i := range 2 {
+		subs = append(subs, srcOpen(t, cfg, i, 2, 1, []*weirv1.SubtaskState{chk1}))
+	}
+	var got []string
+	var chk2 []*weirv1.SubtaskState
+	for _, s := range subs {
+		s.drain(t)
+		got = append(got, s.got...)
+		for _, id := range s.out.declared {
+			if id == "in-2" || id == "in-3" {
+				t.Errorf("subtask %d declared split %s, created after the first start", s.ctx.subtask, id)
+			}
+		}
+		chk2 = append(chk2, s.checkpoint(t, root, 2))
+		_ = s.src.Close()
+	}
+	srcSameOnce(t, got, want)
+
+	srcProduce(t, addr, "in", 4, 15, 17)
+	r := srcOpen(t, cfg, 0, 1, 2, chk2)
+	r.drain(t)
+	srcSameOnce(t, r.got, nil)
+	if len(r.out.declared) != 0 {
+		t.Fatalf("declared %v after everything was read", r.out.declared)
 	}
 }

@@ -39,6 +39,12 @@ type SinkConfig struct {
 	Delivery           Delivery
 	TransactionalID    string // prefix
 	TransactionTimeout time.Duration
+	// TransactionMaxAge is how long the sink carries an uncommitted
+	// transaction (over aborted checkpoints, lost notifications) before it
+	// fails so the job restores its last completed checkpoint, which
+	// commits or aborts it: the broker would abort it at
+	// TransactionTimeout, losing its records.
+	TransactionMaxAge time.Duration
 }
 
 // DefaultTransactionTimeout is Kafka's default upper bound for a
@@ -47,7 +53,8 @@ const DefaultTransactionTimeout = 15 * time.Minute
 
 // ParseSinkConfig reads topic, topic-header, delivery (exactly-once, at-least-once or
 // none; exactly-once by default), transactional-id-prefix (required for
-// exactly-once) and transaction-timeout.
+// exactly-once), transaction-timeout and transaction-max-age (half the
+// timeout by default).
 func ParseSinkConfig(cfg sdk.Config) (SinkConfig, error) {
 	var c SinkConfig
 	var err error
@@ -85,6 +92,12 @@ func ParseSinkConfig(cfg sdk.Config) (SinkConfig, error) {
 	}
 	if c.TransactionTimeout <= 0 {
 		return c, fmt.Errorf(`config "transaction-timeout": must be positive, got %s`, c.TransactionTimeout)
+	}
+	if c.TransactionMaxAge, err = cfg.Duration("transaction-max-age", c.TransactionTimeout/2); err != nil {
+		return c, err
+	}
+	if c.TransactionMaxAge <= 0 || c.TransactionMaxAge >= c.TransactionTimeout {
+		return c, fmt.Errorf(`config "transaction-max-age": must be positive and below transaction-timeout (%s), got %s`, c.TransactionTimeout, c.TransactionMaxAge)
 	}
 	return c, nil
 }
