@@ -58,6 +58,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,8 +133,9 @@ type Machine struct {
 	reserved map[Slot]int64 // free once a checkpoint above the value completed
 	used     int            // own slots 0..used-1 may hold transactions
 	// snapshot is the newest checkpoint this attempt recorded (or
-	// restored): a completion above it is not one of this attempt's.
-	snapshot int64
+	// restored), first the oldest it recorded: a completion outside them
+	// is not one of this attempt's.
+	snapshot, first int64
 }
 
 type openTxn struct {
@@ -221,7 +223,7 @@ func (m *Machine) Begin(now time.Time) (Slot, error) {
 		m.used = max(m.used, i+1)
 		return s, nil
 	}
-	return Slot{}, fmt.Errorf("all %d transactional ids hold a pre-committed transaction or one a restorable checkpoint names: %d checkpoints were pre-committed without one completing", MaxSlots, len(m.pending))
+	return Slot{}, fmt.Errorf("all %d transactional ids are taken: %d hold transactions pre-committed and not yet committed, %d committed ones a restorable checkpoint still names", MaxSlots, len(m.pending), len(m.reserved))
 }
 
 func (m *Machine) isPending(s Slot) bool {
@@ -258,6 +260,9 @@ func (m *Machine) Snapshot(checkpoint int64, p *Producer) ([]byte, error) {
 	if checkpoint <= m.snapshot {
 		return nil, fmt.Errorf("snapshot %d after checkpoint %d", checkpoint, m.snapshot)
 	}
+	if m.first == 0 {
+		m.first = checkpoint
+	}
 	if p != nil {
 		m.pending = append(m.pending, Txn{Checkpoint: checkpoint, Slot: Slot{m.subtask, m.open.slot}, Producer: p.ID, Epoch: p.Epoch, began: m.open.began})
 		m.open = nil
@@ -277,7 +282,7 @@ func (m *Machine) Encode() []byte {
 // Committed. A completion of a checkpoint this attempt never recorded (a
 // late one of an earlier attempt) commits nothing.
 func (m *Machine) Complete(checkpoint int64) []Txn {
-	if checkpoint > m.snapshot {
+	if m.first == 0 || checkpoint < m.first || checkpoint > m.snapshot {
 		return nil
 	}
 	for s, until := range m.reserved {
@@ -322,7 +327,7 @@ func (m *Machine) Expired(now time.Time) error {
 	if ck > 0 {
 		what = fmt.Sprintf("the transaction pre-committed at checkpoint %d", ck)
 	}
-	return fmt.Errorf("%w: %s was opened %s ago (limit %s) and no checkpoint that commits it completed: failing over to the last completed checkpoint, which commits or aborts it before the broker's transaction timeout would",
+	return fmt.Errorf("%w: %s was opened %s ago (limit %s) and is not committed yet: failing over to the last completed checkpoint, which commits or aborts it before the broker's transaction timeout would",
 		ErrExpired, what, now.Sub(oldest).Round(time.Millisecond), m.maxAge)
 }
 
@@ -426,31 +431,42 @@ func Decode(n Names, b []byte) (State, error) {
 		return x
 	}
 	var s State
-	s.Subtask, s.Parallelism = int(u()), int(u())
-	count := u()
-	if err != nil || count > uint64(len(b)) {
+	sub, par, count := u(), u(), u()
+	if err != nil || par == 0 || par > 1<<20 || sub >= par || count > uint64(len(b)) {
 		return State{}, errCorrupt
 	}
+	s.Subtask, s.Parallelism = int(sub), int(par)
 	for i := uint64(0); i < count && err == nil; i++ {
 		t := Txn{Checkpoint: v()}
 		l := u()
-		if err != nil || l > uint64(len(b)) {
+		if err != nil || l > uint64(len(b)) || t.Checkpoint <= 0 {
 			return State{}, errCorrupt
 		}
 		id := string(b[:l])
 		b = b[l:]
-		t.Producer, t.Epoch = v(), int16(v())
+		producer, epoch := v(), v()
+		if epoch < 0 || epoch > math.MaxInt16 {
+			return State{}, errCorrupt
+		}
+		t.Producer, t.Epoch = producer, int16(epoch)
 		slot, ok := n.Parse(id)
 		if !ok {
 			return State{}, fmt.Errorf("%w: transactional id %q is not one of vertex %q with prefix %q", errCorrupt, id, n.Vertex, n.Prefix)
+		}
+		if slot.Index >= MaxSlots {
+			return State{}, errCorrupt
 		}
 		t.Slot = slot
 		s.Pending = append(s.Pending, t)
 	}
 	if len(b) > 0 && err == nil {
-		s.Slots = int(u())
+		slots := u()
+		if slots > MaxSlots {
+			return State{}, errCorrupt
+		}
+		s.Slots = int(slots)
 	}
-	if err != nil || len(b) != 0 || s.Parallelism <= 0 || s.Slots > MaxSlots {
+	if err != nil || len(b) != 0 {
 		return State{}, errCorrupt
 	}
 	return s, nil
