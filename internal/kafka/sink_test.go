@@ -385,19 +385,7 @@ func TestSinkInjectedWriteErrors(t *testing.T) {
 		refuse func(kmsg.Request) kmsg.Response
 	}{
 		{"produce", nil, kmsg.Produce, func(req kmsg.Request) kmsg.Response {
-			r := req.(*kmsg.ProduceRequest)
-			resp := r.ResponseKind().(*kmsg.ProduceResponse)
-			for _, rt := range r.Topics {
-				st := kmsg.NewProduceResponseTopic()
-				st.Topic, st.TopicID = rt.Topic, rt.TopicID
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewProduceResponseTopicPartition()
-					sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp
+			return refuseProduce(req.(*kmsg.ProduceRequest))
 		}},
 		{"add partitions to transaction", kversion.V3_9_0(), kmsg.AddPartitionsToTxn, func(req kmsg.Request) kmsg.Response {
 			r := req.(*kmsg.AddPartitionsToTxnRequest)
