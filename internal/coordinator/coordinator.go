@@ -188,11 +188,32 @@ type Coordinator struct {
 	periodicPaused bool
 	// backlog holds the sources that report a backlog, by attempt key.
 	backlog map[string]bool
+	// final is the completion that ends the subtasks, while some have not
+	// finished; nil otherwise.
+	final *finalNotice
 	// cleaning is the number of checkpoints whose files are still being
 	// deleted; while more than max-concurrent are, nothing new starts, so
 	// a slow storage cannot pile up deletions behind fast checkpoints.
 	cleaning int
 }
+
+// finalNotice is a completion that ends the subtasks (a final checkpoint,
+// a stop-with-savepoint). Each subtask waits for it to finish: one lost
+// notification would leave the job running with no checkpoint able to
+// start and nothing to fail over. So until every subtask finished it is
+// sent again to those that did not, with a growing pause (a subtask that
+// already had it ignores a second one).
+type finalNotice struct {
+	id, subsumed int64
+	next         time.Time
+	pause        time.Duration
+}
+
+// The pauses between the repeats of a final notification.
+const (
+	renotifyFirst = time.Second
+	renotifyMax   = 30 * time.Second
+)
 
 // New returns a stopped coordinator. rng seeds the first trigger's delay.
 func New(cfg Config, clock Clock, rng *rand.Rand) *Coordinator {
@@ -219,6 +240,9 @@ func (c *Coordinator) emit(e Effect) { c.effects = append(c.effects, e) }
 // count: once passed, it would make the driver's timer fire in a loop.
 func (c *Coordinator) NextDeadline() time.Time {
 	d := c.nextPeriodic
+	if c.final != nil && (d.IsZero() || c.final.next.Before(d)) {
+		d = c.final.next
+	}
 	for _, p := range c.pending {
 		if p.finalizing {
 			continue
@@ -238,6 +262,7 @@ func (c *Coordinator) Start(tasks []Task) {
 	c.periodicPaused = false
 	c.tasks = tasks
 	c.finished = map[string]bool{}
+	c.final = nil
 	// Reports of attempts that are gone no longer count; the subtasks
 	// that stayed (a region failover) report again with every heartbeat.
 	current := make(map[string]bool, len(tasks))
@@ -266,6 +291,8 @@ func (c *Coordinator) Start(tasks []Task) {
 func (c *Coordinator) Stop(reason weirv1.CheckpointFailureReason) {
 	c.running = false
 	c.nextPeriodic = time.Time{}
+	// The subtasks it would have finished are being stopped or restarted.
+	c.final = nil
 	f := &Failure{Reason: reason}
 	for _, r := range c.queue {
 		c.failRequest(r, 0, f)
@@ -378,6 +405,20 @@ func (c *Coordinator) TaskFinished(a *weirv1.ExecutionAttemptID) {
 	if c.finished != nil {
 		c.finished[a.Key()] = true
 	}
+	if c.final != nil && len(c.unfinished()) == 0 {
+		c.final = nil
+	}
+}
+
+// unfinished lists the current subtasks that have not finished.
+func (c *Coordinator) unfinished() []*weirv1.ExecutionAttemptID {
+	var out []*weirv1.ExecutionAttemptID
+	for _, t := range c.tasks {
+		if !c.finished[t.Attempt.Key()] {
+			out = append(out, t.Attempt)
+		}
+	}
+	return out
 }
 
 // Trigger enqueues a checkpoint request and returns its number; the
@@ -419,6 +460,11 @@ func (c *Coordinator) enqueue(r *request) {
 // Tick fires the periodic trigger and expires pending checkpoints.
 func (c *Coordinator) Tick() {
 	now := c.clock.Now()
+	if f := c.final; f != nil && !now.Before(f.next) {
+		f.pause = min(2*f.pause, renotifyMax)
+		f.next = now.Add(f.pause)
+		c.emit(NotifyComplete{ID: f.id, LastSubsumed: f.subsumed, Final: true, Repeat: true, Tasks: c.unfinished()})
+	}
 	for _, id := range c.pendingIDs() {
 		if p := c.pending[id]; !p.finalizing && !now.Before(p.deadline) {
 			c.abort(p, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_EXPIRED})
@@ -829,6 +875,9 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 		}
 		final := p.req.kind == SyncSavepoint || p.endOfInput == len(p.acked)
 		c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Final: final, Tasks: tasks})
+		if final && c.running && len(c.unfinished()) > 0 {
+			c.final = &finalNotice{id: id, subsumed: subsumed, next: now.Add(renotifyFirst), pause: renotifyFirst}
+		}
 	}
 	c.finalizeNext()
 	c.decide()

@@ -600,6 +600,9 @@ func (h *harness) fmtEffect(e Effect) string {
 		if e.Final {
 			s += " final"
 		}
+		if e.Repeat {
+			s += " repeat"
+		}
 		return s
 	case NotifyAborted:
 		return fmt.Sprintf("NotifyAborted id=%d tasks=%s", e.ID, fmtAttempts(e.Tasks))

@@ -76,6 +76,10 @@ type Deps struct {
 	Hooks        []MasterHook
 	// FailJob fails the job over; called off the driver's goroutine.
 	FailJob func(cause error)
+	// Finishing is told that a checkpoint completed which ends the
+	// subtasks, before they are notified; called on the driver's
+	// goroutine, so it must not block.
+	Finishing func()
 	Metrics *Metrics
 	JobName string
 	Logger  *slog.Logger
@@ -455,8 +459,15 @@ func (d *Driver) process(effects []Effect) {
 				d.post(func() { d.sm.Finalized(e.ID, path, subsumed, err) })
 			})
 		case NotifyComplete:
-			for _, h := range d.deps.Coordinators {
-				h.Coordinator.NotifyCheckpointComplete(e.ID)
+			if e.Repeat {
+				d.log.Info("final checkpoint: notifying the subtasks that have not finished again", "checkpoint_id", e.ID, "subtasks", len(e.Tasks))
+			} else {
+				for _, h := range d.deps.Coordinators {
+					h.Coordinator.NotifyCheckpointComplete(e.ID)
+				}
+				if e.Final && d.deps.Finishing != nil {
+					d.deps.Finishing()
+				}
 			}
 			if len(e.Tasks) > 0 {
 				d.goIO(func(ctx context.Context) {

@@ -72,7 +72,10 @@ type NotifyComplete struct {
 	// after it — not before, or checkpoints could no longer be triggered
 	// for the subtasks still draining.
 	Final bool
-	Tasks []*weirv1.ExecutionAttemptID
+	// Repeat: a final notification sent again to the subtasks that have
+	// not finished (see finalNotice).
+	Repeat bool
+	Tasks  []*weirv1.ExecutionAttemptID
 }
 
 // NotifyAborted sends NotifyCheckpointAborted to every task (and operator

@@ -125,6 +125,9 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		Storage: jobStorage{j: j},
 		Tasks:   taskGateway{j: j},
 		FailJob: func(cause error) { j.post(func() { j.sm.Fail(cause.Error()) }) },
+		// Posted before the subtasks are notified, so it reaches the
+		// scheduler before any of them reports FINISHED.
+		Finishing: func() { j.post(func() { j.sm.Finishing() }) },
 		Metrics: s.ckptMet,
 		JobName: g.GetName(),
 		Logger:  s.log,

@@ -94,7 +94,10 @@ type Job struct {
 	generation  int64
 	checkpoints bool // the coordinator runs
 	// finalFor is the generation a final checkpoint was asked for in.
-	finalFor   int64
+	finalFor int64
+	// finishing: since the coordinator last started, a checkpoint
+	// completed that ends the subtasks (Finishing).
+	finishing  bool
 	exceptions []Exception
 	effects    []Effect
 }
@@ -344,6 +347,13 @@ func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 		j.maybeStartCheckpoints()
 	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED:
 		j.emit(TaskFinished{Attempt: e.Attempt})
+		if len(j.pending) > 0 || !j.checkpoints && !j.finishing {
+			// It finished on a checkpoint taken before regions restarted:
+			// see Finishing.
+			j.escalate(fmt.Sprintf("subtask %s finished while regions restarted", e.Name()))
+			j.settle()
+			return true
+		}
 		if j.state == weirv1.JobState_JOB_STATE_RUNNING && len(j.pending) == 0 && j.all(weirv1.ExecutionState_EXECUTION_STATE_FINISHED) {
 			j.finish(weirv1.JobState_JOB_STATE_FINISHED)
 			return true
@@ -385,6 +395,7 @@ func (j *Job) maybeStartCheckpoints() {
 		return
 	}
 	j.checkpoints = true
+	j.finishing = false
 	tasks := make([]Exec, 0, len(j.execs))
 	for _, e := range j.execs {
 		tasks = append(tasks, *e)
@@ -457,7 +468,7 @@ func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool)
 	// fails after some did cannot take another final checkpoint with them
 	// gone, so everything restarts from the final one (its sinks committed
 	// it already: committing again is a no-op).
-	full := global || len(regions) == j.regions || j.anyFinished()
+	full := global || len(regions) == j.regions || j.anyFinished() || j.finishing
 	r := &pendingRestart{id: j.nextRestart, regions: regions, full: full, delay: delay}
 	j.nextRestart++
 	if full {
@@ -477,6 +488,57 @@ func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool)
 	j.emit(RestartStarted{Restart: r.id, Regions: ex.Regions, Full: full, Cause: cause, Delay: delay})
 	j.emit(PersistStatus{Restarts: j.restarts, Budget: j.cfg.Strategy.Budget()})
 	j.cancel(func(e *Exec) bool { return r.regions[e.Region] })
+}
+
+// Finishing records that a checkpoint completed which ends the subtasks
+// (a bounded job's final checkpoint, a stop-with-savepoint): they finish
+// once notified. That checkpoint covered the attempts the coordinator ran
+// with. A region restarted since (its failure raced the completion) has
+// attempts that are not among them and could only finish by taking
+// another final checkpoint together with the subtasks that finish now,
+// which will be gone: the job would wait forever. So the whole job
+// restarts from the finishing checkpoint instead, as after a failure that
+// follows a finish (its sinks committed it already: committing again is a
+// no-op).
+func (j *Job) Finishing() {
+	if j.checkpoints {
+		j.finishing = true
+		return
+	}
+	j.escalate("regions restarted while the job's final checkpoint completed")
+	j.settle()
+}
+
+// escalate turns the region restarts in progress (or the regions not yet
+// running again after one) into a restart of the whole job. It is no new
+// failure: it uses no restart budget, and waits the longest delay of the
+// restarts it takes over.
+func (j *Job) escalate(cause string) {
+	if j.state != weirv1.JobState_JOB_STATE_RUNNING {
+		return // already restarting whole, or stopping every subtask
+	}
+	var delay time.Duration
+	for _, p := range j.pending {
+		delay = max(delay, p.delay)
+	}
+	j.generation++
+	j.cause = cause
+	r := &pendingRestart{id: j.nextRestart, regions: j.allRegions(), full: true, delay: delay}
+	j.nextRestart++
+	clear(j.pending)
+	clear(j.busy)
+	j.transition(weirv1.JobState_JOB_STATE_RESTARTING)
+	j.pending[r.id] = r
+	for reg := range r.regions {
+		j.busy[reg] = r.id
+	}
+	regions := sortedRegions(r.regions)
+	j.recordException(Exception{Time: j.clock.Now(), Cause: cause, Regions: regions, Full: true})
+	if j.checkpoints {
+		j.stopCheckpoints(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER_REGION)
+	}
+	j.emit(RestartStarted{Restart: r.id, Regions: regions, Full: true, Cause: cause, Delay: delay})
+	j.cancel(func(*Exec) bool { return true })
 }
 
 func (j *Job) anyFinished() bool {

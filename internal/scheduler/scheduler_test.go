@@ -24,6 +24,8 @@ package scheduler
 //	                           timers that are due, as the driver does
 //	restored restart=N [err=TEXT]    RestoreReady
 //	end-of-input V/I [attempt=A]
+//	finishing                  Finishing (a checkpoint that ends the
+//	                           subtasks completed)
 //	rescale V=N ...            Rescale to these parallelisms
 //	cancel / suspend
 //	view                       the job's state, subtasks and exceptions
@@ -251,6 +253,8 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		if !h.j.EndOfInput(attempt()) {
 			b.WriteString("unknown or stopped attempt\n")
 		}
+	case "finishing":
+		h.j.Finishing()
 	case "rescale":
 		g := proto.Clone(h.j.cfg.Graph).(*weirv1.JobGraph)
 		for _, a := range td.CmdArgs {

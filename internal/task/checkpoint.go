@@ -51,10 +51,16 @@ func (t *Task) TriggerCheckpoint(id, timestampMs int64, opts *weirv1.CheckpointO
 func (t *Task) NotifyCheckpointComplete(id int64, final bool) {
 	t.progress.doneUpTo(id)
 	t.mailbox.put(func() error {
-		t.backend.NotifyCheckpointComplete(id)
-		if l, ok := t.operator().(sdk.CheckpointListener); ok {
-			if err := l.NotifyCheckpointComplete(id); err != nil {
-				return fmt.Errorf("task: notify checkpoint %d complete: %w", id, err)
+		// The JobManager repeats a final notification until the subtask
+		// finishes, and one may overtake another: each is passed on once,
+		// and never after a newer one (which subsumes it).
+		if id > t.notified {
+			t.notified = id
+			t.backend.NotifyCheckpointComplete(id)
+			if l, ok := t.operator().(sdk.CheckpointListener); ok {
+				if err := l.NotifyCheckpointComplete(id); err != nil {
+					return fmt.Errorf("task: notify checkpoint %d complete: %w", id, err)
+				}
 			}
 		}
 		if final {

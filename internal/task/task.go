@@ -154,8 +154,10 @@ type Task struct {
 	// subtask finishes once it completed, so sinks have committed.
 	syncSavepoint int64
 	// suspended: a source stopped emitting for a synchronous savepoint.
-	suspended   bool
-	finished    bool
+	suspended bool
+	finished  bool
+	// notified is the newest completed checkpoint passed on.
+	notified    int64
 	nextChannel int
 	lastFlush   time.Time
 	restoredID  int64
