@@ -287,6 +287,22 @@ func (j *jobMaster) updateTask(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 	return known
 }
 
+// reconcile checks the attempts a TaskManager's heartbeat says it runs
+// for this job against the job's current ones, and cancels the others.
+func (j *jobMaster) reconcile(tm *taskManager, running []*weirv1.ExecutionAttemptID) {
+	j.post(func() {
+		var strays []*weirv1.ExecutionAttemptID
+		for _, a := range running {
+			if !j.sm.Holds(a, tm.id) {
+				strays = append(strays, a)
+			}
+		}
+		if len(strays) > 0 {
+			j.s.cancelStrays(tm, strays)
+		}
+	})
+}
+
 // endOfInput records that a subtask received all its input; false for an
 // attempt that is not current and running.
 func (j *jobMaster) endOfInput(a *weirv1.ExecutionAttemptID) bool {

@@ -172,20 +172,56 @@ func (j *jobMaster) cancelTasks(execs []scheduler.Exec) {
 			j.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 			continue
 		}
-		j.goIO(func() {
-			ctx, cancel := context.WithTimeout(j.ctx, j.s.cfg.RPCTimeout)
-			defer cancel()
-			_, err := tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: x.Attempt})
-			if status.Code(err) == codes.Unavailable {
-				// The connection failed: the TaskManager is gone, whatever
-				// its heartbeats still say. Do not schedule onto it again.
-				j.s.connectionLost(tm, err)
-			}
-			if err != nil {
-				j.post(func() { j.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "") })
-			}
-		})
+		j.goIO(func() { j.cancelTask(tm, x) })
 	}
+}
+
+// cancelTask asks tm to cancel x until it answers. A subtask that takes
+// longer to stop than the call's timeout still runs: taking the timeout
+// for done would let its replacement run beside it, so the cancel is
+// repeated until the TaskManager confirms, says it does not run x (its
+// table refuses a deploy that comes later), or is gone.
+func (j *jobMaster) cancelTask(tm *taskManager, x scheduler.Exec) {
+	pause := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(j.ctx, j.s.cfg.RPCTimeout)
+		_, err := tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: x.Attempt})
+		cancel()
+		switch status.Code(err) {
+		case codes.OK:
+			return // its CANCELED report follows
+		case codes.Unavailable:
+			// The connection failed: the TaskManager is gone, whatever
+			// its heartbeats still say. Do not schedule onto it again.
+			j.s.connectionLost(tm, err)
+			j.post(func() { j.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "") })
+			return
+		case codes.NotFound:
+			j.post(func() { j.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "") })
+			return
+		}
+		if j.ctx.Err() != nil || !j.live(x.Attempt) {
+			return // stopped here, or the attempt ended otherwise (its TaskManager was lost)
+		}
+		j.log.Warn("cancelling a subtask did not complete; retrying", "task", x.Name(), "taskmanager_id", tm.id, "err", err)
+		select {
+		case <-j.ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// live reports whether a is a current attempt not known to have stopped,
+// as last published.
+func (j *jobMaster) live(a *weirv1.ExecutionAttemptID) bool {
+	for _, e := range j.current().Execs {
+		if scheduler.SameAttempt(e.Attempt, a) {
+			return !e.Terminal()
+		}
+	}
+	return false
 }
 
 // persistStatus stores the restart count and budget, so that a new leader

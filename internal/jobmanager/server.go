@@ -144,6 +144,9 @@ type Server struct {
 	// foreignReports counts acks, declines and state reports refused
 	// because their sender is not the TaskManager of the attempt.
 	foreignReports *prometheus.CounterVec
+	// strays counts attempts TaskManagers ran that no job here had as
+	// current, cancelled by reconciliation.
+	strays prometheus.Counter
 	// now is time.Now; tests of heartbeat expiry set a clock whose wall
 	// reading jumps.
 	now func() time.Time
@@ -200,7 +203,11 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range []string{"ack", "decline", "state", "register"} {
 		s.foreignReports.WithLabelValues(r)
 	}
-	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader, s.foreignReports)
+	s.strays = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_jobmanager_stray_attempts_cancelled_total",
+		Help: "Subtask attempts a TaskManager's heartbeat listed that no job had as current (a deploy that overtook its cancel, a job that ended), cancelled there.",
+	})
+	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader, s.foreignReports, s.strays)
 	s.mu.tms = map[string]*taskManager{}
 	s.mu.jobs = map[string]*jobMaster{}
 	if cfg.HA == "none" {

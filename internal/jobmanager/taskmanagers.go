@@ -107,12 +107,48 @@ func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*we
 	}
 	confirmed := !tm.confirmed
 	tm.confirmed = true
+	byJob := map[string][]*weirv1.ExecutionAttemptID{}
+	var strays []*weirv1.ExecutionAttemptID
+	for _, a := range req.GetRunning() {
+		if j, ok := s.mu.jobs[a.GetJobId()]; ok && !j.isClosed() {
+			byJob[a.GetJobId()] = append(byJob[a.GetJobId()], a)
+		} else {
+			strays = append(strays, a)
+		}
+	}
+	jobs := make(map[string]*jobMaster, len(byJob))
+	for id := range byJob {
+		jobs[id] = s.mu.jobs[id]
+	}
 	s.mu.Unlock()
+	// Reconciliation: attempts the TaskManager runs that no job here has
+	// as current (a deploy that arrived after its cancel on an older
+	// TaskManager, a job that ended) are cancelled there.
+	s.cancelStrays(tm, strays)
+	for id, as := range byJob {
+		jobs[id].reconcile(tm, as)
+	}
 	if confirmed {
 		// Its slots are new: jobs waiting for slots may take them.
 		s.scheduleWaiting()
 	}
 	return &weirv1.HeartbeatResponse{}, nil
+}
+
+// cancelStrays cancels attempts a TaskManager runs that no job here
+// knows, without waiting: the next heartbeat shows whether they stopped.
+func (s *Server) cancelStrays(tm *taskManager, strays []*weirv1.ExecutionAttemptID) {
+	for _, a := range strays {
+		s.strays.Inc()
+		s.log.Warn("cancelling a subtask attempt no job runs", "taskmanager_id", tm.id, "attempt", a.Key())
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RPCTimeout)
+			defer cancel()
+			if _, err := tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: a}); err != nil && status.Code(err) != codes.NotFound {
+				s.log.Info("cancelling a stray attempt failed; the next heartbeat retries", "attempt", a.Key(), "err", err)
+			}
+		}()
+	}
 }
 
 // watchHeartbeats declares TaskManagers lost when their heartbeats stop.

@@ -213,6 +213,14 @@ func (j *Job) find(a *weirv1.ExecutionAttemptID) *Exec {
 	return nil
 }
 
+// Holds reports whether a is the current attempt of its subtask, live and
+// placed on taskManager. A TaskManager that reports running an attempt
+// this is false for runs one nobody knows: it must be cancelled.
+func (j *Job) Holds(a *weirv1.ExecutionAttemptID, taskManager string) bool {
+	e := j.find(a)
+	return e != nil && !e.Terminal() && e.TaskManager == taskManager
+}
+
 // NextSlotRequest says how many new slots the oldest restart waiting for
 // slots needs, and whether one waits at all. Slots its subtasks share
 // with subtasks that still run are held already and need none.

@@ -146,7 +146,10 @@ func (m *member) heartbeat(ctx context.Context, e registration.Heartbeat) {
 		m.sm.HeartbeatDone(e.Seq, false, err)
 		return
 	}
-	req := &weirv1.HeartbeatRequest{TaskmanagerId: s.cfg.ID, RegistrationId: e.Registration, Loads: s.measureLoads(time.Now(), m.prev)}
+	req := &weirv1.HeartbeatRequest{
+		TaskmanagerId: s.cfg.ID, RegistrationId: e.Registration, Loads: s.measureLoads(time.Now(), m.prev),
+		Running: s.live(),
+	}
 	m.call(ctx, e.Timeout, func(ctx context.Context) func() {
 		resp, err := jm.Heartbeat(ctx, req)
 		return func() {

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/attempts"
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/rpc"
@@ -137,9 +138,14 @@ type Server struct {
 	acks ackSender
 
 	wg sync.WaitGroup
-	mu struct {
+	// ctx ends when the TaskManager shuts down; reports stop retrying.
+	ctx context.Context
+	mu  struct {
 		sync.Mutex
-		tasks map[string]*running
+		// attempts is what is deployed here: what a cancel finds, and
+		// what a deploy cancelled before it arrived is refused by.
+		attempts *attempts.Table
+		tasks    map[string]*running
 		// jobManagerID is the leader this TaskManager registered with; only
 		// its calls are obeyed, so a deposed leader cannot act here.
 		jobManagerID string
@@ -217,6 +223,7 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 	_, httpPort, _ := net.SplitHostPort(httpLis.Addr().String())
 	s.httpAddr = net.JoinHostPort(host, httpPort)
 	s.mu.tasks = map[string]*running{}
+	s.mu.attempts = attempts.New()
 	defer s.conns.close()
 	g, _ := rpc.NewServer(creds, grpc.ChainUnaryInterceptor(s.fromLeaderOnly))
 	weirv1.RegisterTaskExecutorServiceServer(g, s)
@@ -229,6 +236,7 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.ctx = ctx
 	switch {
 	case leaders != nil:
 	case cfg.Etcd.Client != nil:
@@ -306,6 +314,11 @@ func (s *Server) cancelAll() int {
 	for _, r := range s.mu.tasks {
 		tasks = append(tasks, r)
 	}
+	// Deploys still building their subtasks do not start them.
+	now := time.Now()
+	for _, a := range s.mu.attempts.Live() {
+		s.mu.attempts.Cancel(a, now)
+	}
 	s.mu.Unlock()
 	for _, r := range tasks {
 		r.cancel()
@@ -319,6 +332,19 @@ func (s *Server) cancelAll() int {
 // DeployTask starts a subtask, or a chain of subtasks run as one.
 func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*weirv1.DeployTaskResponse, error) {
 	descs := append([]*weirv1.TaskDeploymentDescriptor{req.GetTask()}, req.GetChained()...)
+	ids := make([]*weirv1.ExecutionAttemptID, len(descs))
+	for i, d := range descs {
+		ids[i] = d.GetAttempt()
+	}
+	s.mu.Lock()
+	err := s.mu.attempts.Deploy(ids, time.Now())
+	s.mu.Unlock()
+	switch {
+	case errors.Is(err, attempts.ErrCancelled):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.AlreadyExists, err.Error())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tasks := make([]*task.Task, 0, len(descs))
 	abandon := func() {
@@ -326,6 +352,9 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		for _, t := range tasks {
 			t.Abandon()
 		}
+		s.mu.Lock()
+		s.mu.attempts.Ended(ids)
+		s.mu.Unlock()
 	}
 	for _, d := range descs {
 		a := d.GetAttempt()
@@ -355,12 +384,19 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		runs[i] = &running{task: tasks[i], cancel: cancel, done: done, subtask: fmt.Sprintf("%s/%s/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex())}
 	}
 	s.mu.Lock()
-	for _, d := range descs {
-		if _, dup := s.mu.tasks[d.GetAttempt().Key()]; dup {
-			s.mu.Unlock()
-			abandon()
-			return nil, status.Errorf(codes.AlreadyExists, "taskmanager: subtask %s already deployed", d.GetAttempt().Key())
-		}
+	if !s.mu.attempts.Started(ids) {
+		// Cancelled while it was being built: it never runs.
+		s.mu.Unlock()
+		abandon()
+		s.log.Info("subtask cancelled during its deployment", "task", ids[0].Key(), "chained", len(ids)-1)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for _, a := range ids {
+				s.report(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+			}
+		}()
+		return &weirv1.DeployTaskResponse{}, nil
 	}
 	for i, d := range descs {
 		s.mu.tasks[d.GetAttempt().Key()] = runs[i]
@@ -376,6 +412,7 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		for _, d := range descs {
 			delete(s.mu.tasks, d.GetAttempt().Key())
 		}
+		s.mu.attempts.Ended(ids)
 		s.mu.Unlock()
 		for i, d := range descs {
 			s.dropLocalRecoveryLater(d.GetAttempt(), runs[i].subtask)
@@ -416,33 +453,71 @@ func (s *Server) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, 
 	s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: st, FailureCause: cause, TaskmanagerId: s.cfg.ID})
 }
 
+// send reports a subtask's state to the JobManager leader, again and
+// again until it is acknowledged: a lost RUNNING would keep checkpoints
+// from ever starting, a lost FINISHED would keep a bounded job from
+// ending. The JobManager applies a report once, so repeats are harmless.
+// It gives up when the leader refuses the report for good (it does not
+// know the attempt), when the leader changed (the new one cancels the
+// attempt anyway), or when the TaskManager shuts down.
 func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	jm, err := s.gateway()
-	if err == nil {
-		_, err = jm.UpdateTaskExecutionState(ctx, req)
-	}
-	if err != nil {
-		s.log.Warn("reporting subtask state failed", "task", req.GetAttempt().Key(), "state", req.GetState(), "err", err)
+	s.mu.Lock()
+	leader := s.mu.jobManagerID
+	s.mu.Unlock()
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		jm, err := s.gateway()
+		if err == nil {
+			_, err = jm.UpdateTaskExecutionState(ctx, req)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		switch status.Code(err) {
+		case codes.NotFound, codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
+			s.log.Warn("subtask state report refused", "task", req.GetAttempt().Key(), "state", req.GetState(), "err", err)
+			return
+		}
+		s.mu.Lock()
+		moved := s.mu.jobManagerID != leader
+		s.mu.Unlock()
+		if moved || s.ctx.Err() != nil {
+			s.log.Warn("reporting subtask state failed", "task", req.GetAttempt().Key(), "state", req.GetState(), "err", err)
+			return
+		}
+		s.log.Info("reporting subtask state failed; retrying", "task", req.GetAttempt().Key(), "state", req.GetState(), "attempt", attempt, "err", err)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
 	}
 }
 
-func (s *Server) lookup(a *weirv1.ExecutionAttemptID) (*running, error) {
+// live lists the attempts deployed here, for the heartbeat.
+func (s *Server) live() []*weirv1.ExecutionAttemptID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.mu.tasks[a.Key()]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "taskmanager: no subtask %s", a.Key())
-	}
-	return r, nil
+	return s.mu.attempts.Live()
 }
 
-// CancelTask cancels a subtask and waits until it stopped.
+// CancelTask cancels a subtask and waits until it stopped. An attempt
+// not deployed yet never will be (attempts.Table): NotFound says it does
+// not run. One being deployed is reported CANCELED once built.
 func (s *Server) CancelTask(ctx context.Context, req *weirv1.CancelTaskRequest) (*weirv1.CancelTaskResponse, error) {
-	r, err := s.lookup(req.GetAttempt())
-	if err != nil {
-		return nil, err
+	a := req.GetAttempt()
+	s.mu.Lock()
+	found := s.mu.attempts.Cancel(a, time.Now())
+	r := s.mu.tasks[a.Key()]
+	s.mu.Unlock()
+	switch {
+	case found == attempts.WhileDeploying:
+		return &weirv1.CancelTaskResponse{}, nil
+	case found == attempts.Unknown || r == nil:
+		return nil, status.Errorf(codes.NotFound, "taskmanager: no subtask %s", a.Key())
 	}
 	r.cancel()
 	select {
