@@ -80,9 +80,9 @@ type Deps struct {
 	// subtasks, before they are notified; called on the driver's
 	// goroutine, so it must not block.
 	Finishing func()
-	Metrics *Metrics
-	JobName string
-	Logger  *slog.Logger
+	Metrics   *Metrics
+	JobName   string
+	Logger    *slog.Logger
 	// Shared counts references to incremental checkpoints' shared files;
 	// a new one when nil.
 	Shared *SharedRegistry

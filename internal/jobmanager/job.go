@@ -128,9 +128,9 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		// Posted before the subtasks are notified, so it reaches the
 		// scheduler before any of them reports FINISHED.
 		Finishing: func() { j.post(func() { j.sm.Finishing() }) },
-		Metrics: s.ckptMet,
-		JobName: g.GetName(),
-		Logger:  s.log,
+		Metrics:   s.ckptMet,
+		JobName:   g.GetName(),
+		Logger:    s.log,
 	})
 	j.rebuildShared()
 	go j.coord.Run()
