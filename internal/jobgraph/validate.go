@@ -421,6 +421,7 @@ func validateKafka(ps *problems, g *weirv1.JobGraph) {
 		if c.Delivery != kafkacfg.ExactlyOnce {
 			continue
 		}
+		validateCommitInterval(ps, g.GetCheckpointing(), c.TransactionMaxAge)
 		ckTimeout := g.GetCheckpointing().GetTimeout().AsDuration()
 		delay := worstRestartDelay(g.GetRestartStrategy())
 		if need := ckTimeout + delay; c.TransactionTimeout < need {
@@ -430,6 +431,28 @@ func validateKafka(ps *problems, g *weirv1.JobGraph) {
 			ps.add(p+".transaction-max-age", "%s plus the restart strategy's longest delay (%s) and the restore allowance (%s) = %s exceeds transaction-timeout (%s): a transaction the sink carried that long could be aborted by the broker before the restored job commits it, and its records lost",
 				formatDuration(c.TransactionMaxAge), formatDuration(delay), formatDuration(RestoreAllowance), formatDuration(need), formatDuration(c.TransactionTimeout))
 		}
+	}
+}
+
+// validateCommitInterval refuses checkpointing under which an
+// exactly-once Kafka sink's transactions expire in a healthy job. A
+// transaction opens with the first record after a checkpoint and commits
+// when the next one completes, so it lives at least one interval; at or
+// beyond transaction-max-age the sink fails its subtask on every cycle,
+// and the restored job is in the same place. Checkpoints switched off
+// (interval 0, during a backlog too) would never commit at all.
+func validateCommitInterval(ps *problems, cp *weirv1.CheckpointConfig, maxAge time.Duration) {
+	check := func(path string, interval time.Duration) {
+		switch {
+		case interval <= 0:
+			ps.add(path, "is 0 (no periodic checkpoints), but an exactly-once kafka-sink commits its transactions only when a checkpoint completes: they would expire (transaction-max-age %s) and the job fail over again and again", formatDuration(maxAge))
+		case interval >= maxAge:
+			ps.add(path, "%s is not shorter than the exactly-once kafka-sink's transaction-max-age (%s): a transaction lives at least one interval before its checkpoint commits it, so every one would expire and the job fail over again and again", formatDuration(interval), formatDuration(maxAge))
+		}
+	}
+	check("checkpointing.interval", cp.GetInterval().AsDuration())
+	if b := cp.GetIntervalDuringBacklog(); b != nil {
+		check("checkpointing.interval-during-backlog", b.AsDuration())
 	}
 }
 

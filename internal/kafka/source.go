@@ -113,6 +113,10 @@ type Source struct {
 	// the partition is listed again and resumes there.
 	unlisted map[sourceTP]sourcePosition
 
+	// unlistedBy is when a bounded source gives up waiting for the
+	// unlisted partitions that still owe records (see ended).
+	unlistedBy time.Time
+
 	// found carries partitions the discovery goroutine found to Emit.
 	found chan []*sourcePart
 	stop  context.CancelFunc
@@ -269,10 +273,19 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	if cfg.Discovery > 0 {
+	switch {
+	case cfg.Discovery > 0:
 		s.found = make(chan []*sourcePart)
 		unlisted := maps.Clone(s.unlisted) // the goroutine's own: Emit deletes from s.unlisted
-		s.wg.Go(func() { s.discoverLoop(bg, known, unlisted) })
+		s.wg.Go(func() { s.discoverLoop(bg, cfg.Discovery, known, unlisted) })
+	case cfg.Bounded && len(s.owedUnlisted()) > 0:
+		// A bounded source discovers nothing, but the restored partitions
+		// left out of the metadata still owe records below their stops:
+		// they are listed again until they come back (or the wait ends).
+		s.unlistedBy = time.Now().Add(unlistedWait)
+		s.found = make(chan []*sourcePart)
+		unlisted := maps.Clone(s.unlisted)
+		s.wg.Go(func() { s.discoverLoop(bg, relistInterval, known, unlisted) })
 	}
 	if cfg.Group != "" {
 		s.pending = map[int64]kadm.Offsets{}
@@ -304,6 +317,47 @@ func (s *Source) keepUnlisted(restored map[sourceTP]sourcePosition, listed map[s
 		s.unlisted[tp] = pos
 		s.log.Warn("kafka-source: a restored partition is not listed (topic deleted, or metadata behind): keeping its position for when it is listed again", "partition", tp.String(), "position", pos.next)
 	}
+}
+
+// How often, and how long, a bounded source lists the brokers' partitions
+// again for restored partitions the metadata left out at open.
+const relistInterval = time.Second
+
+// unlistedWait is a variable for the tests of its end.
+var unlistedWait = time.Minute
+
+// owedUnlisted lists, sorted, the unlisted partitions of a bounded source
+// whose restored position is below its stop (or has none): records it
+// must still read.
+func (s *Source) owedUnlisted() []sourceTP {
+	var owed []sourceTP
+	for tp, pos := range s.unlisted {
+		if pos.stop < 0 || pos.next < pos.stop {
+			owed = append(owed, tp)
+		}
+	}
+	slices.SortFunc(owed, sourceCompareTP)
+	return owed
+}
+
+// ended reports whether a bounded source read all its input: every
+// partition it reads reached its stop, and no restored partition the
+// metadata left out still owes records. Finishing without those would lose
+// them, and waiting for ever would hang the job: one still unlisted after
+// unlistedWait fails the subtask instead, naming it.
+func (s *Source) ended() (bool, error) {
+	if s.active > 0 {
+		return false, nil
+	}
+	owed := s.owedUnlisted()
+	if len(owed) == 0 {
+		return true, nil
+	}
+	if time.Now().After(s.unlistedBy) {
+		pos := s.unlisted[owed[0]]
+		return false, fmt.Errorf("kafka-source: bounded: %d restored partitions are not listed by the brokers but still owe records (first: %s from offset %d to %d); not finishing without them", len(owed), owed[0].String(), pos.next, pos.stop)
+	}
+	return false, nil
 }
 
 // configured is whether topic is one the source reads, if it exists.
@@ -572,6 +626,10 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 				}
 				s.add(p)
 				p.out = sourceSplit(out, so, p)
+				if s.cfg.Bounded && p.next >= p.stop {
+					p.done = true // it owed nothing: kept only for its position
+					continue
+				}
 				added = append(added, p)
 			}
 			s.active += len(added)
@@ -583,7 +641,9 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 	}
 	if s.active == 0 {
 		if s.cfg.Bounded {
-			return sdk.SourceStatus{EndOfInput: true}, nil
+			if done, err := s.ended(); err != nil || done {
+				return sdk.SourceStatus{EndOfInput: done}, err
+			}
 		}
 		return sdk.SourceStatus{Backoff: sourceMaxBackoff}, nil
 	}
@@ -635,7 +695,9 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 		s.consumer.RemoveConsumePartitions(finished)
 	}
 	if s.active == 0 && s.cfg.Bounded {
-		return sdk.SourceStatus{EndOfInput: true}, nil
+		if done, err := s.ended(); err != nil || done {
+			return sdk.SourceStatus{EndOfInput: done}, err
+		}
 	}
 	backlog := s.backlog()
 	if moved {
@@ -800,8 +862,8 @@ func (s *Source) commitLoop(ctx context.Context) {
 // and hands the ones this subtask owns, positioned at their earliest
 // offset (or at their restored one, for the unlisted at open), to Emit.
 // known are the partitions this subtask already reads.
-func (s *Source) discoverLoop(ctx context.Context, known map[sourceTP]bool, unlisted map[sourceTP]sourcePosition) {
-	t := time.NewTicker(s.cfg.Discovery)
+func (s *Source) discoverLoop(ctx context.Context, every time.Duration, known map[sourceTP]bool, unlisted map[sourceTP]sourcePosition) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -837,23 +899,33 @@ func (s *Source) discover(ctx context.Context, known map[sourceTP]bool, unlisted
 	if err != nil {
 		return nil, err
 	}
-	var found, fresh []*sourcePart
+	var found, fresh, unstopped []*sourcePart
 	for _, tp := range all {
 		if known[tp] || sourceOwner(tp, s.parallelism) != s.subtask {
 			continue
 		}
 		p := &sourcePart{sourceTP: tp, stop: -1}
-		if pos, ok := unlisted[tp]; ok {
+		pos, restored := unlisted[tp]
+		switch {
+		case restored:
 			p.next = pos.next
 			if s.cfg.Bounded {
 				p.stop = pos.stop
 			}
-		} else {
+		case s.cfg.Bounded:
+			continue // created after the first start: not read
+		default:
 			fresh = append(fresh, p)
+		}
+		if s.cfg.Bounded && p.stop < 0 {
+			unstopped = append(unstopped, p)
 		}
 		found = append(found, p)
 	}
 	if err := s.resolveStart(ctx, fresh, kafkacfg.StartEarliest); err != nil {
+		return nil, err
+	}
+	if err := s.resolveStop(ctx, unstopped); err != nil {
 		return nil, err
 	}
 	return found, nil

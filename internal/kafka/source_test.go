@@ -1172,3 +1172,72 @@ func TestSourceBoundedRestoreFixedPartitions(t *testing.T) {
 		t.Fatalf("declared %v after everything was read", r.out.declared)
 	}
 }
+
+// TestBoundedSourceWaitsForUnlistedPartition: a bounded source restored
+// while the brokers' metadata leaves out a partition it has a position for
+// keeps that position (keepUnlisted) and, although a bounded source
+// discovers nothing, lists the partitions again until that one is back:
+// it must not report its end of input with records below the partition's
+// stop unread.
+func TestBoundedSourceWaitsForUnlistedPartition(t *testing.T) {
+	addr, c := newBroker(t, kfake.SeedTopics(2, "pat-a"), kfake.SeedTopics(3, "pat-b"))
+	cfg := srcConfig(addr, "topic-pattern", "^pat-", "bounded", "latest")
+	root := t.TempDir()
+	want := append(srcProduce(t, addr, "pat-a", 2, 0, 10), srcProduce(t, addr, "pat-b", 3, 0, 10)...)
+
+	// The first run resolves every partition's stop (10) and checkpoints
+	// before reading anything.
+	a := srcOpen(t, cfg, 0, 1, 0, nil)
+	chk1 := a.checkpoint(t, root, 1)
+	_ = a.src.Close()
+
+	// The restored run opens while the metadata leaves pat-b out.
+	hide := c.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Metadata}, Topic: "pat-b", Err: kerr.UnknownTopicOrPartition, Count: -1,
+		When: func(r kmsg.Request) bool { return r.(*kmsg.MetadataRequest).Topics == nil },
+	})
+	r := srcOpen(t, cfg, 0, 1, 1, []*weirv1.SubtaskState{chk1})
+	hide.Remove()
+	if len(r.src.unlisted) != 3 {
+		t.Fatalf("unlisted at open: %v, want pat-b's 3 partitions (the fault did not hide pat-b)", r.src.unlisted)
+	}
+	r.drain(t) // until EndOfInput
+	srcSameOnce(t, r.got, want)
+}
+
+// TestBoundedSourceFailsOnPartitionNeverListed: a restored partition that
+// stays unlisted fails the subtask after the wait, naming it, rather than
+// finishing without its records or waiting for ever.
+func TestBoundedSourceFailsOnPartitionNeverListed(t *testing.T) {
+	defer func(w time.Duration) { unlistedWait = w }(unlistedWait)
+	unlistedWait = 300 * time.Millisecond
+	addr, c := newBroker(t, kfake.SeedTopics(1, "pat-a"), kfake.SeedTopics(1, "pat-b"))
+	cfg := srcConfig(addr, "topic-pattern", "^pat-", "bounded", "latest")
+	srcProduce(t, addr, "pat-b", 1, 0, 5)
+	a := srcOpen(t, cfg, 0, 1, 0, nil)
+	chk1 := a.checkpoint(t, t.TempDir(), 1)
+	_ = a.src.Close()
+
+	c.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Metadata}, Topic: "pat-b", Err: kerr.UnknownTopicOrPartition, Count: -1,
+		When: func(r kmsg.Request) bool { return r.(*kmsg.MetadataRequest).Topics == nil },
+	})
+	r := srcOpen(t, cfg, 0, 1, 1, []*weirv1.SubtaskState{chk1})
+	deadline := time.Now().Add(srcWait)
+	for {
+		st, err := r.src.Emit(r.out)
+		if err != nil {
+			if !strings.Contains(err.Error(), "pat-b-0 from offset 0 to 5") {
+				t.Fatalf("Emit: %v, want the unlisted partition named", err)
+			}
+			return
+		}
+		if st.EndOfInput {
+			t.Fatal("end of input with pat-b's records unread")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failure after %s", srcWait)
+		}
+		time.Sleep(st.Backoff)
+	}
+}

@@ -214,6 +214,13 @@ func (m *Machine) Begin(now time.Time) (Slot, error) {
 	if m.open != nil {
 		return Slot{m.subtask, m.open.slot}, nil
 	}
+	if len(m.pending) >= MaxSlots-1 {
+		// The next snapshot would name every slot, and a restore of it
+		// reserves all it names until a later checkpoint completes: the
+		// restored subtask could open no transaction, so none could ever
+		// complete. Failing over now restores an earlier checkpoint.
+		return Slot{}, fmt.Errorf("%d transactions of checkpoints that did not complete are still carried; one more would leave a restore of the next checkpoint no transactional id to write with", len(m.pending))
+	}
 	for i := range MaxSlots {
 		s := Slot{m.subtask, i}
 		if m.isReserved(s) || m.isPending(s) {
