@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirproject/weir/internal/putback"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -138,6 +139,9 @@ func (t *Table) Cancel(a *weirv1.ExecutionAttemptID, now time.Time) Cancel {
 	t.expire(now)
 	key := a.Key()
 	e := t.live[key]
+	if putback.Active(putback.CancelOvertakesDeploy) && (e == nil || e.state == Deploying) {
+		return Unknown // the attempt is not known yet, and nothing remembers the cancel
+	}
 	switch {
 	case e == nil:
 		if _, ok := t.dead[key]; !ok {

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weirproject/weir/internal/putback"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -875,7 +876,7 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 		}
 		final := p.req.kind == SyncSavepoint || p.endOfInput == len(p.acked)
 		c.emit(NotifyComplete{ID: id, LastSubsumed: subsumed, Final: final, Tasks: tasks})
-		if final && c.running && len(c.unfinished()) > 0 {
+		if final && c.running && len(c.unfinished()) > 0 && !putback.Active(putback.FinalNotifyOnce) {
 			c.final = &finalNotice{id: id, subsumed: subsumed, next: now.Add(renotifyFirst), pause: renotifyFirst}
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/putback"
 	"github.com/weirproject/weir/internal/restart"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -355,7 +356,7 @@ func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 		j.maybeStartCheckpoints()
 	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED:
 		j.emit(TaskFinished{Attempt: e.Attempt})
-		if len(j.pending) > 0 || !j.checkpoints && !j.finishing {
+		if (len(j.pending) > 0 || !j.checkpoints && !j.finishing) && !putback.Active(putback.FinishingRacesRegionRestart) {
 			// It finished on a checkpoint taken before regions restarted:
 			// see Finishing.
 			j.escalate(fmt.Sprintf("subtask %s finished while regions restarted", e.Name()))
@@ -476,7 +477,8 @@ func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool)
 	// fails after some did cannot take another final checkpoint with them
 	// gone, so everything restarts from the final one (its sinks committed
 	// it already: committing again is a no-op).
-	full := global || len(regions) == j.regions || j.anyFinished() || j.finishing
+	full := global || len(regions) == j.regions || j.anyFinished() ||
+		j.finishing && !putback.Active(putback.FinishingRacesRegionRestart)
 	r := &pendingRestart{id: j.nextRestart, regions: regions, full: full, delay: delay}
 	j.nextRestart++
 	if full {
@@ -509,6 +511,9 @@ func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool)
 // follows a finish (its sinks committed it already: committing again is a
 // no-op).
 func (j *Job) Finishing() {
+	if putback.Active(putback.FinishingRacesRegionRestart) {
+		return
+	}
 	if j.checkpoints {
 		j.finishing = true
 		return

@@ -1,0 +1,24 @@
+// Package putback lets a test put a fixed bug back into the production
+// code, to show that the test that guards against it finds it: the
+// simulator must fail on a scheduler that hangs a bounded job, the chaos
+// checkers on a sink that duplicates. A bug is a name that the code it
+// lives in checks with Active. Only a build with the failpoints tag can
+// activate one; in any other build Active is a constant false the
+// compiler removes.
+package putback
+
+// The bugs that can be put back, by the package that fixed them.
+const (
+	// FinishingRacesRegionRestart (scheduler): a checkpoint that ends the
+	// subtasks while a region restarts does not restart the whole job.
+	FinishingRacesRegionRestart = "finishing-races-region-restart"
+	// FinalNotifyOnce (coordinator): the final notification is sent once,
+	// never repeated to the subtasks that did not finish.
+	FinalNotifyOnce = "final-notify-once"
+	// CancelOvertakesDeploy (attempts): a cancel of an attempt not yet
+	// deployed, or being deployed, is forgotten.
+	CancelOvertakesDeploy = "cancel-overtakes-deploy"
+)
+
+// All lists the bugs that can be put back.
+var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy}

@@ -1,0 +1,495 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/restart"
+	"github.com/weirproject/weir/internal/scheduler"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// errNotFound is the answer for an attempt a node does not have, as gRPC's
+// NotFound; errRefused a definite refusal (FailedPrecondition).
+var (
+	errNotFound = errors.New("not found")
+	errRefused  = errors.New("refused")
+	errTimeout  = errors.New("deadline exceeded")
+)
+
+// registered is a TaskManager the JobManager admitted.
+type registered struct {
+	id, registration string
+	slots            int
+	lastHeartbeat    time.Time
+	confirmed        bool
+}
+
+// completed is a checkpoint in the completed store.
+type completed struct {
+	id    int64
+	final bool
+}
+
+// jobManager is the simulated JobManager: one job's scheduler and
+// checkpoint coordinator, the TaskManagers registered, the slot pool and
+// the checkpoint store, driven as internal/jobmanager and the
+// coordinator's Driver drive them.
+type jobManager struct {
+	w     *world
+	sched *scheduler.Job
+	coord *coordinator.Coordinator
+	tms   map[string]*registered
+	regs  int
+
+	counter int64
+	store   []completed
+	// writing is the number of Finalize writes in flight; a restore waits
+	// for them, as the Driver's AwaitFinalizations.
+	writing  int
+	restores []scheduler.PrepareRestore
+	// restoreFrom is where each restart deploys from.
+	restoreFrom map[int64]*completed
+	// finalReqs are the final checkpoint's trigger requests, by request,
+	// with the generation they were made in.
+	finalReqs map[int64]int64
+	// coordWake is the event armed for the coordinator's next deadline.
+	coordWake time.Time
+	// takenAsStopped are attempts the JobManager took as cancelled on a
+	// TaskManager's word (NotFound): none of them may run afterwards.
+	takenAsStopped map[string]string
+	// ended is the job's terminal state, once it has one.
+	ended weirv1.JobState
+	// lastCompletion is when a checkpoint last completed.
+	lastCompletion time.Time
+	completions    int
+}
+
+func newJobManager(w *world, g *weirv1.JobGraph) *jobManager {
+	sched, err := scheduler.New(scheduler.Config{
+		JobID: "job", Session: "s", Graph: g,
+		Strategy: restart.New(g.GetRestartStrategy(), restart.Budget{}, w.now()),
+	}, w.clock)
+	if err != nil {
+		panic(err)
+	}
+	cp := g.GetCheckpointing()
+	coord := coordinator.New(coordinator.Config{
+		JobID: "job", Interval: cp.GetInterval().AsDuration(), Timeout: cp.GetTimeout().AsDuration(),
+		MaxConcurrent: int(cp.GetMaxConcurrent()), Tolerable: int(cp.GetTolerableFailedCheckpoints()),
+		MaxParallelism: int(g.GetMaxParallelism()), Options: &weirv1.CheckpointOptions{ExactlyOnce: true},
+	}, w.clock, rand.New(rand.NewPCG(w.rng.Uint64(), 0)))
+	return &jobManager{
+		w: w, sched: sched, coord: coord, tms: map[string]*registered{},
+		restoreFrom: map[int64]*completed{}, finalReqs: map[int64]int64{}, takenAsStopped: map[string]string{},
+	}
+}
+
+// drain carries out what the state machines decided, until nothing is
+// left: scheduler effects first, then the coordinator's (an effect of one
+// may feed the other).
+func (jm *jobManager) drain() {
+	for {
+		se, ce := jm.sched.Ready(), jm.coord.Ready()
+		if len(se) == 0 && len(ce) == 0 {
+			break
+		}
+		for _, e := range se {
+			jm.schedEffect(e)
+		}
+		for _, e := range ce {
+			jm.coordEffect(e)
+		}
+	}
+	jm.armCoordinator()
+}
+
+func (jm *jobManager) armCoordinator() {
+	next := jm.coord.NextDeadline()
+	if next.IsZero() || next.Equal(jm.coordWake) {
+		return
+	}
+	jm.coordWake = next
+	jm.w.at(next, "coordinator tick", func() {
+		if jm.coordWake.Equal(next) {
+			jm.coordWake = time.Time{}
+			jm.coord.Tick()
+			jm.drain()
+		}
+	})
+}
+
+func (jm *jobManager) schedEffect(e scheduler.Effect) {
+	w := jm.w
+	switch e := e.(type) {
+	case scheduler.StateChanged:
+		w.logf("jm: job %s → %s", e.From.FlinkName(), e.To.FlinkName())
+		if scheduler.Terminal(e.To) {
+			jm.ended = e.To
+		}
+	case scheduler.Deploy:
+		from := jm.restoreFrom[e.Restart]
+		for _, x := range e.Execs {
+			jm.deploy(x, from)
+		}
+	case scheduler.CancelTasks:
+		for _, x := range e.Execs {
+			jm.cancel(x, 100*time.Millisecond)
+		}
+	case scheduler.StartCheckpoints:
+		tasks := make([]coordinator.Task, 0, len(e.Tasks))
+		for _, t := range e.Tasks {
+			tasks = append(tasks, coordinator.Task{Attempt: t.Attempt, Source: t.Source})
+		}
+		w.logf("jm: checkpoint coordinator started")
+		jm.coord.Start(tasks)
+	case scheduler.StopCheckpoints:
+		jm.coord.Stop(e.Reason)
+	case scheduler.TaskFinished:
+		jm.coord.TaskFinished(e.Attempt)
+	case scheduler.RestartStarted:
+		w.logf("jm: restart %d regions=%v full=%t: %s", e.Restart, e.Regions, e.Full, e.Cause)
+	case scheduler.PersistStatus:
+	case scheduler.ArmTimer:
+		id := e.Restart
+		w.at(e.At, "restart timer", func() {
+			jm.sched.RestartDue(id)
+			jm.drain()
+		})
+	case scheduler.PrepareRestore:
+		jm.restores = append(jm.restores, e)
+		jm.prepareRestores()
+	case scheduler.AwaitSlots:
+		jm.trySchedule()
+	case scheduler.FinalCheckpoint:
+		w.logf("jm: final checkpoint (generation %d)", e.Generation)
+		jm.finalCheckpoint(e.Generation)
+	case scheduler.Terminated:
+		w.logf("jm: job terminated %s", e.State.FlinkName())
+		jm.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)
+	default:
+		panic(fmt.Sprintf("sim: unknown scheduler effect %T", e))
+	}
+}
+
+// prepareRestores answers the restarts waiting for their restore point
+// once no checkpoint is being written, as prepareRestore does.
+func (jm *jobManager) prepareRestores() {
+	if jm.writing > 0 {
+		return // Finalized calls again
+	}
+	for _, e := range jm.restores {
+		var from *completed
+		if n := len(jm.store); n > 0 {
+			from = &jm.store[n-1]
+			jm.coord.Restored(from.id, fmt.Sprintf("chk-%d", from.id), false)
+		}
+		jm.restoreFrom[e.Restart] = from
+		jm.w.logf("jm: restart %d restores from %v", e.Restart, from)
+		jm.sched.RestoreReady(e.Restart, nil)
+	}
+	jm.restores = nil
+}
+
+// trySchedule offers free slots to the restart waiting for them, as the
+// JobManager's trySchedule and freeSlots do.
+func (jm *jobManager) trySchedule() {
+	n, waiting := jm.sched.NextSlotRequest()
+	if !waiting {
+		return
+	}
+	slots := jm.freeSlots()
+	if len(slots) < n {
+		jm.w.logf("jm: waiting for slots: need %d, free %d", n, len(slots))
+		return
+	}
+	if err := jm.sched.SlotsOffered(slots[:n]); err != nil {
+		jm.sched.Fail(fmt.Sprintf("scheduling failed: %v", err))
+	}
+}
+
+func (jm *jobManager) freeSlots() []string {
+	held := jm.sched.View().SlotsHeld()
+	var ids []string
+	for id, tm := range jm.tms {
+		if tm.confirmed {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var slots []string
+	for more := true; more; {
+		more = false
+		for _, id := range ids {
+			if held[id] < jm.tms[id].slots {
+				held[id]++
+				slots = append(slots, id)
+				more = true
+			}
+		}
+	}
+	return slots
+}
+
+// deploy sends one subtask to its TaskManager; a deployment that fails
+// fails the attempt.
+func (jm *jobManager) deploy(x scheduler.Exec, from *completed) {
+	w, a, tm := jm.w, x.Attempt, x.TaskManager
+	w.logf("jm: deploy %s on %s", a.Key(), tm)
+	req := deployment{attempt: a, vertex: x.Vertex.GetName(), final: from != nil && from.final}
+	fail := func(cause string) {
+		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
+		jm.drain()
+	}
+	w.call("jm", tm, "deploy "+a.Key(), rpcTimeout, func() func() {
+		err := w.tm(tm).deploy(req)
+		return func() {
+			if err != nil {
+				fail(fmt.Sprintf("deploy on %s: %v", tm, err))
+			}
+		}
+	}, func() { fail(fmt.Sprintf("deploy on %s: %v", tm, errTimeout)) })
+}
+
+// cancel asks the TaskManager to cancel x until it answers, as
+// cancelTask does: NotFound or an unreachable TaskManager is taken as
+// cancelled, a timeout is tried again while the attempt lives.
+func (jm *jobManager) cancel(x scheduler.Exec, pause time.Duration) {
+	w, a, tm := jm.w, x.Attempt, x.TaskManager
+	if jm.tms[tm] == nil {
+		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+		return
+	}
+	w.call("jm", tm, "cancel "+a.Key(), rpcTimeout, func() func() {
+		err := w.tm(tm).cancelTask(a)
+		return func() {
+			if errors.Is(err, errNotFound) {
+				jm.takenAsStopped[a.Key()] = tm
+				jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+				jm.drain()
+			}
+		}
+	}, func() {
+		if !jm.sched.Holds(a, tm) {
+			return
+		}
+		w.after(pause, "cancel retry", func() { jm.cancel(x, min(2*pause, 5*time.Second)) })
+	})
+}
+
+func (jm *jobManager) coordEffect(e coordinator.Effect) {
+	w := jm.w
+	switch e := e.(type) {
+	case coordinator.AllocateID:
+		req := e.Request
+		w.after(w.between(time.Millisecond, 5*time.Millisecond), "counter", func() {
+			jm.counter++
+			jm.coord.IDAllocated(req, jm.counter, nil)
+			jm.drain()
+		})
+	case coordinator.InitLocation:
+		id := e.ID
+		w.after(time.Millisecond, "location", func() {
+			jm.coord.LocationReady(id, fmt.Sprintf("chk-%d", id), nil)
+			jm.drain()
+		})
+	case coordinator.SendTrigger:
+		w.logf("jm: trigger checkpoint %d", e.ID)
+		id := e.ID
+		for _, a := range e.Tasks {
+			jm.toTask(a, fmt.Sprintf("trigger %d %s", id, a.Key()), func(t *taskManager) error { return t.trigger(a, id) },
+				func(err error) {
+					jm.coord.TriggerFailed(id, err)
+					jm.drain()
+				})
+		}
+	case coordinator.Finalize:
+		jm.writing++
+		id := e.ID
+		w.after(w.between(time.Millisecond, 20*time.Millisecond), "finalize", func() {
+			jm.writing--
+			var err error
+			if w.chance(0.02) {
+				w.fault("storage", "finalizing checkpoint %d fails", id)
+				err = errors.New("storage unavailable")
+			} else {
+				jm.store = append(jm.store, completed{id: id})
+				if len(jm.store) > 3 {
+					jm.store = jm.store[1:]
+				}
+			}
+			jm.coord.Finalized(id, fmt.Sprintf("chk-%d/_metadata", id), 0, err)
+			jm.drain()
+			jm.prepareRestores()
+			jm.drain()
+		})
+	case coordinator.NotifyComplete:
+		if !e.Repeat {
+			w.logf("jm: checkpoint %d complete final=%t", e.ID, e.Final)
+			jm.lastCompletion, jm.completions = w.now(), jm.completions+1
+			if n := len(jm.store); n > 0 && jm.store[n-1].id == e.ID {
+				jm.store[n-1].final = e.Final
+			}
+			if e.Final {
+				jm.sched.Finishing()
+			}
+		} else {
+			w.logf("jm: checkpoint %d final notification repeated to %d subtasks", e.ID, len(e.Tasks))
+		}
+		id, final := e.ID, e.Final
+		for _, a := range e.Tasks {
+			jm.toTask(a, fmt.Sprintf("notify %d %s", id, a.Key()), func(t *taskManager) error { return t.notifyComplete(a, id, final) }, nil)
+		}
+	case coordinator.NotifyAborted, coordinator.DiscardState:
+	case coordinator.RequestDone:
+		if gen, ok := jm.finalReqs[e.Request]; ok {
+			delete(jm.finalReqs, e.Request)
+			if e.Err != nil {
+				w.logf("jm: final checkpoint failed; retrying: %v", e.Err)
+				w.after(100*time.Millisecond, "final checkpoint retry", func() { jm.finalCheckpoint(gen) })
+			}
+		}
+	case coordinator.FailJob:
+		jm.sched.Fail(e.Cause.Error())
+	default:
+		panic(fmt.Sprintf("sim: unknown coordinator effect %T", e))
+	}
+}
+
+// finalCheckpoint triggers checkpoints until one completes, while the
+// generation it was asked for in is current, as finalCheckpoint does.
+func (jm *jobManager) finalCheckpoint(generation int64) {
+	if jm.sched.State() != weirv1.JobState_JOB_STATE_RUNNING || jm.sched.Generation() != generation {
+		return
+	}
+	req := jm.coord.Trigger(coordinator.Manual, false, "")
+	jm.finalReqs[req] = generation
+	jm.drain()
+}
+
+// toTask sends a request for attempt a to the TaskManager the job placed
+// it on; failed is told of a failure (nil: only logged).
+func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle func(*taskManager) error, failed func(error)) {
+	w := jm.w
+	tm := ""
+	for _, x := range jm.sched.View().Execs {
+		if scheduler.SameAttempt(x.Attempt, a) {
+			tm = x.TaskManager
+		}
+	}
+	if tm == "" || jm.tms[tm] == nil {
+		if failed != nil {
+			failed(fmt.Errorf("unknown subtask attempt %s", a.Key()))
+		}
+		return
+	}
+	w.call("jm", tm, name, rpcTimeout, func() func() {
+		err := handle(w.tm(tm))
+		return func() {
+			if err != nil && failed != nil {
+				failed(err)
+			}
+		}
+	}, func() {
+		if failed != nil {
+			failed(errTimeout)
+		}
+	})
+}
+
+// register admits a TaskManager (again): whatever it ran before is gone.
+func (jm *jobManager) register(id string, slots int) (string, error) {
+	jm.regs++
+	reg := fmt.Sprintf("r%d", jm.regs)
+	old := jm.tms[id]
+	jm.tms[id] = &registered{id: id, registration: reg, slots: slots, lastHeartbeat: jm.w.now()}
+	jm.w.logf("jm: %s registered (%s)", id, reg)
+	if old != nil {
+		jm.sched.TaskManagerLost(id, "taskmanager registered again")
+		jm.drain()
+	}
+	return reg, nil
+}
+
+// heartbeat renews a registration and reconciles the attempts the
+// TaskManager runs with the job's: it answers whether to register again.
+func (jm *jobManager) heartbeat(id, reg string, running []*weirv1.ExecutionAttemptID) bool {
+	tm := jm.tms[id]
+	if tm == nil || tm.registration != reg {
+		return true
+	}
+	tm.lastHeartbeat = jm.w.now()
+	confirmed := !tm.confirmed
+	tm.confirmed = true
+	for _, a := range running {
+		if !jm.sched.Holds(a, id) {
+			jm.w.logf("jm: %s runs %s, which no job has: cancelling it", id, a.Key())
+			jm.w.call("jm", id, "cancel stray "+a.Key(), rpcTimeout, func() func() {
+				jm.w.tm(id).cancelTask(a) //nolint:errcheck // the next heartbeat shows whether it stopped
+				return func() {}
+			}, func() {})
+		}
+	}
+	if confirmed {
+		jm.trySchedule()
+		jm.drain()
+	}
+	return false
+}
+
+// checkHeartbeats declares TaskManagers lost whose heartbeats stopped.
+func (jm *jobManager) checkHeartbeats() {
+	var lost []string
+	for id, tm := range jm.tms {
+		if jm.w.now().Sub(tm.lastHeartbeat) > heartbeatTimeout {
+			lost = append(lost, id)
+		}
+	}
+	slices.Sort(lost)
+	for _, id := range lost {
+		delete(jm.tms, id)
+		jm.w.logf("jm: %s lost: no heartbeat for %s", id, heartbeatTimeout)
+		jm.sched.TaskManagerLost(id, fmt.Sprintf("taskmanager %s lost", id))
+		jm.drain()
+	}
+	jm.w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)
+}
+
+// report is a TaskManager's state report for a subtask.
+func (jm *jobManager) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) error {
+	defer jm.drain()
+	if endOfInput {
+		if !jm.sched.EndOfInput(a) {
+			return errNotFound
+		}
+		return nil
+	}
+	if !jm.sched.TaskStateChanged(a, st, cause) {
+		return errNotFound
+	}
+	return nil
+}
+
+// acknowledge hands an ack to the coordinator.
+func (jm *jobManager) acknowledge(tm string, ack *weirv1.AcknowledgeCheckpointRequest) {
+	if jm.coord.Acknowledge(ack) == coordinator.AckSuccess && !jm.current(ack.GetAttempt(), tm) {
+		jm.w.fail("checkpoint %d took the ack of %s, which is not a current attempt on %s", ack.GetCheckpointId(), ack.GetAttempt().Key(), tm)
+	}
+	jm.drain()
+}
+
+// current reports whether a is its subtask's current attempt, on tm, and
+// neither failed nor cancelled (a finished one acks what it took before
+// it finished).
+func (jm *jobManager) current(a *weirv1.ExecutionAttemptID, tm string) bool {
+	for _, x := range jm.sched.View().Execs {
+		if scheduler.SameAttempt(x.Attempt, a) {
+			return x.TaskManager == tm && (!x.Terminal() || x.State == weirv1.ExecutionState_EXECUTION_STATE_FINISHED)
+		}
+	}
+	return false
+}

@@ -1,0 +1,262 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// Result is the outcome of one run.
+type Result struct {
+	Seed uint64
+	// Job describes the job the seed drew.
+	Job string
+	// Steps is the number of events run; Elapsed the simulated time.
+	Steps   int
+	Elapsed time.Duration
+	// Faults counts the faults injected by kind.
+	Faults map[string]int
+	// Checkpoints completed, and the job's end (zero while it runs).
+	Checkpoints int
+	End         weirv1.JobState
+	// Hash identifies the run's whole trace: a replay has the same.
+	Hash uint64
+	// Err is the first invariant violated; nil when none was.
+	Err error
+	// Trace is the end of the trace (all of it with Config.Trace).
+	Trace string
+}
+
+// simulation is one run's cluster.
+type simulation struct {
+	jm       *jobManager
+	tms      map[string]*taskManager
+	vertices map[string]*vertex
+	bounded  bool
+	// strays are attempts running on a registered TaskManager that the job
+	// does not have as current, with when they were first seen.
+	strays map[string]time.Time
+}
+
+// strayBound is how long an attempt may run that no job has (a deploy
+// whose answer was lost, say) before reconciliation must have cancelled
+// it: a heartbeat to report it, a cancel to stop it, with room for a slow
+// message each way.
+const strayBound = 2*heartbeatInterval + 2*rpcTimeout + 5*time.Second
+
+// Run runs one simulation.
+func Run(cfg Config) Result {
+	cfg = cfg.withDefaults()
+	w := newWorld(cfg)
+	g, vs, bounded := w.jobShape()
+	sim := &simulation{tms: map[string]*taskManager{}, vertices: vs, bounded: bounded, strays: map[string]time.Time{}}
+	w.sim = sim
+	sim.jm = newJobManager(w, g)
+	desc := describe(g, bounded)
+	w.logf("job: %s", desc)
+
+	for i := range cfg.TaskManagers {
+		id := fmt.Sprintf("tm%d", i+1)
+		tm := &taskManager{w: w, id: id, slots: cfg.Slots}
+		sim.tms[id] = tm
+		tm.start()
+	}
+	w.after(heartbeatInterval, "heartbeat check", sim.jm.checkHeartbeats)
+	w.after(100*time.Millisecond, "nemesis", w.nemesis)
+	w.at(epoch.Add(cfg.FaultTime), "faults stop", w.stopFaults)
+	deadline := epoch.Add(cfg.FaultTime + cfg.Liveness)
+	w.run(deadline, func() { w.check(deadline) })
+	if w.failure == nil && !w.done() {
+		if bounded {
+			w.fail("liveness: the bounded job did not end within %s after the faults stopped: %s", cfg.Liveness, sim.jm.sched.State().FlinkName())
+		} else {
+			w.fail("liveness: no checkpoint completed within %s after the faults stopped (job %s)", cfg.Liveness, sim.jm.sched.State().FlinkName())
+		}
+	}
+	return Result{
+		Seed: cfg.Seed, Job: desc, Steps: w.steps, Elapsed: w.now().Sub(epoch), Faults: w.faults,
+		Checkpoints: sim.jm.completions, End: sim.jm.ended, Hash: w.hash, Err: w.failure, Trace: w.tail(traceLines(cfg)),
+	}
+}
+
+func traceLines(cfg Config) int {
+	if cfg.Trace {
+		return 1 << 30
+	}
+	return 120
+}
+
+func describe(g *weirv1.JobGraph, bounded bool) string {
+	s := "unbounded"
+	if bounded {
+		s = "bounded"
+	}
+	for _, v := range g.GetVertices() {
+		s += fmt.Sprintf(" %s×%d", v.GetName(), v.GetParallelism())
+		if len(v.GetInputs()) > 0 && v.GetInputs()[0].GetPartitioner() == weirv1.Partitioner_PARTITIONER_FORWARD {
+			s += "(fwd)"
+		}
+	}
+	return s
+}
+
+func (s *simulation) sortedTMs() []*taskManager {
+	out := make([]*taskManager, 0, len(s.tms))
+	for _, id := range slices.Sorted(maps.Keys(s.tms)) {
+		out = append(out, s.tms[id])
+	}
+	return out
+}
+
+// done reports whether the run reached what liveness asks, after the
+// faults stopped: the bounded job ended, or the unbounded one completed a
+// checkpoint, with no stray attempt left.
+func (w *world) done() bool {
+	jm := w.sim.jm
+	if w.faulty() || len(w.sim.strays) > 0 {
+		return false
+	}
+	if w.sim.bounded {
+		return jm.ended == weirv1.JobState_JOB_STATE_FINISHED
+	}
+	return jm.lastCompletion.After(w.quiet)
+}
+
+// started checks an attempt that begins to run: the JobManager must not
+// have taken it as cancelled on its TaskManager's word.
+func (s *simulation) started(tm string, a *weirv1.ExecutionAttemptID) {
+	if on, ok := s.jm.takenAsStopped[a.Key()]; ok && on == tm {
+		s.jm.w.fail("%s started on %s after the JobManager took it as cancelled there: a zombie nobody will stop", a.Key(), tm)
+	}
+}
+
+// broken fails the consumer of a data channel a partition cut.
+func (s *simulation) broken(tm, channel string) {
+	t := s.tms[tm]
+	_, key, _ := strings.Cut(channel, " → ")
+	if sub := t.tasks[key]; sub != nil && !sub.stopping {
+		t.fail(sub, "input channel broken: "+channel)
+	}
+}
+
+// committed records a sink's commit.
+func (s *simulation) committed(tm string, a *weirv1.ExecutionAttemptID, id int64) {
+	s.jm.w.logf("%s: %s commits checkpoint %d", tm, a.Key(), id)
+}
+
+// check runs the invariants after every step.
+func (w *world) check(deadline time.Time) {
+	if w.failure != nil {
+		return
+	}
+	sim, jm := w.sim, w.sim.jm
+	// The slot pool never hands out more slots than a TaskManager has.
+	for tm, n := range jm.sched.View().SlotsHeld() {
+		if r := jm.tms[tm]; r != nil && n > r.slots {
+			w.fail("%s holds %d slots of the job but has %d", tm, n, r.slots)
+			return
+		}
+	}
+	// An attempt running on a registered TaskManager that the job does not
+	// have must be cancelled within strayBound.
+	seen := map[string]bool{}
+	for _, tm := range sim.sortedTMs() {
+		if w.down[tm.id] || jm.tms[tm.id] == nil {
+			continue
+		}
+		for _, key := range slices.Sorted(maps.Keys(tm.tasks)) {
+			s := tm.tasks[key]
+			if jm.sched.Holds(s.d.attempt, tm.id) {
+				continue
+			}
+			seen[key] = true
+			since, ok := sim.strays[key]
+			if !ok {
+				sim.strays[key] = w.now()
+				w.logf("%s runs %s, which the job does not have", tm.id, key)
+				continue
+			}
+			if w.now().Sub(since) > strayBound {
+				w.fail("%s has run on %s for %s although the job does not have it: nothing reconciles it", key, tm.id, w.now().Sub(since))
+				return
+			}
+		}
+	}
+	for key := range sim.strays {
+		if !seen[key] {
+			delete(sim.strays, key)
+		}
+	}
+	if !w.faulty() && w.done() {
+		w.q = nil // reached: nothing more to run
+	}
+	_ = deadline
+}
+
+// nemesis injects the faults, every 100 ms of simulated time.
+func (w *world) nemesis() {
+	if !w.faulty() {
+		return
+	}
+	tick := 0.1 // seconds
+	tms := w.sim.sortedTMs()
+	pick := tms[w.rng.IntN(len(tms))]
+	switch {
+	case w.chance(w.cfg.CrashRate * tick):
+		if !w.down[pick.id] {
+			w.fault("crash", "%s crashes", pick.id)
+			w.down[pick.id] = true
+			w.incarnation[pick.id]++
+			back := w.between(time.Second, 8*time.Second)
+			id := pick.id
+			w.after(back, "restart "+id, func() { w.restartTM(id) })
+		}
+	case w.chance(w.cfg.PartitionRate * tick):
+		if !w.partitioned[pick.id] && !w.down[pick.id] {
+			d := w.between(500*time.Millisecond, 10*time.Second)
+			w.fault("partition", "%s cut off for %s", pick.id, d)
+			w.partitioned[pick.id] = true
+			id := pick.id
+			w.after(d, "heal "+id, func() {
+				if w.partitioned[id] {
+					w.logf("%s reachable again", id)
+					delete(w.partitioned, id)
+				}
+			})
+		}
+	case w.chance(w.cfg.TaskFailRate * tick):
+		if !w.down[pick.id] && len(pick.tasks) > 0 {
+			keys := slices.Sorted(maps.Keys(pick.tasks))
+			s := pick.tasks[keys[w.rng.IntN(len(keys))]]
+			if !s.stopping && !s.finished {
+				w.fault("task-failure", "%s fails", s.d.attempt.Key())
+				pick.fail(s, "injected failure")
+			}
+		}
+	}
+	w.after(100*time.Millisecond, "nemesis", w.nemesis)
+}
+
+func (w *world) restartTM(id string) {
+	if !w.down[id] {
+		return
+	}
+	w.logf("%s restarts", id)
+	delete(w.down, id)
+	w.sim.tms[id].start()
+}
+
+// stopFaults ends the fault phase: the network heals and every crashed
+// TaskManager comes back.
+func (w *world) stopFaults() {
+	w.quiet = w.now()
+	w.logf("faults stop")
+	clear(w.partitioned)
+	for _, tm := range w.sim.sortedTMs() {
+		w.restartTM(tm.id)
+	}
+}

@@ -1,0 +1,405 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weirproject/weir/internal/attempts"
+	"github.com/weirproject/weir/internal/registration"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// deployment is what a deploy carries: the attempt, its operator, and
+// whether it restores from the job's final checkpoint (a bounded source
+// then has nothing left to read).
+type deployment struct {
+	attempt *weirv1.ExecutionAttemptID
+	vertex  string
+	final   bool
+}
+
+// subtask is a simulated subtask running on a TaskManager.
+type subtask struct {
+	d        deployment
+	v        *vertex
+	stopping bool
+	// endOfInput: the source ended, or every upstream subtask did.
+	endOfInput bool
+	ended      map[string]bool           // upstream subtasks that ended
+	barriers   map[int64]map[string]bool // per checkpoint, the upstream subtasks whose barrier came
+	finished   bool
+}
+
+// taskManager is a simulated TaskManager: the registration state machine,
+// the table of attempts and the simulated subtasks, driven as
+// internal/taskmanager drives them.
+type taskManager struct {
+	w      *world
+	id     string
+	slots  int
+	member *registration.Member
+	table  *attempts.Table
+	tasks  map[string]*subtask
+	wake   time.Time
+	// leader is the JobManager this one obeys (registration.Fence).
+	leader string
+}
+
+func (w *world) tm(id string) *taskManager { return w.sim.tms[id] }
+
+func (tm *taskManager) start() {
+	tm.member = registration.New(tm.w.clock)
+	tm.table = attempts.New()
+	tm.tasks = map[string]*subtask{}
+	tm.wake = time.Time{}
+	tm.member.LeaderChanged("jm")
+	tm.step()
+}
+
+// step carries out the registration's effects and arms its next deadline.
+func (tm *taskManager) step() {
+	w := tm.w
+	for effects := tm.member.Ready(); len(effects) > 0; effects = tm.member.Ready() {
+		for _, e := range effects {
+			switch e := e.(type) {
+			case registration.Register:
+				seq := e.Seq
+				inc := w.incarnation[tm.id]
+				w.call(tm.id, "jm", "register "+tm.id, e.Timeout, func() func() {
+					reg, err := w.sim.jm.register(tm.id, tm.slots)
+					return func() {
+						tm.member.Registered(seq, registration.Registration{
+							ID: reg, JobManagerID: "jm", Interval: heartbeatInterval, Timeout: heartbeatTimeout,
+						}, err)
+						tm.step()
+					}
+				}, func() {
+					if w.incarnation[tm.id] == inc {
+						tm.member.Registered(seq, registration.Registration{}, errTimeout)
+						tm.step()
+					}
+				})
+			case registration.Heartbeat:
+				seq, reg := e.Seq, e.Registration
+				running := tm.table.Live()
+				inc := w.incarnation[tm.id]
+				w.call(tm.id, "jm", "heartbeat "+tm.id, e.Timeout, func() func() {
+					again := w.sim.jm.heartbeat(tm.id, reg, running)
+					return func() {
+						tm.member.HeartbeatDone(seq, again, nil)
+						tm.step()
+					}
+				}, func() {
+					if w.incarnation[tm.id] == inc {
+						tm.member.HeartbeatDone(seq, false, errTimeout)
+						tm.step()
+					}
+				})
+			case registration.Fence:
+				tm.leader = e.JobManagerID
+			case registration.CancelSubtasks:
+				w.logf("%s: cancelling all subtasks: %s", tm.id, e.Reason)
+				for _, a := range tm.table.Live() {
+					tm.cancelTask(a) //nolint:errcheck // each reports CANCELED
+				}
+			case registration.Unregistered:
+				w.logf("%s: unregistered: %s", tm.id, e.Reason)
+			}
+		}
+	}
+	next := tm.member.NextDeadline()
+	if next.IsZero() || next.Equal(tm.wake) {
+		return
+	}
+	tm.wake = next
+	inc := w.incarnation[tm.id]
+	w.at(next, tm.id+" registration tick", func() {
+		if w.incarnation[tm.id] == inc && !w.down[tm.id] && tm.wake.Equal(next) {
+			tm.wake = time.Time{}
+			tm.member.Tick()
+			tm.step()
+		}
+	})
+}
+
+// deploy reserves the attempt and builds it; once built it runs, unless
+// it was cancelled meanwhile. The answer comes once it was built, as
+// DeployTask answers.
+func (tm *taskManager) deploy(d deployment) error {
+	w := tm.w
+	if err := tm.table.Deploy([]*weirv1.ExecutionAttemptID{d.attempt}, w.now()); err != nil {
+		w.logf("%s: deploy %s refused: %v", tm.id, d.attempt.Key(), err)
+		if errors.Is(err, attempts.ErrCancelled) {
+			return errRefused
+		}
+		return err
+	}
+	build := w.between(time.Millisecond, 30*time.Millisecond)
+	if w.chance(0.1) {
+		build = w.between(500*time.Millisecond, 3*time.Second) // a large state to restore
+	}
+	inc := w.incarnation[tm.id]
+	w.after(build, "build "+d.attempt.Key(), func() {
+		if w.incarnation[tm.id] != inc {
+			return
+		}
+		if !tm.table.Started([]*weirv1.ExecutionAttemptID{d.attempt}) {
+			tm.table.Ended([]*weirv1.ExecutionAttemptID{d.attempt})
+			w.logf("%s: %s cancelled while it was deployed", tm.id, d.attempt.Key())
+			tm.report(d.attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, false, "")
+			return
+		}
+		tm.run(d)
+	})
+	return nil
+}
+
+func (tm *taskManager) run(d deployment) {
+	w := tm.w
+	v := w.sim.vertices[d.vertex]
+	s := &subtask{d: d, v: v, ended: map[string]bool{}, barriers: map[int64]map[string]bool{}}
+	tm.tasks[d.attempt.Key()] = s
+	w.logf("%s: %s running", tm.id, d.attempt.Key())
+	w.sim.started(tm.id, d.attempt)
+	tm.connect(s)
+	tm.report(d.attempt, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, false, "")
+	if v.source && w.sim.bounded {
+		length := w.between(500*time.Millisecond, 4*time.Second)
+		if d.final {
+			length = 0 // restored from the final checkpoint: nothing left
+		}
+		inc := w.incarnation[tm.id]
+		w.after(length, "end of input "+d.attempt.Key(), func() {
+			if w.incarnation[tm.id] == inc && tm.tasks[d.attempt.Key()] == s && !s.stopping {
+				tm.endOfInput(s)
+			}
+		})
+	}
+}
+
+func (tm *taskManager) endOfInput(s *subtask) {
+	s.endOfInput = true
+	tm.w.logf("%s: %s end of input", tm.id, s.d.attempt.Key())
+	tm.report(s.d.attempt, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, true, "")
+	tm.downstream(s, "end", func(t *taskManager, down *subtask) { t.upstreamEnded(down, s) })
+}
+
+// downstream hands an event of s (a barrier, its end) to the subtasks its
+// output reaches, in order over each channel.
+func (tm *taskManager) downstream(s *subtask, what string, f func(*taskManager, *subtask)) {
+	w := tm.w
+	for _, t := range w.sim.sortedTMs() {
+		for _, key := range slices.Sorted(maps.Keys(t.tasks)) {
+			down := t.tasks[key]
+			if down.stopping || !feeds(s, down) {
+				continue
+			}
+			w.pipe(tm.id, t.id, s.d.attempt.Key()+" → "+key, what, func() {
+				if cur := t.tasks[key]; cur == down && !down.stopping {
+					f(t, down)
+				}
+			})
+		}
+	}
+}
+
+// feeds reports whether up's output reaches down.
+func feeds(up, down *subtask) bool {
+	if !slices.Contains(down.v.inputs, up.v.name) {
+		return false
+	}
+	return !down.v.forward || down.d.attempt.GetSubtaskIndex() == up.d.attempt.GetSubtaskIndex()
+}
+
+// connect gives a subtask that starts what its upstream subtasks already
+// sent: an end of input waits in their output for it to read.
+func (tm *taskManager) connect(down *subtask) {
+	w := tm.w
+	for _, t := range w.sim.sortedTMs() {
+		if w.down[t.id] {
+			continue
+		}
+		for _, key := range slices.Sorted(maps.Keys(t.tasks)) {
+			up := t.tasks[key]
+			if up.endOfInput && !up.stopping && feeds(up, down) {
+				w.pipe(t.id, tm.id, key+" → "+down.d.attempt.Key(), "end", func() {
+					if tm.tasks[down.d.attempt.Key()] == down && !down.stopping {
+						tm.upstreamEnded(down, up)
+					}
+				})
+			}
+		}
+	}
+}
+
+func upstreamName(s *subtask) string {
+	return fmt.Sprintf("%s/%d", s.v.name, s.d.attempt.GetSubtaskIndex())
+}
+
+// upstreams is how many upstream subtasks feed s.
+func (tm *taskManager) upstreams(s *subtask) int {
+	n := 0
+	for _, in := range s.v.inputs {
+		if s.v.forward {
+			n++
+		} else {
+			n += int(tm.w.sim.vertices[in].parallelism)
+		}
+	}
+	return n
+}
+
+func (tm *taskManager) upstreamEnded(s, up *subtask) {
+	s.ended[upstreamName(up)] = true
+	if !s.endOfInput && len(s.ended) == tm.upstreams(s) {
+		tm.endOfInput(s)
+	}
+}
+
+// trigger starts checkpoint id at a source.
+func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64) error {
+	s := tm.tasks[a.Key()]
+	if s == nil || s.stopping {
+		return errNotFound
+	}
+	tm.barrier(s, id)
+	return nil
+}
+
+// barrier: s takes its snapshot of checkpoint id, acks it and passes the
+// barrier on.
+func (tm *taskManager) barrier(s *subtask, id int64) {
+	w := tm.w
+	ack := &weirv1.AcknowledgeCheckpointRequest{Attempt: s.d.attempt, CheckpointId: id, EndOfInput: s.endOfInput}
+	w.after(w.between(time.Millisecond, 20*time.Millisecond), "snapshot "+s.d.attempt.Key(), func() {
+		if tm.tasks[s.d.attempt.Key()] != s || s.stopping {
+			return
+		}
+		w.send(tm.id, "jm", fmt.Sprintf("ack %d %s", id, s.d.attempt.Key()), func() { w.sim.jm.acknowledge(tm.id, ack) })
+	})
+	tm.downstream(s, fmt.Sprintf("barrier %d", id), func(t *taskManager, down *subtask) {
+		got := down.barriers[id]
+		if got == nil {
+			got = map[string]bool{}
+			down.barriers[id] = got
+		}
+		got[upstreamName(s)] = true
+		if len(got) == t.upstreams(down) {
+			delete(down.barriers, id)
+			t.barrier(down, id)
+		}
+	})
+}
+
+// notifyComplete: a sink commits checkpoint id; every subtask finishes on
+// the final one.
+func (tm *taskManager) notifyComplete(a *weirv1.ExecutionAttemptID, id int64, final bool) error {
+	w := tm.w
+	s := tm.tasks[a.Key()]
+	if s == nil || s.stopping {
+		return errNotFound
+	}
+	if s.finished {
+		return nil
+	}
+	if s.v.sink {
+		if w.chance(w.cfg.CommitFailP) {
+			w.fault("commit", "%s fails committing checkpoint %d", a.Key(), id)
+			tm.fail(s, fmt.Sprintf("commit of checkpoint %d failed", id))
+			return nil
+		}
+		w.sim.committed(tm.id, a, id)
+	}
+	if final {
+		s.finished = true
+		inc := w.incarnation[tm.id]
+		w.after(w.between(time.Millisecond, 10*time.Millisecond), "finish "+a.Key(), func() {
+			if w.incarnation[tm.id] == inc && tm.tasks[a.Key()] == s && !s.stopping {
+				tm.stop(s, weirv1.ExecutionState_EXECUTION_STATE_FINISHED, "")
+			}
+		})
+	}
+	return nil
+}
+
+// cancelTask is CancelTask: a cancel of an attempt not held leaves a
+// tombstone (attempts.Table) and answers NotFound.
+func (tm *taskManager) cancelTask(a *weirv1.ExecutionAttemptID) error {
+	w := tm.w
+	switch tm.table.Cancel(a, w.now()) {
+	case attempts.Unknown:
+		return errNotFound
+	case attempts.WhileDeploying:
+		return nil
+	}
+	s := tm.tasks[a.Key()]
+	if s == nil || s.stopping {
+		return nil
+	}
+	s.stopping = true
+	d := w.between(time.Millisecond, 10*time.Millisecond)
+	if w.chance(0.05) {
+		d = w.between(rpcTimeout, 2*rpcTimeout) // a subtask slow to stop
+	}
+	inc := w.incarnation[tm.id]
+	w.after(d, "cancelled "+a.Key(), func() {
+		if w.incarnation[tm.id] == inc {
+			tm.stop(s, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+		}
+	})
+	return nil
+}
+
+func (tm *taskManager) fail(s *subtask, cause string) {
+	s.stopping = true
+	tm.stop(s, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
+}
+
+// stop ends a subtask and reports how.
+func (tm *taskManager) stop(s *subtask, st weirv1.ExecutionState, cause string) {
+	a := s.d.attempt
+	if tm.tasks[a.Key()] != s {
+		return
+	}
+	delete(tm.tasks, a.Key())
+	tm.table.Ended([]*weirv1.ExecutionAttemptID{a})
+	tm.w.logf("%s: %s %s", tm.id, a.Key(), strings.TrimPrefix(st.String(), "EXECUTION_STATE_"))
+	tm.report(a, st, false, cause)
+}
+
+// report sends a state report until the JobManager answers it, as the
+// TaskManager's send does; it gives up on NotFound or when this
+// TaskManager restarted.
+func (tm *taskManager) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) {
+	tm.reportAttempt(a, st, endOfInput, cause, 100*time.Millisecond)
+}
+
+func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string, pause time.Duration) {
+	w := tm.w
+	inc := w.incarnation[tm.id]
+	what := strings.TrimPrefix(st.String(), "EXECUTION_STATE_")
+	if endOfInput {
+		what = "END_OF_INPUT"
+	}
+	w.call(tm.id, "jm", fmt.Sprintf("report %s %s", a.Key(), what), rpcTimeout, func() func() {
+		err := w.sim.jm.report(a, st, endOfInput, cause)
+		return func() {
+			if err != nil {
+				w.logf("%s: report %s %s refused: %v", tm.id, a.Key(), what, err)
+			}
+		}
+	}, func() {
+		if w.incarnation[tm.id] != inc {
+			return
+		}
+		w.after(pause, "report retry", func() {
+			if w.incarnation[tm.id] == inc {
+				tm.reportAttempt(a, st, endOfInput, cause, min(2*pause, 5*time.Second))
+			}
+		})
+	})
+}
