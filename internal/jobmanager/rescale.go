@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -69,16 +70,37 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 	if err != nil {
 		return nil, err
 	}
-	// Stored first: a new leader recovers the job at its new shape from
-	// the checkpoint, which restores at any parallelism.
-	if err := services.putJob(ctx, j.id, g); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "jobmanager: rescale: store job: %v", err)
-	}
+	// Stored once the scheduler took it (a graph stored for a rescale it
+	// refused would be recovered by the next leader): a new leader then
+	// recovers the job at its new shape from the checkpoint, which
+	// restores at any parallelism.
 	if err := j.rescale(g); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
+	if err := putJobRetrying(ctx, services, j.id, g); err != nil {
+		j.log.Error("rescale under way but not stored: a new leader would run the job at its previous parallelism", "err", err)
+		return nil, status.Errorf(codes.Unavailable, "jobmanager: rescale of job %s is under way but could not be stored (a new leader would restore the previous parallelism): %v", j.id, err)
+	}
 	j.log.Info("job rescaling", "checkpoint_id", r.ID, "parallelism", req.GetParallelism())
 	return &weirv1.RescaleJobResponse{CheckpointId: r.ID}, nil
+}
+
+// putJobRetrying stores g, trying again while the store is unavailable
+// and ctx allows: the change it records already took effect.
+func putJobRetrying(ctx context.Context, services haServices, id string, g *weirv1.JobGraph) error {
+	pause := 100 * time.Millisecond
+	for {
+		err := services.putJob(ctx, id, g)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 func vertexNames(g *weirv1.JobGraph) string {

@@ -167,8 +167,17 @@ func (j *Job) UpdateCheckpointing(cp *weirv1.CheckpointConfig) bool {
 	return true
 }
 
-// Graph is the job graph the job runs (or is being rescaled to).
-func (j *Job) Graph() *weirv1.JobGraph { return j.cfg.Graph }
+// Graph is the job graph the job runs, or is being rescaled to: the one
+// to store, and to change further (a change based on the graph being
+// left would undo the rescale).
+func (j *Job) Graph() *weirv1.JobGraph {
+	for _, r := range j.pending {
+		if r.rescale != nil {
+			return r.rescale
+		}
+	}
+	return j.cfg.Graph
+}
 
 // Ready returns and clears the effects decided since the last call.
 func (j *Job) Ready() []Effect {

@@ -19,14 +19,15 @@ type View struct {
 	Restarting []int
 	Exceptions []Exception
 	Generation int64
-	Graph      *weirv1.JobGraph
+	// Graph is the graph the job runs or is being rescaled to.
+	Graph *weirv1.JobGraph
 }
 
 // View copies the job's state.
 func (j *Job) View() View {
 	v := View{
 		State: j.state, Cause: j.cause, Restarts: j.restarts, Start: j.start, End: j.end, Regions: j.regions,
-		Generation: j.generation, Exceptions: slices.Clone(j.exceptions), Graph: j.cfg.Graph,
+		Generation: j.generation, Exceptions: slices.Clone(j.exceptions), Graph: j.Graph(),
 	}
 	for _, e := range j.execs {
 		v.Execs = append(v.Execs, *e)
