@@ -23,7 +23,9 @@ func (s jobStorage) InitLocation(_ context.Context, id int64, savepoint bool, ta
 	if target == "" {
 		target = blob.Join(s.j.s.cfg.CheckpointDir, "savepoints")
 	}
-	dir := blob.Join(target, fmt.Sprintf("savepoint-%s-%d", s.j.id[:6], id))
+	// The whole job ID: jobs share a target, and an abort discards its
+	// savepoint's directory, which must never be another job's.
+	dir := blob.Join(target, fmt.Sprintf("savepoint-%s-%d", s.j.id, id))
 	if err := (storage.Files{}).MkdirAll(dir); err != nil {
 		return "", fmt.Errorf("jobmanager: savepoint directory: %w", err)
 	}
