@@ -67,6 +67,9 @@ type jobManager struct {
 	// lastCompletion is when a checkpoint last completed.
 	lastCompletion time.Time
 	completions    int
+	// placed: the scheduler decided something since the last check of the
+	// slots held.
+	placed bool
 }
 
 func newJobManager(w *world, g *weirv1.JobGraph) *jobManager {
@@ -125,6 +128,7 @@ func (jm *jobManager) armCoordinator() {
 
 func (jm *jobManager) schedEffect(e scheduler.Effect) {
 	w := jm.w
+	jm.placed = true
 	switch e := e.(type) {
 	case scheduler.StateChanged:
 		w.logf("jm: job %s → %s", e.From.FlinkName(), e.To.FlinkName())

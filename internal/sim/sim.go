@@ -154,40 +154,47 @@ func (w *world) check(deadline time.Time) {
 		return
 	}
 	sim, jm := w.sim, w.sim.jm
-	// The slot pool never hands out more slots than a TaskManager has.
-	for tm, n := range jm.sched.View().SlotsHeld() {
-		if r := jm.tms[tm]; r != nil && n > r.slots {
-			w.fail("%s holds %d slots of the job but has %d", tm, n, r.slots)
-			return
-		}
-	}
-	// An attempt running on a registered TaskManager that the job does not
-	// have must be cancelled within strayBound.
-	seen := map[string]bool{}
-	for _, tm := range sim.sortedTMs() {
-		if w.down[tm.id] || jm.tms[tm.id] == nil {
-			continue
-		}
-		for _, key := range slices.Sorted(maps.Keys(tm.tasks)) {
-			s := tm.tasks[key]
-			if jm.sched.Holds(s.d.attempt, tm.id) {
-				continue
-			}
-			seen[key] = true
-			since, ok := sim.strays[key]
-			if !ok {
-				sim.strays[key] = w.now()
-				w.logf("%s runs %s, which the job does not have", tm.id, key)
-				continue
-			}
-			if w.now().Sub(since) > strayBound {
-				w.fail("%s has run on %s for %s although the job does not have it: nothing reconciles it", key, tm.id, w.now().Sub(since))
+	// The slot pool never hands out more slots than a TaskManager has
+	// (placements change only with the scheduler's effects).
+	if jm.placed {
+		jm.placed = false
+		for tm, n := range jm.sched.View().SlotsHeld() {
+			if r := jm.tms[tm]; r != nil && n > r.slots {
+				w.fail("%s holds %d slots of the job but has %d", tm, n, r.slots)
 				return
 			}
 		}
 	}
+	// An attempt running on a registered TaskManager that the job does not
+	// have must be cancelled within strayBound.
+	var strays []string
+	where := map[string]string{}
+	for id, tm := range sim.tms {
+		if w.down[id] || jm.tms[id] == nil {
+			continue
+		}
+		for key, s := range tm.tasks {
+			if !jm.sched.Holds(s.d.attempt, id) {
+				strays = append(strays, key)
+				where[key] = id
+			}
+		}
+	}
+	slices.Sort(strays)
+	for _, key := range strays {
+		since, ok := sim.strays[key]
+		if !ok {
+			sim.strays[key] = w.now()
+			w.logf("%s runs %s, which the job does not have", where[key], key)
+			continue
+		}
+		if w.now().Sub(since) > strayBound {
+			w.fail("%s has run on %s for %s although the job does not have it: nothing reconciles it", key, where[key], w.now().Sub(since))
+			return
+		}
+	}
 	for key := range sim.strays {
-		if !seen[key] {
+		if !slices.Contains(strays, key) {
 			delete(sim.strays, key)
 		}
 	}
