@@ -18,7 +18,10 @@ const (
 	// CancelOvertakesDeploy (attempts): a cancel of an attempt not yet
 	// deployed, or being deployed, is forgotten.
 	CancelOvertakesDeploy = "cancel-overtakes-deploy"
+	// GraphBeforeRescale (scheduler): during a rescale the job's graph is
+	// the one being left, so a change stored meanwhile undoes the rescale.
+	GraphBeforeRescale = "graph-before-rescale"
 )
 
 // All lists the bugs that can be put back.
-var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy}
+var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale}

@@ -171,6 +171,9 @@ func (j *Job) UpdateCheckpointing(cp *weirv1.CheckpointConfig) bool {
 // to store, and to change further (a change based on the graph being
 // left would undo the rescale).
 func (j *Job) Graph() *weirv1.JobGraph {
+	if putback.Active(putback.GraphBeforeRescale) {
+		return j.cfg.Graph
+	}
 	for _, r := range j.pending {
 		if r.rescale != nil {
 			return r.rescale

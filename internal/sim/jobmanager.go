@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/restart"
@@ -70,6 +74,13 @@ type jobManager struct {
 	// placed: the scheduler decided something since the last check of the
 	// slots held.
 	placed bool
+	// stored is the job graph in the HA store, as a new leader would
+	// recover it.
+	stored *weirv1.JobGraph
+	// cancelled: a client cancelled the job.
+	cancelled bool
+	// rescales are the rescales waiting for their checkpoint, by request.
+	rescales map[int64]func(error)
 }
 
 func newJobManager(w *world, g *weirv1.JobGraph) *jobManager {
@@ -87,8 +98,9 @@ func newJobManager(w *world, g *weirv1.JobGraph) *jobManager {
 		MaxParallelism: int(g.GetMaxParallelism()), Options: &weirv1.CheckpointOptions{ExactlyOnce: true},
 	}, w.clock, rand.New(rand.NewPCG(w.rng.Uint64(), 0)))
 	return &jobManager{
-		w: w, sched: sched, coord: coord, tms: map[string]*registered{},
+		w: w, sched: sched, coord: coord, tms: map[string]*registered{}, stored: g,
 		restoreFrom: map[int64]*completed{}, finalReqs: map[int64]int64{}, takenAsStopped: map[string]string{},
+		rescales: map[int64]func(error){},
 	}
 }
 
@@ -137,6 +149,10 @@ func (jm *jobManager) schedEffect(e scheduler.Effect) {
 		}
 	case scheduler.Deploy:
 		from := jm.restoreFrom[e.Restart]
+		// A rescale deploys the job at its new shape.
+		for _, v := range jm.sched.Graph().GetVertices() {
+			w.sim.vertices[v.GetName()].parallelism = v.GetParallelism()
+		}
 		for _, x := range e.Execs {
 			jm.deploy(x, from)
 		}
@@ -350,6 +366,10 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 		}
 	case coordinator.NotifyAborted, coordinator.DiscardState:
 	case coordinator.RequestDone:
+		if rescale, ok := jm.rescales[e.Request]; ok {
+			delete(jm.rescales, e.Request)
+			rescale(e.Err)
+		}
 		if gen, ok := jm.finalReqs[e.Request]; ok {
 			delete(jm.finalReqs, e.Request)
 			if e.Err != nil {
@@ -496,4 +516,79 @@ func (jm *jobManager) current(a *weirv1.ExecutionAttemptID, tm string) bool {
 		}
 	}
 	return false
+}
+
+// The client's calls, as the JobManager's API carries them out. After each
+// one the stored graph must be the scheduler's: what a new leader recovers
+// is what the job runs, or is being rescaled to.
+
+// clientCancel cancels the job.
+func (jm *jobManager) clientCancel() {
+	if err := jm.sched.Cancel(); err != nil {
+		jm.w.logf("client: cancel refused: %v", err)
+		return
+	}
+	jm.w.logf("client: job cancelled")
+	jm.cancelled = true
+	jm.drain()
+}
+
+// clientRescale takes a checkpoint and then rescales the job to g, as
+// RescaleJob does: the scheduler takes the rescale, then it is stored.
+func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
+	if jm.sched.State() != weirv1.JobState_JOB_STATE_RUNNING {
+		return
+	}
+	jm.w.logf("client: rescale to %s", parallelisms(g))
+	req := jm.coord.Trigger(coordinator.Manual, false, "")
+	jm.rescales[req] = func(err error) {
+		if err != nil {
+			jm.w.logf("client: rescale refused: its checkpoint failed: %v", err)
+			return
+		}
+		if err := jm.sched.Rescale(g); err != nil {
+			jm.w.logf("client: rescale refused: %v", err)
+			return
+		}
+		jm.stored = g
+		jm.checkStored("rescale")
+		jm.drain()
+	}
+	jm.drain()
+}
+
+// clientCheckpointing changes the checkpoint interval, as
+// ConfigureCheckpointing does: the graph the job shows, with the new
+// interval, is stored, then applied.
+func (jm *jobManager) clientCheckpointing(interval time.Duration) {
+	g := proto.Clone(jm.sched.View().Graph).(*weirv1.JobGraph)
+	g.Checkpointing.Interval = durationpb.New(interval)
+	jm.stored = g
+	if !jm.sched.UpdateCheckpointing(g.GetCheckpointing()) {
+		return
+	}
+	jm.w.logf("client: checkpoint interval %s", interval)
+	jm.checkStored("checkpointing change")
+	jm.drain()
+}
+
+func (jm *jobManager) checkStored(call string) {
+	switch jm.sched.State() {
+	case weirv1.JobState_JOB_STATE_CREATED, weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_RESTARTING:
+	default:
+		return // being stopped for good: its shape no longer matters
+	}
+	if !proto.Equal(jm.stored, jm.sched.Graph()) {
+		jm.w.fail("after a %s the stored graph (%s, interval %s) is not the job's (%s, interval %s): a new leader would run another job",
+			call, parallelisms(jm.stored), jm.stored.GetCheckpointing().GetInterval().AsDuration(),
+			parallelisms(jm.sched.Graph()), jm.sched.Graph().GetCheckpointing().GetInterval().AsDuration())
+	}
+}
+
+func parallelisms(g *weirv1.JobGraph) string {
+	var s []string
+	for _, v := range g.GetVertices() {
+		s = append(s, fmt.Sprintf("%s×%d", v.GetName(), v.GetParallelism()))
+	}
+	return strings.Join(s, " ")
 }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -67,6 +70,7 @@ func Run(cfg Config) Result {
 	}
 	w.after(heartbeatInterval, "heartbeat check", sim.jm.checkHeartbeats)
 	w.after(100*time.Millisecond, "nemesis", w.nemesis)
+	w.client(g)
 	w.at(epoch.Add(cfg.FaultTime), "faults stop", w.stopFaults)
 	deadline := epoch.Add(cfg.FaultTime + cfg.Liveness)
 	w.run(deadline, func() { w.check(deadline) })
@@ -120,6 +124,9 @@ func (w *world) done() bool {
 	if w.faulty() || len(w.sim.strays) > 0 {
 		return false
 	}
+	if jm.cancelled && jm.ended == weirv1.JobState_JOB_STATE_CANCELED {
+		return true
+	}
 	if w.sim.bounded {
 		return jm.ended == weirv1.JobState_JOB_STATE_FINISHED
 	}
@@ -158,6 +165,9 @@ func (w *world) check(deadline time.Time) {
 	// (placements change only with the scheduler's effects).
 	if jm.placed {
 		jm.placed = false
+		if jm.checkStored("step"); w.failure != nil {
+			return
+		}
 		for tm, n := range jm.sched.View().SlotsHeld() {
 			if r := jm.tms[tm]; r != nil && n > r.slots {
 				w.fail("%s holds %d slots of the job but has %d", tm, n, r.slots)
@@ -246,6 +256,50 @@ func (w *world) nemesis() {
 		}
 	}
 	w.after(100*time.Millisecond, "nemesis", w.nemesis)
+}
+
+// client schedules the client's calls at random moments of the fault
+// phase: rescales, changes of the checkpoint interval, a cancel.
+func (w *world) client(g *weirv1.JobGraph) {
+	jm := w.sim.jm
+	when := func() time.Time { return epoch.Add(w.between(0, w.cfg.FaultTime)) }
+	for range w.rng.IntN(3) {
+		pipeline := w.rng.IntN(pipelines(g))
+		p := int32(1 + w.rng.IntN(3))
+		w.at(when(), "client rescale", func() {
+			ng := proto.Clone(jm.sched.View().Graph).(*weirv1.JobGraph)
+			for _, v := range ng.GetVertices() {
+				if strings.HasSuffix(v.GetName(), strconv.Itoa(pipeline)) {
+					v.Parallelism = p
+				}
+			}
+			w.faults["client-rescale"]++
+			jm.clientRescale(ng)
+		})
+	}
+	for range w.rng.IntN(3) {
+		interval := w.between(500*time.Millisecond, 2*time.Second).Round(100 * time.Millisecond)
+		w.at(when(), "client checkpointing", func() {
+			w.faults["client-checkpointing"]++
+			jm.clientCheckpointing(interval)
+		})
+	}
+	if w.rng.IntN(10) == 0 {
+		w.at(when(), "client cancel", func() {
+			w.faults["client-cancel"]++
+			jm.clientCancel()
+		})
+	}
+}
+
+func pipelines(g *weirv1.JobGraph) int {
+	n := 0
+	for _, v := range g.GetVertices() {
+		if len(v.GetInputs()) == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (w *world) restartTM(id string) {
