@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -98,8 +99,22 @@ func isImmutable(name string) bool {
 // lack.
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
-func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*weirv1.SubtaskState, error) {
+func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (_ *weirv1.SubtaskState, err error) {
 	defer s.Release()
+	// The files this write adds to the shared directory: nothing will
+	// reference them if it fails, and the shared directory is swept only
+	// when the whole job restarts, so they go now.
+	var uploaded []string
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, loc := range uploaded {
+			if derr := s.p.files.Delete(loc); derr != nil {
+				err = errors.Join(err, fmt.Errorf("state: remove %s of the failed upload: %w", loc, derr))
+			}
+		}
+	}()
 	kgs := s.p.cfg.KeyGroups
 	st := &weirv1.SubtaskState{
 		Vertex: vertex, SubtaskIndex: int32(subtask), Parallelism: int32(parallelism),
@@ -143,6 +158,7 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (*wei
 				return nil, fmt.Errorf("state: upload %s: %w", name, err)
 			}
 			dst := blob.Join(s.p.cfg.SharedDir, sharedFileName(s.p.uid, s.id, name))
+			uploaded = append(uploaded, dst) // a partial upload is removed too
 			n, err := s.p.files.Upload(src, dst)
 			if err != nil {
 				return nil, fmt.Errorf("state: upload %s: %w", name, err)

@@ -286,6 +286,15 @@ func (f Files) Mkdir(dir string) error {
 	return f.FS.MkdirAll(dir, 0o755)
 }
 
+// Delete removes the object at loc; a missing one is no error.
+func (f Files) Delete(loc string) error {
+	st, err := f.Store(loc)
+	if err == nil {
+		err = st.Delete(context.Background(), loc)
+	}
+	return err
+}
+
 // MkdirAll makes dir and its parents (object stores need nothing).
 func (f Files) MkdirAll(dir string) error {
 	st, err := f.Store(dir)
