@@ -42,6 +42,7 @@ func stores(t *testing.T, unconditional bool) map[string]struct {
 		srv.MakeBucket(t, "weir-ck")
 		cfg := srv.Config
 		cfg.PartSize = 5 << 20 // the smallest S3 allows: multipart from 5 MiB
+		cfg.AllowUnconditionalCreate = name == "gofakes3 without If-None-Match"
 		s3, err := blob.NewS3(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -390,5 +391,21 @@ func TestReserveFill(t *testing.T) {
 	}
 	if got := read(t, st, loc); string(got) != "first" {
 		t.Fatalf("object %q, want the first fill", got)
+	}
+}
+
+// TestUnconditionalServerRefused: on a server that ignores If-None-Match
+// a create-once write is refused, naming the flag that accepts the risk,
+// unless the configuration accepted it.
+func TestUnconditionalServerRefused(t *testing.T) {
+	srv := blobtest.FakeUnconditional(t)
+	srv.MakeBucket(t, "weir-ck")
+	s3, err := blob.NewS3(srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s3.PutIfAbsent(context.Background(), "s3://weir-ck/job/chk-1/_metadata", []byte("x"))
+	if !errors.Is(err, blob.ErrUnconditional) || !strings.Contains(err.Error(), "--s3-allow-unconditional-create") {
+		t.Fatalf("create-once on a server without conditional writes: %v", err)
 	}
 }

@@ -42,6 +42,11 @@ type S3Config struct {
 	// transiently (5xx, 429, timeouts, connection resets), with
 	// exponential backoff and jitter; 0 is 5.
 	MaxRetries int
+	// AllowUnconditionalCreate accepts a server that ignores
+	// If-None-Match on PUT: create-once writes (a checkpoint's _metadata)
+	// then fall back to create-then-verify, which two writers racing for
+	// one object can both pass. Off, such a server is refused.
+	AllowUnconditionalCreate bool
 }
 
 // FromEnv fills empty fields from AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3),
@@ -76,6 +81,8 @@ type S3 struct {
 	client   *minio.Client
 	endpoint string // for messages
 	partSize uint64
+	// unconditional: cfg.AllowUnconditionalCreate.
+	unconditional bool
 
 	// conditional records, per bucket, whether the server honours
 	// If-None-Match: * on PUT (probed at the first PutIfAbsent).
@@ -97,7 +104,10 @@ func NewS3(cfg S3Config) (*S3, error) {
 	if part == 0 {
 		part = defaultPartSize
 	}
-	return &S3{client: client, endpoint: client.EndpointURL().String(), partSize: part, conditional: map[string]bool{}}, nil
+	return &S3{
+		client: client, endpoint: client.EndpointURL().String(), partSize: part, conditional: map[string]bool{},
+		unconditional: cfg.AllowUnconditionalCreate,
+	}, nil
 }
 
 // ClientOptions are minio-go's endpoint and options for cfg, as NewS3
@@ -210,6 +220,10 @@ func (s *S3) PutIfAbsent(ctx context.Context, loc string, data []byte) error {
 		return err
 	}
 	if !cond {
+		if !s.unconditional {
+			return fmt.Errorf("%w: %s ignores If-None-Match on PUT, so %s cannot be created exactly once there (two writers racing could both succeed); use a server that honours conditional writes, or accept the risk with --s3-allow-unconditional-create",
+				ErrUnconditional, s.endpoint, loc)
+		}
 		return s.createThenVerify(ctx, loc, data)
 	}
 	opts := s.putOptions()
@@ -220,6 +234,10 @@ func (s *S3) PutIfAbsent(ctx context.Context, loc string, data []byte) error {
 	}
 	return s.wrap("put", loc, err)
 }
+
+// ErrUnconditional refuses a create-once write on a server that ignores
+// If-None-Match, unless S3Config.AllowUnconditionalCreate accepts it.
+var ErrUnconditional = errors.New("blob: the S3 server does not honour conditional writes")
 
 // createThenVerify is PutIfAbsent for servers that ignore If-None-Match:
 // it refuses an object that exists, writes, and reads the object back:

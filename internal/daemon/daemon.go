@@ -63,6 +63,7 @@ func (s *Storage) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.S3.PathStyle, "s3-path-style", "auto", "S3 addressing: auto (path-style for IPs, localhost and non-AWS servers), path or virtual")
 	fs.StringVar(&s.S3.AccessKey, "s3-access-key-id", "", "S3 access key ID (default $AWS_ACCESS_KEY_ID)")
 	fs.StringVar(&s.S3.SecretKey, "s3-secret-access-key", "", "S3 secret access key (default $AWS_SECRET_ACCESS_KEY; prefer the environment to a flag)")
+	fs.BoolVar(&s.S3.AllowUnconditionalCreate, "s3-allow-unconditional-create", false, "accept an S3 server that ignores If-None-Match on PUT: checkpoint metadata is then created by write-and-verify, which two racing writers can both pass (off: such a server is refused)")
 }
 
 // Configure makes s3:// locations usable in this process.
