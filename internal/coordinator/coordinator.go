@@ -100,6 +100,13 @@ const (
 	// FullCheckpoint is a manual checkpoint that references no file of an
 	// earlier one, even on an incremental backend (Flink's FULL type).
 	FullCheckpoint
+	// RescaleCheckpoint is the manual checkpoint a rescale restores from:
+	// aligned whatever the job's setting, since in-flight records of an
+	// unaligned one belong to channels of the old parallelism; and
+	// periodic checkpoints pause from its request until the next Start
+	// (the rescale's restart) or ResumePeriodic (a rescale refused), so
+	// that no checkpoint completes after it.
+	RescaleCheckpoint
 )
 
 type request struct {
@@ -425,7 +432,18 @@ func (c *Coordinator) unfinished() []*weirv1.ExecutionAttemptID {
 // Trigger enqueues a checkpoint request and returns its number; the
 // outcome arrives as a RequestDone effect with that number.
 func (c *Coordinator) Trigger(kind RequestKind, forced bool, target string) int64 {
+	if kind == RescaleCheckpoint {
+		c.nextPeriodic = time.Time{}
+		c.periodicPaused = true
+	}
 	return c.trigger(&request{kind: kind, forced: forced, target: target})
+}
+
+// ResumePeriodic ends the pause of periodic checkpoints a rescale's
+// checkpoint began, when the rescale did not go ahead.
+func (c *Coordinator) ResumePeriodic() {
+	c.periodicPaused = false
+	c.reschedule()
 }
 
 // StopWithSavepoint requests a synchronous savepoint: periodic checkpoints
@@ -676,6 +694,9 @@ func (c *Coordinator) sendTrigger(p *pending) {
 	}
 	if r.kind == FullCheckpoint {
 		opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT
+	}
+	if r.kind == RescaleCheckpoint {
+		opts.Unaligned, opts.AlignedCheckpointTimeoutMs = false, 0
 	}
 	if r.savepoint() {
 		// Savepoints are self-contained and portable: aligned, full.
@@ -942,6 +963,9 @@ func (c *Coordinator) failRequest(r *request, id int64, f *Failure) {
 		c.stats.failed(id, r.savepoint(), c.clock.Now(), f)
 	}
 	c.emit(RequestDone{Request: r.seq, ID: id, Err: f})
+	if r.kind == RescaleCheckpoint && c.running {
+		c.ResumePeriodic() // no rescale follows
+	}
 	switch {
 	case r.kind == SyncSavepoint:
 		if c.running {

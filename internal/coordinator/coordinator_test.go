@@ -24,7 +24,7 @@ package coordinator
 //	backlog task=V/I [off]  a source reports (or stops reporting) a backlog
 //	reconfigure [interval=D] [timeout=D] [min-pause=D] [backlog-interval=D]
 //	    change periodic checkpointing on the running coordinator.
-//	trigger kind=periodic|manual|full|savepoint [forced=bool] [target=DIR]
+//	trigger kind=periodic|manual|full|rescale|savepoint [forced=bool] [target=DIR]
 //	    enqueue a request (savepoints are forced by default, as the Driver
 //	    does); prints its number.
 //	trigger kind=stop [drain] [target=DIR]
@@ -177,6 +177,8 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			kind = Manual
 		case "full":
 			kind = FullCheckpoint
+		case "rescale":
+			kind = RescaleCheckpoint
 		case "savepoint":
 			kind = Savepoint
 		case "stop":
@@ -345,6 +347,9 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		id := a.int("id", -1)
 		a.done()
 		h.detail(&b, id)
+	case "resume-periodic":
+		a.done()
+		h.c.ResumePeriodic()
 	case "state":
 		a.done()
 		h.state(&b)

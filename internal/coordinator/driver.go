@@ -359,6 +359,10 @@ func (d *Driver) Trigger(ctx context.Context, kind RequestKind, target string) R
 	return d.await(ctx, func() int64 { return d.sm.Trigger(kind, kind == Savepoint, target) })
 }
 
+// ResumePeriodic resumes the periodic checkpoints a rescale's checkpoint
+// paused, when the rescale did not go ahead.
+func (d *Driver) ResumePeriodic() { d.post(d.sm.ResumePeriodic) }
+
 // StopWithSavepoint takes a synchronous savepoint after which the tasks
 // finish, and waits for it.
 func (d *Driver) StopWithSavepoint(ctx context.Context, target string, drain bool) Result {

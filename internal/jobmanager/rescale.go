@@ -17,8 +17,8 @@ import (
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
-// RescaleJob takes a checkpoint of a running job, stores the job with its
-// new parallelisms and restarts it from the latest checkpoint at them: the
+// RescaleJob takes an aligned checkpoint of a running job, restarts it
+// from that checkpoint at its new parallelisms and stores the job so: the
 // same path as a failover, so sinks abort what the checkpoint does not
 // cover and nothing is lost or duplicated.
 func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) (*weirv1.RescaleJobResponse, error) {
@@ -62,12 +62,16 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 		held := total(j.current().held)
 		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: rescale: job %s would need %d slots; it holds %d and %d more are free", j.id, need, held, have-held)
 	}
-	r := j.coord.Trigger(ctx, coordinator.Manual, "")
+	// Aligned, and the last checkpoint before the restart (the coordinator
+	// pauses periodic ones): an unaligned checkpoint's in-flight records
+	// belong to the old parallelism's channels and could not be restored.
+	r := j.coord.Trigger(ctx, coordinator.RescaleCheckpoint, "")
 	if err := triggerError(j.id, r); err != nil {
 		return nil, err
 	}
 	services, err := s.services()
 	if err != nil {
+		j.coord.ResumePeriodic()
 		return nil, err
 	}
 	// Stored once the scheduler took it (a graph stored for a rescale it
@@ -75,6 +79,7 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 	// recovers the job at its new shape from the checkpoint, which
 	// restores at any parallelism.
 	if err := j.rescale(g); err != nil {
+		j.coord.ResumePeriodic()
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	if err := putJobRetrying(ctx, services, j.id, g); err != nil {
