@@ -455,6 +455,18 @@ func (h *BarrierHandler) OnCancelMarker(ch int, id int64) (Decision, error) {
 	if err := h.check(ch); err != nil {
 		return Decision{}, err
 	}
+	return h.cancel(id), nil
+}
+
+// OnAbort handles the JobManager's word that checkpoint id was aborted, as
+// a cancel marker from every channel: an alignment waiting for barriers
+// that will never come (a source the trigger did not reach, a region that
+// failed over) ends, and the blocked channels flow again. Without it the
+// subtask would wait until a newer barrier came, which, while another
+// region restarts and no checkpoint is triggered, is never.
+func (h *BarrierHandler) OnAbort(id int64) Decision { return h.cancel(id) }
+
+func (h *BarrierHandler) cancel(id int64) Decision {
 	var d Decision
 	ended := false // id itself was in progress
 	if h.current != 0 && h.current <= id {
@@ -479,7 +491,7 @@ func (h *BarrierHandler) OnCancelMarker(ch int, id int64) (Decision, error) {
 		d.abort(id, reasonCancelled)
 	}
 	h.splitCancelled(&d, id)
-	return d, nil
+	return d
 }
 
 // splitCancelled reports checkpoint id, when the marker ended it along with

@@ -17,6 +17,7 @@ import (
 //	new channels=<n> mode=<mode> [timeout=<duration>] [max-pending=<n>]
 //	barrier ch=<i> id=<checkpoint> [ts=<ms>] [unaligned] [savepoint]
 //	cancel ch=<i> id=<checkpoint>
+//	abort id=<checkpoint>            the JobManager aborted it (OnAbort)
 //	eop ch=<i>
 //	tick d=<duration>
 //	state
@@ -94,6 +95,10 @@ func TestBarrierHandler(t *testing.T) {
 				d.ScanArgs(t, "ch", &ch)
 				d.ScanArgs(t, "id", &id)
 				dec, err = h.OnCancelMarker(ch, id)
+			case "abort":
+				var id int64
+				d.ScanArgs(t, "id", &id)
+				dec = h.OnAbort(id)
 			case "eop":
 				var ch int
 				d.ScanArgs(t, "ch", &ch)

@@ -89,6 +89,23 @@ func (t *Task) NotifyCheckpointAborted(id int64) {
 			// The stop-with-savepoint failed: a stopped source emits again.
 			t.syncSavepoint, t.suspended = 0, false
 		}
+		// An alignment that waits for a barrier of it ends (one input may
+		// never send it: its source was not triggered, or its region
+		// failed over), and the subtasks downstream are told with a cancel
+		// marker, as if an input had sent one. The JobManager knows the
+		// checkpoint failed: no decline.
+		if t.barriers == nil {
+			return nil // not opened yet
+		}
+		for _, aborted := range t.barriers.OnAbort(id).AbortedIDs() {
+			if t.rec != nil && t.rec.id == aborted {
+				t.rec.abort()
+				t.rec = nil
+			}
+			if err := t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: aborted}); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }

@@ -32,6 +32,7 @@ import (
 //	send ch=<i> recs=<v1,v2,...>      upstream queues a records buffer, if it has room
 //	barrier ch=<i> id=<n> [priority]  upstream sends a barrier (priority: unaligned, overtaking)
 //	cancel ch=<i> id=<n>
+//	abort id=<n>                      the JobManager says checkpoint n was aborted
 //	eop ch=<i>
 //	run [cycles=<n>]                  mailbox loop until idle (or n turns); prints what was processed
 //	consume [n=<buffers>]             downstream takes buffers from the output queue
@@ -249,6 +250,11 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 		if err := s.net.ups[ch].Put(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id}); err != nil {
 			d.Fatalf(t, "cancel: %v", err)
 		}
+		return s.state()
+	case "abort":
+		var id int64
+		d.ScanArgs(t, "id", &id)
+		s.task.NotifyCheckpointAborted(id)
 		return s.state()
 	case "eop":
 		var ch int
