@@ -61,6 +61,12 @@ func (j *jobMaster) sweepCheckpoints(why string, maxID int64) {
 			return // nothing completed: any checkpoint may still be finishing
 		}
 	}
+	if !j.s.leading.Load() {
+		// Deposed meanwhile: the new leader's checkpoints are not in the
+		// list above, and their files must not go.
+		j.log.Info("checkpoint storage sweep skipped: no longer the leader", "why", why)
+		return
+	}
 	removed, err := SweepUnreferenced(j.s.storage.JobDir(j.id), paths, retained, maxID)
 	if err != nil {
 		j.log.Warn("checkpoint storage sweep incomplete", "why", why, "err", err)

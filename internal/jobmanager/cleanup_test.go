@@ -1,11 +1,15 @@
 package jobmanager
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -122,5 +126,41 @@ func TestSweepUnreferencedKeepsRetained(t *testing.T) {
 	// A job directory that does not exist (discarded) has nothing to sweep.
 	if got, err := SweepUnreferenced(filepath.Join(jobDir, "absent"), nil, nil, 0); err != nil || len(got) != 0 {
 		t.Fatalf("absent dir: %v %v", got, err)
+	}
+}
+
+// listStore is a completed-checkpoint store that only lists.
+type listStore struct {
+	checkpointStore
+	all []checkpoint.Completed
+}
+
+func (s listStore) All(context.Context) ([]checkpoint.Completed, error) { return s.all, nil }
+
+// TestSweepOnlyWhileLeading: a JobManager that lost its leadership while a
+// job ended here does not sweep the job's checkpoint directory: the new
+// leader recovered the job, and its checkpoints, which the list read here
+// lacks, would lose their files.
+func TestSweepOnlyWhileLeading(t *testing.T) {
+	jobDir, mdPaths, retained := plantJobDir(t)
+	// A readable _metadata: the sweep reads what it must keep.
+	if err := os.Remove(mdPaths[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storage.WriteMetadata(filepath.Dir(mdPaths[0]), retained[0]); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{storage: storage.Storage{Dir: filepath.Dir(jobDir)}, log: slog.New(slog.DiscardHandler)}
+	j := &jobMaster{s: s, id: filepath.Base(jobDir), log: s.log,
+		store: listStore{all: []checkpoint.Completed{{ID: 3, MetadataPath: mdPaths[0]}}}}
+	orphan := filepath.Join(jobDir, "chk-4/op-0.pebble/MANIFEST-000009")
+	j.sweepCheckpoints("test", 0)
+	if _, err := os.Stat(orphan); err != nil {
+		t.Fatalf("a deposed leader swept: %v", err)
+	}
+	s.leading.Store(true)
+	j.sweepCheckpoints("test", 0)
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("the leader did not sweep: %v", err)
 	}
 }
