@@ -500,10 +500,7 @@ func (j *Job) failure(regions map[int]bool, cause, task, tm string, global bool)
 		clear(j.busy)
 		j.transition(weirv1.JobState_JOB_STATE_RESTARTING)
 	}
-	j.pending[r.id] = r
-	for reg := range r.regions {
-		j.busy[reg] = r.id
-	}
+	j.occupy(r)
 	ex.Regions, ex.Full = sortedRegions(r.regions), full
 	j.recordException(ex)
 	j.stopCheckpoints(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER_REGION)
@@ -553,10 +550,7 @@ func (j *Job) escalate(cause string) {
 	clear(j.pending)
 	clear(j.busy)
 	j.transition(weirv1.JobState_JOB_STATE_RESTARTING)
-	j.pending[r.id] = r
-	for reg := range r.regions {
-		j.busy[reg] = r.id
-	}
+	j.occupy(r)
 	regions := sortedRegions(r.regions)
 	j.recordException(Exception{Time: j.clock.Now(), Cause: cause, Regions: regions, Full: true})
 	if j.checkpoints {
@@ -564,6 +558,14 @@ func (j *Job) escalate(cause string) {
 	}
 	j.emit(RestartStarted{Restart: r.id, Regions: regions, Full: true, Cause: cause, Delay: delay})
 	j.cancel(func(*Exec) bool { return true })
+}
+
+// occupy records restart r as pending and its regions as busy with it.
+func (j *Job) occupy(r *pendingRestart) {
+	j.pending[r.id] = r
+	for reg := range r.regions {
+		j.busy[reg] = r.id
+	}
 }
 
 func (j *Job) anyFinished() bool {
@@ -703,9 +705,7 @@ func (j *Job) RestoreReady(id int64, err error) {
 		j.build(order, next)
 		clear(j.busy)
 		r.regions = j.allRegions()
-		for reg := range r.regions {
-			j.busy[reg] = r.id
-		}
+		j.occupy(r)
 	}
 	r.phase = scheduling
 	j.emit(AwaitSlots{Restart: id})
@@ -728,10 +728,7 @@ func (j *Job) Rescale(g *weirv1.JobGraph) error {
 	j.generation++
 	r := &pendingRestart{id: j.nextRestart, regions: j.allRegions(), full: true, rescale: g}
 	j.nextRestart++
-	j.pending[r.id] = r
-	for reg := range r.regions {
-		j.busy[reg] = r.id
-	}
+	j.occupy(r)
 	j.transition(weirv1.JobState_JOB_STATE_RESTARTING)
 	j.stopCheckpoints(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND)
 	j.emit(RestartStarted{Restart: r.id, Regions: sortedRegions(r.regions), Full: true, Cause: "rescale", Rescale: true})
