@@ -44,14 +44,17 @@ type completed struct {
 // the checkpoint store, driven as internal/jobmanager and the
 // coordinator's Driver drive them.
 type jobManager struct {
-	w     *world
-	sched *scheduler.Job
+	w *world
+	// addr is this JobManager's host, and its ID as TaskManagers know it.
+	addr string
+	// deposed: another JobManager leads now; this one does nothing more
+	// (its messages are refused, its writes fenced).
+	deposed bool
+	sched   *scheduler.Job
 	coord *coordinator.Coordinator
 	tms   map[string]*registered
 	regs  int
 
-	counter int64
-	store   []completed
 	// writing is the number of Finalize writes in flight; a restore waits
 	// for them, as the Driver's AwaitFinalizations.
 	writing  int
@@ -74,18 +77,15 @@ type jobManager struct {
 	// placed: the scheduler decided something since the last check of the
 	// slots held.
 	placed bool
-	// stored is the job graph in the HA store, as a new leader would
-	// recover it.
-	stored *weirv1.JobGraph
 	// cancelled: a client cancelled the job.
 	cancelled bool
 	// rescales are the rescales waiting for their checkpoint, by request.
 	rescales map[int64]func(error)
 }
 
-func newJobManager(w *world, g *weirv1.JobGraph) *jobManager {
+func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
 	sched, err := scheduler.New(scheduler.Config{
-		JobID: "job", Session: "s", Graph: g,
+		JobID: "job", Session: addr, Graph: g,
 		Strategy: restart.New(g.GetRestartStrategy(), restart.Budget{}, w.now()),
 	}, w.clock)
 	if err != nil {
@@ -98,7 +98,7 @@ func newJobManager(w *world, g *weirv1.JobGraph) *jobManager {
 		MaxParallelism: int(g.GetMaxParallelism()), Options: &weirv1.CheckpointOptions{ExactlyOnce: true},
 	}, w.clock, rand.New(rand.NewPCG(w.rng.Uint64(), 0)))
 	return &jobManager{
-		w: w, sched: sched, coord: coord, tms: map[string]*registered{}, stored: g,
+		w: w, addr: addr, sched: sched, coord: coord, tms: map[string]*registered{},
 		restoreFrom: map[int64]*completed{}, finalReqs: map[int64]int64{}, takenAsStopped: map[string]string{},
 		rescales: map[int64]func(error){},
 	}
@@ -108,6 +108,9 @@ func newJobManager(w *world, g *weirv1.JobGraph) *jobManager {
 // left: scheduler effects first, then the coordinator's (an effect of one
 // may feed the other).
 func (jm *jobManager) drain() {
+	if jm.deposed {
+		return
+	}
 	for {
 		se, ce := jm.sched.Ready(), jm.coord.Ready()
 		if len(se) == 0 && len(ce) == 0 {
@@ -130,7 +133,7 @@ func (jm *jobManager) armCoordinator() {
 	}
 	jm.coordWake = next
 	jm.w.at(next, "coordinator tick", func() {
-		if jm.coordWake.Equal(next) {
+		if jm.coordWake.Equal(next) && !jm.deposed {
 			jm.coordWake = time.Time{}
 			jm.coord.Tick()
 			jm.drain()
@@ -146,6 +149,9 @@ func (jm *jobManager) schedEffect(e scheduler.Effect) {
 		w.logf("jm: job %s → %s", e.From.FlinkName(), e.To.FlinkName())
 		if scheduler.Terminal(e.To) {
 			jm.ended = e.To
+		}
+		if scheduler.GloballyTerminal(e.To) {
+			w.sim.ha.ended = e.To // its HA data goes: no leader recovers it
 		}
 	case scheduler.Deploy:
 		from := jm.restoreFrom[e.Restart]
@@ -177,6 +183,9 @@ func (jm *jobManager) schedEffect(e scheduler.Effect) {
 	case scheduler.ArmTimer:
 		id := e.Restart
 		w.at(e.At, "restart timer", func() {
+			if jm.deposed {
+				return
+			}
 			jm.sched.RestartDue(id)
 			jm.drain()
 		})
@@ -204,8 +213,8 @@ func (jm *jobManager) prepareRestores() {
 	}
 	for _, e := range jm.restores {
 		var from *completed
-		if n := len(jm.store); n > 0 {
-			from = &jm.store[n-1]
+		if n := len(jm.w.sim.ha.store); n > 0 {
+			from = &jm.w.sim.ha.store[n-1]
 			jm.coord.Restored(from.id, fmt.Sprintf("chk-%d", from.id), false)
 		}
 		jm.restoreFrom[e.Restart] = from
@@ -265,7 +274,7 @@ func (jm *jobManager) deploy(x scheduler.Exec, from *completed) {
 		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
 		jm.drain()
 	}
-	w.call("jm", tm, "deploy "+a.Key(), rpcTimeout, func() func() {
+	jm.callTM(tm, "deploy "+a.Key(), func() func() {
 		err := w.tm(tm).deploy(req)
 		return func() {
 			if err != nil {
@@ -284,7 +293,7 @@ func (jm *jobManager) cancel(x scheduler.Exec, pause time.Duration) {
 		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 		return
 	}
-	w.call("jm", tm, "cancel "+a.Key(), rpcTimeout, func() func() {
+	jm.callTM(tm, "cancel "+a.Key(), func() func() {
 		err := w.tm(tm).cancelTask(a)
 		return func() {
 			if errors.Is(err, errNotFound) {
@@ -307,8 +316,11 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 	case coordinator.AllocateID:
 		req := e.Request
 		w.after(w.between(time.Millisecond, 5*time.Millisecond), "counter", func() {
-			jm.counter++
-			jm.coord.IDAllocated(req, jm.counter, nil)
+			if jm.deposed {
+				return
+			}
+			jm.w.sim.ha.counter++
+			jm.coord.IDAllocated(req, jm.w.sim.ha.counter, nil)
 			jm.drain()
 		})
 	case coordinator.InitLocation:
@@ -332,14 +344,18 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 		id := e.ID
 		w.after(w.between(time.Millisecond, 20*time.Millisecond), "finalize", func() {
 			jm.writing--
+			if jm.deposed {
+				return // fenced: the store refuses a deposed leader's writes
+			}
 			var err error
 			if w.chance(0.02) {
 				w.fault("storage", "finalizing checkpoint %d fails", id)
 				err = errors.New("storage unavailable")
 			} else {
-				jm.store = append(jm.store, completed{id: id})
-				if len(jm.store) > 3 {
-					jm.store = jm.store[1:]
+				ha := w.sim.ha
+				ha.store = append(ha.store, completed{id: id})
+				if len(ha.store) > 3 {
+					ha.store = ha.store[1:]
 				}
 			}
 			jm.coord.Finalized(id, fmt.Sprintf("chk-%d/_metadata", id), 0, err)
@@ -351,8 +367,8 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 		if !e.Repeat {
 			w.logf("jm: checkpoint %d complete final=%t", e.ID, e.Final)
 			jm.lastCompletion, jm.completions = w.now(), jm.completions+1
-			if n := len(jm.store); n > 0 && jm.store[n-1].id == e.ID {
-				jm.store[n-1].final = e.Final
+			if ha := w.sim.ha; len(ha.store) > 0 && ha.store[len(ha.store)-1].id == e.ID {
+				ha.store[len(ha.store)-1].final = e.Final
 			}
 			if e.Final {
 				jm.sched.Finishing()
@@ -411,7 +427,7 @@ func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle f
 		}
 		return
 	}
-	w.call("jm", tm, name, rpcTimeout, func() func() {
+	jm.callTM(tm, name, func() func() {
 		err := handle(w.tm(tm))
 		return func() {
 			if err != nil && failed != nil {
@@ -427,6 +443,9 @@ func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle f
 
 // register admits a TaskManager (again): whatever it ran before is gone.
 func (jm *jobManager) register(id string, slots int) (string, error) {
+	if jm.deposed {
+		return "", errRefused
+	}
 	jm.regs++
 	reg := fmt.Sprintf("r%d", jm.regs)
 	old := jm.tms[id]
@@ -443,7 +462,7 @@ func (jm *jobManager) register(id string, slots int) (string, error) {
 // TaskManager runs with the job's: it answers whether to register again.
 func (jm *jobManager) heartbeat(id, reg string, running []*weirv1.ExecutionAttemptID) bool {
 	tm := jm.tms[id]
-	if tm == nil || tm.registration != reg {
+	if tm == nil || tm.registration != reg || jm.deposed {
 		return true
 	}
 	tm.lastHeartbeat = jm.w.now()
@@ -452,7 +471,7 @@ func (jm *jobManager) heartbeat(id, reg string, running []*weirv1.ExecutionAttem
 	for _, a := range running {
 		if !jm.sched.Holds(a, id) {
 			jm.w.logf("jm: %s runs %s, which no job has: cancelling it", id, a.Key())
-			jm.w.call("jm", id, "cancel stray "+a.Key(), rpcTimeout, func() func() {
+			jm.callTM(id, "cancel stray "+a.Key(), func() func() {
 				jm.w.tm(id).cancelTask(a) //nolint:errcheck // the next heartbeat shows whether it stopped
 				return func() {}
 			}, func() {})
@@ -480,11 +499,16 @@ func (jm *jobManager) checkHeartbeats() {
 		jm.sched.TaskManagerLost(id, fmt.Sprintf("taskmanager %s lost", id))
 		jm.drain()
 	}
-	jm.w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)
+	if !jm.deposed {
+		jm.w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)
+	}
 }
 
 // report is a TaskManager's state report for a subtask.
 func (jm *jobManager) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) error {
+	if jm.deposed {
+		return errNotFound
+	}
 	defer jm.drain()
 	if endOfInput {
 		if !jm.sched.EndOfInput(a) {
@@ -500,6 +524,9 @@ func (jm *jobManager) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionSt
 
 // acknowledge hands an ack to the coordinator.
 func (jm *jobManager) acknowledge(tm string, ack *weirv1.AcknowledgeCheckpointRequest) {
+	if jm.deposed {
+		return
+	}
 	if jm.coord.Acknowledge(ack) == coordinator.AckSuccess && !jm.current(ack.GetAttempt(), tm) {
 		jm.w.fail("checkpoint %d took the ack of %s, which is not a current attempt on %s", ack.GetCheckpointId(), ack.GetAttempt().Key(), tm)
 	}
@@ -542,6 +569,9 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 	jm.w.logf("client: rescale to %s", parallelisms(g))
 	req := jm.coord.Trigger(coordinator.Manual, false, "")
 	jm.rescales[req] = func(err error) {
+		if jm.deposed {
+			return // no longer the leader: its store writes are fenced
+		}
 		if err != nil {
 			jm.w.logf("client: rescale refused: its checkpoint failed: %v", err)
 			return
@@ -550,7 +580,7 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 			jm.w.logf("client: rescale refused: %v", err)
 			return
 		}
-		jm.stored = g
+		jm.w.sim.ha.graph = g
 		jm.checkStored("rescale")
 		jm.drain()
 	}
@@ -563,7 +593,7 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 func (jm *jobManager) clientCheckpointing(interval time.Duration) {
 	g := proto.Clone(jm.sched.View().Graph).(*weirv1.JobGraph)
 	g.Checkpointing.Interval = durationpb.New(interval)
-	jm.stored = g
+	jm.w.sim.ha.graph = g
 	if !jm.sched.UpdateCheckpointing(g.GetCheckpointing()) {
 		return
 	}
@@ -578,9 +608,9 @@ func (jm *jobManager) checkStored(call string) {
 	default:
 		return // being stopped for good: its shape no longer matters
 	}
-	if !proto.Equal(jm.stored, jm.sched.Graph()) {
+	if !proto.Equal(jm.w.sim.ha.graph, jm.sched.Graph()) {
 		jm.w.fail("after a %s the stored graph (%s, interval %s) is not the job's (%s, interval %s): a new leader would run another job",
-			call, parallelisms(jm.stored), jm.stored.GetCheckpointing().GetInterval().AsDuration(),
+			call, parallelisms(jm.w.sim.ha.graph), jm.w.sim.ha.graph.GetCheckpointing().GetInterval().AsDuration(),
 			parallelisms(jm.sched.Graph()), jm.sched.Graph().GetCheckpointing().GetInterval().AsDuration())
 	}
 }
@@ -591,4 +621,17 @@ func parallelisms(g *weirv1.JobGraph) string {
 		s = append(s, fmt.Sprintf("%s×%d", v.GetName(), v.GetParallelism()))
 	}
 	return strings.Join(s, " ")
+}
+
+// callTM sends a request to TaskManager tm, which obeys only the leader it
+// registered with: another JobManager's call is refused, and the caller
+// handles that as it handles no answer (failed).
+func (jm *jobManager) callTM(tm, name string, handle func() func(), failed func()) {
+	w := jm.w
+	w.call(jm.addr, tm, name, rpcTimeout, func() func() {
+		if w.tm(tm).leader != jm.addr {
+			return failed
+		}
+		return handle()
+	}, failed)
 }

@@ -36,13 +36,26 @@ type Result struct {
 
 // simulation is one run's cluster.
 type simulation struct {
+	// jm is the leader; jms every JobManager by address.
 	jm       *jobManager
+	jms      map[string]*jobManager
+	ha       *haStore
 	tms      map[string]*taskManager
 	vertices map[string]*vertex
 	bounded  bool
 	// strays are attempts running on a registered TaskManager that the job
 	// does not have as current, with when they were first seen.
 	strays map[string]time.Time
+}
+
+// haStore is what the JobManagers share through etcd: the job graph, the
+// completed checkpoints, the checkpoint ID counter, and whether the job
+// ended for good (its HA data removed).
+type haStore struct {
+	graph   *weirv1.JobGraph
+	store   []completed
+	counter int64
+	ended   weirv1.JobState
 }
 
 // strayBound is how long an attempt may run that no job has (a deploy
@@ -56,9 +69,13 @@ func Run(cfg Config) Result {
 	cfg = cfg.withDefaults()
 	w := newWorld(cfg)
 	g, vs, bounded := w.jobShape()
-	sim := &simulation{tms: map[string]*taskManager{}, vertices: vs, bounded: bounded, strays: map[string]time.Time{}}
+	sim := &simulation{
+		tms: map[string]*taskManager{}, vertices: vs, bounded: bounded, strays: map[string]time.Time{},
+		jms: map[string]*jobManager{}, ha: &haStore{graph: g},
+	}
 	w.sim = sim
-	sim.jm = newJobManager(w, g)
+	sim.jm = newJobManager(w, "jm1", g)
+	sim.jms["jm1"] = sim.jm
 	desc := describe(g, bounded)
 	w.logf("job: %s", desc)
 
@@ -83,7 +100,7 @@ func Run(cfg Config) Result {
 	}
 	return Result{
 		Seed: cfg.Seed, Job: desc, Steps: w.steps, Elapsed: w.now().Sub(epoch), Faults: w.faults,
-		Checkpoints: sim.jm.completions, End: sim.jm.ended, Hash: w.hash, Err: w.failure, Trace: w.tail(traceLines(cfg)),
+		Checkpoints: completions(sim), End: sim.ended(), Hash: w.hash, Err: w.failure, Trace: w.tail(traceLines(cfg)),
 	}
 }
 
@@ -92,6 +109,23 @@ func traceLines(cfg Config) int {
 		return 1 << 30
 	}
 	return 120
+}
+
+func completions(s *simulation) int {
+	n := 0
+	for _, jm := range s.jms {
+		n += jm.completions
+	}
+	return n
+}
+
+// ended is the job's end: for good (its HA data gone), or as its last
+// leader saw it.
+func (s *simulation) ended() weirv1.JobState {
+	if s.ha.ended != 0 {
+		return s.ha.ended
+	}
+	return s.jm.ended
 }
 
 func describe(g *weirv1.JobGraph, bounded bool) string {
@@ -124,11 +158,12 @@ func (w *world) done() bool {
 	if w.faulty() || len(w.sim.strays) > 0 {
 		return false
 	}
-	if jm.cancelled && jm.ended == weirv1.JobState_JOB_STATE_CANCELED {
+	end := w.sim.ended()
+	if jm.cancelled && end == weirv1.JobState_JOB_STATE_CANCELED {
 		return true
 	}
 	if w.sim.bounded {
-		return jm.ended == weirv1.JobState_JOB_STATE_FINISHED
+		return end == weirv1.JobState_JOB_STATE_FINISHED
 	}
 	return jm.lastCompletion.After(w.quiet)
 }
@@ -261,12 +296,12 @@ func (w *world) nemesis() {
 // client schedules the client's calls at random moments of the fault
 // phase: rescales, changes of the checkpoint interval, a cancel.
 func (w *world) client(g *weirv1.JobGraph) {
-	jm := w.sim.jm
 	when := func() time.Time { return epoch.Add(w.between(0, w.cfg.FaultTime)) }
 	for range w.rng.IntN(3) {
 		pipeline := w.rng.IntN(pipelines(g))
 		p := int32(1 + w.rng.IntN(3))
 		w.at(when(), "client rescale", func() {
+			jm := w.sim.jm // whoever leads then
 			ng := proto.Clone(jm.sched.View().Graph).(*weirv1.JobGraph)
 			for _, v := range ng.GetVertices() {
 				if strings.HasSuffix(v.GetName(), strconv.Itoa(pipeline)) {
@@ -281,14 +316,51 @@ func (w *world) client(g *weirv1.JobGraph) {
 		interval := w.between(500*time.Millisecond, 2*time.Second).Round(100 * time.Millisecond)
 		w.at(when(), "client checkpointing", func() {
 			w.faults["client-checkpointing"]++
-			jm.clientCheckpointing(interval)
+			w.sim.jm.clientCheckpointing(interval)
 		})
 	}
-	if w.rng.IntN(10) == 0 {
+	if w.rng.IntN(4) == 0 {
+		w.at(when(), "leader change", w.leaderChange)
+	} else if w.rng.IntN(10) == 0 {
+		// (Not with a leader change: a job being cancelled is recovered
+		// by the next leader, as in Flink, and runs on.)
 		w.at(when(), "client cancel", func() {
 			w.faults["client-cancel"]++
-			jm.clientCancel()
+			w.sim.jm.clientCancel()
 		})
+	}
+}
+
+// leaderChange deposes the JobManager leader: another one takes over,
+// recovers the job from the HA store (the graph, the latest completed
+// checkpoint, the counter) and deploys it anew; the TaskManagers follow
+// the new leader, cancelling what they ran for the old one.
+func (w *world) leaderChange() {
+	sim := w.sim
+	if sim.ha.ended != 0 {
+		return // the job's HA data is gone: no leader recovers it
+	}
+	old := sim.jm
+	addr := fmt.Sprintf("jm%d", len(sim.jms)+1)
+	w.fault("leader-change", "%s is deposed; %s leads", old.addr, addr)
+	old.deposed = true
+	jm := newJobManager(w, addr, proto.Clone(sim.ha.graph).(*weirv1.JobGraph))
+	jm.cancelled = old.cancelled
+	sim.jms[addr], sim.jm = jm, jm
+	for _, v := range sim.ha.graph.GetVertices() {
+		sim.vertices[v.GetName()].parallelism = v.GetParallelism()
+	}
+	if n := len(sim.ha.store); n > 0 {
+		from := sim.ha.store[n-1]
+		jm.coord.Restored(from.id, fmt.Sprintf("chk-%d", from.id), false)
+		jm.restoreFrom[0] = &from
+	}
+	w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)
+	for _, tm := range sim.sortedTMs() {
+		if !w.down[tm.id] {
+			tm.member.LeaderChanged(addr)
+			tm.step()
+		}
 	}
 }
 

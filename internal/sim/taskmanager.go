@@ -56,7 +56,7 @@ func (tm *taskManager) start() {
 	tm.table = attempts.New()
 	tm.tasks = map[string]*subtask{}
 	tm.wake = time.Time{}
-	tm.member.LeaderChanged("jm")
+	tm.member.LeaderChanged(tm.w.sim.jm.addr)
 	tm.step()
 }
 
@@ -67,13 +67,13 @@ func (tm *taskManager) step() {
 		for _, e := range effects {
 			switch e := e.(type) {
 			case registration.Register:
-				seq := e.Seq
+				seq, addr := e.Seq, e.Addr
 				inc := w.incarnation[tm.id]
-				w.call(tm.id, "jm", "register "+tm.id, e.Timeout, func() func() {
-					reg, err := w.sim.jm.register(tm.id, tm.slots)
+				w.call(tm.id, addr, "register "+tm.id, e.Timeout, func() func() {
+					reg, err := w.sim.jms[addr].register(tm.id, tm.slots)
 					return func() {
 						tm.member.Registered(seq, registration.Registration{
-							ID: reg, JobManagerID: "jm", Interval: heartbeatInterval, Timeout: heartbeatTimeout,
+							ID: reg, JobManagerID: addr, Interval: heartbeatInterval, Timeout: heartbeatTimeout,
 						}, err)
 						tm.step()
 					}
@@ -84,11 +84,11 @@ func (tm *taskManager) step() {
 					}
 				})
 			case registration.Heartbeat:
-				seq, reg := e.Seq, e.Registration
+				seq, reg, addr := e.Seq, e.Registration, e.Addr
 				running := tm.table.Live()
 				inc := w.incarnation[tm.id]
-				w.call(tm.id, "jm", "heartbeat "+tm.id, e.Timeout, func() func() {
-					again := w.sim.jm.heartbeat(tm.id, reg, running)
+				w.call(tm.id, addr, "heartbeat "+tm.id, e.Timeout, func() func() {
+					again := w.sim.jms[addr].heartbeat(tm.id, reg, running)
 					return func() {
 						tm.member.HeartbeatDone(seq, again, nil)
 						tm.step()
@@ -279,7 +279,9 @@ func (tm *taskManager) barrier(s *subtask, id int64) {
 		if tm.tasks[s.d.attempt.Key()] != s || s.stopping {
 			return
 		}
-		w.send(tm.id, "jm", fmt.Sprintf("ack %d %s", id, s.d.attempt.Key()), func() { w.sim.jm.acknowledge(tm.id, ack) })
+		if jm := w.sim.jms[tm.leader]; jm != nil {
+			w.send(tm.id, jm.addr, fmt.Sprintf("ack %d %s", id, s.d.attempt.Key()), func() { jm.acknowledge(tm.id, ack) })
+		}
 	})
 	tm.downstream(s, fmt.Sprintf("barrier %d", id), func(t *taskManager, down *subtask) {
 		got := down.barriers[id]
@@ -385,8 +387,12 @@ func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.Exe
 	if endOfInput {
 		what = "END_OF_INPUT"
 	}
-	w.call(tm.id, "jm", fmt.Sprintf("report %s %s", a.Key(), what), rpcTimeout, func() func() {
-		err := w.sim.jm.report(a, st, endOfInput, cause)
+	jm := w.sim.jms[tm.leader]
+	if jm == nil {
+		return // not registered: nobody to report to
+	}
+	w.call(tm.id, jm.addr, fmt.Sprintf("report %s %s", a.Key(), what), rpcTimeout, func() func() {
+		err := jm.report(a, st, endOfInput, cause)
 		return func() {
 			if err != nil {
 				w.logf("%s: report %s %s refused: %v", tm.id, a.Key(), what, err)

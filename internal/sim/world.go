@@ -145,8 +145,8 @@ func (w *world) between(lo, hi time.Duration) time.Duration {
 
 // send delivers f at host to after a network delay, unless the message is
 // lost: a partition between the two, a host down or restarted since, or a
-// drop. It may also arrive twice. from and to are host names; "jm" is the
-// JobManager.
+// drop. It may also arrive twice. from and to are host names (jm1, jm2,
+// … are JobManagers).
 func (w *world) send(from, to, name string, f func()) {
 	fromInc, toInc := w.incarnation[from], w.incarnation[to]
 	deliver := func(dup bool) {
@@ -158,7 +158,7 @@ func (w *world) send(from, to, name string, f func()) {
 			switch {
 			case w.down[to] || w.incarnation[to] != toInc:
 				w.logf("lost %s → %s: %s (host down)", from, to, name)
-			case w.incarnation[from] != fromInc && from != "jm":
+			case w.incarnation[from] != fromInc:
 				w.logf("lost %s → %s: %s (sender gone)", from, to, name)
 			case w.partitioned[from] || w.partitioned[to]:
 				w.logf("lost %s → %s: %s (partition)", from, to, name)
