@@ -51,9 +51,9 @@ type jobManager struct {
 	// (its messages are refused, its writes fenced).
 	deposed bool
 	sched   *scheduler.Job
-	coord *coordinator.Coordinator
-	tms   map[string]*registered
-	regs  int
+	coord   *coordinator.Coordinator
+	tms     map[string]*registered
+	regs    int
 
 	// writing is the number of Finalize writes in flight; a restore waits
 	// for them, as the Driver's AwaitFinalizations.
