@@ -348,15 +348,32 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 				return // fenced: the store refuses a deposed leader's writes
 			}
 			var err error
-			if w.chance(0.02) {
-				w.fault("storage", "finalizing checkpoint %d fails", id)
-				err = errors.New("storage unavailable")
-			} else {
+			store := func() {
 				ha := w.sim.ha
 				ha.store = append(ha.store, completed{id: id})
 				if len(ha.store) > 3 {
 					ha.store = ha.store[1:]
 				}
+			}
+			switch {
+			case w.chance(0.02):
+				w.fault("storage", "finalizing checkpoint %d fails", id)
+				err = errors.New("storage unavailable")
+			case w.chance(0.01):
+				// etcd timed out: the entry may or may not be there. The job
+				// fails over and its restore reads what the store holds.
+				stored := w.rng.IntN(2) == 0
+				w.fault("store-unknown", "adding checkpoint %d to the store timed out (stored: %t)", id, stored)
+				if stored {
+					store()
+				}
+				jm.coord.FinalizeOutcomeUnknown(id, errTimeout)
+				jm.drain()
+				jm.prepareRestores()
+				jm.drain()
+				return
+			default:
+				store()
 			}
 			jm.coord.Finalized(id, fmt.Sprintf("chk-%d/_metadata", id), 0, err)
 			jm.drain()
@@ -557,6 +574,18 @@ func (jm *jobManager) clientCancel() {
 	}
 	jm.w.logf("client: job cancelled")
 	jm.cancelled = true
+	jm.drain()
+}
+
+// clientStop stops the job with a savepoint, as `weir job stop` does:
+// the subtasks finish once it completed, and the job is FINISHED; a
+// savepoint that fails fails the job over, which then runs on.
+func (jm *jobManager) clientStop() {
+	if jm.sched.State() != weirv1.JobState_JOB_STATE_RUNNING {
+		return
+	}
+	jm.w.logf("client: stop with a savepoint")
+	jm.coord.StopWithSavepoint("savepoints", false)
 	jm.drain()
 }
 

@@ -162,7 +162,9 @@ func (w *world) done() bool {
 	if jm.cancelled && end == weirv1.JobState_JOB_STATE_CANCELED {
 		return true
 	}
-	if w.sim.bounded {
+	if w.sim.bounded || end == weirv1.JobState_JOB_STATE_FINISHED {
+		// An unbounded job finishes when a client stopped it with a
+		// savepoint.
 		return end == weirv1.JobState_JOB_STATE_FINISHED
 	}
 	return jm.lastCompletion.After(w.quiet)
@@ -327,6 +329,11 @@ func (w *world) client(g *weirv1.JobGraph) {
 		w.at(when(), "client cancel", func() {
 			w.faults["client-cancel"]++
 			w.sim.jm.clientCancel()
+		})
+	} else if w.rng.IntN(8) == 0 {
+		w.at(when(), "client stop", func() {
+			w.faults["client-stop"]++
+			w.sim.jm.clientStop()
 		})
 	}
 }
