@@ -46,6 +46,9 @@ type simulation struct {
 	// strays are attempts running on a registered TaskManager that the job
 	// does not have as current, with when they were first seen.
 	strays map[string]time.Time
+	// commits is the attempt that committed each sink subtask's epoch
+	// (vertex/index@checkpoint).
+	commits map[string]string
 }
 
 // haStore is what the JobManagers share through etcd: the job graph, the
@@ -71,7 +74,7 @@ func Run(cfg Config) Result {
 	g, vs, bounded := w.jobShape()
 	sim := &simulation{
 		tms: map[string]*taskManager{}, vertices: vs, bounded: bounded, strays: map[string]time.Time{},
-		jms: map[string]*jobManager{}, ha: &haStore{graph: g},
+		jms: map[string]*jobManager{}, ha: &haStore{graph: g}, commits: map[string]string{},
 	}
 	w.sim = sim
 	sim.jm = newJobManager(w, "jm1", g)
@@ -187,9 +190,17 @@ func (s *simulation) broken(tm, channel string) {
 	}
 }
 
-// committed records a sink's commit.
+// committed records a sink's commit: each sink subtask's epoch is
+// committed by one attempt (a repeated notification to that attempt is
+// harmless; another attempt committing it means two ran at once).
 func (s *simulation) committed(tm string, a *weirv1.ExecutionAttemptID, id int64) {
 	s.jm.w.logf("%s: %s commits checkpoint %d", tm, a.Key(), id)
+	epoch := fmt.Sprintf("%s/%d@%d", a.GetVertex(), a.GetSubtaskIndex(), id)
+	if by, ok := s.commits[epoch]; ok && by != a.Key() {
+		s.jm.w.fail("epoch %s committed by %s and by %s", epoch, by, a.Key())
+		return
+	}
+	s.commits[epoch] = a.Key()
 }
 
 // check runs the invariants after every step.
