@@ -106,8 +106,8 @@ func TestKafkaNemesis(t *testing.T) {
 				if r.verdict != "" {
 					mu.Lock()
 					defer mu.Unlock()
-					t.Errorf("seed %d (%s): %s\nreplay: go test -tags failpoints ./internal/kafka -run 'TestKafkaNemesis$' -nemesis.protocol=%s -nemesis.seed=%d -nemesis.sequences=1\nsteps:\n%s",
-						seed, proto, r.verdict, proto, seed, strings.Join(r.trace, "\n"))
+					t.Errorf("seed %d (%s): %s\nreplay: go test -tags failpoints ./internal/kafka -run 'TestKafkaNemesis$' -nemesis.protocol=%s -nemesis.seed=%d -nemesis.sequences=1\nsteps:\n%s\ntransaction requests the broker saw:\n%s",
+						seed, proto, r.verdict, proto, seed, strings.Join(r.trace, "\n"), r.brokerLog())
 				}
 			}
 		}
@@ -127,15 +127,21 @@ func TestKafkaNemesisReplays(t *testing.T) {
 		a := runNemesis(t, "kafka-4", seed, 30)
 		b := runNemesis(t, "kafka-4", seed, 30)
 		if !slices.Equal(a.trace, b.trace) {
-			t.Fatalf("seed %d ran differently:\n%s\n--- and ---\n%s", seed, strings.Join(a.trace, "\n"), strings.Join(b.trace, "\n"))
+			t.Fatalf("seed %d ran differently:\n%s\n--- and ---\n%s\n\ntransaction requests the broker saw, first run:\n%s\n--- second run:\n%s",
+				seed, strings.Join(a.trace, "\n"), strings.Join(b.trace, "\n"), a.brokerLog(), b.brokerLog())
 		}
 	}
 }
 
 // nemResult is one sequence's outcome.
 type nemResult struct {
-	proto   string
-	trace   []string
+	proto string
+	trace []string
+	// broker lists the transaction requests the broker saw (EndTxn,
+	// InitProducerID), in order: not part of the trace (their timing is
+	// not the seed's), but what a failure report needs to tell who ended
+	// a transaction.
+	broker *txnLog
 	faults  map[string]int
 	verdict string // "" when exactly once
 	records int
@@ -229,7 +235,7 @@ type nemesis struct {
 func runNemesis(t testing.TB, proto string, seed uint64, steps int) nemResult {
 	n := &nemesis{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d65736973)), proto: proto,
-		res:    &nemResult{proto: proto, faults: map[string]int{}},
+		res:    &nemResult{proto: proto, faults: map[string]int{}, broker: &txnLog{}},
 		dir:    t.TempDir(),
 		port:   nemPort(t),
 		ends:   map[int32]int64{},
@@ -281,11 +287,54 @@ func (n *nemesis) startBroker() error {
 		return err
 	}
 	n.cluster, n.addr = c, c.ListenAddrs()[0]
+	n.observeTransactions()
 	if n.input == nil {
 		n.input, err = kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.DefaultProduceTopic("in"),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
 	return err
+}
+
+// observeTransactions records every EndTxn and InitProducerID the broker
+// is sent, leaving them to the broker (and to the faults armed after).
+func (n *nemesis) observeTransactions() {
+	record := n.res.broker.add
+	n.cluster.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		n.cluster.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		record(fmt.Sprintf("EndTxn %s pid=%d epoch=%d commit=%t v%d", r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit, r.Version))
+		return nil, nil, false
+	})
+	n.cluster.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		n.cluster.KeepControl()
+		r := req.(*kmsg.InitProducerIDRequest)
+		id := "<none>"
+		if r.TransactionalID != nil {
+			id = *r.TransactionalID
+		}
+		record(fmt.Sprintf("InitProducerID %s pid=%d epoch=%d", id, r.ProducerID, r.ProducerEpoch))
+		return nil, nil, false
+	})
+}
+
+// txnLog is the broker's transaction requests, as the broker's goroutines
+// see them.
+type txnLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *txnLog) add(line string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, line)
+	l.mu.Unlock()
+}
+
+// brokerLog is what the broker saw, for a failure report.
+func (r nemResult) brokerLog() string {
+	r.broker.mu.Lock()
+	defer r.broker.mu.Unlock()
+	return strings.Join(r.broker.lines, "\n")
 }
 
 func (n *nemesis) shutdown() {
