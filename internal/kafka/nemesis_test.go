@@ -141,7 +141,7 @@ type nemResult struct {
 	// InitProducerID), in order: not part of the trace (their timing is
 	// not the seed's), but what a failure report needs to tell who ended
 	// a transaction.
-	broker *txnLog
+	broker  *txnLog
 	faults  map[string]int
 	verdict string // "" when exactly once
 	records int
