@@ -586,6 +586,11 @@ func (s *Source) consume(parts []*sourcePart) error {
 		// them moves a position past a transaction's end, so a bounded
 		// partition whose last record is a marker reaches its stop.
 		kgo.KeepControlRecords(),
+		// franz-go v1.22.3's Close reads a fetch session's ID while the
+		// fetch loop may still bump it (a data race the race detector
+		// reports); without sessions the ID is never written. A source
+		// subtask fetches few partitions, so sessions save little.
+		kgo.DisableFetchSessions(),
 		// A position out of range (retention deleted it) resumes at the
 		// earliest offset left, like Kafka's auto.offset.reset=earliest.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
