@@ -40,17 +40,18 @@ func buildSlowTaskManager(t *testing.T) string {
 
 // writeSlowSpec writes the running-sum job with a slow stage before the
 // sink: an unthrottled source fills every queue up to the slow stage.
-func writeSlowSpec(t *testing.T, path, out string, count int, delay time.Duration, unaligned bool) string {
+// Every vertex after the source runs at parallelism p.
+func writeSlowSpec(t *testing.T, path, out string, count int, delay time.Duration, unaligned bool, p int) string {
 	t.Helper()
 	spec := fmt.Sprintf(`name: running-sum-slow
 checkpointing: {interval: 500ms, mode: exactly-once, timeout: 2s, unaligned: %v, tolerable-failed-checkpoints: 1000,
                 retained: 3, externalized: retain-on-cancellation}
 vertices:
   - {name: source, operator: sequence-source, parallelism: 2, config: {count: %d, keys: 16}}
-  - {name: sum, operator: keyed-sum, parallelism: 2, inputs: [{from: source, partition: hash}]}
-  - {name: slow, operator: slow-forward, parallelism: 2, inputs: [{from: sum, partition: forward}], config: {delay: %s}}
-  - {name: sink, operator: file-sink, parallelism: 2, inputs: [{from: slow, partition: forward}], config: {path: %s}}
-`, unaligned, count, delay, strconv.Quote(out))
+  - {name: sum, operator: keyed-sum, parallelism: %[3]d, inputs: [{from: source, partition: hash}]}
+  - {name: slow, operator: slow-forward, parallelism: %[3]d, inputs: [{from: sum, partition: forward}], config: {delay: %[4]s}}
+  - {name: sink, operator: file-sink, parallelism: %[3]d, inputs: [{from: slow, partition: forward}], config: {path: %[5]s}}
+`, unaligned, count, p, delay, strconv.Quote(out))
 	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 	}
 
 	// Aligned: the checkpoints time out.
-	aligned := c.submit(writeSlowSpec(t, filepath.Join(c.dir, "aligned.yaml"), filepath.Join(c.dir, "out-aligned"), 0, time.Millisecond, false))
+	aligned := c.submit(writeSlowSpec(t, filepath.Join(c.dir, "aligned.yaml"), filepath.Join(c.dir, "out-aligned"), 0, time.Millisecond, false, 2))
 	c.waitFor(time.Minute, "two aligned checkpoints to fail", func() (bool, error) {
 		return list(aligned).GetCounts().GetFailed() >= 2, nil
 	})
@@ -131,7 +132,7 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 
 	// Unaligned: the checkpoints complete, with records in flight.
 	out := filepath.Join(c.dir, "out")
-	first := c.submit(writeSlowSpec(t, filepath.Join(c.dir, "unaligned.yaml"), out, count, time.Millisecond, true))
+	first := c.submit(writeSlowSpec(t, filepath.Join(c.dir, "unaligned.yaml"), out, count, time.Millisecond, true, 2))
 	c.waitFor(time.Minute, "three unaligned checkpoints", func() (bool, error) {
 		return list(first).GetCounts().GetCompleted() >= 3, nil
 	})
@@ -182,9 +183,10 @@ func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
 	}
 
 	// Resumed from the unaligned checkpoint (without the slow-down, to
-	// finish quickly): recorded output goes out first, recorded input is
-	// processed before new input.
-	second := c.submit(writeSlowSpec(t, filepath.Join(c.dir, "resume.yaml"), out, count, 0, true),
+	// finish quickly) with every vertex after the source at parallelism 3:
+	// the records in flight are redistributed, recorded output goes out
+	// first, recorded input is processed before new input.
+	second := c.submit(writeSlowSpec(t, filepath.Join(c.dir, "resume.yaml"), out, count, 0, true, 3),
 		"--from", filepath.Dir(latest.GetExternalPath()))
 	if job := c.waitJob(second, 2*time.Minute); job.State != "FINISHED" {
 		t.Fatalf("resumed job ended %s: %s", job.State, job.FailureCause)

@@ -79,6 +79,12 @@ type Config struct {
 	// chain has those steps; the driver carries them out.
 	OperatorCoordinators bool
 	MasterHooks          bool
+	// AlignRescale makes a rescale's checkpoint aligned whatever the job's
+	// setting: the job has a broadcast edge, whose in-flight records
+	// cannot be split across a new parallelism (each consumer had its own
+	// copy at its own place in the stream). Other in-flight records are
+	// redistributed at the restore.
+	AlignRescale bool
 }
 
 // Task is one subtask attempt of the current execution.
@@ -101,8 +107,7 @@ const (
 	// earlier one, even on an incremental backend (Flink's FULL type).
 	FullCheckpoint
 	// RescaleCheckpoint is the manual checkpoint a rescale restores from:
-	// aligned whatever the job's setting, since in-flight records of an
-	// unaligned one belong to channels of the old parallelism; and
+	// aligned whatever the job's setting if Config.AlignRescale; and
 	// periodic checkpoints pause from its request until the next Start
 	// (the rescale's restart) or ResumePeriodic (a rescale refused), so
 	// that no checkpoint completes after it.
@@ -695,7 +700,7 @@ func (c *Coordinator) sendTrigger(p *pending) {
 	if r.kind == FullCheckpoint {
 		opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT
 	}
-	if r.kind == RescaleCheckpoint {
+	if r.kind == RescaleCheckpoint && c.cfg.AlignRescale {
 		opts.Unaligned, opts.AlignedCheckpointTimeoutMs = false, 0
 	}
 	if r.savepoint() {

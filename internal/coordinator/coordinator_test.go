@@ -389,6 +389,7 @@ func (h *harness) config(a *args) {
 		HistorySize:           int(a.int("history", 0)),
 		OperatorCoordinators:  a.bool("coordinators", false),
 		MasterHooks:           a.bool("hooks", false),
+		AlignRescale:          a.bool("align-rescale", false),
 		Options: &weirv1.CheckpointOptions{
 			ExactlyOnce:                a.bool("exactly-once", true),
 			Unaligned:                  a.bool("unaligned", false),

@@ -119,6 +119,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		Tolerable:             int(cp.GetTolerableFailedCheckpoints()),
 		MaxParallelism:        int(g.GetMaxParallelism()),
 		Options:               checkpointOptions(g),
+		AlignRescale:          hasBroadcastEdge(g),
 	}, coordinator.Deps{
 		Counter: j.counter,
 		Store:   j.store,
@@ -477,4 +478,18 @@ func (m *mailbox) take() []func() {
 	q := m.queue
 	m.queue = nil
 	return q
+}
+
+// hasBroadcastEdge reports whether g sends anything by broadcast: the
+// in-flight records of such an edge cannot be split across a new
+// parallelism, so a rescale's checkpoint is aligned.
+func hasBroadcastEdge(g *weirv1.JobGraph) bool {
+	for _, v := range g.GetVertices() {
+		for _, e := range v.GetInputs() {
+			if e.GetPartitioner() == weirv1.Partitioner_PARTITIONER_BROADCAST {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -62,9 +62,9 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 		held := total(j.current().held)
 		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: rescale: job %s would need %d slots; it holds %d and %d more are free", j.id, need, held, have-held)
 	}
-	// Aligned, and the last checkpoint before the restart (the coordinator
-	// pauses periodic ones): an unaligned checkpoint's in-flight records
-	// belong to the old parallelism's channels and could not be restored.
+	// The last checkpoint before the restart (the coordinator pauses
+	// periodic ones). Unaligned if the job's are, its in-flight records
+	// redistributed at the restore, unless the job has a broadcast edge.
 	r := j.coord.Trigger(ctx, coordinator.RescaleCheckpoint, "")
 	if err := triggerError(j.id, r); err != nil {
 		return nil, err

@@ -25,10 +25,9 @@ func (slowOp) Close() error { return nil }
 
 // TestRescaleUnalignedUnderBackpressure: a job with unaligned checkpoints
 // under back-pressure is rescaled. Its checkpoints carry in-flight records
-// of channels at the old parallelism, which cannot be restored at the new
-// one; the rescale takes an aligned checkpoint of its own and restarts
-// from it, so the job runs at the new parallelism instead of failing on
-// every restart.
+// of channels at the old parallelism; the rescale's checkpoint is
+// unaligned too, and the restore redistributes those records, so the job
+// runs at the new parallelism instead of failing on every restart.
 func TestRescaleUnalignedUnderBackpressure(t *testing.T) {
 	c := startInProcess(t)
 	reg := sdk.NewRegistry()

@@ -28,7 +28,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -106,8 +105,8 @@ func TestKafkaNemesis(t *testing.T) {
 				if r.verdict != "" {
 					mu.Lock()
 					defer mu.Unlock()
-					t.Errorf("seed %d (%s): %s\nreplay: go test -tags failpoints ./internal/kafka -run 'TestKafkaNemesis$' -nemesis.protocol=%s -nemesis.seed=%d -nemesis.sequences=1\nsteps:\n%s\ntransaction requests the broker saw:\n%s",
-						seed, proto, r.verdict, proto, seed, strings.Join(r.trace, "\n"), r.brokerLog())
+					t.Errorf("seed %d (%s): %s\nreplay: go test -tags failpoints ./internal/kafka -run 'TestKafkaNemesis$' -nemesis.protocol=%s -nemesis.seed=%d -nemesis.sequences=1\nsteps:\n%s\ntransaction requests the broker saw:\n%s\nwhat the subtasks logged:\n%s",
+						seed, proto, r.verdict, proto, seed, strings.Join(r.trace, "\n"), r.brokerLog(), r.subtaskLog())
 				}
 			}
 		}
@@ -141,8 +140,11 @@ type nemResult struct {
 	// InitProducerID), in order: not part of the trace (their timing is
 	// not the seed's), but what a failure report needs to tell who ended
 	// a transaction.
-	broker  *txnLog
-	faults  map[string]int
+	broker *txnLog
+	// subtasks is what the sources and sinks logged, and what each drain
+	// read: also for a failure report only.
+	subtasks *txnLog
+	faults   map[string]int
 	verdict string // "" when exactly once
 	records int
 }
@@ -235,7 +237,7 @@ type nemesis struct {
 func runNemesis(t testing.TB, proto string, seed uint64, steps int) nemResult {
 	n := &nemesis{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d65736973)), proto: proto,
-		res:    &nemResult{proto: proto, faults: map[string]int{}, broker: &txnLog{}},
+		res:    &nemResult{proto: proto, faults: map[string]int{}, broker: &txnLog{}, subtasks: &txnLog{}},
 		dir:    t.TempDir(),
 		port:   nemPort(t),
 		ends:   map[int32]int64{},
@@ -330,12 +332,23 @@ func (l *txnLog) add(line string) {
 	l.mu.Unlock()
 }
 
-// brokerLog is what the broker saw, for a failure report.
-func (r nemResult) brokerLog() string {
-	r.broker.mu.Lock()
-	defer r.broker.mu.Unlock()
-	return strings.Join(r.broker.lines, "\n")
+// Write takes one slog line.
+func (l *txnLog) Write(p []byte) (int, error) {
+	l.add(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
+
+func (l *txnLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// brokerLog is what the broker saw, for a failure report.
+func (r nemResult) brokerLog() string { return r.broker.String() }
+
+// subtaskLog is what the subtasks logged, for a failure report.
+func (r nemResult) subtaskLog() string { return r.subtasks.String() }
 
 func (n *nemesis) shutdown() {
 	n.crash()
@@ -508,9 +521,11 @@ func (n *nemesis) append(k int) error {
 type sinkCollector struct {
 	s   *Sink
 	err error
+	n   int
 }
 
 func (c *sinkCollector) Collect(r sdk.Record) {
+	c.n++
 	if c.err == nil {
 		c.err = c.s.ProcessRecord(r, nil)
 	}
@@ -524,7 +539,14 @@ func (c *sinkCollector) Collect(r sdk.Record) {
 func (n *nemesis) drain(i int) error {
 	src, out := n.sources[i], &sinkCollector{s: n.sinks[i]}
 	deadline := time.Now().Add(30 * time.Second)
-	for !n.drained(src) {
+	defer func() {
+		var at []string
+		for _, p := range src.order {
+			at = append(at, fmt.Sprintf("%s@%d", p.sourceTP, p.next))
+		}
+		n.res.subtasks.add(fmt.Sprintf("nemesis: drain source %d: %d records into sink %d; positions %v", i, out.n, i, at))
+	}()
+	for !n.drained(i, src) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("source %d did not reach the input's end in 30 s", i)
 		}
@@ -549,9 +571,13 @@ func (n *nemesis) drain(i int) error {
 	return n.sinks[i].failed()
 }
 
-func (n *nemesis) drained(src *Source) bool {
-	for tp, p := range src.parts {
-		if p.next < n.ends[tp.partition] {
+// drained: source i reads every partition it owns, up to the input's end.
+func (n *nemesis) drained(i int, src *Source) bool {
+	for p, end := range n.ends {
+		if sourceOwner(sourceTP{"in", p}, n.parallelism) != i {
+			continue
+		}
+		if sp := src.parts[sourceTP{"in", p}]; sp == nil || sp.next < end {
 			return false
 		}
 	}
@@ -991,6 +1017,7 @@ func head(s []string) string {
 // memory.
 type nemCtx struct {
 	sdk.Context // nil: only what the connectors call is implemented
+	log         *slog.Logger
 	cfg         sdk.Config
 	name        string
 	subtask     int
@@ -1004,7 +1031,8 @@ func (n *nemesis) subtaskCtx(subtask int, restored int64, state string, items []
 	if state == sourceStateName {
 		name = "source"
 	}
-	c := &nemCtx{cfg: cfg, name: name, subtask: subtask, parallelism: n.parallelism, restored: restored, lists: map[string]*memList{}}
+	c := &nemCtx{cfg: cfg, name: name, subtask: subtask, parallelism: n.parallelism, restored: restored, lists: map[string]*memList{},
+		log: slog.New(slog.NewTextHandler(n.res.subtasks, nil)).With("subtask", fmt.Sprintf("%s-%d", name, subtask))}
 	c.lists[state] = &memList{items: slices.Clone(items)}
 	return c
 }
@@ -1015,7 +1043,7 @@ func (c *nemCtx) SubtaskIndex() int           { return c.subtask }
 func (c *nemCtx) Parallelism() int            { return c.parallelism }
 func (c *nemCtx) RestoredCheckpointID() int64 { return c.restored }
 func (c *nemCtx) Metrics() sdk.MetricGroup    { return sdk.DiscardMetrics }
-func (c *nemCtx) Logger() *slog.Logger        { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (c *nemCtx) Logger() *slog.Logger        { return c.log }
 func (c *nemCtx) UnionListState(name string) sdk.ListState {
 	if c.lists[name] == nil {
 		c.lists[name] = &memList{}

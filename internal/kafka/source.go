@@ -286,6 +286,14 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 		s.found = make(chan []*sourcePart)
 		unlisted := maps.Clone(s.unlisted)
 		s.wg.Go(func() { s.discoverLoop(bg, relistInterval, known, unlisted) })
+	case len(s.unlisted) > 0:
+		// Without discovery new partitions are not read, but a restored
+		// one left out of one metadata answer still is: listed again
+		// until it comes back, or its records would wait for the next
+		// restart.
+		s.found = make(chan []*sourcePart)
+		unlisted := maps.Clone(s.unlisted)
+		s.wg.Go(func() { s.discoverLoop(bg, relistInterval, known, unlisted) })
 	}
 	if cfg.Group != "" {
 		s.pending = map[int64]kadm.Offsets{}
@@ -917,8 +925,8 @@ func (s *Source) discover(ctx context.Context, known map[sourceTP]bool, unlisted
 			if s.cfg.Bounded {
 				p.stop = pos.stop
 			}
-		case s.cfg.Bounded:
-			continue // created after the first start: not read
+		case s.cfg.Bounded || s.cfg.Discovery == 0:
+			continue // created after the first start (bounded), or not discovered
 		default:
 			fresh = append(fresh, p)
 		}

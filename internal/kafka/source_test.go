@@ -1205,6 +1205,42 @@ func TestBoundedSourceWaitsForUnlistedPartition(t *testing.T) {
 	srcSameOnce(t, r.got, want)
 }
 
+// TestSourceRelistsUnlistedPartitionWithoutDiscovery: an unbounded
+// source without partition discovery, restored while the metadata leaves
+// out partitions it has positions for, lists them again until they are
+// back and reads them from their positions — not at the next restart —
+// and still reads no partition created since (that is discovery's job).
+func TestSourceRelistsUnlistedPartitionWithoutDiscovery(t *testing.T) {
+	addr, c := newBroker(t, kfake.SeedTopics(2, "pat-a"), kfake.SeedTopics(3, "pat-b"))
+	cfg := srcConfig(addr, "topic-pattern", "^pat-", "starting-offsets", "earliest")
+	want := append(srcProduce(t, addr, "pat-a", 2, 0, 10), srcProduce(t, addr, "pat-b", 3, 0, 10)...)
+	a := srcOpen(t, cfg, 0, 1, 0, nil)
+	a.emitUntil(t, len(want))
+	chk1 := a.checkpoint(t, t.TempDir(), 1)
+	_ = a.src.Close()
+	want = append(srcProduce(t, addr, "pat-a", 2, 10, 20), srcProduce(t, addr, "pat-b", 3, 10, 20)...)
+
+	hide := c.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Metadata}, Topic: "pat-b", Err: kerr.UnknownTopicOrPartition, Count: -1,
+		When: func(r kmsg.Request) bool { return r.(*kmsg.MetadataRequest).Topics == nil },
+	})
+	r := srcOpen(t, cfg, 0, 1, 1, []*weirv1.SubtaskState{chk1})
+	if len(r.src.unlisted) != 3 {
+		t.Fatalf("unlisted at open: %v, want pat-b's 3 partitions (the fault did not hide pat-b)", r.src.unlisted)
+	}
+	r.emitUntil(t, 20) // pat-a's new records
+	if err := c.CreateTopic("pat-c", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	srcProduce(t, addr, "pat-c", 1, 0, 5)
+	hide.Remove()
+	r.emitUntil(t, len(want))
+	srcSameOnce(t, r.got, want)
+	if len(r.src.unlisted) != 0 {
+		t.Fatalf("still unlisted: %v", r.src.unlisted)
+	}
+}
+
 // TestBoundedSourceFailsOnPartitionNeverListed: a restored partition that
 // stays unlisted fails the subtask after the wait, naming it, rather than
 // finishing without its records or waiting for ever.

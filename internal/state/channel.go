@@ -12,11 +12,11 @@ import (
 	"github.com/weirproject/weir/sdk"
 )
 
-// ErrChannelStateRescale is returned when channel state would have to be
-// split across a different number of subtasks or channels: in-flight
-// records belong to one channel between two particular subtasks, so an
-// unaligned checkpoint restores only at the parallelism it was taken at.
-var ErrChannelStateRescale = errors.New("state: channel state of an unaligned checkpoint can only be restored at the same parallelism")
+// ErrChannelStateRescale is returned when in-flight records cannot be
+// split across a new number of subtasks or channels: only those on a
+// broadcast edge, where each consumer had its own copy and its own place
+// in the stream.
+var ErrChannelStateRescale = errors.New("channel state cannot be split across the new parallelism")
 
 // WriteChannelState is the asynchronous part of a subtask's channel state:
 // it writes cs into dir as <vertex>-<subtask>.channel, or inline when
@@ -34,32 +34,63 @@ func WriteChannelState(fs vfs.FS, dir, vertex string, subtask int, cs *weirv1.Ch
 	return h, nil
 }
 
-// RestoreChannelState returns the channel state subtask (of parallelism
-// subtasks) restores from prev, every subtask state of its vertex in the
-// restored checkpoint; nil when it has none. A checkpoint whose vertex ran
-// at another parallelism and holds channel state is refused.
-func RestoreChannelState(fs vfs.FS, prev []*weirv1.SubtaskState, subtask, parallelism int) (*weirv1.ChannelStateSnapshot, error) {
-	var mine *weirv1.SubtaskState
+// RestoreChannelState returns the channel state the subtask d describes
+// restores from prev, every subtask state of its vertex in the restored
+// checkpoint, laid out on d's channels; nil when it has none. When the
+// vertex kept its parallelism and its producers and consumers theirs, that
+// is the subtask's own channel state as written; otherwise the in-flight
+// records are redistributed (see redistribute).
+func RestoreChannelState(fs vfs.FS, prev []*weirv1.SubtaskState, d *weirv1.TaskDeploymentDescriptor) (*weirv1.ChannelStateSnapshot, error) {
+	subtask, parallelism := int(d.GetAttempt().GetSubtaskIndex()), int(d.GetParallelism())
+	var old []oldChannels
+	oldParallelism := 0
 	for _, st := range prev {
 		if !storage.HasState(st.GetChannelState()) {
 			continue
 		}
-		if int(st.GetParallelism()) != parallelism {
-			return nil, fmt.Errorf("%w: vertex %s had parallelism %d with records in flight, it now has %d",
-				ErrChannelStateRescale, st.GetVertex(), st.GetParallelism(), parallelism)
+		if oldParallelism != 0 && int(st.GetParallelism()) != oldParallelism {
+			return nil, fmt.Errorf("state: restore channel state of %s: subtask states written at parallelism %d and %d", st.GetVertex(), oldParallelism, st.GetParallelism())
 		}
-		if int(st.GetSubtaskIndex()) == subtask {
-			mine = st
+		oldParallelism = int(st.GetParallelism())
+		// At the same parallelism only the subtask's own records are its
+		// to restore: reading the others' would cost a read per subtask.
+		if oldParallelism == parallelism && int(st.GetSubtaskIndex()) != subtask {
+			continue
 		}
+		old = append(old, oldChannels{st: st})
 	}
-	if mine == nil {
+	if len(old) == 0 {
 		return nil, nil
 	}
-	cs := &weirv1.ChannelStateSnapshot{}
-	if err := newRestorer(fs).readHandle(mine.GetChannelState(), cs); err != nil {
-		return nil, fmt.Errorf("state: restore channel state: %w", err)
+	r := newRestorer(fs)
+	for i := range old {
+		old[i].cs = &weirv1.ChannelStateSnapshot{}
+		if err := r.readHandle(old[i].st.GetChannelState(), old[i].cs); err != nil {
+			return nil, fmt.Errorf("state: restore channel state: %w", err)
+		}
 	}
-	return cs, nil
+	if oldParallelism == parallelism && fits(old[0].cs, d) {
+		return old[0].cs, nil
+	}
+	return redistribute(old, oldParallelism == parallelism, d)
+}
+
+// fits reports whether cs was written for d's channels: every producer
+// and consumer kept its parallelism.
+func fits(cs *weirv1.ChannelStateSnapshot, d *weirv1.TaskDeploymentDescriptor) bool {
+	for _, in := range cs.GetInputs() {
+		g := int(in.GetGate())
+		if g < 0 || g >= len(d.GetInputs()) || int(in.GetNumChannels()) != len(d.GetInputs()[g].GetChannels()) {
+			return false
+		}
+	}
+	for _, out := range cs.GetOutputs() {
+		p := int(out.GetPartition())
+		if p < 0 || p >= len(d.GetOutputs()) || out.GetNumSubpartitions() != d.GetOutputs()[p].GetNumSubpartitions() {
+			return false
+		}
+	}
+	return true
 }
 
 // ChannelStateRecords counts the records in cs.

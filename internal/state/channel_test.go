@@ -1,7 +1,6 @@
 package state
 
 import (
-	"errors"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -39,7 +38,10 @@ func testChannelStateRoundTrip(t *testing.T, inline int) {
 		{Vertex: "sum", SubtaskIndex: 0, Parallelism: 2},
 		{Vertex: "sum", SubtaskIndex: 1, Parallelism: 2, ChannelState: h},
 	}
-	got, err := RestoreChannelState(nil, prev, 1, 2)
+	d := func(i int) *weirv1.TaskDeploymentDescriptor {
+		return descriptor("sum", i, 2, []gate{{"source", hash, 2}}, []output{{"sink", hash, 2}})
+	}
+	got, err := RestoreChannelState(nil, prev, d(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func testChannelStateRoundTrip(t *testing.T, inline int) {
 	if len(back) != 2 || string(back[0].Key) != "k1" || back[0].Timestamp != 7 || string(back[1].Value) != "2" {
 		t.Fatalf("records %v", back)
 	}
-	if got, err := RestoreChannelState(nil, prev, 0, 2); err != nil || got != nil {
+	if got, err := RestoreChannelState(nil, prev, d(0)); err != nil || got != nil {
 		t.Fatalf("subtask 0 restored %v, %v; it had no channel state", got, err)
 	}
 	if h, err := WriteChannelState(nil, dir, "sum", 0, &weirv1.ChannelStateSnapshot{}, inline); err != nil || h != nil {
@@ -58,25 +60,3 @@ func testChannelStateRoundTrip(t *testing.T, inline int) {
 	}
 }
 
-// Channel state restores only at the parallelism it was written at: its
-// records belong to channels between particular subtasks.
-func TestChannelStateRefusesRescale(t *testing.T) {
-	h, err := WriteChannelState(nil, t.TempDir(), "sum", 0, &weirv1.ChannelStateSnapshot{
-		Inputs: []*weirv1.InputChannelState{{Batches: []*weirv1.InFlightBatch{InFlightBatch([]sdk.Record{{Key: []byte("k")}})}}},
-	}, storage.DefaultInlineThreshold)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev := []*weirv1.SubtaskState{{Vertex: "sum", SubtaskIndex: 0, Parallelism: 2, ChannelState: h}, {Vertex: "sum", SubtaskIndex: 1, Parallelism: 2}}
-	for _, p := range []int{1, 3} {
-		_, err := RestoreChannelState(nil, prev, 0, p)
-		if !errors.Is(err, ErrChannelStateRescale) {
-			t.Fatalf("restore at parallelism %d: %v, want ErrChannelStateRescale", p, err)
-		}
-		t.Logf("parallelism %d: %v", p, err)
-	}
-	// Without channel state any parallelism is fine.
-	if _, err := RestoreChannelState(nil, prev[1:], 0, 3); err != nil {
-		t.Fatal(err)
-	}
-}

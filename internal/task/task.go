@@ -276,7 +276,7 @@ func (t *Task) setup(ctx context.Context) error {
 	var restored *weirv1.ChannelStateSnapshot
 	if r := d.GetRestore(); r != nil {
 		var err error
-		if restored, err = state.RestoreChannelState(t.cfg.FS, r.GetSubtasks(), int(t.attempt.GetSubtaskIndex()), int(d.GetParallelism())); err != nil {
+		if restored, err = state.RestoreChannelState(t.cfg.FS, r.GetSubtasks(), d); err != nil {
 			return fmt.Errorf("task: restore checkpoint %d: %w", r.GetCheckpointId(), err)
 		}
 	}
