@@ -145,8 +145,8 @@ type nemResult struct {
 	// read: also for a failure report only.
 	subtasks *txnLog
 	faults   map[string]int
-	verdict string // "" when exactly once
-	records int
+	verdict  string // "" when exactly once
+	records  int
 }
 
 type nemStats struct {

@@ -59,4 +59,3 @@ func testChannelStateRoundTrip(t *testing.T, inline int) {
 		t.Fatalf("empty channel state written: %v, %v", h, err)
 	}
 }
-
