@@ -319,8 +319,24 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 			if jm.deposed {
 				return
 			}
-			jm.w.sim.ha.counter++
-			jm.coord.IDAllocated(req, jm.w.sim.ha.counter, nil)
+			ha := jm.w.sim.ha
+			switch {
+			case w.chance(0.01):
+				w.fault("counter", "incrementing the checkpoint ID counter fails")
+				jm.coord.IDAllocated(req, 0, errors.New("etcd unavailable"))
+			case w.chance(0.005):
+				// Timed out: the increment may or may not have been
+				// applied; either way the ID is not used.
+				applied := w.rng.IntN(2) == 0
+				w.fault("counter-unknown", "incrementing the checkpoint ID counter timed out (applied: %t)", applied)
+				if applied {
+					ha.counter++
+				}
+				jm.coord.IDAllocated(req, 0, errTimeout)
+			default:
+				ha.counter++
+				jm.coord.IDAllocated(req, ha.counter, nil)
+			}
 			jm.drain()
 		})
 	case coordinator.InitLocation:
@@ -350,6 +366,9 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 			var err error
 			store := func() {
 				ha := w.sim.ha
+				if n := len(ha.store); n > 0 && ha.store[n-1].id >= id {
+					w.fail("checkpoint %d stored after checkpoint %d: checkpoint IDs must only grow, across leaders too", id, ha.store[n-1].id)
+				}
 				ha.store = append(ha.store, completed{id: id})
 				if len(ha.store) > 3 {
 					ha.store = ha.store[1:]
@@ -589,24 +608,27 @@ func (jm *jobManager) clientStop() {
 	jm.drain()
 }
 
-// clientRescale takes a checkpoint and then rescales the job to g, as
-// RescaleJob does: the scheduler takes the rescale, then it is stored.
+// clientRescale takes a rescale's checkpoint and then rescales the job
+// to g, as RescaleJob does: the scheduler takes the rescale, then it is
+// stored; a rescale refused resumes periodic checkpoints.
 func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 	if jm.sched.State() != weirv1.JobState_JOB_STATE_RUNNING {
 		return
 	}
 	jm.w.logf("client: rescale to %s", parallelisms(g))
-	req := jm.coord.Trigger(coordinator.Manual, false, "")
+	req := jm.coord.Trigger(coordinator.RescaleCheckpoint, false, "")
 	jm.rescales[req] = func(err error) {
 		if jm.deposed {
 			return // no longer the leader: its store writes are fenced
 		}
 		if err != nil {
 			jm.w.logf("client: rescale refused: its checkpoint failed: %v", err)
+			jm.coord.ResumePeriodic()
 			return
 		}
 		if err := jm.sched.Rescale(g); err != nil {
 			jm.w.logf("client: rescale refused: %v", err)
+			jm.coord.ResumePeriodic()
 			return
 		}
 		jm.w.sim.ha.graph = g
