@@ -190,11 +190,17 @@ type Coordinator struct {
 	// acks from foreign ones.
 	latestID        int64
 	lastCompletedID int64
-	lastCompletion  time.Time
-	consecutive     int
-	seq             int64
-	effects         []Effect
-	stats           *Stats
+	// kept are the attempts that acknowledged each of the newest
+	// checkpoints whose files are kept (completed, or stored with an
+	// outcome unknown): an ack of one of them that comes again names
+	// those very files, which must not be discarded. keptOrder bounds it.
+	kept           map[int64]map[string]bool
+	keptOrder      []int64
+	lastCompletion time.Time
+	consecutive    int
+	seq            int64
+	effects        []Effect
+	stats          *Stats
 
 	// periodicPaused: a stop-with-savepoint stopped periodic checkpoints
 	// until the next Start (Flink's stopCheckpointScheduler).
@@ -236,7 +242,7 @@ func New(cfg Config, clock Clock, rng *rand.Rand) *Coordinator {
 	if cfg.HistorySize <= 0 {
 		cfg.HistorySize = 100
 	}
-	return &Coordinator{cfg: cfg, clock: clock, rng: rng, pending: map[int64]*pending{}, stats: newStats(cfg.HistorySize)}
+	return &Coordinator{cfg: cfg, clock: clock, rng: rng, pending: map[int64]*pending{}, kept: map[int64]map[string]bool{}, stats: newStats(cfg.HistorySize)}
 }
 
 // Ready returns and clears the effects decided since the last call.
@@ -752,6 +758,9 @@ func (r AckResult) String() string {
 func (c *Coordinator) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) AckResult {
 	p := c.pending[ack.GetCheckpointId()]
 	if p == nil {
+		if c.kept[ack.GetCheckpointId()][ack.GetAttempt().Key()] && !putback.Active(putback.DuplicateAckDiscards) {
+			return AckDuplicate // its state is the kept checkpoint's
+		}
 		if ack.GetState() != nil {
 			c.emit(DiscardState{States: []*weirv1.SubtaskState{ack.GetState()}})
 		}
@@ -874,6 +883,7 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 	}
 	now := c.clock.Now()
 	delete(c.pending, id)
+	c.keep(p)
 	c.lastCompletion = now
 	// A synchronous savepoint is a restore point like a checkpoint: sinks
 	// commit on it and it enters the completed store.
@@ -921,6 +931,7 @@ func (c *Coordinator) FinalizeOutcomeUnknown(id int64, err error) {
 		return
 	}
 	delete(c.pending, id)
+	c.keep(p)
 	f := &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE,
 		Message: "outcome unknown, its files are kept: " + err.Error()}
 	c.stats.failed(id, p.req.savepoint(), c.clock.Now(), f)
@@ -930,6 +941,24 @@ func (c *Coordinator) FinalizeOutcomeUnknown(id int64, err error) {
 	}
 	c.finalizeNext()
 	c.decide()
+}
+
+// maxKept bounds the checkpoints whose acks are remembered: an ack comes
+// again within moments (a retried call), not a hundred checkpoints later.
+const maxKept = 100
+
+// keep remembers who acknowledged p, whose files are kept.
+func (c *Coordinator) keep(p *pending) {
+	keys := make(map[string]bool, len(p.acked))
+	for k := range p.acked {
+		keys[k] = true
+	}
+	c.kept[p.id] = keys
+	c.keptOrder = append(c.keptOrder, p.id)
+	if len(c.keptOrder) > maxKept {
+		delete(c.kept, c.keptOrder[0])
+		c.keptOrder = c.keptOrder[1:]
+	}
 }
 
 // CleanupsInProgress reports how many checkpoints' files are still being

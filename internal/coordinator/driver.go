@@ -117,8 +117,9 @@ type Driver struct {
 	reservations map[string]<-chan error
 	// timer is the loop's one wake-up timer on the wall clock, reused so
 	// that an event costs no timer allocation (nil with an injected clock).
-	timer *time.Timer
-	disc  *discarder
+	timer  *time.Timer
+	disc   *discarder
+	ledger Ledger
 	// finalizing counts Finalize effects in flight (AwaitFinalizations).
 	finalizing sync.WaitGroup
 }
@@ -158,6 +159,7 @@ func NewDriver(cfg Config, deps Deps) *Driver {
 		reservations: map[string]<-chan error{},
 	}
 	d.disc = newDiscarder(deps.Storage, log)
+	d.ledger = Ledger{Shared: deps.Shared}
 	return d
 }
 
@@ -313,19 +315,13 @@ func (d *Driver) TaskFinished(a *weirv1.ExecutionAttemptID) { d.post(func() { d.
 // Acknowledge feeds a subtask's ack.
 func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 	posted := d.post(func() {
-		// Registered before the state machine sees the ack, in one step
-		// with the check for deleted files: a Release running meanwhile
-		// (a completion subsuming a checkpoint) then either finds the
-		// files referenced or has already given them up.
-		if err := d.deps.Shared.Register(ack.GetCheckpointId(), ack.GetState()); err != nil {
-			d.refuseAck(ack, err)
-			return
-		}
-		r := d.sm.Acknowledge(ack)
-		if r != AckSuccess {
-			// The state machine discards an unused ack's files, which must
-			// not count as referenced by it.
-			d.deps.Shared.Unregister(ack.GetCheckpointId(), ack.GetState())
+		r, refused, del := d.ledger.Acknowledge(d.sm, ack)
+		switch {
+		case refused != nil:
+			d.log.Error("refusing checkpoint ack: its state references deleted shared files",
+				"checkpoint_id", ack.GetCheckpointId(), "attempt", ack.GetAttempt().Key(), "err", refused)
+			d.disc.add(discard{Deletion: *del})
+		case r != AckSuccess:
 			d.log.Info("checkpoint ack not used", "checkpoint_id", ack.GetCheckpointId(), "attempt", ack.GetAttempt().Key(), "result", r)
 		}
 	})
@@ -335,20 +331,6 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 			d.log.Warn("discarding late ack state failed", "err", err)
 		}
 	}
-}
-
-// refuseAck fails the checkpoint of an ack that references shared files
-// already deleted: completed, it could not be restored. The ack's own
-// files (exclusive ones, new uploads) go, as those of any unused ack.
-func (d *Driver) refuseAck(ack *weirv1.AcknowledgeCheckpointRequest, cause error) {
-	d.log.Error("refusing checkpoint ack: its state references deleted shared files",
-		"checkpoint_id", ack.GetCheckpointId(), "attempt", ack.GetAttempt().Key(), "err", cause)
-	d.sm.Decline(&weirv1.DeclineCheckpointRequest{
-		Attempt: ack.GetAttempt(), CheckpointId: ack.GetCheckpointId(),
-		Reason:  weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED,
-		Message: cause.Error(),
-	})
-	d.disc.add(discard{id: ack.GetCheckpointId(), states: []*weirv1.SubtaskState{ack.GetState()}, shared: d.deps.Shared.Unreferenced(ack.GetState())})
 }
 
 // Decline feeds a subtask's decline.
@@ -494,12 +476,7 @@ func (d *Driver) process(effects []Effect) {
 			}
 		case DiscardState:
 			// Decided on the loop, so no ack registers a file in between.
-			var free []string
-			if e.ID != 0 {
-				free = d.deps.Shared.Release(e.ID)
-			}
-			free = append(free, d.deps.Shared.Unreferenced(e.States...)...)
-			d.disc.add(discard{id: e.ID, location: e.Location, reserved: d.takeReservation(e.Location), states: e.States, shared: free})
+			d.disc.add(discard{Deletion: d.ledger.Discarded(e), reserved: d.takeReservation(e.Location)})
 		case RequestDone:
 			d.finished(e)
 		case FailJob:
@@ -622,13 +599,12 @@ func (d *Driver) finalize(ctx context.Context, f Finalize, reserved <-chan error
 	var newest int64
 	for _, c := range subsumed {
 		newest = max(newest, c.ID)
-		if c.Savepoint {
-			continue // the user's: never discarded
-		}
 		// The store no longer names c, so deleting its files cannot hurt a
 		// recovery; the completion does not wait for it (a RemoveAll per
 		// checkpoint was most of the finalize time).
-		d.disc.add(discard{id: c.ID, location: c.Dir, shared: d.deps.Shared.Release(c.ID)})
+		if del, ok := d.ledger.Subsumed(c); ok {
+			d.disc.add(discard{Deletion: del})
+		}
 	}
 	return path, newest, nil
 }
@@ -698,14 +674,11 @@ func (d *Driver) finished(e RequestDone) {
 
 // discard is the state one subsumed or aborted checkpoint leaves behind.
 type discard struct {
-	id       int64 // the checkpoint, for the log; 0 if unknown
-	location string
+	Deletion
 	// reserved, if not nil, is the location's ReserveMetadata, awaited
 	// before the location goes so that it does not create a file in a
 	// directory being removed.
 	reserved <-chan error
-	states   []*weirv1.SubtaskState
-	shared   []string // shared files no checkpoint references any more
 }
 
 // discarder deletes checkpoint state in the background, one discard after
@@ -791,18 +764,18 @@ func (q *discarder) work() {
 // run to the end after the driver's context was cancelled.
 func (q *discarder) do(x discard) {
 	ctx := context.Background()
-	errs := []error{discardFiles(x.shared)}
+	errs := []error{discardFiles(x.Shared)}
 	if x.reserved != nil {
 		<-x.reserved // its error is the checkpoint's, reported there
 	}
-	if x.location != "" {
-		errs = append(errs, q.storage.Discard(ctx, x.location))
+	if x.Location != "" {
+		errs = append(errs, q.storage.Discard(ctx, x.Location))
 	}
-	if len(x.states) > 0 {
-		errs = append(errs, q.storage.DiscardStates(ctx, x.states))
+	if len(x.States) > 0 {
+		errs = append(errs, q.storage.DiscardStates(ctx, x.States))
 	}
 	if err := errors.Join(errs...); err != nil {
-		q.log.Warn("discarding checkpoint state failed", "checkpoint_id", x.id, "location", x.location, "err", err)
+		q.log.Warn("discarding checkpoint state failed", "checkpoint_id", x.ID, "location", x.Location, "err", err)
 	}
 }
 

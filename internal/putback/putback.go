@@ -21,7 +21,11 @@ const (
 	// GraphBeforeRescale (scheduler): during a rescale the job's graph is
 	// the one being left, so a change stored meanwhile undoes the rescale.
 	GraphBeforeRescale = "graph-before-rescale"
+	// DuplicateAckDiscards (coordinator): an ack that comes again after
+	// its checkpoint completed has its state discarded: the completed
+	// checkpoint's own files.
+	DuplicateAckDiscards = "duplicate-ack-discards"
 )
 
 // All lists the bugs that can be put back.
-var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale}
+var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale, DuplicateAckDiscards}

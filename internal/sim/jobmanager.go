@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/weirproject/weir/internal/checkpoint"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/scheduler"
@@ -37,6 +38,9 @@ type registered struct {
 type completed struct {
 	id    int64
 	final bool
+	// savepoint: a stop-with-savepoint's, whose files are the user's.
+	savepoint bool
+	md        *weirv1.CheckpointMetadata
 }
 
 // jobManager is the simulated JobManager: one job's scheduler and
@@ -52,8 +56,10 @@ type jobManager struct {
 	deposed bool
 	sched   *scheduler.Job
 	coord   *coordinator.Coordinator
-	tms     map[string]*registered
-	regs    int
+	// ledger decides, as the Driver's does, which checkpoint files go.
+	ledger coordinator.Ledger
+	tms    map[string]*registered
+	regs   int
 
 	// writing is the number of Finalize writes in flight; a restore waits
 	// for them, as the Driver's AwaitFinalizations.
@@ -99,6 +105,7 @@ func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
 	}, w.clock, rand.New(rand.NewPCG(w.rng.Uint64(), 0)))
 	return &jobManager{
 		w: w, addr: addr, sched: sched, coord: coord, tms: map[string]*registered{},
+		ledger:      coordinator.Ledger{Shared: coordinator.NewSharedRegistry()},
 		restoreFrom: map[int64]*completed{}, finalReqs: map[int64]int64{}, takenAsStopped: map[string]string{},
 		rescales: map[int64]func(error){},
 	}
@@ -218,7 +225,11 @@ func (jm *jobManager) prepareRestores() {
 			jm.coord.Restored(from.id, fmt.Sprintf("chk-%d", from.id), false)
 		}
 		jm.restoreFrom[e.Restart] = from
-		jm.w.logf("jm: restart %d restores from %v", e.Restart, from)
+		if from != nil {
+			jm.w.logf("jm: restart %d restores from checkpoint %d", e.Restart, from.id)
+		} else {
+			jm.w.logf("jm: restart %d starts afresh", e.Restart)
+		}
 		jm.sched.RestoreReady(e.Restart, nil)
 	}
 	jm.restores = nil
@@ -270,6 +281,16 @@ func (jm *jobManager) deploy(x scheduler.Exec, from *completed) {
 	w, a, tm := jm.w, x.Attempt, x.TaskManager
 	w.logf("jm: deploy %s on %s", a.Key(), tm)
 	req := deployment{attempt: a, vertex: x.Vertex.GetName(), final: from != nil && from.final}
+	if from != nil {
+		req.restoredID = from.id
+		for _, st := range from.md.GetSubtasks() {
+			// Shared files are reused at the parallelism they were
+			// written at; rescaled, a backend starts over.
+			if st.GetVertex() == req.vertex && st.GetSubtaskIndex() == a.GetSubtaskIndex() && st.GetParallelism() == x.Vertex.GetParallelism() {
+				req.restored = st
+			}
+		}
+	}
 	fail := func(cause string) {
 		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
 		jm.drain()
@@ -364,14 +385,24 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 				return // fenced: the store refuses a deposed leader's writes
 			}
 			var err error
-			store := func() {
+			// store adds the checkpoint; learned: this JobManager learns
+			// which ones it subsumed, and discards them.
+			store := func(learned bool) {
 				ha := w.sim.ha
 				if n := len(ha.store); n > 0 && ha.store[n-1].id >= id {
 					w.fail("checkpoint %d stored after checkpoint %d: checkpoint IDs must only grow, across leaders too", id, ha.store[n-1].id)
 				}
-				ha.store = append(ha.store, completed{id: id})
+				ha.store = append(ha.store, completed{id: id, savepoint: e.Synchronous, md: e.Metadata})
+				w.files.dirty = true
 				if len(ha.store) > 3 {
+					sub := ha.store[0]
 					ha.store = ha.store[1:]
+					if learned {
+						cp := checkpoint.Completed{ID: sub.id, Dir: fmt.Sprintf("chk-%d", sub.id), Savepoint: sub.savepoint}
+						if del, ok := jm.ledger.Subsumed(cp); ok {
+							w.files.discard(del)
+						}
+					}
 				}
 			}
 			switch {
@@ -384,7 +415,7 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 				stored := w.rng.IntN(2) == 0
 				w.fault("store-unknown", "adding checkpoint %d to the store timed out (stored: %t)", id, stored)
 				if stored {
-					store()
+					store(false)
 				}
 				jm.coord.FinalizeOutcomeUnknown(id, errTimeout)
 				jm.drain()
@@ -392,7 +423,7 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 				jm.drain()
 				return
 			default:
-				store()
+				store(true)
 			}
 			jm.coord.Finalized(id, fmt.Sprintf("chk-%d/_metadata", id), 0, err)
 			jm.drain()
@@ -416,7 +447,13 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 		for _, a := range e.Tasks {
 			jm.toTask(a, fmt.Sprintf("notify %d %s", id, a.Key()), func(t *taskManager) error { return t.notifyComplete(a, id, final) }, nil)
 		}
-	case coordinator.NotifyAborted, coordinator.DiscardState:
+	case coordinator.NotifyAborted:
+		id := e.ID
+		for _, a := range e.Tasks {
+			jm.toTask(a, fmt.Sprintf("aborted %d %s", id, a.Key()), func(t *taskManager) error { return t.notifyAborted(a, id) }, nil)
+		}
+	case coordinator.DiscardState:
+		w.files.discard(jm.ledger.Discarded(e))
 	case coordinator.RequestDone:
 		if rescale, ok := jm.rescales[e.Request]; ok {
 			delete(jm.rescales, e.Request)
@@ -563,7 +600,12 @@ func (jm *jobManager) acknowledge(tm string, ack *weirv1.AcknowledgeCheckpointRe
 	if jm.deposed {
 		return
 	}
-	if jm.coord.Acknowledge(ack) == coordinator.AckSuccess && !jm.current(ack.GetAttempt(), tm) {
+	r, refused, del := jm.ledger.Acknowledge(jm.coord, ack)
+	if refused != nil {
+		jm.w.logf("jm: ack of %s for checkpoint %d refused: %v", ack.GetAttempt().Key(), ack.GetCheckpointId(), refused)
+		jm.w.files.discard(*del)
+	}
+	if r == coordinator.AckSuccess && !jm.current(ack.GetAttempt(), tm) {
 		jm.w.fail("checkpoint %d took the ack of %s, which is not a current attempt on %s", ack.GetCheckpointId(), ack.GetAttempt().Key(), tm)
 	}
 	jm.drain()

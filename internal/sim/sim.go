@@ -256,6 +256,9 @@ func (w *world) check(deadline time.Time) {
 			delete(sim.strays, key)
 		}
 	}
+	if w.checkFiles(); w.failure != nil {
+		return
+	}
 	if !w.faulty() && w.done() {
 		w.q = nil // reached: nothing more to run
 	}
@@ -368,6 +371,11 @@ func (w *world) leaderChange() {
 	for _, v := range sim.ha.graph.GetVertices() {
 		sim.vertices[v.GetName()].parallelism = v.GetParallelism()
 	}
+	var retained []*weirv1.CheckpointMetadata
+	for _, c := range sim.ha.store {
+		retained = append(retained, c.md)
+	}
+	jm.ledger.Shared.Rebuild(retained)
 	if n := len(sim.ha.store); n > 0 {
 		from := sim.ha.store[n-1]
 		jm.coord.Restored(from.id, fmt.Sprintf("chk-%d", from.id), false)

@@ -20,6 +20,10 @@ type deployment struct {
 	attempt *weirv1.ExecutionAttemptID
 	vertex  string
 	final   bool
+	// restored is the subtask's state in the checkpoint restored
+	// (restoredID), if any at its parallelism.
+	restored   *weirv1.SubtaskState
+	restoredID int64
 }
 
 // subtask is a simulated subtask running on a TaskManager.
@@ -32,6 +36,7 @@ type subtask struct {
 	ended      map[string]bool           // upstream subtasks that ended
 	barriers   map[int64]map[string]bool // per checkpoint, the upstream subtasks whose barrier came
 	finished   bool
+	state      *backend
 }
 
 // taskManager is a simulated TaskManager: the registration state machine,
@@ -161,7 +166,7 @@ func (tm *taskManager) deploy(d deployment) error {
 func (tm *taskManager) run(d deployment) {
 	w := tm.w
 	v := w.sim.vertices[d.vertex]
-	s := &subtask{d: d, v: v, ended: map[string]bool{}, barriers: map[int64]map[string]bool{}}
+	s := &subtask{d: d, v: v, ended: map[string]bool{}, barriers: map[int64]map[string]bool{}, state: newBackend(d.restored, d.restoredID)}
 	tm.tasks[d.attempt.Key()] = s
 	w.logf("%s: %s running", tm.id, d.attempt.Key())
 	w.sim.started(tm.id, d.attempt)
@@ -275,9 +280,20 @@ func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64) error {
 func (tm *taskManager) barrier(s *subtask, id int64) {
 	w := tm.w
 	ack := &weirv1.AcknowledgeCheckpointRequest{Attempt: s.d.attempt, CheckpointId: id, EndOfInput: s.endOfInput}
+	s.state.write(w.rng.IntN(3) == 0)
 	w.after(w.between(time.Millisecond, 20*time.Millisecond), "snapshot "+s.d.attempt.Key(), func() {
 		if tm.tasks[s.d.attempt.Key()] != s || s.stopping {
 			return
+		}
+		// The asynchronous part uploads, then acknowledges.
+		key := s.d.attempt.Key()
+		location := fmt.Sprintf("chk-%d", id)
+		own := location + "/" + key
+		w.files.upload(location, own)
+		ack.State = &weirv1.SubtaskState{
+			Vertex: s.v.name, SubtaskIndex: s.d.attempt.GetSubtaskIndex(), Parallelism: s.v.parallelism,
+			KeyedState:  &weirv1.StateHandle{Path: own},
+			SharedFiles: s.state.snapshot(id, key, func(path string) { w.files.upload("", path) }),
 		}
 		if jm := w.sim.jms[tm.leader]; jm != nil {
 			w.send(tm.id, jm.addr, fmt.Sprintf("ack %d %s", id, s.d.attempt.Key()), func() { jm.acknowledge(tm.id, ack) })
@@ -308,6 +324,7 @@ func (tm *taskManager) notifyComplete(a *weirv1.ExecutionAttemptID, id int64, fi
 	if s.finished {
 		return nil
 	}
+	s.state.completed(id)
 	if s.v.sink {
 		if w.chance(w.cfg.CommitFailP) {
 			w.fault("commit", "%s fails committing checkpoint %d", a.Key(), id)
@@ -325,6 +342,16 @@ func (tm *taskManager) notifyComplete(a *weirv1.ExecutionAttemptID, id int64, fi
 			}
 		})
 	}
+	return nil
+}
+
+// notifyAborted: checkpoint id will never complete.
+func (tm *taskManager) notifyAborted(a *weirv1.ExecutionAttemptID, id int64) error {
+	s := tm.tasks[a.Key()]
+	if s == nil || s.stopping {
+		return errNotFound
+	}
+	s.state.aborted(id)
 	return nil
 }
 

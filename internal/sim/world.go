@@ -88,8 +88,10 @@ type world struct {
 	down        map[string]bool
 	// channels is the last delivery time per data channel (FIFO).
 	channels map[string]time.Time
-	failure  error
-	sim      *simulation
+	// files is checkpoint storage.
+	files   *files
+	failure error
+	sim     *simulation
 }
 
 func newWorld(cfg Config) *world {
@@ -97,7 +99,7 @@ func newWorld(cfg Config) *world {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		clock: &clock{now: epoch}, faults: map[string]int{},
 		partitioned: map[string]bool{}, incarnation: map[string]int{}, down: map[string]bool{},
-		channels: map[string]time.Time{},
+		channels: map[string]time.Time{}, files: newFiles(),
 	}
 }
 

@@ -478,14 +478,23 @@ func Discard(dir string) error {
 // acks that arrive for a checkpoint that no longer exists.
 func DiscardHandles(st *weirv1.SubtaskState) error {
 	var errs []error
-	handles := append([]*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()}, st.GetSharedFiles()...)
-	for _, h := range handles {
-		if h.GetPath() == "" || h.GetShared() {
-			continue
-		}
-		errs = append(errs, Delete(h.GetPath()))
+	for _, p := range OwnPaths(st) {
+		errs = append(errs, Delete(p))
 	}
 	return errors.Join(errs...)
+}
+
+// OwnPaths are the files of st that only st references: every file it
+// names but the shared ones, which a registry of references decides on.
+func OwnPaths(st *weirv1.SubtaskState) []string {
+	var out []string
+	handles := append([]*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()}, st.GetSharedFiles()...)
+	for _, h := range handles {
+		if h.GetPath() != "" && !h.GetShared() {
+			out = append(out, h.GetPath())
+		}
+	}
+	return out
 }
 
 // Delete removes the object at loc; a missing one is no error.
