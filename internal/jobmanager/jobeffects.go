@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -176,27 +176,23 @@ func (j *jobMaster) cancelTasks(execs []scheduler.Exec) {
 	}
 }
 
-// cancelTask asks tm to cancel x until it answers. A subtask that takes
-// longer to stop than the call's timeout still runs: taking the timeout
-// for done would let its replacement run beside it, so the cancel is
-// repeated until the TaskManager confirms, says it does not run x (its
-// table refuses a deploy that comes later), or is gone.
+// cancelTask asks tm to cancel x until it answers what rpcpolicy.Cancel
+// takes as stopped (or as going to report it).
 func (j *jobMaster) cancelTask(tm *taskManager, x scheduler.Exec) {
-	pause := 100 * time.Millisecond
+	backoff := rpcpolicy.Retries()
 	for {
 		ctx, cancel := context.WithTimeout(j.ctx, j.s.cfg.RPCTimeout)
 		_, err := tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: x.Attempt})
 		cancel()
-		switch status.Code(err) {
-		case codes.OK:
+		switch rpcpolicy.Cancel(status.Code(err)) {
+		case rpcpolicy.Done:
 			return // its CANCELED report follows
-		case codes.Unavailable:
-			// The connection failed: the TaskManager is gone, whatever
-			// its heartbeats still say. Do not schedule onto it again.
+		case rpcpolicy.Unreachable:
+			// Do not schedule onto it again.
 			j.s.connectionLost(tm, err)
 			j.post(func() { j.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "") })
 			return
-		case codes.NotFound:
+		case rpcpolicy.NotThere:
 			j.post(func() { j.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "") })
 			return
 		}
@@ -207,9 +203,8 @@ func (j *jobMaster) cancelTask(tm *taskManager, x scheduler.Exec) {
 		select {
 		case <-j.ctx.Done():
 			return
-		case <-time.After(pause):
+		case <-time.After(backoff.Next()):
 		}
-		pause = min(2*pause, 5*time.Second)
 	}
 }
 

@@ -8,12 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirproject/weir/internal/checkpoint"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/restart"
+	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -25,6 +27,21 @@ var (
 	errRefused  = errors.New("refused")
 	errTimeout  = errors.New("deadline exceeded")
 )
+
+// code is the gRPC code a daemon would see for err.
+func code(err error) codes.Code {
+	switch {
+	case err == nil:
+		return codes.OK
+	case errors.Is(err, errNotFound):
+		return codes.NotFound
+	case errors.Is(err, errRefused):
+		return codes.FailedPrecondition
+	case errors.Is(err, errTimeout):
+		return codes.DeadlineExceeded
+	}
+	return codes.Unknown
+}
 
 // registered is a TaskManager the JobManager admitted.
 type registered struct {
@@ -171,7 +188,7 @@ func (jm *jobManager) schedEffect(e scheduler.Effect) {
 		}
 	case scheduler.CancelTasks:
 		for _, x := range e.Execs {
-			jm.cancel(x, 100*time.Millisecond)
+			jm.cancel(x, rpcpolicy.Retries())
 		}
 	case scheduler.StartCheckpoints:
 		tasks := make([]coordinator.Task, 0, len(e.Tasks))
@@ -306,29 +323,35 @@ func (jm *jobManager) deploy(x scheduler.Exec, from *completed) {
 }
 
 // cancel asks the TaskManager to cancel x until it answers, as
-// cancelTask does: NotFound or an unreachable TaskManager is taken as
-// cancelled, a timeout is tried again while the attempt lives.
-func (jm *jobManager) cancel(x scheduler.Exec, pause time.Duration) {
+// cancelTask does, by rpcpolicy.Cancel: NotFound is taken as cancelled, no
+// answer (or any other) is tried again while the attempt lives.
+func (jm *jobManager) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 	w, a, tm := jm.w, x.Attempt, x.TaskManager
 	if jm.tms[tm] == nil {
 		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 		return
 	}
-	jm.callTM(tm, "cancel "+a.Key(), func() func() {
-		err := w.tm(tm).cancelTask(a)
-		return func() {
-			if errors.Is(err, errNotFound) {
-				jm.takenAsStopped[a.Key()] = tm
-				jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
-				jm.drain()
-			}
+	answered := func(err error) {
+		switch rpcpolicy.Cancel(code(err)) {
+		case rpcpolicy.Done:
+			return // its CANCELED report follows
+		case rpcpolicy.NotThere, rpcpolicy.Unreachable:
+			// (The simulated network answers no call Unavailable: a
+			// crashed host's calls time out.)
+			jm.takenAsStopped[a.Key()] = tm
+			jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+			jm.drain()
+			return
 		}
-	}, func() {
 		if !jm.sched.Holds(a, tm) {
 			return
 		}
-		w.after(pause, "cancel retry", func() { jm.cancel(x, min(2*pause, 5*time.Second)) })
-	})
+		w.after(backoff.Next(), "cancel retry", func() { jm.cancel(x, backoff) })
+	}
+	jm.callTM(tm, "cancel "+a.Key(), func() func() {
+		err := w.tm(tm).cancelTask(a)
+		return func() { answered(err) }
+	}, func() { answered(errTimeout) })
 }
 
 func (jm *jobManager) coordEffect(e coordinator.Effect) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirproject/weir/internal/attempts"
 	"github.com/weirproject/weir/internal/registration"
+	"github.com/weirproject/weir/internal/rpcpolicy"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -404,10 +405,12 @@ func (tm *taskManager) stop(s *subtask, st weirv1.ExecutionState, cause string) 
 // TaskManager's send does; it gives up on NotFound or when this
 // TaskManager restarted.
 func (tm *taskManager) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) {
-	tm.reportAttempt(a, st, endOfInput, cause, 100*time.Millisecond)
+	tm.reportAttempt(a, st, endOfInput, cause, rpcpolicy.Retries())
 }
 
-func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string, pause time.Duration) {
+// reportAttempt sends a state report until rpcpolicy.Report says it is
+// done or refused, as the TaskManager's send does.
+func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string, backoff rpcpolicy.Backoff) {
 	w := tm.w
 	inc := w.incarnation[tm.id]
 	what := strings.TrimPrefix(st.String(), "EXECUTION_STATE_")
@@ -418,21 +421,25 @@ func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.Exe
 	if jm == nil {
 		return // not registered: nobody to report to
 	}
-	w.call(tm.id, jm.addr, fmt.Sprintf("report %s %s", a.Key(), what), rpcTimeout, func() func() {
-		err := jm.report(a, st, endOfInput, cause)
-		return func() {
-			if err != nil {
-				w.logf("%s: report %s %s refused: %v", tm.id, a.Key(), what, err)
-			}
-		}
-	}, func() {
-		if w.incarnation[tm.id] != inc {
+	answered := func(err error) {
+		switch rpcpolicy.Report(code(err)) {
+		case rpcpolicy.Done:
+			return
+		case rpcpolicy.Refused:
+			w.logf("%s: report %s %s refused: %v", tm.id, a.Key(), what, err)
 			return
 		}
-		w.after(pause, "report retry", func() {
+		if w.incarnation[tm.id] != inc || tm.leader != jm.addr {
+			return // restarted, or the leader moved: the report goes with it
+		}
+		w.after(backoff.Next(), "report retry", func() {
 			if w.incarnation[tm.id] == inc {
-				tm.reportAttempt(a, st, endOfInput, cause, min(2*pause, 5*time.Second))
+				tm.reportAttempt(a, st, endOfInput, cause, backoff)
 			}
 		})
-	})
+	}
+	w.call(tm.id, jm.addr, fmt.Sprintf("report %s %s", a.Key(), what), rpcTimeout, func() func() {
+		err := jm.report(a, st, endOfInput, cause)
+		return func() { answered(err) }
+	}, func() { answered(errTimeout) })
 }

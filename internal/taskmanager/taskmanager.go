@@ -27,6 +27,7 @@ import (
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/rpc"
+	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/task"
 	"github.com/weirproject/weir/internal/tlsconfig"
@@ -464,7 +465,7 @@ func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 	s.mu.Lock()
 	leader := s.mu.jobManagerID
 	s.mu.Unlock()
-	pause := 100 * time.Millisecond
+	backoff := rpcpolicy.Retries()
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 		jm, err := s.gateway()
@@ -472,11 +473,10 @@ func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 			_, err = jm.UpdateTaskExecutionState(ctx, req)
 		}
 		cancel()
-		if err == nil {
+		switch rpcpolicy.Report(status.Code(err)) {
+		case rpcpolicy.Done:
 			return
-		}
-		switch status.Code(err) {
-		case codes.NotFound, codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
+		case rpcpolicy.Refused:
 			s.log.Warn("subtask state report refused", "task", req.GetAttempt().Key(), "state", req.GetState(), "err", err)
 			return
 		}
@@ -491,9 +491,8 @@ func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-time.After(pause):
+		case <-time.After(backoff.Next()):
 		}
-		pause = min(2*pause, 5*time.Second)
 	}
 }
 
