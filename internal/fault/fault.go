@@ -62,7 +62,15 @@ const (
 	RestoreDownload = "restoreDownload"
 )
 
-// Points lists every fault point.
+// JMStoreJob: the JobManager is about to store a job's graph in etcd (a
+// submit, a rescale, a change of checkpointing). In Others, not Points: it
+// is on no checkpoint's path, so the fault matrix does not run it.
+const JMStoreJob = "jmStoreJob"
+
+// Others lists the fault points off a checkpoint's path.
+var Others = []string{JMStoreJob}
+
+// Points lists every fault point on a checkpoint's path.
 var Points = []string{
 	JMBetweenTriggers, TaskBeforeAck, IncrementalUpload, JMAfterMetadataBeforeStore, JMAfterStoreBeforeNotify,
 	SinkBeforeCommit, SinkMidCommit, RestoreDownload,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -19,7 +20,7 @@ var points = map[string]*gofail.Failpoint{}
 
 func init() {
 	// Registering enables the points GOFAIL_FAILPOINTS names.
-	for _, name := range Points {
+	for _, name := range append(slices.Clone(Points), Others...) {
 		points[name] = gofail.NewFailpoint(name)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/weirproject/weir/internal/checkpoint"
-
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/internal/checkpoint"
+	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/restart"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -107,6 +107,9 @@ func (h *etcdServices) jobServices(jobID string, retained int) (checkpointCounte
 }
 
 func (h *etcdServices) putJob(ctx context.Context, id string, g *weirv1.JobGraph) error {
+	if err := fault.Point(fault.JMStoreJob); err != nil {
+		return err
+	}
 	b, err := proto.Marshal(g)
 	if err != nil {
 		return err

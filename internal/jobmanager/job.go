@@ -35,8 +35,11 @@ type jobMaster struct {
 	restore *restorePoint
 
 	// reconfig serializes the changes of the stored graph (rescale,
-	// checkpointing configuration).
-	reconfig sync.Mutex
+	// checkpointing configuration). graphChanges, under it, counts them:
+	// a rescale stored in the background gives up once a later change
+	// was stored.
+	reconfig     sync.Mutex
+	graphChanges uint64
 
 	mailbox mailbox
 	ctx     context.Context // cancelled when the job master stops

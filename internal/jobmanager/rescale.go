@@ -13,11 +13,12 @@ import (
 
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
-// RescaleJob takes an aligned checkpoint of a running job, restarts it
+// RescaleJob takes a checkpoint of a running job, restarts it
 // from that checkpoint at its new parallelisms and stores the job so: the
 // same path as a failover, so sinks abort what the checkpoint does not
 // cover and nothing is lost or duplicated.
@@ -82,12 +83,53 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 		j.coord.ResumePeriodic()
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
+	j.graphChanges++
 	if err := putJobRetrying(ctx, services, j.id, g); err != nil {
-		j.log.Error("rescale under way but not stored: a new leader would run the job at its previous parallelism", "err", err)
-		return nil, status.Errorf(codes.Unavailable, "jobmanager: rescale of job %s is under way but could not be stored (a new leader would restore the previous parallelism): %v", j.id, err)
+		j.log.Error("rescale under way but not stored yet: storing it is retried; until then a new leader would run the job at its previous parallelism", "err", err)
+		change := j.graphChanges
+		j.goIO(func() { j.storeLater(services, g, change) })
+		return nil, status.Errorf(codes.Unavailable, "jobmanager: rescale of job %s is under way but not stored yet (retried until the store answers; until then a new leader would restore the previous parallelism): %v", j.id, err)
 	}
 	j.log.Info("job rescaling", "checkpoint_id", r.ID, "parallelism", req.GetParallelism())
 	return &weirv1.RescaleJobResponse{CheckpointId: r.ID}, nil
+}
+
+// storeLater stores g, a change of the graph the job already made, until
+// the store takes it, a later change was stored (change is no longer the
+// latest), or this JobManager stops running the job (it lost leadership:
+// the new leader recovers the graph last stored, and the rescale's
+// checkpoint, which restores at any parallelism).
+func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change uint64) {
+	backoff := rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second}
+	for {
+		select {
+		case <-j.ctx.Done():
+			return
+		case <-time.After(backoff.Next()):
+		}
+		j.reconfig.Lock()
+		if j.graphChanges != change {
+			j.reconfig.Unlock()
+			return
+		}
+		ctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)
+		err := services.putJob(ctx, j.id, g)
+		cancel()
+		j.reconfig.Unlock()
+		if err == nil {
+			j.log.Info("rescaled job stored", "parallelism", parallelisms(g))
+			return
+		}
+		j.log.Warn("storing the rescaled job failed; retrying", "err", err)
+	}
+}
+
+func parallelisms(g *weirv1.JobGraph) map[string]int32 {
+	out := map[string]int32{}
+	for _, v := range g.GetVertices() {
+		out[v.GetName()] = v.GetParallelism()
+	}
+	return out
 }
 
 // putJobRetrying stores g, trying again while the store is unavailable
@@ -182,6 +224,7 @@ func (s *Server) ConfigureCheckpointing(ctx context.Context, req *weirv1.Configu
 	if err := services.putJob(ctx, j.id, g); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "jobmanager: configure checkpointing: store job: %v", err)
 	}
+	j.graphChanges++ // it holds any rescale being stored in the background
 	ok := false
 	j.call(func() { ok = j.sm.UpdateCheckpointing(cp) })
 	if !ok || !j.coord.Reconfigure(r) {

@@ -1,0 +1,98 @@
+//go:build failpoints
+
+package jobmanager_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/weirproject/weir/internal/fault"
+	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/poll"
+	"github.com/weirproject/weir/internal/testcluster"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// TestRescaleStoredOnceTheStoreAnswers: etcd refuses the job's graph
+// while a rescale is under way, longer than the client waits. The call
+// fails, the job runs at its new shape, and the JobManager keeps
+// storing it until etcd takes it: a standby that takes over afterwards
+// recovers the job at its new parallelism, not the old one.
+func TestRescaleStoredOnceTheStoreAnswers(t *testing.T) {
+	etcd := testcluster.StartEtcd(t)
+	first := testcluster.Start(t, testcluster.Options{Etcd: etcd})
+	first.WaitLeader()
+	standby := testcluster.Start(t, testcluster.Options{Etcd: etcd})
+	first.StartTaskManager("tm-1", 4, nil)
+	c := &inProcess{Cluster: first, t: t}
+	g := &weirv1.JobGraph{
+		Name:          "rescale-store",
+		Checkpointing: &weirv1.CheckpointConfig{Interval: durationpb.New(100 * time.Millisecond)},
+		Vertices:      c.pipeline("a", 0, 1),
+	}
+	r, err := first.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.GetJobId()
+	first.WaitJob(id, "running", allRunning(0))
+
+	if err := fault.Enable(fault.JMStoreJob, `return("etcd-down")`); err != nil {
+		t.Fatal(err)
+	}
+	defer fault.Disable(fault.JMStoreJob) //nolint:errcheck
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err = first.Client.RescaleJob(ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 2, "a-sink": 2}})
+	cancel()
+	// The client's deadline passes first, or the JobManager says so.
+	if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+		t.Fatalf("rescale while etcd refuses the job: %v, want Unavailable or DeadlineExceeded", err)
+	}
+	t.Logf("the client is told: %v", err)
+	first.WaitJob(id, "running at the new parallelism", func(j *weirv1.JobInfo) bool {
+		return allRunning(0)(j) || allRunning(1)(j) && len(j.GetVertices()[1].GetSubtasks()) == 2
+	})
+	if err := fault.Disable(fault.JMStoreJob); err != nil {
+		t.Fatal(err)
+	}
+
+	// etcd answers again: the rescale is stored in the background.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	jobs, err := ha.NewEtcdJobStore(ha.Config{Client: cli, ClusterID: "test"}, ha.Fence{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilNoError(t, 30*time.Second, 50*time.Millisecond, "the rescaled graph stored", func() (bool, error) {
+		stored, err := jobs.List(context.Background())
+		if err != nil {
+			return false, err
+		}
+		for _, j := range stored {
+			sg := &weirv1.JobGraph{}
+			if err := proto.Unmarshal(j.Graph, sg); err != nil {
+				return false, err
+			}
+			if j.ID == id {
+				return sg.GetVertices()[1].GetParallelism() == 2, nil
+			}
+		}
+		return false, nil
+	})
+
+	first.StopJobManager()
+	standby.WaitJob(id, "recovered at the new parallelism", func(j *weirv1.JobInfo) bool {
+		return j.GetState() == weirv1.JobState_JOB_STATE_RUNNING && len(j.GetVertices()[1].GetSubtasks()) == 2
+	})
+}
