@@ -758,7 +758,7 @@ func (r AckResult) String() string {
 func (c *Coordinator) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) AckResult {
 	p := c.pending[ack.GetCheckpointId()]
 	if p == nil {
-		if c.kept[ack.GetCheckpointId()][ack.GetAttempt().Key()] && !putback.Active(putback.DuplicateAckDiscards) {
+		if c.Kept(ack) {
 			return AckDuplicate // its state is the kept checkpoint's
 		}
 		if ack.GetState() != nil {
@@ -946,6 +946,13 @@ func (c *Coordinator) FinalizeOutcomeUnknown(id int64, err error) {
 // maxKept bounds the checkpoints whose acks are remembered: an ack comes
 // again within moments (a retried call), not a hundred checkpoints later.
 const maxKept = 100
+
+// Kept reports whether ack comes again for a checkpoint whose files are
+// kept (completed, or stored with an outcome unknown) from an attempt
+// that acknowledged it: its state names that checkpoint's files.
+func (c *Coordinator) Kept(ack *weirv1.AcknowledgeCheckpointRequest) bool {
+	return c.kept[ack.GetCheckpointId()][ack.GetAttempt().Key()] && !putback.Active(putback.DuplicateAckDiscards)
+}
 
 // keep remembers who acknowledged p, whose files are kept.
 func (c *Coordinator) keep(p *pending) {

@@ -33,8 +33,14 @@ type Deletion struct {
 // refused (the checkpoint could never be restored): sm is told it
 // declined, and refused says why; the Deletion then holds the ack's own
 // files. An ack the state machine does not use no longer references its
-// files (sm discards them).
+// files (sm discards them). An ack that comes again for a checkpoint
+// whose files are kept is a duplicate, whatever it references.
 func (l *Ledger) Acknowledge(sm *Coordinator, ack *weirv1.AcknowledgeCheckpointRequest) (r AckResult, refused error, del *Deletion) {
+	if sm.Kept(ack) {
+		// Again, for a checkpoint whose files are kept: neither registered
+		// nor refused, since those are the checkpoint's files.
+		return AckDuplicate, nil, nil
+	}
 	if err := l.Shared.Register(ack.GetCheckpointId(), ack.GetState()); err != nil {
 		sm.Decline(&weirv1.DeclineCheckpointRequest{
 			Attempt: ack.GetAttempt(), CheckpointId: ack.GetCheckpointId(),

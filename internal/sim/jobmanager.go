@@ -104,6 +104,10 @@ type jobManager struct {
 	cancelled bool
 	// rescales are the rescales waiting for their checkpoint, by request.
 	rescales map[int64]func(error)
+	// graphChanges counts the changes of the stored graph; storing: a
+	// rescale's graph is being stored in the background.
+	graphChanges uint64
+	storing      bool
 }
 
 func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
@@ -696,11 +700,40 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 			jm.coord.ResumePeriodic()
 			return
 		}
-		jm.w.sim.ha.graph = g
-		jm.checkStored("rescale")
+		jm.graphChanges++
+		if jm.w.chance(0.05) {
+			// etcd does not take it before the call's deadline: the call
+			// fails, the rescale goes on, and storing it is retried.
+			jm.w.fault("graph-store", "storing the rescaled graph fails past the call's deadline; retried in the background")
+			jm.storing = true
+			jm.storeLater(g, jm.graphChanges, rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second})
+		} else {
+			jm.w.sim.ha.graph = g
+			jm.checkStored("rescale")
+		}
 		jm.drain()
 	}
 	jm.drain()
+}
+
+// storeLater stores g until the store takes it, a later change was
+// stored, or this JobManager is deposed, as the JobManager's storeLater.
+func (jm *jobManager) storeLater(g *weirv1.JobGraph, change uint64, backoff rpcpolicy.Backoff) {
+	w := jm.w
+	w.after(backoff.Next(), "store graph", func() {
+		if jm.deposed || jm.graphChanges != change {
+			return // fenced, or superseded by a change that was stored
+		}
+		if w.chance(0.3) {
+			w.fault("graph-store", "storing the rescaled graph fails again")
+			jm.storeLater(g, change, backoff)
+			return
+		}
+		w.logf("jm: the rescaled graph is stored")
+		w.sim.ha.graph = g
+		jm.storing = false
+		jm.checkStored("rescale stored in the background")
+	})
 }
 
 // clientCheckpointing changes the checkpoint interval, as
@@ -714,11 +747,16 @@ func (jm *jobManager) clientCheckpointing(interval time.Duration) {
 		return
 	}
 	jm.w.logf("client: checkpoint interval %s", interval)
+	jm.graphChanges++ // it holds any rescale being stored in the background
+	jm.storing = false
 	jm.checkStored("checkpointing change")
 	jm.drain()
 }
 
 func (jm *jobManager) checkStored(call string) {
+	if jm.storing {
+		return // the stored graph lags, and storing it is retried
+	}
 	switch jm.sched.State() {
 	case weirv1.JobState_JOB_STATE_CREATED, weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_RESTARTING:
 	default:

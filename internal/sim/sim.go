@@ -158,7 +158,7 @@ func (s *simulation) sortedTMs() []*taskManager {
 // checkpoint, with no stray attempt left.
 func (w *world) done() bool {
 	jm := w.sim.jm
-	if w.faulty() || len(w.sim.strays) > 0 {
+	if w.faulty() || len(w.sim.strays) > 0 || jm.storing {
 		return false
 	}
 	end := w.sim.ended()

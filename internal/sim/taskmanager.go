@@ -38,6 +38,8 @@ type subtask struct {
 	barriers   map[int64]map[string]bool // per checkpoint, the upstream subtasks whose barrier came
 	finished   bool
 	state      *backend
+	// snapshotted is the newest checkpoint the subtask snapshotted.
+	snapshotted int64
 }
 
 // taskManager is a simulated TaskManager: the registration state machine,
@@ -272,6 +274,9 @@ func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64) error {
 	if s == nil || s.stopping {
 		return errNotFound
 	}
+	if id <= s.snapshotted {
+		return nil // delivered twice, or overtaken: as Task.TriggerCheckpoint
+	}
 	tm.barrier(s, id)
 	return nil
 }
@@ -280,6 +285,7 @@ func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64) error {
 // barrier on.
 func (tm *taskManager) barrier(s *subtask, id int64) {
 	w := tm.w
+	s.snapshotted = id
 	ack := &weirv1.AcknowledgeCheckpointRequest{Attempt: s.d.attempt, CheckpointId: id, EndOfInput: s.endOfInput}
 	s.state.write(w.rng.IntN(3) == 0)
 	w.after(w.between(time.Millisecond, 20*time.Millisecond), "snapshot "+s.d.attempt.Key(), func() {
@@ -301,6 +307,9 @@ func (tm *taskManager) barrier(s *subtask, id int64) {
 		}
 	})
 	tm.downstream(s, fmt.Sprintf("barrier %d", id), func(t *taskManager, down *subtask) {
+		if id <= down.snapshotted {
+			return // a barrier of a checkpoint already taken (or overtaken) is late
+		}
 		got := down.barriers[id]
 		if got == nil {
 			got = map[string]bool{}

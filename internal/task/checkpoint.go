@@ -26,6 +26,13 @@ func (t *Task) TriggerCheckpoint(id, timestampMs int64, opts *weirv1.CheckpointO
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY, "triggered a subtask that has inputs")
 			return nil
 		}
+		if id <= t.triggered {
+			// Delivered twice, or overtaken by a newer checkpoint: a
+			// second snapshot would write over the first's files.
+			t.log.Debug("trigger of a checkpoint already started or overtaken ignored", "checkpoint_id", id, "latest", t.triggered)
+			return nil
+		}
+		t.triggered = id
 		if opts.GetType() == weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE && !t.endOfInput {
 			// Stop-with-savepoint --drain: the input ends before the
 			// barrier, so every operator flushes into the savepoint.

@@ -375,3 +375,30 @@ func TestStorageWriteErrorDeclinesCheckpoint(t *testing.T) {
 	}
 	e.running("count/0")
 }
+
+// A source triggered again for a checkpoint it already started (a call
+// delivered twice, or overtaken by a newer one) takes no second snapshot:
+// the second would write over the first's files, which a completed
+// checkpoint may reference, and acknowledge again.
+func TestSourceIgnoresRepeatedTrigger(t *testing.T) {
+	e := startFailJob(t, t.TempDir(), failJob{parallelism: 1, config: map[string]any{}})
+	e.waitProcessed(10)
+	if acks, declines := e.checkpoint(2, 2); len(acks) != 2 {
+		t.Fatalf("checkpoint 2: acks %v, declines %v", acks, declines)
+	}
+	for _, id := range []int64{2, 1} {
+		e.tasks["src/0"].TriggerCheckpoint(id, time.Now().UnixMilli(), &weirv1.CheckpointOptions{ExactlyOnce: true, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT})
+	}
+	if acks, declines := e.checkpoint(3, 2); len(acks) != 2 {
+		t.Fatalf("checkpoint 3: acks %v, declines %v", acks, declines)
+	}
+	e.resp.mu.Lock()
+	defer e.resp.mu.Unlock()
+	n := map[int64]int{}
+	for _, a := range e.resp.acks {
+		n[a.GetCheckpointId()]++
+	}
+	if n[1] != 0 || n[2] != 2 {
+		t.Fatalf("acks per checkpoint %v: checkpoint 2 acked by each subtask once, 1 by none", n)
+	}
+}

@@ -156,8 +156,10 @@ type Task struct {
 	// suspended: a source stopped emitting for a synchronous savepoint.
 	suspended bool
 	finished  bool
-	// notified is the newest completed checkpoint passed on.
+	// notified is the newest completed checkpoint passed on; triggered
+	// the newest checkpoint a source was triggered for.
 	notified    int64
+	triggered   int64
 	nextChannel int
 	lastFlush   time.Time
 	restoredID  int64
