@@ -29,8 +29,8 @@ func TestHeartbeatExpiryIgnoresWallClockSteps(t *testing.T) {
 			s.now = clock.Now
 			// As RegisterTaskManager leaves them, without the connection
 			// that no step here uses.
-			s.mu.tms["tm1"] = &taskManager{id: "tm1", registration: "r1", slots: 1, lastHeartbeat: s.now(), confirmed: true}
-			s.mu.tms["tm2"] = &taskManager{id: "tm2", registration: "r2", slots: 1, lastHeartbeat: s.now(), confirmed: true}
+			s.mu.tms.Register("tm1", "r1", 1, &taskManager{id: "tm1", registration: "r1"}, s.now())
+			s.mu.tms.Register("tm2", "r2", 1, &taskManager{id: "tm2", registration: "r2"}, s.now())
 			heartbeat := func(id, reg string) {
 				t.Helper()
 				resp, err := s.Heartbeat(context.Background(), &weirv1.HeartbeatRequest{TaskmanagerId: id, RegistrationId: reg})

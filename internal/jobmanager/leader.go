@@ -175,15 +175,15 @@ func (s *Server) stepDown() {
 	s.leader.Set(0)
 	s.mu.Lock()
 	jobs := s.mu.jobs
-	tms := s.mu.tms
-	s.mu.jobs, s.mu.tms, s.mu.services = map[string]*jobMaster{}, map[string]*taskManager{}, nil
+	tms := s.mu.tms.Clear()
+	s.mu.jobs, s.mu.services = map[string]*jobMaster{}, nil
 	s.tmGauge.Set(0)
 	s.mu.Unlock()
 	for _, j := range jobs {
 		j.suspend()
 		j.stop()
 	}
-	for _, tm := range tms {
-		tm.conn.Close()
+	for _, m := range tms {
+		m.Data.conn.Close()
 	}
 }

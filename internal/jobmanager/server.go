@@ -26,6 +26,7 @@ import (
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/members"
 	"github.com/weirproject/weir/internal/restapi"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
@@ -157,7 +158,7 @@ type Server struct {
 
 	mu struct {
 		sync.Mutex
-		tms  map[string]*taskManager
+		tms  *members.Registry[*taskManager]
 		jobs map[string]*jobMaster
 		// services are the current leadership's; nil while not leading.
 		services haServices
@@ -208,7 +209,7 @@ func New(cfg Config) (*Server, error) {
 		Help: "Subtask attempts a TaskManager's heartbeat listed that no job had as current (a deploy that overtook its cancel, a job that ended), cancelled there.",
 	})
 	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader, s.foreignReports, s.strays)
-	s.mu.tms = map[string]*taskManager{}
+	s.mu.tms = members.New[*taskManager]()
 	s.mu.jobs = map[string]*jobMaster{}
 	if cfg.HA == "none" {
 		// Standalone: the only JobManager leads from the start.
@@ -313,15 +314,14 @@ func (s *Server) shutdown() {
 	for _, j := range s.mu.jobs {
 		jobs = append(jobs, j)
 	}
-	tms := s.mu.tms
-	s.mu.tms = map[string]*taskManager{}
+	tms := s.mu.tms.Clear()
 	s.mu.Unlock()
 	for _, j := range jobs {
 		j.close()
 		j.stop()
 	}
-	for _, tm := range tms {
-		tm.conn.Close()
+	for _, m := range tms {
+		m.Data.conn.Close()
 	}
 }
 

@@ -3,7 +3,6 @@ package jobmanager
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,18 +14,14 @@ import (
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
-// taskManager is a registered TaskManager.
+// taskManager is the JobManager's side of a registration (a
+// members.Member's Data): the connection to the TaskManager.
 type taskManager struct {
 	id             string
 	registration   string
 	addr, httpAddr string
-	slots          int
-	lastHeartbeat  time.Time
-	// confirmed: a heartbeat showed the TaskManager took the registration
-	// (and obeys this JobManager); only then are subtasks placed on it.
-	confirmed bool
-	conn      *grpc.ClientConn
-	client    weirv1.TaskExecutorServiceClient
+	conn           *grpc.ClientConn
+	client         weirv1.TaskExecutorServiceClient
 	// identity names the certificate it registered with (mutual TLS;
 	// "" without): only that certificate may report for its subtasks.
 	identity string
@@ -41,7 +36,10 @@ func (s *Server) RegisterTaskManager(ctx context.Context, req *weirv1.RegisterTa
 	}
 	identity := peerIdentity(ctx)
 	s.mu.Lock()
-	old := s.mu.tms[req.GetTaskmanagerId()]
+	var old *taskManager
+	if m := s.mu.tms.Get(req.GetTaskmanagerId()); m != nil {
+		old = m.Data
+	}
 	s.mu.Unlock()
 	if old != nil && old.identity != identity {
 		// Taking over a registered TaskManager's ID would fail its
@@ -57,22 +55,20 @@ func (s *Server) RegisterTaskManager(ctx context.Context, req *weirv1.RegisterTa
 	}
 	tm := &taskManager{
 		id: req.GetTaskmanagerId(), registration: newID(), addr: req.GetRpcAddress(), httpAddr: req.GetHttpAddress(),
-		slots: int(req.GetSlots()), lastHeartbeat: s.now(), conn: conn, client: weirv1.NewTaskExecutorServiceClient(conn),
-		identity: identity,
+		conn: conn, client: weirv1.NewTaskExecutorServiceClient(conn), identity: identity,
 	}
 	s.mu.Lock()
-	old = s.mu.tms[tm.id]
-	s.mu.tms[tm.id] = tm
-	s.tmGauge.Set(float64(len(s.mu.tms)))
+	replaced := s.mu.tms.Register(tm.id, tm.registration, int(req.GetSlots()), tm, s.now())
+	s.tmGauge.Set(float64(s.mu.tms.Len()))
 	s.mu.Unlock()
-	if old != nil {
+	if replaced != nil {
 		// A TaskManager registering again restarted or lost us: whatever it
 		// ran for us is gone.
-		old.conn.Close()
-		s.taskManagerLost(old.id, "taskmanager registered again")
+		replaced.Data.conn.Close()
+		s.taskManagerLost(tm.id, "taskmanager registered again")
 	}
 	go s.watchConnection(tm)
-	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", tm.slots, "identity", tm.identity)
+	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", req.GetSlots(), "identity", tm.identity)
 	return &weirv1.RegisterTaskManagerResponse{
 		RegistrationId: tm.registration, JobmanagerId: s.id,
 		HeartbeatIntervalMs: s.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: s.cfg.HeartbeatTimeout.Milliseconds(),
@@ -82,12 +78,12 @@ func (s *Server) RegisterTaskManager(ctx context.Context, req *weirv1.RegisterTa
 // Heartbeat renews a TaskManager's lease; an unknown one must register.
 func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*weirv1.HeartbeatResponse, error) {
 	s.mu.Lock()
-	tm, ok := s.mu.tms[req.GetTaskmanagerId()]
-	if !ok || tm.registration != req.GetRegistrationId() {
+	m, confirmed := s.mu.tms.Heartbeat(req.GetTaskmanagerId(), req.GetRegistrationId(), s.now())
+	if m == nil {
 		s.mu.Unlock()
 		return &weirv1.HeartbeatResponse{Reregister: true}, nil
 	}
-	tm.lastHeartbeat = s.now()
+	tm := m.Data
 	tm.loads.replace(req.GetLoads())
 	for _, r := range req.GetLoads() {
 		if len(r.GetCheckpoints()) == 0 && r.Backlog == nil {
@@ -105,8 +101,6 @@ func (s *Server) Heartbeat(_ context.Context, req *weirv1.HeartbeatRequest) (*we
 			j.coord.SourceBacklog(r.GetAttempt(), r.GetBacklog())
 		}
 	}
-	confirmed := !tm.confirmed
-	tm.confirmed = true
 	byJob := map[string][]*weirv1.ExecutionAttemptID{}
 	var strays []*weirv1.ExecutionAttemptID
 	for _, a := range req.GetRunning() {
@@ -178,13 +172,10 @@ func (s *Server) dropSilent(now time.Time) []*taskManager {
 	var lost []*taskManager
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, tm := range s.mu.tms {
-		if now.Sub(tm.lastHeartbeat) > s.cfg.HeartbeatTimeout {
-			lost = append(lost, tm)
-			delete(s.mu.tms, id)
-		}
+	for _, m := range s.mu.tms.Expire(now, s.cfg.HeartbeatTimeout) {
+		lost = append(lost, m.Data)
 	}
-	s.tmGauge.Set(float64(len(s.mu.tms)))
+	s.tmGauge.Set(float64(s.mu.tms.Len()))
 	return lost
 }
 
@@ -197,38 +188,26 @@ func (s *Server) taskManagerLost(id, cause string) {
 func (s *Server) taskManager(id string) (*taskManager, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tm, ok := s.mu.tms[id]
-	return tm, ok
+	if m := s.mu.tms.Get(id); m != nil {
+		return m.Data, true
+	}
+	return nil, false
 }
 
 // freeSlots lists a free slot per entry, spread across TaskManagers so
 // consecutive subtasks land on different TaskManagers.
 func (s *Server) freeSlots() []*taskManager {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	used := map[string]int{}
 	for _, j := range s.mu.jobs {
 		for tm, n := range j.current().held {
 			used[tm] += n
 		}
 	}
-	tms := make([]*taskManager, 0, len(s.mu.tms))
-	for _, tm := range s.mu.tms {
-		if tm.confirmed {
-			tms = append(tms, tm)
-		}
-	}
-	s.mu.Unlock()
-	sort.Slice(tms, func(i, k int) bool { return tms[i].id < tms[k].id })
 	var slots []*taskManager
-	for more := true; more; {
-		more = false
-		for _, tm := range tms {
-			if used[tm.id] < tm.slots {
-				used[tm.id]++
-				slots = append(slots, tm)
-				more = true
-			}
-		}
+	for _, id := range s.mu.tms.FreeSlots(used) {
+		slots = append(slots, s.mu.tms.Get(id).Data)
 	}
 	return slots
 }
@@ -249,13 +228,12 @@ func (s *Server) ListTaskManagers(context.Context, *weirv1.ListTaskManagersReque
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &weirv1.ListTaskManagersResponse{}
-	for _, tm := range s.mu.tms {
+	for _, m := range s.mu.tms.All() {
 		out.Taskmanagers = append(out.Taskmanagers, &weirv1.TaskManagerInfo{
-			Id: tm.id, Address: tm.addr, HttpAddress: tm.httpAddr, Slots: int32(tm.slots),
-			FreeSlots: int32(free[tm.id]), LastHeartbeatMs: tm.lastHeartbeat.UnixMilli(),
+			Id: m.ID, Address: m.Data.addr, HttpAddress: m.Data.httpAddr, Slots: int32(m.Slots),
+			FreeSlots: int32(free[m.ID]), LastHeartbeatMs: m.LastHeartbeat.UnixMilli(),
 		})
 	}
-	sort.Slice(out.Taskmanagers, func(i, k int) bool { return out.Taskmanagers[i].Id < out.Taskmanagers[k].Id })
 	return out, nil
 }
 
@@ -291,13 +269,11 @@ func (s *Server) watchConnection(tm *taskManager) {
 // the heartbeat timeout.
 func (s *Server) connectionLost(tm *taskManager, err error) {
 	s.mu.Lock()
-	current, ok := s.mu.tms[tm.id]
-	if !ok || current != tm {
+	if s.mu.tms.Remove(tm.id, tm.registration) == nil {
 		s.mu.Unlock()
 		return // already gone, or registered again since
 	}
-	delete(s.mu.tms, tm.id)
-	s.tmGauge.Set(float64(len(s.mu.tms)))
+	s.tmGauge.Set(float64(s.mu.tms.Len()))
 	s.mu.Unlock()
 	s.tmLost.WithLabelValues("connection").Inc()
 	s.log.Warn("taskmanager lost", "taskmanager_id", tm.id, "cause", "connection failed", "err", err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir/internal/checkpoint"
 	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/members"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/scheduler"
@@ -43,14 +43,6 @@ func code(err error) codes.Code {
 	return codes.Unknown
 }
 
-// registered is a TaskManager the JobManager admitted.
-type registered struct {
-	id, registration string
-	slots            int
-	lastHeartbeat    time.Time
-	confirmed        bool
-}
-
 // completed is a checkpoint in the completed store.
 type completed struct {
 	id    int64
@@ -75,8 +67,9 @@ type jobManager struct {
 	coord   *coordinator.Coordinator
 	// ledger decides, as the Driver's does, which checkpoint files go.
 	ledger coordinator.Ledger
-	tms    map[string]*registered
-	regs   int
+	// tms are the TaskManagers admitted (the JobManager's own registry).
+	tms  *members.Registry[struct{}]
+	regs int
 
 	// writing is the number of Finalize writes in flight; a restore waits
 	// for them, as the Driver's AwaitFinalizations.
@@ -125,7 +118,7 @@ func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
 		MaxParallelism: int(g.GetMaxParallelism()), Options: &weirv1.CheckpointOptions{ExactlyOnce: true},
 	}, w.clock, rand.New(rand.NewPCG(w.rng.Uint64(), 0)))
 	return &jobManager{
-		w: w, addr: addr, sched: sched, coord: coord, tms: map[string]*registered{},
+		w: w, addr: addr, sched: sched, coord: coord, tms: members.New[struct{}](),
 		ledger:      coordinator.Ledger{Shared: coordinator.NewSharedRegistry()},
 		restoreFrom: map[int64]*completed{}, finalReqs: map[int64]int64{}, takenAsStopped: map[string]string{},
 		rescales: map[int64]func(error){},
@@ -274,26 +267,7 @@ func (jm *jobManager) trySchedule() {
 }
 
 func (jm *jobManager) freeSlots() []string {
-	held := jm.sched.View().SlotsHeld()
-	var ids []string
-	for id, tm := range jm.tms {
-		if tm.confirmed {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	var slots []string
-	for more := true; more; {
-		more = false
-		for _, id := range ids {
-			if held[id] < jm.tms[id].slots {
-				held[id]++
-				slots = append(slots, id)
-				more = true
-			}
-		}
-	}
-	return slots
+	return jm.tms.FreeSlots(jm.sched.View().SlotsHeld())
 }
 
 // deploy sends one subtask to its TaskManager; a deployment that fails
@@ -331,7 +305,7 @@ func (jm *jobManager) deploy(x scheduler.Exec, from *completed) {
 // answer (or any other) is tried again while the attempt lives.
 func (jm *jobManager) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 	w, a, tm := jm.w, x.Attempt, x.TaskManager
-	if jm.tms[tm] == nil {
+	if jm.tms.Get(tm) == nil {
 		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 		return
 	}
@@ -521,7 +495,7 @@ func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle f
 			tm = x.TaskManager
 		}
 	}
-	if tm == "" || jm.tms[tm] == nil {
+	if tm == "" || jm.tms.Get(tm) == nil {
 		if failed != nil {
 			failed(fmt.Errorf("unknown subtask attempt %s", a.Key()))
 		}
@@ -548,8 +522,7 @@ func (jm *jobManager) register(id string, slots int) (string, error) {
 	}
 	jm.regs++
 	reg := fmt.Sprintf("r%d", jm.regs)
-	old := jm.tms[id]
-	jm.tms[id] = &registered{id: id, registration: reg, slots: slots, lastHeartbeat: jm.w.now()}
+	old := jm.tms.Register(id, reg, slots, struct{}{}, jm.w.now())
 	jm.w.logf("jm: %s registered (%s)", id, reg)
 	if old != nil {
 		jm.sched.TaskManagerLost(id, "taskmanager registered again")
@@ -561,13 +534,13 @@ func (jm *jobManager) register(id string, slots int) (string, error) {
 // heartbeat renews a registration and reconciles the attempts the
 // TaskManager runs with the job's: it answers whether to register again.
 func (jm *jobManager) heartbeat(id, reg string, running []*weirv1.ExecutionAttemptID) bool {
-	tm := jm.tms[id]
-	if tm == nil || tm.registration != reg || jm.deposed {
+	if jm.deposed {
 		return true
 	}
-	tm.lastHeartbeat = jm.w.now()
-	confirmed := !tm.confirmed
-	tm.confirmed = true
+	m, confirmed := jm.tms.Heartbeat(id, reg, jm.w.now())
+	if m == nil {
+		return true
+	}
 	for _, a := range running {
 		if !jm.sched.Holds(a, id) {
 			jm.w.logf("jm: %s runs %s, which no job has: cancelling it", id, a.Key())
@@ -586,15 +559,8 @@ func (jm *jobManager) heartbeat(id, reg string, running []*weirv1.ExecutionAttem
 
 // checkHeartbeats declares TaskManagers lost whose heartbeats stopped.
 func (jm *jobManager) checkHeartbeats() {
-	var lost []string
-	for id, tm := range jm.tms {
-		if jm.w.now().Sub(tm.lastHeartbeat) > heartbeatTimeout {
-			lost = append(lost, id)
-		}
-	}
-	slices.Sort(lost)
-	for _, id := range lost {
-		delete(jm.tms, id)
+	for _, m := range jm.tms.Expire(jm.w.now(), heartbeatTimeout) {
+		id := m.ID
 		jm.w.logf("jm: %s lost: no heartbeat for %s", id, heartbeatTimeout)
 		jm.sched.TaskManagerLost(id, fmt.Sprintf("taskmanager %s lost", id))
 		jm.drain()

@@ -217,8 +217,8 @@ func (w *world) check(deadline time.Time) {
 			return
 		}
 		for tm, n := range jm.sched.View().SlotsHeld() {
-			if r := jm.tms[tm]; r != nil && n > r.slots {
-				w.fail("%s holds %d slots of the job but has %d", tm, n, r.slots)
+			if r := jm.tms.Get(tm); r != nil && n > r.Slots {
+				w.fail("%s holds %d slots of the job but has %d", tm, n, r.Slots)
 				return
 			}
 		}
@@ -228,7 +228,7 @@ func (w *world) check(deadline time.Time) {
 	var strays []string
 	where := map[string]string{}
 	for id, tm := range sim.tms {
-		if w.down[id] || jm.tms[id] == nil {
+		if w.down[id] || jm.tms.Get(id) == nil {
 			continue
 		}
 		for key, s := range tm.tasks {
