@@ -101,6 +101,9 @@ type jobManager struct {
 	// rescale's graph is being stored in the background.
 	graphChanges uint64
 	storing      bool
+	// intervalAhead: a refused checkpointing change was stored all the
+	// same (its write timed out); the stored interval is not the job's.
+	intervalAhead bool
 }
 
 func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
@@ -675,6 +678,7 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 			jm.storeLater(g, jm.graphChanges, rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second})
 		} else {
 			jm.w.sim.ha.graph = g
+			jm.intervalAhead = false
 			jm.checkStored("rescale")
 		}
 		jm.drain()
@@ -697,7 +701,7 @@ func (jm *jobManager) storeLater(g *weirv1.JobGraph, change uint64, backoff rpcp
 		}
 		w.logf("jm: the rescaled graph is stored")
 		w.sim.ha.graph = g
-		jm.storing = false
+		jm.storing, jm.intervalAhead = false, false
 		jm.checkStored("rescale stored in the background")
 	})
 }
@@ -708,6 +712,20 @@ func (jm *jobManager) storeLater(g *weirv1.JobGraph, change uint64, backoff rpcp
 func (jm *jobManager) clientCheckpointing(interval time.Duration) {
 	g := proto.Clone(jm.sched.View().Graph).(*weirv1.JobGraph)
 	g.Checkpointing.Interval = durationpb.New(interval)
+	if jm.w.chance(0.02) {
+		// Refused (Unavailable), and not applied; or stored although the
+		// call timed out, and not applied either.
+		applied := jm.w.rng.IntN(2) == 0
+		jm.w.fault("graph-store", "storing the checkpointing change fails (applied in etcd: %t): refused", applied)
+		if applied && !jm.storing {
+			// What a new leader recovers differs from the job in its
+			// interval only, which the next change sets right.
+			jm.w.sim.ha.graph = g
+			jm.intervalAhead = true
+		}
+		return
+	}
+	jm.intervalAhead = false
 	jm.w.sim.ha.graph = g
 	if !jm.sched.UpdateCheckpointing(g.GetCheckpointing()) {
 		return
@@ -722,6 +740,16 @@ func (jm *jobManager) clientCheckpointing(interval time.Duration) {
 func (jm *jobManager) checkStored(call string) {
 	if jm.storing {
 		return // the stored graph lags, and storing it is retried
+	}
+	if jm.intervalAhead {
+		// A refused checkpointing change that etcd applied: only the
+		// interval differs.
+		g := proto.Clone(jm.w.sim.ha.graph).(*weirv1.JobGraph)
+		g.Checkpointing.Interval = jm.sched.Graph().GetCheckpointing().GetInterval()
+		if !proto.Equal(g, jm.sched.Graph()) {
+			jm.w.fail("after a %s the stored graph (%s) differs from the job's (%s) in more than the interval", call, parallelisms(g), parallelisms(jm.sched.Graph()))
+		}
+		return
 	}
 	switch jm.sched.State() {
 	case weirv1.JobState_JOB_STATE_CREATED, weirv1.JobState_JOB_STATE_RUNNING, weirv1.JobState_JOB_STATE_RESTARTING:
