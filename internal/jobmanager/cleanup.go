@@ -8,12 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/weirproject/weir/internal/blob"
-	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
+	"github.com/weirproject/weir/internal/sweep"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -83,32 +82,13 @@ func (j *jobMaster) sweepCheckpoints(why string, maxID int64) {
 // maxID: in chk-<n> with n <= maxID, or uploaded to shared/ by one. In an
 // object store it lists the bucket under the job's prefix.
 func Unreferenced(jobDir string, metadataPaths []string, retained []*weirv1.CheckpointMetadata, maxID int64) ([]string, error) {
-	refs := map[string]bool{}
-	add := func(p string) {
-		if p == "" {
-			return // inline state lives in the _metadata file
-		}
-		refs[normLocation(p)] = true
-	}
-	for _, p := range metadataPaths {
-		add(p)
-	}
-	for _, md := range retained {
-		for _, st := range md.GetSubtasks() {
-			add(st.GetKeyedState().GetPath())
-			add(st.GetOperatorState().GetPath())
-			add(st.GetChannelState().GetPath())
-			for _, h := range st.GetSharedFiles() {
-				add(h.GetPath())
-			}
-		}
-	}
+	refs := sweep.References(metadataPaths, retained, normLocation)
 	root := normLocation(jobDir)
 	st, err := blob.Open(root)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var files []sweep.File
 	for info, err := range st.List(context.Background(), root) {
 		if err != nil {
 			return nil, fmt.Errorf("jobmanager: list checkpoint dir %s: %w", root, err)
@@ -116,23 +96,9 @@ func Unreferenced(jobDir string, metadataPaths []string, retained []*weirv1.Chec
 		p := normLocation(info.Location)
 		rel := strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
 		rel = strings.TrimPrefix(rel, string(filepath.Separator))
-		first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-		if !isCheckpointLayout(first) || refs[p] {
-			continue
-		}
-		dirID, isChk := checkpointDirID(first)
-		if maxID > 0 && isChk && dirID > maxID {
-			continue
-		}
-		if maxID > 0 && !isChk {
-			if id, ok := state.SharedFileCheckpoint(blob.Base(p)); !ok || id > maxID {
-				continue
-			}
-		}
-		out = append(out, p)
+		files = append(files, sweep.File{Rel: filepath.ToSlash(rel), Location: p})
 	}
-	sort.Strings(out)
-	return out, nil
+	return sweep.Select(files, refs, maxID), nil
 }
 
 // normLocation makes locations comparable: absolute clean paths, clean
@@ -145,20 +111,6 @@ func normLocation(p string) string {
 		return abs
 	}
 	return filepath.Clean(blob.LocalPath(p))
-}
-
-// isCheckpointLayout: the entries of a job's directory checkpoints write.
-func isCheckpointLayout(name string) bool {
-	return strings.HasPrefix(name, "chk-") || name == "shared" || name == "taskowned"
-}
-
-func checkpointDirID(name string) (int64, bool) {
-	n, ok := strings.CutPrefix(name, "chk-")
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(n, 10, 64)
-	return id, err == nil
 }
 
 // SweepUnreferenced removes the files Unreferenced lists, then (on a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/storage"
+	"github.com/weirproject/weir/internal/sweep"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -43,6 +44,15 @@ func (f *files) remove(path string) {
 		f.deleted++
 		f.dirty = true
 	}
+}
+
+// list is every file, sorted, as the sweep sees the job's directory.
+func (f *files) list() []sweep.File {
+	out := make([]sweep.File, 0, len(f.exist))
+	for _, p := range slices.Sorted(maps.Keys(f.exist)) {
+		out = append(out, sweep.File{Rel: p, Location: p})
+	}
+	return out
 }
 
 // discard carries out a deletion as the Driver's discarder does: the
@@ -131,13 +141,17 @@ func newBackend(st *weirv1.SubtaskState, id int64) *backend {
 	return b
 }
 
-// fileName is the LSM name of a shared file's path: …/<name>@<uploader>.
+// sharedPath names a shared file as the Pebble backend does,
+// shared/<uploader>_<checkpoint>_<name>, which the sweep reads.
+func sharedPath(owner string, id int64, name string) string {
+	uploader := strings.NewReplacer("/", "-", "@", "-", "_", "-").Replace(owner)
+	return fmt.Sprintf("shared/%s_%d_%s", uploader, id, name)
+}
+
+// fileName is the LSM name of a shared file's path.
 func fileName(path string) string {
-	name := path[strings.LastIndex(path, "/")+1:]
-	if i := strings.Index(name, "@"); i >= 0 {
-		name = name[:i]
-	}
-	return name
+	parts := strings.SplitN(path[strings.LastIndex(path, "/")+1:], "_", 3)
+	return parts[len(parts)-1]
 }
 
 // write adds new data: one more file, and now and then a compaction of
@@ -164,7 +178,7 @@ func (b *backend) snapshot(id int64, owner string, upload func(path string)) []*
 			}
 		}
 		if !ok {
-			path = fmt.Sprintf("shared/%s/%s@%d", owner, name, id)
+			path = sharedPath(owner, id, name)
 			upload(path)
 		}
 		refs[name] = path

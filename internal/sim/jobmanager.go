@@ -17,6 +17,7 @@ import (
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/scheduler"
+	"github.com/weirproject/weir/internal/sweep"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -236,6 +237,11 @@ func (jm *jobManager) prepareRestores() {
 		return // Finalized calls again
 	}
 	for _, e := range jm.restores {
+		if e.Full {
+			// No subtask of the job runs: what no retained checkpoint
+			// references goes, as sweepCheckpoints does.
+			jm.sweep()
+		}
 		var from *completed
 		if n := len(jm.w.sim.ha.store); n > 0 {
 			from = &jm.w.sim.ha.store[n-1]
@@ -250,6 +256,29 @@ func (jm *jobManager) prepareRestores() {
 		jm.sched.RestoreReady(e.Restart, nil)
 	}
 	jm.restores = nil
+}
+
+// sweep removes the files of checkpoints up to the newest retained one
+// that no retained checkpoint references, as the JobManager's
+// sweepCheckpoints does before a whole-job restart (with sweep's own
+// selection).
+func (jm *jobManager) sweep() {
+	var retained []*weirv1.CheckpointMetadata
+	var maxID int64
+	for _, c := range jm.w.sim.ha.store {
+		retained = append(retained, c.md)
+		maxID = max(maxID, c.id)
+	}
+	if maxID == 0 {
+		return // nothing completed: any checkpoint may still be finishing
+	}
+	gone := sweep.Select(jm.w.files.list(), sweep.References(nil, retained, nil), maxID)
+	for _, p := range gone {
+		jm.w.files.remove(p)
+	}
+	if len(gone) > 0 {
+		jm.w.logf("jm: swept %d files no retained checkpoint references", len(gone))
+	}
 }
 
 // trySchedule offers free slots to the restart waiting for them, as the
@@ -677,8 +706,9 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 			jm.storing = true
 			jm.storeLater(g, jm.graphChanges, rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second})
 		} else {
+			// Stored: it supersedes any rescale still being stored.
 			jm.w.sim.ha.graph = g
-			jm.intervalAhead = false
+			jm.storing, jm.intervalAhead = false, false
 			jm.checkStored("rescale")
 		}
 		jm.drain()
