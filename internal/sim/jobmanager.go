@@ -358,9 +358,12 @@ func (jm *jobManager) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 		}
 		w.after(backoff.Next(), "cancel retry", func() { jm.cancel(x, backoff) })
 	}
-	jm.callTM(tm, "cancel "+a.Key(), func() func() {
-		err := w.tm(tm).cancelTask(a)
-		return func() { answered(err) }
+	name := "cancel " + a.Key()
+	w.callWait(jm.addr, tm, name, rpcTimeout, func(reply func(func())) {
+		if w.tm(tm).leader != jm.addr {
+			return // refused: the caller times out, as for no answer
+		}
+		w.tm(tm).cancelAndWait(a, func(err error) { reply(func() { answered(err) }) })
 	}, func() { answered(errTimeout) })
 }
 

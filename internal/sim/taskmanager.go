@@ -40,6 +40,8 @@ type subtask struct {
 	state      *backend
 	// snapshotted is the newest checkpoint the subtask snapshotted.
 	snapshotted int64
+	// waiters answer the cancels waiting for the subtask to stop.
+	waiters []func()
 }
 
 // taskManager is a simulated TaskManager: the registration state machine,
@@ -368,16 +370,38 @@ func (tm *taskManager) notifyAborted(a *weirv1.ExecutionAttemptID, id int64) err
 // cancelTask is CancelTask: a cancel of an attempt not held leaves a
 // tombstone (attempts.Table) and answers NotFound.
 func (tm *taskManager) cancelTask(a *weirv1.ExecutionAttemptID) error {
+	_, err := tm.cancel(a)
+	return err
+}
+
+// cancelAndWait is CancelTask as it answers: once the subtask stopped
+// (a JobManager whose call times out first asks again).
+func (tm *taskManager) cancelAndWait(a *weirv1.ExecutionAttemptID, reply func(error)) {
+	s, err := tm.cancel(a)
+	if s == nil || err != nil {
+		reply(err)
+		return
+	}
+	s.waiters = append(s.waiters, func() { reply(nil) })
+}
+
+// cancel cancels a, and returns the subtask that is stopping (nil when
+// there is none to wait for: not known, or still being deployed, which
+// a CANCELED report follows).
+func (tm *taskManager) cancel(a *weirv1.ExecutionAttemptID) (*subtask, error) {
 	w := tm.w
 	switch tm.table.Cancel(a, w.now()) {
 	case attempts.Unknown:
-		return errNotFound
+		return nil, errNotFound
 	case attempts.WhileDeploying:
-		return nil
+		return nil, nil
 	}
 	s := tm.tasks[a.Key()]
-	if s == nil || s.stopping {
-		return nil
+	if s == nil {
+		return nil, nil
+	}
+	if s.stopping {
+		return s, nil
 	}
 	s.stopping = true
 	d := w.between(time.Millisecond, 10*time.Millisecond)
@@ -390,7 +414,7 @@ func (tm *taskManager) cancelTask(a *weirv1.ExecutionAttemptID) error {
 			tm.stop(s, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 		}
 	})
-	return nil
+	return s, nil
 }
 
 func (tm *taskManager) fail(s *subtask, cause string) {
@@ -406,6 +430,9 @@ func (tm *taskManager) stop(s *subtask, st weirv1.ExecutionState, cause string) 
 	}
 	delete(tm.tasks, a.Key())
 	tm.table.Ended([]*weirv1.ExecutionAttemptID{a})
+	for _, f := range s.waiters {
+		f()
+	}
 	tm.w.logf("%s: %s %s", tm.id, a.Key(), strings.TrimPrefix(st.String(), "EXECUTION_STATE_"))
 	tm.report(a, st, false, cause)
 }

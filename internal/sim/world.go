@@ -207,6 +207,29 @@ func (w *world) pipe(from, to, channel, name string, f func()) {
 	})
 }
 
+// callWait is a request whose answer the callee sends when it has it:
+// handle runs at to and calls reply (once) with what the answer carries,
+// run back at from; timeout fires instead when no answer came in time.
+func (w *world) callWait(from, to, name string, timeout time.Duration, handle func(reply func(answer func())), timedOut func()) {
+	done := false
+	w.after(timeout, name+" timeout", func() {
+		if !done {
+			done = true
+			timedOut()
+		}
+	})
+	w.send(from, to, name, func() {
+		handle(func(answer func()) {
+			w.send(to, from, name+" answer", func() {
+				if !done {
+					done = true
+					answer()
+				}
+			})
+		})
+	})
+}
+
 // call is a request and its answer: handle runs at to and returns what
 // the answer carries, as a function run back at from; timeout fires
 // instead when no answer came in time. Exactly one of the two runs.
