@@ -119,30 +119,26 @@ func restoreEverySubtask(t *testing.T, prev []*weirv1.SubtaskState, p, up, down 
 		if !fits(cs, d) {
 			t.Fatalf("subtask %d of %d: restored channel state is not laid out on its channels: %v", i, p, cs)
 		}
-		for _, c := range cs.GetInputs() {
-			for _, b := range c.GetBatches() {
+		// Where each record landed, and per channel and key (outputs
+		// under a negative subtask) the order it is replayed in.
+		place := func(what string, seen map[string]landed, orderAt, ch int, bs []*weirv1.InFlightBatch) {
+			for _, b := range bs {
 				for _, r := range b.GetRecords() {
-					l := landed{i, int(c.GetChannel()), string(r.GetKey())}
-					if _, dup := in[string(r.GetValue())]; dup {
-						t.Fatalf("input record %s restored twice", r.GetValue())
+					v := string(r.GetValue())
+					if _, dup := seen[v]; dup {
+						t.Fatalf("%s record %s restored twice", what, v)
 					}
-					in[string(r.GetValue())] = l
-					order[landed{i, int(c.GetChannel()), string(r.GetKey())}] = append(order[l], string(r.GetValue()))
+					seen[v] = landed{i, ch, string(r.GetKey())}
+					at := landed{orderAt, ch, string(r.GetKey())}
+					order[at] = append(order[at], v)
 				}
 			}
 		}
+		for _, c := range cs.GetInputs() {
+			place("input", in, i, int(c.GetChannel()), c.GetBatches())
+		}
 		for _, c := range cs.GetOutputs() {
-			for _, b := range c.GetBatches() {
-				for _, r := range b.GetRecords() {
-					l := landed{i, int(c.GetSubpartition()), string(r.GetKey())}
-					if _, dup := out[string(r.GetValue())]; dup {
-						t.Fatalf("output record %s restored twice", r.GetValue())
-					}
-					out[string(r.GetValue())] = l
-					o := landed{-1 - i, l.channel, l.key}
-					order[o] = append(order[o], string(r.GetValue()))
-				}
-			}
+			place("output", out, -1-i, int(c.GetSubpartition()), c.GetBatches())
 		}
 	}
 	return in, out, order
