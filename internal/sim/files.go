@@ -78,17 +78,9 @@ func (f *files) discard(d coordinator.Deletion) {
 // missing lists the files md references that are gone.
 func (f *files) missing(md *weirv1.CheckpointMetadata) []string {
 	var gone []string
-	for _, st := range md.GetSubtasks() {
-		paths := storage.OwnPaths(st)
-		for _, h := range st.GetSharedFiles() {
-			if h.GetShared() {
-				paths = append(paths, h.GetPath())
-			}
-		}
-		for _, p := range paths {
-			if !f.exist[p] {
-				gone = append(gone, p)
-			}
+	for p := range sweep.References(nil, []*weirv1.CheckpointMetadata{md}, nil) {
+		if !f.exist[p] {
+			gone = append(gone, p)
 		}
 	}
 	slices.Sort(gone)

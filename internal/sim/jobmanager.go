@@ -358,11 +358,7 @@ func (jm *jobManager) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 		}
 		w.after(backoff.Next(), "cancel retry", func() { jm.cancel(x, backoff) })
 	}
-	name := "cancel " + a.Key()
-	w.callWait(jm.addr, tm, name, rpcTimeout, func(reply func(func())) {
-		if w.tm(tm).leader != jm.addr {
-			return // refused: the caller times out, as for no answer
-		}
+	jm.callTMWait(tm, "cancel "+a.Key(), func(reply func(func())) {
 		w.tm(tm).cancelAndWait(a, func(err error) { reply(func() { answered(err) }) })
 	}, func() { answered(errTimeout) })
 }
@@ -808,11 +804,18 @@ func parallelisms(g *weirv1.JobGraph) string {
 // registered with: another JobManager's call is refused, and the caller
 // handles that as it handles no answer (failed).
 func (jm *jobManager) callTM(tm, name string, handle func() func(), failed func()) {
+	jm.callTMWait(tm, name, func(reply func(func())) { reply(handle()) }, failed)
+}
+
+// callTMWait is callTM for a call the TaskManager answers when it has its
+// answer (handle calls reply).
+func (jm *jobManager) callTMWait(tm, name string, handle func(reply func(func())), failed func()) {
 	w := jm.w
-	w.call(jm.addr, tm, name, rpcTimeout, func() func() {
+	w.callWait(jm.addr, tm, name, rpcTimeout, func(reply func(func())) {
 		if w.tm(tm).leader != jm.addr {
-			return failed
+			reply(failed)
+			return
 		}
-		return handle()
+		handle(reply)
 	}, failed)
 }

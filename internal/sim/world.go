@@ -234,22 +234,7 @@ func (w *world) callWait(from, to, name string, timeout time.Duration, handle fu
 // the answer carries, as a function run back at from; timeout fires
 // instead when no answer came in time. Exactly one of the two runs.
 func (w *world) call(from, to, name string, timeout time.Duration, handle func() func(), timedOut func()) {
-	done := false
-	w.after(timeout, name+" timeout", func() {
-		if !done {
-			done = true
-			timedOut()
-		}
-	})
-	w.send(from, to, name, func() {
-		answer := handle()
-		w.send(to, from, name+" answer", func() {
-			if !done {
-				done = true
-				answer()
-			}
-		})
-	})
+	w.callWait(from, to, name, timeout, func(reply func(func())) { reply(handle()) }, timedOut)
 }
 
 // run pops events until the queue is empty, until, or a failure.

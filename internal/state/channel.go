@@ -97,14 +97,10 @@ func fits(cs *weirv1.ChannelStateSnapshot, d *weirv1.TaskDeploymentDescriptor) b
 func ChannelStateRecords(cs *weirv1.ChannelStateSnapshot) int {
 	n := 0
 	for _, in := range cs.GetInputs() {
-		for _, b := range in.GetBatches() {
-			n += len(b.GetRecords())
-		}
+		n += countRecords(in.GetBatches())
 	}
 	for _, out := range cs.GetOutputs() {
-		for _, b := range out.GetBatches() {
-			n += len(b.GetRecords())
-		}
+		n += countRecords(out.GetBatches())
 	}
 	return n
 }
