@@ -95,10 +95,10 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 }
 
 // storeLater stores g, a change of the graph the job already made, until
-// the store takes it, a later change was stored (change is no longer the
-// latest), or this JobManager stops running the job (it lost leadership:
-// the new leader recovers the graph last stored, and the rescale's
-// checkpoint, which restores at any parallelism).
+// the store takes it, a later change was stored or the job's HA data
+// removed (change is no longer the latest), the job ended, or this
+// JobManager stops running the job (it lost leadership: the new leader
+// recovers the graph last stored, from the newest stored checkpoint).
 func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change uint64) {
 	backoff := rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second}
 	for {
@@ -108,8 +108,11 @@ func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change u
 		case <-time.After(backoff.Next()):
 		}
 		j.reconfig.Lock()
-		if j.graphChanges != change {
+		if j.graphChanges != change || j.isClosed() {
+			// Stored again meanwhile, or the job ended: storing it now
+			// would bring an ended job back at the next leader.
 			j.reconfig.Unlock()
+			j.log.Info("rescaled job no longer stored: a later change was stored, or the job ended")
 			return
 		}
 		ctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)

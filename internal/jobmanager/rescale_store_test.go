@@ -4,6 +4,7 @@ package jobmanager_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -95,4 +96,91 @@ func TestRescaleStoredOnceTheStoreAnswers(t *testing.T) {
 	standby.WaitJob(id, "recovered at the new parallelism", func(j *weirv1.JobInfo) bool {
 		return j.GetState() == weirv1.JobState_JOB_STATE_RUNNING && len(j.GetVertices()[1].GetSubtasks()) == 2
 	})
+}
+
+// messages is a slog handler that hands on the messages it logs.
+type messages struct{ c chan string }
+
+func (m messages) Enabled(context.Context, slog.Level) bool { return true }
+func (m messages) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case m.c <- r.Message:
+	default: // nobody waits for this one
+	}
+	return nil
+}
+func (m messages) WithAttrs([]slog.Attr) slog.Handler { return m }
+func (m messages) WithGroup(string) slog.Handler      { return m }
+
+// TestRescaleNotStoredAfterTheJobEnded: a rescale whose graph etcd
+// refused is still being stored in the background when the job is
+// cancelled and its HA data removed. Once etcd answers, the graph must
+// not be stored again: the next leader would run the cancelled job anew.
+func TestRescaleNotStoredAfterTheJobEnded(t *testing.T) {
+	etcd := testcluster.StartEtcd(t)
+	logs := messages{c: make(chan string, 1024)}
+	first := testcluster.Start(t, testcluster.Options{Etcd: etcd, Logger: slog.New(logs)})
+	first.WaitLeader()
+	first.StartTaskManager("tm-1", 4, nil)
+	c := &inProcess{Cluster: first, t: t}
+	r, err := first.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: &weirv1.JobGraph{
+		Name:          "rescale-cancelled",
+		Checkpointing: &weirv1.CheckpointConfig{Interval: durationpb.New(100 * time.Millisecond)},
+		Vertices:      c.pipeline("a", 0, 1),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.GetJobId()
+	first.WaitJob(id, "running", allRunning(0))
+
+	if err := fault.Enable(fault.JMStoreJob, `return("etcd-down")`); err != nil {
+		t.Fatal(err)
+	}
+	defer fault.Disable(fault.JMStoreJob) //nolint:errcheck
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err = first.Client.RescaleJob(ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"a-source": 2, "a-sink": 2}})
+	cancel()
+	if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+		t.Fatalf("rescale while etcd refuses the job: %v, want Unavailable or DeadlineExceeded", err)
+	}
+	if _, err := first.Client.CancelJob(context.Background(), &weirv1.CancelJobRequest{JobId: id}); err != nil {
+		t.Fatal(err)
+	}
+	first.WaitJob(id, "cancelled", inState(weirv1.JobState_JOB_STATE_CANCELED))
+	if err := fault.Disable(fault.JMStoreJob); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(time.Minute)
+	for done := false; !done; {
+		select {
+		case m := <-logs.c:
+			switch m {
+			case "rescaled job stored":
+				t.Fatal("the rescale was stored after the job was cancelled and its HA data removed")
+			case "rescaled job no longer stored: a later change was stored, or the job ended":
+				done = true
+			}
+		case <-deadline:
+			t.Fatal("the background store of the rescale neither gave up nor stored it within a minute")
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	jobs, err := ha.NewEtcdJobStore(ha.Config{Client: cli, ClusterID: "test"}, ha.Fence{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := jobs.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range stored {
+		if j.ID == id {
+			t.Fatalf("the cancelled job is stored again: a new leader would run it")
+		}
+	}
 }

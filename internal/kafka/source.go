@@ -902,7 +902,19 @@ func (s *Source) discoverLoop(ctx context.Context, every time.Duration, known ma
 		case <-ctx.Done():
 			return
 		}
+		if s.cfg.Discovery == 0 && allKnown(unlisted, known) {
+			return // listed only for the unlisted, and every one is back
+		}
 	}
+}
+
+func allKnown(unlisted map[sourceTP]sourcePosition, known map[sourceTP]bool) bool {
+	for tp := range unlisted {
+		if !known[tp] {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Source) discover(ctx context.Context, known map[sourceTP]bool, unlisted map[sourceTP]sourcePosition) ([]*sourcePart, error) {

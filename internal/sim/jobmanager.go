@@ -723,6 +723,10 @@ func (jm *jobManager) storeLater(g *weirv1.JobGraph, change uint64, backoff rpcp
 		if jm.deposed || jm.graphChanges != change {
 			return // fenced, or superseded by a change that was stored
 		}
+		if scheduler.Terminal(jm.sched.State()) {
+			jm.storing = false // the job ended: its HA data goes, not comes back
+			return
+		}
 		if w.chance(0.3) {
 			w.fault("graph-store", "storing the rescaled graph fails again")
 			jm.storeLater(g, change, backoff)

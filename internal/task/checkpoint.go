@@ -26,10 +26,18 @@ func (t *Task) TriggerCheckpoint(id, timestampMs int64, opts *weirv1.CheckpointO
 			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_TASK_NOT_READY, "triggered a subtask that has inputs")
 			return nil
 		}
-		if id <= t.triggered {
-			// Delivered twice, or overtaken by a newer checkpoint: a
-			// second snapshot would write over the first's files.
-			t.log.Debug("trigger of a checkpoint already started or overtaken ignored", "checkpoint_id", id, "latest", t.triggered)
+		switch {
+		case id == t.triggered:
+			// Delivered twice: a second snapshot would write over the
+			// first's files, which a completed checkpoint may reference.
+			t.log.Debug("repeated trigger ignored", "checkpoint_id", id)
+			return nil
+		case id < t.triggered:
+			// Overtaken by a newer checkpoint, whose barrier went out
+			// first: downstream takes this one's barrier as late, so it
+			// cannot complete. Declined at once rather than expiring.
+			t.decline(id, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_SUBSUMED,
+				fmt.Sprintf("triggered after checkpoint %d", t.triggered))
 			return nil
 		}
 		t.triggered = id

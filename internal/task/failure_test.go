@@ -377,9 +377,9 @@ func TestStorageWriteErrorDeclinesCheckpoint(t *testing.T) {
 }
 
 // A source triggered again for a checkpoint it already started (a call
-// delivered twice, or overtaken by a newer one) takes no second snapshot:
-// the second would write over the first's files, which a completed
-// checkpoint may reference, and acknowledge again.
+// delivered twice) takes no second snapshot: the second would write over
+// the first's files, which a completed checkpoint may reference, and
+// acknowledge again. One overtaken by a newer checkpoint is declined.
 func TestSourceIgnoresRepeatedTrigger(t *testing.T) {
 	e := startFailJob(t, t.TempDir(), failJob{parallelism: 1, config: map[string]any{}})
 	e.waitProcessed(10)
@@ -401,4 +401,25 @@ func TestSourceIgnoresRepeatedTrigger(t *testing.T) {
 	if n[1] != 0 || n[2] != 2 {
 		t.Fatalf("acks per checkpoint %v: checkpoint 2 acked by each subtask once, 1 by none", n)
 	}
+	e.resp.mu.Unlock()
+	// Overtaken by 2, checkpoint 1 is declined at once rather than left
+	// to expire.
+	deadline := time.After(failTimeout)
+	for {
+		e.resp.mu.Lock()
+		declined := false
+		for _, d := range e.resp.decls {
+			declined = declined || d.GetCheckpointId() == 1 && d.GetReason() == weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED_SUBSUMED
+		}
+		e.resp.mu.Unlock()
+		if declined {
+			break
+		}
+		select {
+		case <-e.resp.changed:
+		case <-deadline:
+			t.Fatal("checkpoint 1, overtaken by 2, not declined as subsumed")
+		}
+	}
+	e.resp.mu.Lock()
 }
