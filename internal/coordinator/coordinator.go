@@ -202,6 +202,9 @@ type Coordinator struct {
 	effects        []Effect
 	stats          *Stats
 
+	// aligned: every checkpoint is aligned for now (Reconfiguration.Aligned).
+	aligned bool
+
 	// periodicPaused: a stop-with-savepoint stopped periodic checkpoints
 	// until the next Start (Flink's stopCheckpointScheduler).
 	periodicPaused bool
@@ -343,12 +346,21 @@ type Reconfiguration struct {
 	// IntervalDuringBacklog sets (and turns on) the interval during a
 	// backlog.
 	IntervalDuringBacklog *time.Duration
+	// Aligned makes every checkpoint aligned whatever the job's setting,
+	// until set false: the job has a broadcast edge and runs at a
+	// parallelism the HA store does not hold yet, so a new leader would
+	// restore its checkpoints at the stored one, where in-flight records
+	// of a broadcast edge cannot go.
+	Aligned *bool
 }
 
 // Reconfigure applies r. A new interval takes effect at once: the next
 // periodic checkpoint is one new interval from now (or never, with 0), so
 // shortening a long interval does not wait for the old period to end.
 func (c *Coordinator) Reconfigure(r Reconfiguration) {
+	if r.Aligned != nil {
+		c.aligned = *r.Aligned
+	}
 	if r.Timeout != nil {
 		c.cfg.Timeout = *r.Timeout
 	}
@@ -706,7 +718,7 @@ func (c *Coordinator) sendTrigger(p *pending) {
 	if r.kind == FullCheckpoint {
 		opts.Type = weirv1.CheckpointType_CHECKPOINT_TYPE_FULL_CHECKPOINT
 	}
-	if r.kind == RescaleCheckpoint && c.cfg.AlignRescale {
+	if c.aligned && !putback.Active(putback.UnalignedWhileUnstored) || r.kind == RescaleCheckpoint && c.cfg.AlignRescale {
 		opts.Unaligned, opts.AlignedCheckpointTimeoutMs = false, 0
 	}
 	if r.savepoint() {

@@ -22,7 +22,7 @@ package coordinator
 //	    the job turned RUNNING with these subtasks (vertex/index[#attempt]).
 //	stop reason=REASON
 //	backlog task=V/I [off]  a source reports (or stops reporting) a backlog
-//	reconfigure [interval=D] [timeout=D] [min-pause=D] [backlog-interval=D]
+//	reconfigure [interval=D] [timeout=D] [min-pause=D] [backlog-interval=D] [aligned=bool]
 //	    change periodic checkpointing on the running coordinator.
 //	trigger kind=periodic|manual|full|rescale|savepoint [forced=bool] [target=DIR]
 //	    enqueue a request (savepoints are forced by default, as the Driver
@@ -161,6 +161,10 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 				d := a.dur(key, 0)
 				*field = &d
 			}
+		}
+		if a.has("aligned") {
+			b := a.bool("aligned", false)
+			r.Aligned = &b
 		}
 		a.done()
 		h.c.Reconfigure(r)

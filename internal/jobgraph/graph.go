@@ -242,3 +242,19 @@ func ChainedAfter(g *weirv1.JobGraph) map[string]string {
 	}
 	return out
 }
+
+// HasBroadcastEdge reports whether g sends anything by broadcast: the
+// in-flight records of such an edge cannot be split across a new
+// parallelism, so a rescale's checkpoint is aligned, and so are the
+// checkpoints taken while the HA store still holds the job's previous
+// parallelism.
+func HasBroadcastEdge(g *weirv1.JobGraph) bool {
+	for _, v := range g.GetVertices() {
+		for _, e := range v.GetInputs() {
+			if e.GetPartitioner() == weirv1.Partitioner_PARTITIONER_BROADCAST {
+				return true
+			}
+		}
+	}
+	return false
+}

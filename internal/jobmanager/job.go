@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
+	"github.com/weirproject/weir/internal/storedgraph"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -35,11 +37,10 @@ type jobMaster struct {
 	restore *restorePoint
 
 	// reconfig serializes the changes of the stored graph (rescale,
-	// checkpointing configuration). graphChanges, under it, counts them:
-	// a rescale stored in the background gives up once a later change
-	// was stored.
-	reconfig     sync.Mutex
-	graphChanges uint64
+	// checkpointing configuration); graphs, under it, follows whether the
+	// store holds the graph the job runs.
+	reconfig sync.Mutex
+	graphs   storedgraph.Tracker
 
 	mailbox mailbox
 	ctx     context.Context // cancelled when the job master stops
@@ -122,7 +123,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		Tolerable:             int(cp.GetTolerableFailedCheckpoints()),
 		MaxParallelism:        int(g.GetMaxParallelism()),
 		Options:               checkpointOptions(g),
-		AlignRescale:          hasBroadcastEdge(g),
+		AlignRescale:          jobgraph.HasBroadcastEdge(g),
 	}, coordinator.Deps{
 		Counter: j.counter,
 		Store:   j.store,
@@ -481,18 +482,4 @@ func (m *mailbox) take() []func() {
 	q := m.queue
 	m.queue = nil
 	return q
-}
-
-// hasBroadcastEdge reports whether g sends anything by broadcast: the
-// in-flight records of such an edge cannot be split across a new
-// parallelism, so a rescale's checkpoint is aligned.
-func hasBroadcastEdge(g *weirv1.JobGraph) bool {
-	for _, v := range g.GetVertices() {
-		for _, e := range v.GetInputs() {
-			if e.GetPartitioner() == weirv1.Partitioner_PARTITIONER_BROADCAST {
-				return true
-			}
-		}
-	}
-	return false
 }

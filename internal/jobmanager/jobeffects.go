@@ -359,11 +359,11 @@ func (j *jobMaster) cleanupCheckpoints(st weirv1.JobState) {
 // services: its graph, checkpoint counter and completed-checkpoint entries
 // (the files themselves follow the retention policy).
 func (j *jobMaster) removeHAData() {
-	// Under reconfig, as a change of the graph: a rescale still being
-	// stored in the background gives up rather than store it again.
+	// Under reconfig: a rescale still being stored in the background
+	// gives up rather than store it again.
 	j.reconfig.Lock()
 	defer j.reconfig.Unlock()
-	j.graphChanges++
+	j.graphs.End()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := j.store.Shutdown(ctx, true)

@@ -15,6 +15,7 @@ import (
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/scheduler"
+	"github.com/weirproject/weir/internal/storedgraph"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -78,18 +79,24 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 	// Stored once the scheduler took it (a graph stored for a rescale it
 	// refused would be recovered by the next leader): a new leader then
 	// recovers the job at its new shape from the checkpoint, which
-	// restores at any parallelism.
+	// restores at any parallelism. Until the store has it, a new leader
+	// would restore the job's checkpoints at the old parallelism: they
+	// are aligned meanwhile if the job has a broadcast edge.
+	change := j.graphs.Begin()
+	j.alignWhileLagging(g)
 	if err := j.rescale(g); err != nil {
+		j.graphs.Abandon(change)
+		j.alignWhileLagging(g)
 		j.coord.ResumePeriodic()
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	j.graphChanges++
 	if err := putJobRetrying(ctx, services, j.id, g); err != nil {
 		j.log.Error("rescale under way but not stored yet: storing it is retried; until then a new leader would run the job at its previous parallelism", "err", err)
-		change := j.graphChanges
 		j.goIO(func() { j.storeLater(services, g, change) })
 		return nil, status.Errorf(codes.Unavailable, "jobmanager: rescale of job %s is under way but not stored yet (retried until the store answers; until then a new leader would restore the previous parallelism): %v", j.id, err)
 	}
+	j.graphs.Stored(change)
+	j.alignWhileLagging(g)
 	j.log.Info("job rescaling", "checkpoint_id", r.ID, "parallelism", req.GetParallelism())
 	return &weirv1.RescaleJobResponse{CheckpointId: r.ID}, nil
 }
@@ -99,7 +106,7 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 // removed (change is no longer the latest), the job ended, or this
 // JobManager stops running the job (it lost leadership: the new leader
 // recovers the graph last stored, from the newest stored checkpoint).
-func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change uint64) {
+func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change storedgraph.Change) {
 	backoff := rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second}
 	for {
 		select {
@@ -108,7 +115,7 @@ func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change u
 		case <-time.After(backoff.Next()):
 		}
 		j.reconfig.Lock()
-		if j.graphChanges != change || j.isClosed() {
+		if !j.graphs.Retry(change) || j.isClosed() {
 			// Stored again meanwhile, or the job ended: storing it now
 			// would bring an ended job back at the next leader.
 			j.reconfig.Unlock()
@@ -118,6 +125,10 @@ func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change u
 		ctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)
 		err := services.putJob(ctx, j.id, g)
 		cancel()
+		if err == nil {
+			j.graphs.Stored(change)
+			j.alignWhileLagging(g)
+		}
 		j.reconfig.Unlock()
 		if err == nil {
 			j.log.Info("rescaled job stored", "parallelism", parallelisms(g))
@@ -125,6 +136,17 @@ func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change u
 		}
 		j.log.Warn("storing the rescaled job failed; retrying", "err", err)
 	}
+}
+
+// alignWhileLagging makes the job's checkpoints aligned while the HA
+// store lacks a change of its graph, if it has a broadcast edge (see
+// storedgraph); the job's own mode otherwise. Called under reconfig.
+func (j *jobMaster) alignWhileLagging(g *weirv1.JobGraph) {
+	if !jobgraph.HasBroadcastEdge(g) {
+		return
+	}
+	aligned := j.graphs.Lagging()
+	j.coord.Reconfigure(coordinator.Reconfiguration{Aligned: &aligned})
 }
 
 func parallelisms(g *weirv1.JobGraph) map[string]int32 {
@@ -227,7 +249,8 @@ func (s *Server) ConfigureCheckpointing(ctx context.Context, req *weirv1.Configu
 	if err := services.putJob(ctx, j.id, g); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "jobmanager: configure checkpointing: store job: %v", err)
 	}
-	j.graphChanges++ // it holds any rescale being stored in the background
+	j.graphs.StoredCurrent() // it holds any rescale being stored in the background
+	j.alignWhileLagging(g)
 	ok := false
 	j.call(func() { ok = j.sm.UpdateCheckpointing(cp) })
 	if !ok || !j.coord.Reconfigure(r) {

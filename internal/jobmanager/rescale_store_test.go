@@ -184,3 +184,93 @@ func TestRescaleNotStoredAfterTheJobEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestAlignedWhileRescaleUnstored: a job with a broadcast edge and
+// unaligned checkpoints is rescaled while etcd refuses its graph. Until
+// the store takes the new graph, a new leader would restore the job's
+// checkpoints at the old parallelism, where records in flight on a
+// broadcast edge cannot go: so those checkpoints are aligned, and once
+// the graph is stored the job's are unaligned again.
+func TestAlignedWhileRescaleUnstored(t *testing.T) {
+	etcd := testcluster.StartEtcd(t)
+	first := testcluster.Start(t, testcluster.Options{Etcd: etcd})
+	first.WaitLeader()
+	first.StartTaskManager("tm-1", 4, nil)
+	c := &inProcess{Cluster: first, t: t}
+	g := &weirv1.JobGraph{
+		Name: "aligned-while-unstored",
+		Checkpointing: &weirv1.CheckpointConfig{
+			Interval: durationpb.New(100 * time.Millisecond), Unaligned: true, Timeout: durationpb.New(time.Minute),
+		},
+		Vertices: []*weirv1.JobVertex{
+			{Name: "src", Operator: "sequence-source", Parallelism: 1, Config: c.config(map[string]any{"count": 0, "keys": 4, "rate": 2000})},
+			{Name: "sink", Operator: "file-sink", Parallelism: 1, Config: c.config(map[string]any{"path": t.TempDir()}),
+				Inputs: []*weirv1.JobEdge{{Source: "src", Partitioner: weirv1.Partitioner_PARTITIONER_BROADCAST}}},
+		},
+	}
+	r, err := first.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.GetJobId()
+	first.WaitJob(id, "running", allRunning(0))
+	// sinkUnaligned waits for a checkpoint after `after` taken at sink
+	// parallelism p, and reports whether every sink subtask took it
+	// unaligned.
+	sinkUnaligned := func(after int64, p int) (int64, bool) {
+		t.Helper()
+		var got int64
+		var unaligned bool
+		poll.UntilNoError(t, 30*time.Second, 20*time.Millisecond, "a checkpoint at the sink's parallelism", func() (bool, error) {
+			l, err := first.Client.ListCheckpoints(context.Background(), &weirv1.ListCheckpointsRequest{JobId: id})
+			if err != nil {
+				return false, err
+			}
+			last := l.GetLatestCompleted()
+			if last.GetId() <= after {
+				return false, nil
+			}
+			d, err := first.Client.GetCheckpoint(context.Background(), &weirv1.GetCheckpointRequest{JobId: id, CheckpointId: last.GetId()})
+			if err != nil {
+				return false, err
+			}
+			n, all := 0, true
+			for _, s := range d.GetSubtasks() {
+				if s.GetVertex() == "sink" {
+					n++
+					all = all && s.GetMetrics().GetUnaligned()
+				}
+			}
+			got, unaligned = last.GetId(), all
+			return n == p, nil
+		})
+		return got, unaligned
+	}
+	before, unaligned := sinkUnaligned(0, 1)
+	if !unaligned {
+		t.Fatalf("checkpoint %d of the running job was aligned at the sink: the test cannot tell", before)
+	}
+
+	if err := fault.Enable(fault.JMStoreJob, `return("etcd-down")`); err != nil {
+		t.Fatal(err)
+	}
+	defer fault.Disable(fault.JMStoreJob) //nolint:errcheck
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err = first.Client.RescaleJob(ctx, &weirv1.RescaleJobRequest{JobId: id, Parallelism: map[string]int32{"sink": 2}})
+	cancel()
+	if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+		t.Fatalf("rescale while etcd refuses the job: %v, want Unavailable or DeadlineExceeded", err)
+	}
+	lagging, unaligned := sinkUnaligned(before, 2)
+	if unaligned {
+		t.Fatalf("checkpoint %d, at the new parallelism while etcd holds the old one, is unaligned: a new leader could not restore its broadcast edge's records in flight", lagging)
+	}
+	if err := fault.Disable(fault.JMStoreJob); err != nil {
+		t.Fatal(err)
+	}
+	// Stored in the background: the job's own mode again.
+	poll.UntilNoError(t, 30*time.Second, 50*time.Millisecond, "unaligned checkpoints again", func() (bool, error) {
+		_, unaligned := sinkUnaligned(lagging, 2)
+		return unaligned, nil
+	})
+}

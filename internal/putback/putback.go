@@ -25,7 +25,12 @@ const (
 	// its checkpoint completed has its state discarded: the completed
 	// checkpoint's own files.
 	DuplicateAckDiscards = "duplicate-ack-discards"
+	// UnalignedWhileUnstored (coordinator): a job with a broadcast edge,
+	// rescaled but its new graph not stored yet, takes unaligned
+	// checkpoints, which a new leader cannot restore at the stored
+	// parallelism.
+	UnalignedWhileUnstored = "unaligned-while-unstored"
 )
 
 // All lists the bugs that can be put back.
-var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale, DuplicateAckDiscards}
+var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale, DuplicateAckDiscards, UnalignedWhileUnstored}

@@ -28,6 +28,10 @@ type Config struct {
 	CrashRate, PartitionRate, TaskFailRate float64
 	// CommitFailP: a sink fails committing a checkpoint it is notified of.
 	CommitFailP float64
+	// GraphStoreFailP: etcd does not take a rescaled graph before the
+	// client's deadline; each retry in the background fails with
+	// (1+GraphStoreFailP)/2, so the stored graph lags a while.
+	GraphStoreFailP float64
 	// Trace keeps the whole trace, not only its end.
 	Trace bool
 }
@@ -58,6 +62,7 @@ func (c Config) withDefaults() Config {
 	def(&c.PartitionRate, 0.02)
 	def(&c.TaskFailRate, 0.05)
 	def(&c.CommitFailP, 0.05)
+	def(&c.GraphStoreFailP, 0.1)
 	return c
 }
 
@@ -77,13 +82,18 @@ type vertex struct {
 	name        string
 	parallelism int32
 	inputs      []string // upstream vertex names
-	forward     bool     // its inputs are forward edges, else hash
-	source      bool
-	sink        bool
+	forward     bool     // its inputs are forward edges, else hash (or broadcast)
+	// broadcast: its inputs are broadcast edges; an unaligned checkpoint
+	// records records in flight on them, which restore at this
+	// parallelism only.
+	broadcast bool
+	source    bool
+	sink      bool
 }
 
 // jobShape draws a job: one or two pipelines of source → (map) → sink,
-// each edge forward or hash, parallelism 1 or 2. A forward pipeline at
+// each edge forward, hash or broadcast, parallelism 1 or 2, checkpoints
+// aligned or unaligned. A forward pipeline at
 // parallelism 2 is two pipelined regions; a hash edge joins them.
 func (w *world) jobShape() (*weirv1.JobGraph, map[string]*vertex, bool) {
 	bounded := w.rng.IntN(3) > 0
@@ -92,6 +102,7 @@ func (w *world) jobShape() (*weirv1.JobGraph, map[string]*vertex, bool) {
 		Checkpointing: &weirv1.CheckpointConfig{
 			Interval: durationpb.New(checkpointEvery), Timeout: durationpb.New(checkpointTimeout),
 			MaxConcurrent: 1, TolerableFailedCheckpoints: -1, Retained: 3,
+			Unaligned: w.rng.IntN(2) == 0,
 		},
 		RestartStrategy: &weirv1.RestartStrategy{
 			Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: 1 << 20, Delay: durationpb.New(restartDelay),
@@ -109,19 +120,23 @@ func (w *world) jobShape() (*weirv1.JobGraph, map[string]*vertex, bool) {
 	for p := range 1 + w.rng.IntN(2) {
 		par := int32(1 + w.rng.IntN(2))
 		edge := weirv1.Partitioner_PARTITIONER_FORWARD
-		if w.rng.IntN(2) == 0 {
+		switch w.rng.IntN(4) {
+		case 0:
 			edge = weirv1.Partitioner_PARTITIONER_HASH
+		case 1:
+			edge = weirv1.Partitioner_PARTITIONER_BROADCAST
 		}
+		fwd, bc := edge == weirv1.Partitioner_PARTITIONER_FORWARD, edge == weirv1.Partitioner_PARTITIONER_BROADCAST
 		src := &vertex{name: fmt.Sprintf("src%d", p), parallelism: par, source: true}
 		add(src, edge)
 		last := src.name
 		if w.rng.IntN(2) == 0 {
-			mid := &vertex{name: fmt.Sprintf("map%d", p), parallelism: par, inputs: []string{last}, forward: edge == weirv1.Partitioner_PARTITIONER_FORWARD}
+			mid := &vertex{name: fmt.Sprintf("map%d", p), parallelism: par, inputs: []string{last}, forward: fwd, broadcast: bc}
 			add(mid, edge)
 			last = mid.name
 		}
 		add(&vertex{name: fmt.Sprintf("sink%d", p), parallelism: par, inputs: []string{last}, sink: true,
-			forward: edge == weirv1.Partitioner_PARTITIONER_FORWARD}, edge)
+			forward: fwd, broadcast: bc}, edge)
 	}
 	return g, vs, bounded
 }

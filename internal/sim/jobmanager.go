@@ -13,10 +13,12 @@ import (
 
 	"github.com/weirproject/weir/internal/checkpoint"
 	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/members"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/scheduler"
+	"github.com/weirproject/weir/internal/storedgraph"
 	"github.com/weirproject/weir/internal/sweep"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -98,10 +100,9 @@ type jobManager struct {
 	cancelled bool
 	// rescales are the rescales waiting for their checkpoint, by request.
 	rescales map[int64]func(error)
-	// graphChanges counts the changes of the stored graph; storing: a
-	// rescale's graph is being stored in the background.
-	graphChanges uint64
-	storing      bool
+	// graphs follows whether the stored graph is the job's, as the
+	// JobManager's does.
+	graphs storedgraph.Tracker
 	// intervalAhead: a refused checkpointing change was stored all the
 	// same (its write timed out); the stored interval is not the job's.
 	intervalAhead bool
@@ -119,7 +120,9 @@ func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
 	coord := coordinator.New(coordinator.Config{
 		JobID: "job", Interval: cp.GetInterval().AsDuration(), Timeout: cp.GetTimeout().AsDuration(),
 		MaxConcurrent: int(cp.GetMaxConcurrent()), Tolerable: int(cp.GetTolerableFailedCheckpoints()),
-		MaxParallelism: int(g.GetMaxParallelism()), Options: &weirv1.CheckpointOptions{ExactlyOnce: true},
+		MaxParallelism: int(g.GetMaxParallelism()),
+		Options:        &weirv1.CheckpointOptions{ExactlyOnce: true, Unaligned: cp.GetUnaligned()},
+		AlignRescale:   jobgraph.HasBroadcastEdge(g),
 	}, w.clock, rand.New(rand.NewPCG(w.rng.Uint64(), 0)))
 	return &jobManager{
 		w: w, addr: addr, sched: sched, coord: coord, tms: members.New[struct{}](),
@@ -317,6 +320,7 @@ func (jm *jobManager) deploy(x scheduler.Exec, from *completed) {
 				req.restored = st
 			}
 		}
+		req.refused = jm.w.channelStateRefused(from, req.vertex, x.Vertex.GetParallelism())
 	}
 	fail := func(cause string) {
 		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
@@ -402,7 +406,8 @@ func (jm *jobManager) coordEffect(e coordinator.Effect) {
 		w.logf("jm: trigger checkpoint %d", e.ID)
 		id := e.ID
 		for _, a := range e.Tasks {
-			jm.toTask(a, fmt.Sprintf("trigger %d %s", id, a.Key()), func(t *taskManager) error { return t.trigger(a, id) },
+			unaligned := e.Options.GetUnaligned()
+			jm.toTask(a, fmt.Sprintf("trigger %d %s", id, a.Key()), func(t *taskManager) error { return t.trigger(a, id, unaligned) },
 				func(err error) {
 					jm.coord.TriggerFailed(id, err)
 					jm.drain()
@@ -692,22 +697,26 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 			jm.coord.ResumePeriodic()
 			return
 		}
+		change := jm.graphs.Begin()
+		jm.alignWhileLagging(g)
 		if err := jm.sched.Rescale(g); err != nil {
 			jm.w.logf("client: rescale refused: %v", err)
+			jm.graphs.Abandon(change)
+			jm.alignWhileLagging(g)
 			jm.coord.ResumePeriodic()
 			return
 		}
-		jm.graphChanges++
-		if jm.w.chance(0.05) {
+		if jm.w.chance(jm.w.cfg.GraphStoreFailP) {
 			// etcd does not take it before the call's deadline: the call
 			// fails, the rescale goes on, and storing it is retried.
 			jm.w.fault("graph-store", "storing the rescaled graph fails past the call's deadline; retried in the background")
-			jm.storing = true
-			jm.storeLater(g, jm.graphChanges, rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second})
+			jm.storeLater(g, change, rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second})
 		} else {
 			// Stored: it supersedes any rescale still being stored.
 			jm.w.sim.ha.graph = g
-			jm.storing, jm.intervalAhead = false, false
+			jm.graphs.Stored(change)
+			jm.alignWhileLagging(g)
+			jm.intervalAhead = false
 			jm.checkStored("rescale")
 		}
 		jm.drain()
@@ -717,24 +726,25 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 
 // storeLater stores g until the store takes it, a later change was
 // stored, or this JobManager is deposed, as the JobManager's storeLater.
-func (jm *jobManager) storeLater(g *weirv1.JobGraph, change uint64, backoff rpcpolicy.Backoff) {
+func (jm *jobManager) storeLater(g *weirv1.JobGraph, change storedgraph.Change, backoff rpcpolicy.Backoff) {
 	w := jm.w
 	w.after(backoff.Next(), "store graph", func() {
-		if jm.deposed || jm.graphChanges != change {
-			return // fenced, or superseded by a change that was stored
-		}
 		if scheduler.Terminal(jm.sched.State()) {
-			jm.storing = false // the job ended: its HA data goes, not comes back
-			return
+			jm.graphs.End() // the job ended: its HA data goes, not comes back
 		}
-		if w.chance(0.3) {
+		if jm.deposed || !jm.graphs.Retry(change) {
+			return // fenced, superseded by a change that was stored, or ended
+		}
+		if w.chance((1 + w.cfg.GraphStoreFailP) / 2) {
 			w.fault("graph-store", "storing the rescaled graph fails again")
 			jm.storeLater(g, change, backoff)
 			return
 		}
 		w.logf("jm: the rescaled graph is stored")
 		w.sim.ha.graph = g
-		jm.storing, jm.intervalAhead = false, false
+		jm.graphs.Stored(change)
+		jm.alignWhileLagging(g)
+		jm.intervalAhead = false
 		jm.checkStored("rescale stored in the background")
 	})
 }
@@ -750,7 +760,7 @@ func (jm *jobManager) clientCheckpointing(interval time.Duration) {
 		// call timed out, and not applied either.
 		applied := jm.w.rng.IntN(2) == 0
 		jm.w.fault("graph-store", "storing the checkpointing change fails (applied in etcd: %t): refused", applied)
-		if applied && !jm.storing {
+		if applied && !jm.graphs.Lagging() {
 			// What a new leader recovers differs from the job in its
 			// interval only, which the next change sets right.
 			jm.w.sim.ha.graph = g
@@ -764,14 +774,14 @@ func (jm *jobManager) clientCheckpointing(interval time.Duration) {
 		return
 	}
 	jm.w.logf("client: checkpoint interval %s", interval)
-	jm.graphChanges++ // it holds any rescale being stored in the background
-	jm.storing = false
+	jm.graphs.StoredCurrent() // it holds any rescale being stored in the background
+	jm.alignWhileLagging(g)
 	jm.checkStored("checkpointing change")
 	jm.drain()
 }
 
 func (jm *jobManager) checkStored(call string) {
-	if jm.storing {
+	if jm.graphs.Lagging() {
 		return // the stored graph lags, and storing it is retried
 	}
 	if jm.intervalAhead {
@@ -794,6 +804,16 @@ func (jm *jobManager) checkStored(call string) {
 			call, parallelisms(jm.w.sim.ha.graph), jm.w.sim.ha.graph.GetCheckpointing().GetInterval().AsDuration(),
 			parallelisms(jm.sched.Graph()), jm.sched.Graph().GetCheckpointing().GetInterval().AsDuration())
 	}
+}
+
+// alignWhileLagging makes the job's checkpoints aligned while the stored
+// graph lags, if it has a broadcast edge, as the JobManager's does.
+func (jm *jobManager) alignWhileLagging(g *weirv1.JobGraph) {
+	if !jobgraph.HasBroadcastEdge(g) {
+		return
+	}
+	aligned := jm.graphs.Lagging()
+	jm.coord.Reconfigure(coordinator.Reconfiguration{Aligned: &aligned})
 }
 
 func parallelisms(g *weirv1.JobGraph) string {

@@ -138,9 +138,17 @@ func describe(g *weirv1.JobGraph, bounded bool) string {
 	}
 	for _, v := range g.GetVertices() {
 		s += fmt.Sprintf(" %s×%d", v.GetName(), v.GetParallelism())
-		if len(v.GetInputs()) > 0 && v.GetInputs()[0].GetPartitioner() == weirv1.Partitioner_PARTITIONER_FORWARD {
-			s += "(fwd)"
+		if len(v.GetInputs()) > 0 {
+			switch v.GetInputs()[0].GetPartitioner() {
+			case weirv1.Partitioner_PARTITIONER_FORWARD:
+				s += "(fwd)"
+			case weirv1.Partitioner_PARTITIONER_BROADCAST:
+				s += "(bc)"
+			}
 		}
+	}
+	if g.GetCheckpointing().GetUnaligned() {
+		s += " unaligned"
 	}
 	return s
 }
@@ -158,7 +166,7 @@ func (s *simulation) sortedTMs() []*taskManager {
 // checkpoint, with no stray attempt left.
 func (w *world) done() bool {
 	jm := w.sim.jm
-	if w.faulty() || len(w.sim.strays) > 0 || jm.storing {
+	if w.faulty() || len(w.sim.strays) > 0 || jm.graphs.Lagging() {
 		return false
 	}
 	end := w.sim.ended()
@@ -257,6 +265,9 @@ func (w *world) check(deadline time.Time) {
 		}
 	}
 	if w.checkFiles(); w.failure != nil {
+		return
+	}
+	if w.checkRestorable(); w.failure != nil {
 		return
 	}
 	if !w.faulty() && w.done() {

@@ -25,6 +25,9 @@ type deployment struct {
 	// (restoredID), if any at its parallelism.
 	restored   *weirv1.SubtaskState
 	restoredID int64
+	// refused: the checkpoint restored holds in-flight records this
+	// subtask cannot take at its parallelism; it fails at its restore.
+	refused string
 }
 
 // subtask is a simulated subtask running on a TaskManager.
@@ -177,6 +180,10 @@ func (tm *taskManager) run(d deployment) {
 	w.sim.started(tm.id, d.attempt)
 	tm.connect(s)
 	tm.report(d.attempt, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, false, "")
+	if d.refused != "" {
+		tm.fail(s, d.refused)
+		return
+	}
 	if v.source && w.sim.bounded {
 		length := w.between(500*time.Millisecond, 4*time.Second)
 		if d.final {
@@ -271,7 +278,7 @@ func (tm *taskManager) upstreamEnded(s, up *subtask) {
 }
 
 // trigger starts checkpoint id at a source.
-func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64) error {
+func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64, unaligned bool) error {
 	s := tm.tasks[a.Key()]
 	if s == nil || s.stopping {
 		return errNotFound
@@ -279,13 +286,15 @@ func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64) error {
 	if id <= s.snapshotted {
 		return nil // delivered twice, or overtaken: as Task.TriggerCheckpoint
 	}
-	tm.barrier(s, id)
+	tm.barrier(s, id, unaligned)
 	return nil
 }
 
 // barrier: s takes its snapshot of checkpoint id, acks it and passes the
-// barrier on.
-func (tm *taskManager) barrier(s *subtask, id int64) {
+// barrier on. Unaligned, a subtask with broadcast inputs records the
+// records in flight on them (there always are some, as under
+// back-pressure).
+func (tm *taskManager) barrier(s *subtask, id int64, unaligned bool) {
 	w := tm.w
 	s.snapshotted = id
 	ack := &weirv1.AcknowledgeCheckpointRequest{Attempt: s.d.attempt, CheckpointId: id, EndOfInput: s.endOfInput}
@@ -304,6 +313,10 @@ func (tm *taskManager) barrier(s *subtask, id int64) {
 			KeyedState:  &weirv1.StateHandle{Path: own},
 			SharedFiles: s.state.snapshot(id, key, func(path string) { w.files.upload("", path) }),
 		}
+		if unaligned && s.v.broadcast {
+			w.files.upload(location, own+"-channels")
+			ack.State.ChannelState = &weirv1.StateHandle{Path: own + "-channels"}
+		}
 		if jm := w.sim.jms[tm.leader]; jm != nil {
 			w.send(tm.id, jm.addr, fmt.Sprintf("ack %d %s", id, s.d.attempt.Key()), func() { jm.acknowledge(tm.id, ack) })
 		}
@@ -320,7 +333,7 @@ func (tm *taskManager) barrier(s *subtask, id int64) {
 		got[upstreamName(s)] = true
 		if len(got) == t.upstreams(down) {
 			delete(down.barriers, id)
-			t.barrier(down, id)
+			t.barrier(down, id, unaligned)
 		}
 	})
 }

@@ -29,6 +29,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
 // epoch is where simulated time starts.
@@ -78,6 +80,10 @@ type world struct {
 	hash  uint64
 	// faults counts the faults injected, by kind.
 	faults map[string]int
+	// restorableChecked and restorableGraph are the newest stored
+	// checkpoint and the stored graph checkRestorable last checked.
+	restorableChecked int64
+	restorableGraph   *weirv1.JobGraph
 	// quiet: faults stopped at this time (zero while they go on).
 	quiet time.Time
 	// partitioned hosts cannot reach the JobManager, nor it them.
