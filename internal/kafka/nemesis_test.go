@@ -212,8 +212,12 @@ type nemesis struct {
 
 	parallelism int
 	sources     []*Source
-	sinks       []*Sink
-	up          bool // the subtasks are open
+	// outs are the sources' outputs, one each for the source's life: a
+	// source keeps the collector of its first Emit (the runtime hands
+	// the same one to every Emit), so a drain must pass that one.
+	outs  []*sinkCollector
+	sinks []*Sink
+	up    bool // the subtasks are open
 
 	nextID    int64
 	pendingCk *nemCheckpoint  // snapshotted, neither completed nor aborted
@@ -537,7 +541,11 @@ func (c *sinkCollector) Collect(r sdk.Record) {
 // are flushed, so a write the broker refused is known before the next
 // step.
 func (n *nemesis) drain(i int) error {
-	src, out := n.sources[i], &sinkCollector{s: n.sinks[i]}
+	src, out := n.sources[i], n.outs[i]
+	out.n = 0
+	if out.err != nil {
+		return out.err
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	defer func() {
 		var at []string
@@ -927,6 +935,7 @@ func (n *nemesis) restore(id int64, sinks int, partial bool) error {
 		ctx := n.subtaskCtx(i, id, sourceStateName, ck.source, sdk.Config{
 			"bootstrap-servers": n.addr, "topic": "in", "starting-offsets": "earliest"})
 		n.sources = append(n.sources, src)
+		n.outs = append(n.outs, &sinkCollector{s: n.sinks[i]})
 		if err := src.Open(ctx); err != nil {
 			return fmt.Errorf("source %d open: %w", i, err)
 		}
@@ -954,7 +963,7 @@ func (n *nemesis) crash() {
 		})
 	}
 	n.closeSources()
-	n.sinks, n.sources, n.up = nil, nil, false
+	n.sinks, n.sources, n.outs, n.up = nil, nil, nil, false
 }
 
 // close ends every subtask as a failed one that the runtime closes.
@@ -963,7 +972,7 @@ func (n *nemesis) close() {
 		s.Close()
 	}
 	n.closeSources()
-	n.sinks, n.sources, n.up = nil, nil, false
+	n.sinks, n.sources, n.outs, n.up = nil, nil, nil, false
 }
 
 // closeSources closes the sources in the background: a consumer's close
