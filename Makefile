@@ -107,7 +107,7 @@ bench: build
 
 # Regenerate the protobuf code from proto/ with pinned plugin versions.
 proto:
-	rm -f proto/weir/v1/*.pb.go
+	rm -f proto/weir/v1/*.pb.go proto/weir/v1/weirv1grpc/*.pb.go
 	$(BUF) lint
 	$(BUF) generate
 

@@ -18,6 +18,7 @@ import (
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/worker"
 )
 
@@ -147,7 +148,7 @@ func submitGraph(ctx context.Context, addr string, timeout time.Duration, tlsFil
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := weirv1.NewClientServiceClient(conn).SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g}, grpc.WaitForReady(true))
+	resp, err := weirv1grpc.NewClientServiceClient(conn).SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g}, grpc.WaitForReady(true))
 	if err != nil {
 		return "", fmt.Errorf("weir: submit job %q to %s: %w", g.GetName(), addr, err)
 	}

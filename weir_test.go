@@ -17,6 +17,7 @@ import (
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // cluster is an in-process cluster: a JobManager and two TaskManagers
@@ -24,7 +25,7 @@ import (
 type cluster struct {
 	t      *testing.T
 	addr   string
-	client weirv1.ClientServiceClient
+	client weirv1grpc.ClientServiceClient
 	// ckpt is the JobManager's checkpoint directory: savepoints are
 	// taken into it and restored from it only.
 	ckpt string

@@ -18,6 +18,7 @@ import (
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/poll"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 var (
@@ -241,13 +242,13 @@ func TestChaosAtLeastOnceDuplicates(t *testing.T) {
 
 // client is a gRPC client of the JobManager for measurements that the
 // CLI's process start-up would blur.
-func (c *cluster) client() (weirv1.ClientServiceClient, context.Context) {
+func (c *cluster) client() (weirv1grpc.ClientServiceClient, context.Context) {
 	conn, err := grpc.NewClient(c.jmAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { conn.Close() })
-	return weirv1.NewClientServiceClient(conn), context.Background()
+	return weirv1grpc.NewClientServiceClient(conn), context.Background()
 }
 
 // waitForFast is waitFor polling every 10ms.

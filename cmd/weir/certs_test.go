@@ -11,6 +11,7 @@ import (
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // TestCertsInitThenMutualTLS: the files of `weir certs init` secure a
@@ -48,7 +49,7 @@ func TestCertsInitThenMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, _ := rpc.NewServer(rpc.Credentials(jm, slog.New(slog.DiscardHandler)))
-	weirv1.RegisterClientServiceServer(srv, &fakeJobManager{jobs: []*weirv1.JobInfo{sampleJob()}})
+	weirv1grpc.RegisterClientServiceServer(srv, &fakeJobManager{jobs: []*weirv1.JobInfo{sampleJob()}})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	addr := lis.Addr().String()

@@ -24,7 +24,7 @@ import (
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/tlsconfig"
-	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 const (
@@ -203,9 +203,9 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 
 // client connects lazily so that commands failing before their first call,
 // such as a submit with an invalid spec, never touch the network.
-func (a *app) client() (weirv1.ClientServiceClient, error) {
+func (a *app) client() (weirv1grpc.ClientServiceClient, error) {
 	if a.conn != nil {
-		return weirv1.NewClientServiceClient(a.conn), nil
+		return weirv1grpc.NewClientServiceClient(a.conn), nil
 	}
 	// A short-lived command has no use for the reload messages.
 	quiet := slog.New(slog.DiscardHandler)
@@ -233,7 +233,7 @@ func (a *app) client() (weirv1.ClientServiceClient, error) {
 		return nil, fmt.Errorf("invalid JobManager address %q: %w", a.addr, err)
 	}
 	a.conn = conn
-	return weirv1.NewClientServiceClient(a.conn), nil
+	return weirv1grpc.NewClientServiceClient(a.conn), nil
 }
 
 // token is the bearer token to send: the first line of --token-file, else

@@ -20,11 +20,12 @@ import (
 
 	"github.com/weirproject/weir/internal/jobgraph"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // fakeJobManager serves ClientService from memory.
 type fakeJobManager struct {
-	weirv1.UnimplementedClientServiceServer
+	weirv1grpc.UnimplementedClientServiceServer
 
 	mu        sync.Mutex
 	submitted []*weirv1.JobGraph
@@ -95,7 +96,7 @@ func startFake(t *testing.T) (*fakeJobManager, string) {
 	}
 	f := &fakeJobManager{jobs: []*weirv1.JobInfo{sampleJob()}}
 	srv := grpc.NewServer()
-	weirv1.RegisterClientServiceServer(srv, f)
+	weirv1grpc.RegisterClientServiceServer(srv, f)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return f, lis.Addr().String()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/internal/auth"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // TestToken: the CLI sends the token of --token-file ($WEIR_TOKEN_FILE),
@@ -28,7 +29,7 @@ func TestToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(auth.NewEnforcer(tokens, slog.New(slog.DiscardHandler), nil).UnaryInterceptor()))
-	weirv1.RegisterClientServiceServer(srv, &fakeJobManager{jobs: []*weirv1.JobInfo{sampleJob()}})
+	weirv1grpc.RegisterClientServiceServer(srv, &fakeJobManager{jobs: []*weirv1.JobInfo{sampleJob()}})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	addr := lis.Addr().String()

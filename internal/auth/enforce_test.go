@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 func enforcer(t *testing.T, logs *strings.Builder) *Enforcer {
@@ -86,7 +87,7 @@ func TestHTTP(t *testing.T) {
 
 // jobs is a client API that lists no jobs and cancels any.
 type jobs struct {
-	weirv1.UnimplementedClientServiceServer
+	weirv1grpc.UnimplementedClientServiceServer
 }
 
 func (jobs) ListJobs(context.Context, *weirv1.ListJobsRequest) (*weirv1.ListJobsResponse, error) {
@@ -105,10 +106,10 @@ func TestGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer(grpc.UnaryInterceptor(e.UnaryInterceptor()))
-	weirv1.RegisterClientServiceServer(s, jobs{})
+	weirv1grpc.RegisterClientServiceServer(s, jobs{})
 	go func() { _ = s.Serve(lis) }()
 	defer s.Stop()
-	client := func(token string) weirv1.ClientServiceClient {
+	client := func(token string) weirv1grpc.ClientServiceClient {
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 		if token != "" {
 			opts = append(opts, grpc.WithPerRPCCredentials(Credentials{Token: token}))
@@ -118,7 +119,7 @@ func TestGRPC(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		return weirv1.NewClientServiceClient(conn)
+		return weirv1grpc.NewClientServiceClient(conn)
 	}
 	ctx := context.Background()
 	for _, tc := range []struct {

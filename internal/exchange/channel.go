@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // InputChannel is the consumer end of one producer→consumer channel.
@@ -82,7 +83,7 @@ func NewRemoteChannel(ctx context.Context, conn grpc.ClientConnInterface, id *we
 // channel receives in m.
 func (m *Metrics) NewRemoteChannel(ctx context.Context, conn grpc.ClientConnInterface, id *weirv1.ResultPartitionID, subpartition, credits int, notify func()) (InputChannel, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := weirv1.NewDataExchangeServiceClient(conn).Subscribe(ctx)
+	stream, err := weirv1grpc.NewDataExchangeServiceClient(conn).Subscribe(ctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("exchange: subscribe to %s: %w", PartitionKey(id), err)
@@ -100,7 +101,7 @@ func (m *Metrics) NewRemoteChannel(ctx context.Context, conn grpc.ClientConnInte
 	return c, nil
 }
 
-func (c *remoteChannel) receive(stream weirv1.DataExchangeService_SubscribeClient) {
+func (c *remoteChannel) receive(stream weirv1grpc.DataExchangeService_SubscribeClient) {
 	defer close(c.done)
 	for {
 		m, err := stream.Recv()
@@ -162,7 +163,7 @@ func (c *remoteChannel) enqueuePriorityLocked(b Buffer) {
 
 // grantCredits batches credit grants: however many buffers the consumer took
 // since the last grant go back in one message.
-func (c *remoteChannel) grantCredits(ctx context.Context, stream weirv1.DataExchangeService_SubscribeClient) {
+func (c *remoteChannel) grantCredits(ctx context.Context, stream weirv1grpc.DataExchangeService_SubscribeClient) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -226,14 +227,14 @@ func (c *remoteChannel) Close() {
 
 // Server serves this TaskManager's result partitions to remote consumers.
 type Server struct {
-	weirv1.UnimplementedDataExchangeServiceServer
+	weirv1grpc.UnimplementedDataExchangeServiceServer
 	Partitions *Registry
 	Metrics    *Metrics // nil: not counted
 }
 
 // Subscribe streams one subpartition, one buffer per granted credit;
 // priority events go at once, without a credit.
-func (s *Server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) error {
+func (s *Server) Subscribe(stream weirv1grpc.DataExchangeService_SubscribeServer) error {
 	req, err := stream.Recv()
 	if err != nil {
 		return err

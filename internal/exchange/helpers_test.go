@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirproject/weir/internal/exchange"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -43,7 +44,7 @@ func startServer(t *testing.T, reg *exchange.Registry) *server {
 		t.Fatal(err)
 	}
 	s := &server{reg: reg, srv: grpc.NewServer(), addr: lis.Addr().String()}
-	weirv1.RegisterDataExchangeServiceServer(s.srv, &exchange.Server{Partitions: reg})
+	weirv1grpc.RegisterDataExchangeServiceServer(s.srv, &exchange.Server{Partitions: reg})
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

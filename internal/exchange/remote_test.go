@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirproject/weir/internal/exchange"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // Records and events cross a remote channel in order; end-of-partition ends
@@ -318,10 +319,10 @@ func TestRemoteChannelCloseMidStream(t *testing.T) {
 
 // endsEarly is a producer that closes the stream without end-of-partition.
 type endsEarly struct {
-	weirv1.UnimplementedDataExchangeServiceServer
+	weirv1grpc.UnimplementedDataExchangeServiceServer
 }
 
-func (endsEarly) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) error {
+func (endsEarly) Subscribe(stream weirv1grpc.DataExchangeService_SubscribeServer) error {
 	if _, err := stream.Recv(); err != nil {
 		return err
 	}
@@ -336,7 +337,7 @@ func TestRemoteChannelEndWithoutEndOfPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	weirv1.RegisterDataExchangeServiceServer(s, endsEarly{})
+	weirv1grpc.RegisterDataExchangeServiceServer(s, endsEarly{})
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

@@ -11,6 +11,7 @@ import (
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // jobStorage is checkpoint storage for one job, as the coordinator uses it.
@@ -82,7 +83,7 @@ func (g taskGateway) perTaskManager(as []*weirv1.ExecutionAttemptID) (map[*taskM
 // fanOut calls send once per TaskManager of as, concurrently, and joins
 // the errors, naming the subtasks a TaskManager did not run.
 func (g taskGateway) fanOut(ctx context.Context, as []*weirv1.ExecutionAttemptID,
-	send func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error)) error {
+	send func(ctx context.Context, c weirv1grpc.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error)) error {
 	groups, errs := g.perTaskManager(as)
 	ctx, cancel := context.WithTimeout(ctx, g.j.s.cfg.RPCTimeout)
 	defer cancel()
@@ -114,21 +115,21 @@ func (g taskGateway) fanOut(ctx context.Context, as []*weirv1.ExecutionAttemptID
 }
 
 func (g taskGateway) TriggerCheckpoint(ctx context.Context, as []*weirv1.ExecutionAttemptID, id int64, ts time.Time, opts *weirv1.CheckpointOptions) error {
-	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
+	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1grpc.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
 		resp, err := c.TriggerCheckpoint(ctx, &weirv1.TriggerCheckpointOnTaskRequest{Attempts: batch, CheckpointId: id, TimestampMs: ts.UnixMilli(), Options: opts})
 		return resp.GetUnknown(), err
 	})
 }
 
 func (g taskGateway) NotifyCheckpointComplete(ctx context.Context, as []*weirv1.ExecutionAttemptID, id, lastSubsumed int64, final bool) error {
-	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
+	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1grpc.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
 		resp, err := c.NotifyCheckpointComplete(ctx, &weirv1.NotifyCheckpointCompleteRequest{Attempts: batch, CheckpointId: id, LastSubsumedId: lastSubsumed, Final: final})
 		return resp.GetUnknown(), err
 	})
 }
 
 func (g taskGateway) NotifyCheckpointAborted(ctx context.Context, as []*weirv1.ExecutionAttemptID, id int64) error {
-	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
+	return g.fanOut(ctx, as, func(ctx context.Context, c weirv1grpc.TaskExecutorServiceClient, batch []*weirv1.ExecutionAttemptID) ([]*weirv1.ExecutionAttemptID, error) {
 		resp, err := c.NotifyCheckpointAborted(ctx, &weirv1.NotifyCheckpointAbortedRequest{Attempts: batch, CheckpointId: id})
 		return resp.GetUnknown(), err
 	})

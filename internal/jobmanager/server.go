@@ -32,7 +32,7 @@ import (
 	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/tlsconfig"
 	"github.com/weirproject/weir/internal/webui"
-	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // Config configures a JobManager.
@@ -124,8 +124,8 @@ func (c *Config) Validate() error {
 
 // Server is a JobManager.
 type Server struct {
-	weirv1.UnimplementedClientServiceServer
-	weirv1.UnimplementedJobManagerGatewayServiceServer
+	weirv1grpc.UnimplementedClientServiceServer
+	weirv1grpc.UnimplementedJobManagerGatewayServiceServer
 
 	cfg      Config
 	id       string
@@ -302,8 +302,8 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Register adds the JobManager's services to g.
 func (s *Server) Register(g *grpc.Server) {
-	weirv1.RegisterClientServiceServer(g, s)
-	weirv1.RegisterJobManagerGatewayServiceServer(g, s)
+	weirv1grpc.RegisterClientServiceServer(g, s)
+	weirv1grpc.RegisterJobManagerGatewayServiceServer(g, s)
 }
 
 // shutdown stops every coordinator; running tasks lose their JobManager

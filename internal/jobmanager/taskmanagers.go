@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/internal/rpc"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // taskManager is the JobManager's side of a registration (a
@@ -21,7 +22,7 @@ type taskManager struct {
 	registration   string
 	addr, httpAddr string
 	conn           *grpc.ClientConn
-	client         weirv1.TaskExecutorServiceClient
+	client         weirv1grpc.TaskExecutorServiceClient
 	// identity names the certificate it registered with (mutual TLS;
 	// "" without): only that certificate may report for its subtasks.
 	identity string
@@ -55,7 +56,7 @@ func (s *Server) RegisterTaskManager(ctx context.Context, req *weirv1.RegisterTa
 	}
 	tm := &taskManager{
 		id: req.GetTaskmanagerId(), registration: newID(), addr: req.GetRpcAddress(), httpAddr: req.GetHttpAddress(),
-		conn: conn, client: weirv1.NewTaskExecutorServiceClient(conn), identity: identity,
+		conn: conn, client: weirv1grpc.NewTaskExecutorServiceClient(conn), identity: identity,
 	}
 	s.mu.Lock()
 	replaced := s.mu.tms.Register(tm.id, tm.registration, int(req.GetSlots()), tm, s.now())

@@ -20,13 +20,14 @@ import (
 
 	"github.com/weirproject/weir/internal/restapi"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // fakeAPI is a client API answering from a fixed job and TaskManagers,
 // recording the rescales and checkpointing changes asked of it: the
 // answers of the core are exact, where a real cluster's depend on timing.
 type fakeAPI struct {
-	weirv1.UnimplementedClientServiceServer
+	weirv1grpc.UnimplementedClientServiceServer
 
 	mu         sync.Mutex
 	job        *weirv1.JobInfo
@@ -151,7 +152,7 @@ func newFakeAPI() *fakeAPI {
 
 // serve starts the REST handler in front of api; the cluster it returns
 // has no JobManager, only the helpers that talk HTTP.
-func serve(t *testing.T, api weirv1.ClientServiceServer) *cluster {
+func serve(t *testing.T, api weirv1grpc.ClientServiceServer) *cluster {
 	t.Helper()
 	h := restapi.New(api, testLogger())
 	ts := httptest.NewServer(h)

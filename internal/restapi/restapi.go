@@ -29,7 +29,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 const (
@@ -50,7 +50,7 @@ const (
 
 // Handler serves the REST API. It is safe for concurrent use.
 type Handler struct {
-	api weirv1.ClientServiceServer
+	api weirv1grpc.ClientServiceServer
 	log *slog.Logger
 	ops *operations
 	now func() time.Time
@@ -61,7 +61,7 @@ type Handler struct {
 
 // New returns a Handler serving Flink's REST API from api, typically the
 // *jobmanager.Server itself. Call Close when done with it.
-func New(api weirv1.ClientServiceServer, log *slog.Logger) *Handler {
+func New(api weirv1grpc.ClientServiceServer, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/task"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -142,7 +143,7 @@ func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 			t.Fatal(err)
 		}
 		srv := grpc.NewServer()
-		weirv1.RegisterDataExchangeServiceServer(srv, &exchange.Server{Partitions: j.reg})
+		weirv1grpc.RegisterDataExchangeServiceServer(srv, &exchange.Server{Partitions: j.reg})
 		served := make(chan struct{})
 		go func() {
 			defer close(served)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // call is one gateway call the test's JobManager received: the subtask
@@ -27,7 +28,7 @@ type call struct {
 // ackGatewayServer is a JobManager gateway on loopback whose ack calls wait
 // for the test's answer.
 type ackGatewayServer struct {
-	weirv1.UnimplementedJobManagerGatewayServiceServer
+	weirv1grpc.UnimplementedJobManagerGatewayServiceServer
 	calls   chan call
 	batches bool // AcknowledgeCheckpoints is implemented
 }
@@ -65,7 +66,7 @@ func startAckGateway(t *testing.T, batches bool) (srv *ackGatewayServer, a *ackS
 	}
 	srv = &ackGatewayServer{calls: make(chan call, 16), batches: batches}
 	g := grpc.NewServer()
-	weirv1.RegisterJobManagerGatewayServiceServer(g, srv)
+	weirv1grpc.RegisterJobManagerGatewayServiceServer(g, srv)
 	go g.Serve(lis)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -75,7 +76,7 @@ func startAckGateway(t *testing.T, batches bool) (srv *ackGatewayServer, a *ackS
 		conn.Close()
 		g.Stop()
 	})
-	client := weirv1.NewJobManagerGatewayServiceClient(conn)
+	client := weirv1grpc.NewJobManagerGatewayServiceClient(conn)
 	q := make(chan struct{}, 16)
 	a = &ackSender{gateway: func() (ackGateway, error) { return client, nil }, onQueued: func() { q <- struct{}{} }}
 	return srv, a, q

@@ -8,6 +8,7 @@ import (
 	"github.com/weirproject/weir/internal/registration"
 	"github.com/weirproject/weir/internal/rpc"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 type wallClock struct{}
@@ -185,7 +186,7 @@ func (m *member) call(ctx context.Context, timeout time.Duration, rpc func(conte
 
 // jobManager returns a client of the JobManager at addr, redialling when
 // the connection goes elsewhere: a new leader's.
-func (s *Server) jobManager(addr string) (weirv1.JobManagerGatewayServiceClient, error) {
+func (s *Server) jobManager(addr string) (weirv1grpc.JobManagerGatewayServiceClient, error) {
 	s.jmMu.Lock()
 	defer s.jmMu.Unlock()
 	if addr == s.jmAddr && s.jmClient != nil {
@@ -199,6 +200,6 @@ func (s *Server) jobManager(addr string) (weirv1.JobManagerGatewayServiceClient,
 		// An RPC still running on it was abandoned with its leader.
 		s.jmConn.Close()
 	}
-	s.jmConn, s.jmAddr, s.jmClient = conn, addr, weirv1.NewJobManagerGatewayServiceClient(conn)
+	s.jmConn, s.jmAddr, s.jmClient = conn, addr, weirv1grpc.NewJobManagerGatewayServiceClient(conn)
 	return s.jmClient, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/rpc"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -74,7 +75,7 @@ func listed(t *testing.T, addr, id string) func() (bool, error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	client := weirv1.NewClientServiceClient(conn)
+	client := weirv1grpc.NewClientServiceClient(conn)
 	return func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -16,12 +16,13 @@ import (
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/rpc"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // asLeader runs a JobManager and a TaskManager registered with it, and
 // returns a client of the TaskManager that calls as that JobManager does:
 // the test plays a JobManager whose messages race each other.
-func asLeader(t *testing.T, tmID string) weirv1.TaskExecutorServiceClient {
+func asLeader(t *testing.T, tmID string) weirv1grpc.TaskExecutorServiceClient {
 	t.Helper()
 	addr := freeport.Addr(t)
 	jm, err := jobmanager.New(jobmanager.Config{
@@ -45,7 +46,7 @@ func asLeader(t *testing.T, tmID string) weirv1.TaskExecutorServiceClient {
 	poll.UntilNoError(t, 20*time.Second, 20*time.Millisecond, "registered", listed(t, addr, tmID))
 
 	var tmAddr string
-	lc := weirv1.NewClientServiceClient(dial(t, addr, ""))
+	lc := weirv1grpc.NewClientServiceClient(dial(t, addr, ""))
 	poll.UntilNoError(t, 10*time.Second, 20*time.Millisecond, "taskmanager address", func() (bool, error) {
 		r, err := lc.ListTaskManagers(context.Background(), &weirv1.ListTaskManagersRequest{})
 		for _, tm := range r.GetTaskmanagers() {
@@ -55,7 +56,7 @@ func asLeader(t *testing.T, tmID string) weirv1.TaskExecutorServiceClient {
 		}
 		return tmAddr != "", err
 	})
-	return weirv1.NewTaskExecutorServiceClient(dial(t, tmAddr, jm.Configuration()["jobmanager.id"]))
+	return weirv1grpc.NewTaskExecutorServiceClient(dial(t, tmAddr, jm.Configuration()["jobmanager.id"]))
 }
 
 func dial(t *testing.T, addr, asJobManager string) *grpc.ClientConn {

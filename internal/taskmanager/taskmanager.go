@@ -32,6 +32,7 @@ import (
 	"github.com/weirproject/weir/internal/task"
 	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -118,7 +119,7 @@ func (c *Config) Validate() error {
 
 // Server is a TaskManager.
 type Server struct {
-	weirv1.UnimplementedTaskExecutorServiceServer
+	weirv1grpc.UnimplementedTaskExecutorServiceServer
 
 	cfg        Config
 	log        *slog.Logger
@@ -131,7 +132,7 @@ type Server struct {
 	jmMu       sync.Mutex // guards the connection to the JobManager leader
 	jmConn     *grpc.ClientConn
 	jmAddr     string
-	jmClient   weirv1.JobManagerGatewayServiceClient
+	jmClient   weirv1grpc.JobManagerGatewayServiceClient
 
 	// exchangeMetrics counts the remote channels' traffic.
 	exchangeMetrics *exchange.Metrics
@@ -227,9 +228,9 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 	s.mu.attempts = attempts.New()
 	defer s.conns.close()
 	g, _ := rpc.NewServer(creds, grpc.ChainUnaryInterceptor(s.fromLeaderOnly))
-	weirv1.RegisterTaskExecutorServiceServer(g, s)
+	weirv1grpc.RegisterTaskExecutorServiceServer(g, s)
 	s.exchangeMetrics = exchange.NewMetrics(reg)
-	weirv1.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions, Metrics: s.exchangeMetrics})
+	weirv1grpc.RegisterDataExchangeServiceServer(g, &exchange.Server{Partitions: s.partitions, Metrics: s.exchangeMetrics})
 	s.log.Info("taskmanager started", "rpc_addr", s.addr, "http_addr", s.httpAddr, "slots", cfg.Slots, "jobmanager", cfg.JobManager, "tls", cfg.TLS != nil)
 	if cfg.TLS == nil {
 		s.log.Warn("TLS is off: gRPC and HTTP are plaintext and accept any client that reaches them (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
@@ -268,7 +269,7 @@ func advertise(configured string, lis net.Addr) string {
 }
 
 // gateway is the client of the JobManager this TaskManager talks to now.
-func (s *Server) gateway() (weirv1.JobManagerGatewayServiceClient, error) {
+func (s *Server) gateway() (weirv1grpc.JobManagerGatewayServiceClient, error) {
 	s.jmMu.Lock()
 	defer s.jmMu.Unlock()
 	if s.jmClient == nil {

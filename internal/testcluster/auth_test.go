@@ -18,6 +18,7 @@ import (
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 const (
@@ -52,7 +53,7 @@ func TestTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := r.GetJobId()
-	client := func(token string) weirv1.ClientServiceClient {
+	client := func(token string) weirv1grpc.ClientServiceClient {
 		var opts []grpc.DialOption
 		if token != "" {
 			opts = append(opts, grpc.WithPerRPCCredentials(auth.Credentials{Token: token}))
@@ -62,7 +63,7 @@ func TestTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		return weirv1.NewClientServiceClient(conn)
+		return weirv1grpc.NewClientServiceClient(conn)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -35,6 +35,7 @@ import (
 	"github.com/weirproject/weir/internal/taskmanager"
 	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -74,7 +75,7 @@ type Cluster struct {
 	// RPCAddr and HTTPAddr are where the JobManager listens.
 	RPCAddr, HTTPAddr string
 	// Client is a gRPC client of the JobManager's client API.
-	Client weirv1.ClientServiceClient
+	Client weirv1grpc.ClientServiceClient
 	// CertDir, with Options.TLS, holds the CA (certs.CAFile) and the
 	// certificates of the JobManager, the TaskManagers and a client
 	// (certs.ClientName), which Client uses.
@@ -177,7 +178,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		cancel()
 		t.Fatal(err)
 	}
-	c.Client = weirv1.NewClientServiceClient(conn)
+	c.Client = weirv1grpc.NewClientServiceClient(conn)
 	t.Cleanup(func() {
 		conn.Close()
 		cancel()

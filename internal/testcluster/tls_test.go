@@ -20,6 +20,7 @@ import (
 	"github.com/weirproject/weir/internal/testcluster"
 	"github.com/weirproject/weir/internal/tlsconfig"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // TestJobWithMutualTLS runs a running sum whose hash exchange crosses two
@@ -96,7 +97,7 @@ func TestJobWithMutualTLS(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := weirv1.NewClientServiceClient(conn).ListJobs(ctx, &weirv1.ListJobsRequest{}); status.Code(err) != codes.Unavailable {
+	if _, err := weirv1grpc.NewClientServiceClient(conn).ListJobs(ctx, &weirv1.ListJobsRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("plaintext client: %v, want Unavailable", err)
 	}
 }
@@ -145,7 +146,7 @@ func TestRegistrationTakeoverRefused(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = weirv1.NewJobManagerGatewayServiceClient(conn).RegisterTaskManager(ctx, &weirv1.RegisterTaskManagerRequest{
+	_, err = weirv1grpc.NewJobManagerGatewayServiceClient(conn).RegisterTaskManager(ctx, &weirv1.RegisterTaskManagerRequest{
 		TaskmanagerId: "tm-1", RpcAddress: "127.0.0.1:1", Slots: 1,
 	})
 	if status.Code(err) != codes.PermissionDenied {

@@ -32,6 +32,7 @@ import (
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/testcluster"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -47,7 +48,7 @@ func findChromium() string {
 type cluster struct {
 	t      *testing.T
 	base   string // the JobManager's HTTP address: dashboard and REST API
-	client weirv1.ClientServiceClient
+	client weirv1grpc.ClientServiceClient
 	ckpt   string // the checkpoint directory, where savepoints must go
 }
 

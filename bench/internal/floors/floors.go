@@ -27,6 +27,7 @@ import (
 
 	"github.com/weirproject/weir/internal/exchange"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -40,10 +41,10 @@ const (
 // exchange protocol (DataExchangeService.Subscribe, ExchangeMessage), so
 // the floors pay the same protobuf and HTTP/2 costs the runtime does.
 type server struct {
-	weirv1.UnimplementedDataExchangeServiceServer
+	weirv1grpc.UnimplementedDataExchangeServiceServer
 }
 
-func (server) Subscribe(stream weirv1.DataExchangeService_SubscribeServer) error {
+func (server) Subscribe(stream weirv1grpc.DataExchangeService_SubscribeServer) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func Serve(addr string) error {
 	}
 	g := grpc.NewServer()
 	healthpb.RegisterHealthServer(g, health.NewServer())
-	weirv1.RegisterDataExchangeServiceServer(g, server{})
+	weirv1grpc.RegisterDataExchangeServiceServer(g, server{})
 	return g.Serve(l)
 }
 
@@ -149,7 +150,7 @@ func (c *Client) UnaryRTT(ctx context.Context, n int) ([]time.Duration, error) {
 func (c *Client) StreamRTT(ctx context.Context, n int) ([]time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := weirv1.NewDataExchangeServiceClient(c.conn).Subscribe(ctx)
+	s, err := weirv1grpc.NewDataExchangeServiceClient(c.conn).Subscribe(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ type Throughput struct {
 func (c *Client) StreamFlood(ctx context.Context, batch int, warmup, d time.Duration, onStart func()) (Throughput, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := weirv1.NewDataExchangeServiceClient(c.conn).Subscribe(ctx)
+	s, err := weirv1grpc.NewDataExchangeServiceClient(c.conn).Subscribe(ctx)
 	if err != nil {
 		return Throughput{}, err
 	}

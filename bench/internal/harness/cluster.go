@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirproject/weir/internal/jobgraph"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
 // Binaries are the executables a cluster runs.
@@ -71,7 +72,7 @@ type Cluster struct {
 	JMPprof string
 	TMs     []*TM
 	conn    *grpc.ClientConn
-	Client  weirv1.ClientServiceClient
+	Client  weirv1grpc.ClientServiceClient
 	// http and scheme scrape /metrics: HTTPS with the CA under TLS.
 	http    *http.Client
 	scheme  string
@@ -125,7 +126,7 @@ func StartCluster(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
-	c.conn, c.Client = conn, weirv1.NewClientServiceClient(conn)
+	c.conn, c.Client = conn, weirv1grpc.NewClientServiceClient(conn)
 	for i := 0; i < cfg.TaskManagers; i++ {
 		if _, err := c.AddTM(); err != nil {
 			c.Stop()

@@ -3190,22 +3190,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x1dCHECKPOINT_STATUS_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dCHECKPOINT_STATUS_IN_PROGRESS\x10\x01\x12\x1f\n" +
 	"\x1bCHECKPOINT_STATUS_COMPLETED\x10\x02\x12\x1c\n" +
-	"\x18CHECKPOINT_STATUS_FAILED\x10\x032\xae\b\n" +
-	"\rClientService\x12B\n" +
-	"\tSubmitJob\x12\x19.weir.v1.SubmitJobRequest\x1a\x1a.weir.v1.SubmitJobResponse\x12B\n" +
-	"\tCancelJob\x12\x19.weir.v1.CancelJobRequest\x1a\x1a.weir.v1.CancelJobResponse\x129\n" +
-	"\x06GetJob\x12\x16.weir.v1.GetJobRequest\x1a\x17.weir.v1.GetJobResponse\x12?\n" +
-	"\bListJobs\x12\x18.weir.v1.ListJobsRequest\x1a\x19.weir.v1.ListJobsResponse\x12Z\n" +
-	"\x11TriggerCheckpoint\x12!.weir.v1.TriggerCheckpointRequest\x1a\".weir.v1.TriggerCheckpointResponse\x12W\n" +
-	"\x10TriggerSavepoint\x12 .weir.v1.TriggerSavepointRequest\x1a!.weir.v1.TriggerSavepointResponse\x12Z\n" +
-	"\x11StopWithSavepoint\x12!.weir.v1.StopWithSavepointRequest\x1a\".weir.v1.StopWithSavepointResponse\x12T\n" +
-	"\x0fListCheckpoints\x12\x1f.weir.v1.ListCheckpointsRequest\x1a .weir.v1.ListCheckpointsResponse\x12N\n" +
-	"\rGetCheckpoint\x12\x1d.weir.v1.GetCheckpointRequest\x1a\x1e.weir.v1.GetCheckpointResponse\x12W\n" +
-	"\x10ListTaskManagers\x12 .weir.v1.ListTaskManagersRequest\x1a!.weir.v1.ListTaskManagersResponse\x12W\n" +
-	"\x10DisposeSavepoint\x12 .weir.v1.DisposeSavepointRequest\x1a!.weir.v1.DisposeSavepointResponse\x12E\n" +
-	"\n" +
-	"RescaleJob\x12\x1a.weir.v1.RescaleJobRequest\x1a\x1b.weir.v1.RescaleJobResponse\x12i\n" +
-	"\x16ConfigureCheckpointing\x12&.weir.v1.ConfigureCheckpointingRequest\x1a'.weir.v1.ConfigureCheckpointingResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\x18CHECKPOINT_STATUS_FAILED\x10\x03B2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_client_proto_rawDescOnce sync.Once
@@ -3314,34 +3299,8 @@ var file_weir_v1_client_proto_depIdxs = []int32{
 	51, // 34: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
 	52, // 35: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
 	39, // 36: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
-	7,  // 37: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
-	9,  // 38: weir.v1.ClientService.CancelJob:input_type -> weir.v1.CancelJobRequest
-	11, // 39: weir.v1.ClientService.GetJob:input_type -> weir.v1.GetJobRequest
-	13, // 40: weir.v1.ClientService.ListJobs:input_type -> weir.v1.ListJobsRequest
-	22, // 41: weir.v1.ClientService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointRequest
-	24, // 42: weir.v1.ClientService.TriggerSavepoint:input_type -> weir.v1.TriggerSavepointRequest
-	26, // 43: weir.v1.ClientService.StopWithSavepoint:input_type -> weir.v1.StopWithSavepointRequest
-	28, // 44: weir.v1.ClientService.ListCheckpoints:input_type -> weir.v1.ListCheckpointsRequest
-	31, // 45: weir.v1.ClientService.GetCheckpoint:input_type -> weir.v1.GetCheckpointRequest
-	37, // 46: weir.v1.ClientService.ListTaskManagers:input_type -> weir.v1.ListTaskManagersRequest
-	40, // 47: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
-	3,  // 48: weir.v1.ClientService.RescaleJob:input_type -> weir.v1.RescaleJobRequest
-	5,  // 49: weir.v1.ClientService.ConfigureCheckpointing:input_type -> weir.v1.ConfigureCheckpointingRequest
-	8,  // 50: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
-	10, // 51: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
-	12, // 52: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
-	14, // 53: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
-	23, // 54: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
-	25, // 55: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
-	27, // 56: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
-	29, // 57: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
-	32, // 58: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
-	38, // 59: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
-	41, // 60: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
-	4,  // 61: weir.v1.ClientService.RescaleJob:output_type -> weir.v1.RescaleJobResponse
-	6,  // 62: weir.v1.ClientService.ConfigureCheckpointing:output_type -> weir.v1.ConfigureCheckpointingResponse
-	50, // [50:63] is the sub-list for method output_type
-	37, // [37:50] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
 	37, // [37:37] is the sub-list for extension type_name
 	37, // [37:37] is the sub-list for extension extendee
 	0,  // [0:37] is the sub-list for field type_name
@@ -3363,7 +3322,7 @@ func file_weir_v1_client_proto_init() {
 			NumEnums:      3,
 			NumMessages:   41,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_weir_v1_client_proto_goTypes,
 		DependencyIndexes: file_weir_v1_client_proto_depIdxs,

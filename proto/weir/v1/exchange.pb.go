@@ -862,9 +862,7 @@ const file_weir_v1_exchange_proto_rawDesc = "" +
 	"\abacklog\x18\n" +
 	" \x01(\x05R\abacklog\x12\x1a\n" +
 	"\bpriority\x18\v \x01(\bR\bpriorityB\x06\n" +
-	"\x04kind2Z\n" +
-	"\x13DataExchangeService\x12C\n" +
-	"\tSubscribe\x12\x18.weir.v1.ExchangeRequest\x1a\x18.weir.v1.ExchangeMessage(\x010\x01B2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\x04kindB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_exchange_proto_rawDescOnce sync.Once
@@ -910,10 +908,8 @@ var file_weir_v1_exchange_proto_depIdxs = []int32{
 	4,  // 10: weir.v1.ExchangeMessage.packed:type_name -> weir.v1.PackedRecords
 	9,  // 11: weir.v1.ExchangeMessage.watermark:type_name -> weir.v1.Watermark
 	10, // 12: weir.v1.ExchangeMessage.watermark_status:type_name -> weir.v1.WatermarkStatus
-	0,  // 13: weir.v1.DataExchangeService.Subscribe:input_type -> weir.v1.ExchangeRequest
-	11, // 14: weir.v1.DataExchangeService.Subscribe:output_type -> weir.v1.ExchangeMessage
-	14, // [14:15] is the sub-list for method output_type
-	13, // [13:14] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -948,7 +944,7 @@ func file_weir_v1_exchange_proto_init() {
 			NumEnums:      0,
 			NumMessages:   12,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_weir_v1_exchange_proto_goTypes,
 		DependencyIndexes: file_weir_v1_exchange_proto_depIdxs,

@@ -938,14 +938,7 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\x0e2 .weir.v1.CheckpointFailureReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x124\n" +
 	"\ametrics\x18\x05 \x01(\v2\x1a.weir.v1.CheckpointMetricsR\ametrics\"\x1b\n" +
-	"\x19DeclineCheckpointResponse2\xe0\x04\n" +
-	"\x18JobManagerGatewayService\x12`\n" +
-	"\x13RegisterTaskManager\x12#.weir.v1.RegisterTaskManagerRequest\x1a$.weir.v1.RegisterTaskManagerResponse\x12B\n" +
-	"\tHeartbeat\x12\x19.weir.v1.HeartbeatRequest\x1a\x1a.weir.v1.HeartbeatResponse\x12o\n" +
-	"\x18UpdateTaskExecutionState\x12(.weir.v1.UpdateTaskExecutionStateRequest\x1a).weir.v1.UpdateTaskExecutionStateResponse\x12f\n" +
-	"\x15AcknowledgeCheckpoint\x12%.weir.v1.AcknowledgeCheckpointRequest\x1a&.weir.v1.AcknowledgeCheckpointResponse\x12i\n" +
-	"\x16AcknowledgeCheckpoints\x12&.weir.v1.AcknowledgeCheckpointsRequest\x1a'.weir.v1.AcknowledgeCheckpointsResponse\x12Z\n" +
-	"\x11DeclineCheckpoint\x12!.weir.v1.DeclineCheckpointRequest\x1a\".weir.v1.DeclineCheckpointResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\x19DeclineCheckpointResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_gateway_proto_rawDescOnce sync.Once
@@ -1002,20 +995,8 @@ var file_weir_v1_gateway_proto_depIdxs = []int32{
 	14, // 14: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
 	21, // 15: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
 	20, // 16: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	0,  // 17: weir.v1.JobManagerGatewayService.RegisterTaskManager:input_type -> weir.v1.RegisterTaskManagerRequest
-	2,  // 18: weir.v1.JobManagerGatewayService.Heartbeat:input_type -> weir.v1.HeartbeatRequest
-	6,  // 19: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:input_type -> weir.v1.UpdateTaskExecutionStateRequest
-	8,  // 20: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:input_type -> weir.v1.AcknowledgeCheckpointRequest
-	10, // 21: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoints:input_type -> weir.v1.AcknowledgeCheckpointsRequest
-	12, // 22: weir.v1.JobManagerGatewayService.DeclineCheckpoint:input_type -> weir.v1.DeclineCheckpointRequest
-	1,  // 23: weir.v1.JobManagerGatewayService.RegisterTaskManager:output_type -> weir.v1.RegisterTaskManagerResponse
-	5,  // 24: weir.v1.JobManagerGatewayService.Heartbeat:output_type -> weir.v1.HeartbeatResponse
-	7,  // 25: weir.v1.JobManagerGatewayService.UpdateTaskExecutionState:output_type -> weir.v1.UpdateTaskExecutionStateResponse
-	9,  // 26: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoint:output_type -> weir.v1.AcknowledgeCheckpointResponse
-	11, // 27: weir.v1.JobManagerGatewayService.AcknowledgeCheckpoints:output_type -> weir.v1.AcknowledgeCheckpointsResponse
-	13, // 28: weir.v1.JobManagerGatewayService.DeclineCheckpoint:output_type -> weir.v1.DeclineCheckpointResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1038,7 +1019,7 @@ func file_weir_v1_gateway_proto_init() {
 			NumEnums:      0,
 			NumMessages:   14,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_weir_v1_gateway_proto_goTypes,
 		DependencyIndexes: file_weir_v1_gateway_proto_depIdxs,

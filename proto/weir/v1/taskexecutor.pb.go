@@ -1084,15 +1084,7 @@ const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\x13latest_completed_id\x18\x03 \x01(\x03R\x11latestCompletedId\x127\n" +
 	"\battempts\x18\x04 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\battempts\"X\n" +
 	"\x1fNotifyCheckpointAbortedResponse\x125\n" +
-	"\aunknown\x18\x01 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\aunknown2\xea\x03\n" +
-	"\x13TaskExecutorService\x12E\n" +
-	"\n" +
-	"DeployTask\x12\x1a.weir.v1.DeployTaskRequest\x1a\x1b.weir.v1.DeployTaskResponse\x12E\n" +
-	"\n" +
-	"CancelTask\x12\x1a.weir.v1.CancelTaskRequest\x1a\x1b.weir.v1.CancelTaskResponse\x12f\n" +
-	"\x11TriggerCheckpoint\x12'.weir.v1.TriggerCheckpointOnTaskRequest\x1a(.weir.v1.TriggerCheckpointOnTaskResponse\x12o\n" +
-	"\x18NotifyCheckpointComplete\x12(.weir.v1.NotifyCheckpointCompleteRequest\x1a).weir.v1.NotifyCheckpointCompleteResponse\x12l\n" +
-	"\x17NotifyCheckpointAborted\x12'.weir.v1.NotifyCheckpointAbortedRequest\x1a(.weir.v1.NotifyCheckpointAbortedResponseB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
+	"\aunknown\x18\x01 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\aunknownB2Z0github.com/weirproject/weir/proto/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_taskexecutor_proto_rawDescOnce sync.Once
@@ -1162,18 +1154,8 @@ var file_weir_v1_taskexecutor_proto_depIdxs = []int32{
 	16, // 25: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
 	16, // 26: weir.v1.NotifyCheckpointAbortedRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
 	16, // 27: weir.v1.NotifyCheckpointAbortedResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
-	6,  // 28: weir.v1.TaskExecutorService.DeployTask:input_type -> weir.v1.DeployTaskRequest
-	8,  // 29: weir.v1.TaskExecutorService.CancelTask:input_type -> weir.v1.CancelTaskRequest
-	10, // 30: weir.v1.TaskExecutorService.TriggerCheckpoint:input_type -> weir.v1.TriggerCheckpointOnTaskRequest
-	12, // 31: weir.v1.TaskExecutorService.NotifyCheckpointComplete:input_type -> weir.v1.NotifyCheckpointCompleteRequest
-	14, // 32: weir.v1.TaskExecutorService.NotifyCheckpointAborted:input_type -> weir.v1.NotifyCheckpointAbortedRequest
-	7,  // 33: weir.v1.TaskExecutorService.DeployTask:output_type -> weir.v1.DeployTaskResponse
-	9,  // 34: weir.v1.TaskExecutorService.CancelTask:output_type -> weir.v1.CancelTaskResponse
-	11, // 35: weir.v1.TaskExecutorService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointOnTaskResponse
-	13, // 36: weir.v1.TaskExecutorService.NotifyCheckpointComplete:output_type -> weir.v1.NotifyCheckpointCompleteResponse
-	15, // 37: weir.v1.TaskExecutorService.NotifyCheckpointAborted:output_type -> weir.v1.NotifyCheckpointAbortedResponse
-	33, // [33:38] is the sub-list for method output_type
-	28, // [28:33] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -1195,7 +1177,7 @@ func file_weir_v1_taskexecutor_proto_init() {
 			NumEnums:      0,
 			NumMessages:   16,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_weir_v1_taskexecutor_proto_goTypes,
 		DependencyIndexes: file_weir_v1_taskexecutor_proto_depIdxs,

@@ -2,12 +2,13 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: weir/v1/client.proto
+// source: weir/v1/client_service.proto
 
-package weirv1
+package weirv1grpc
 
 import (
 	context "context"
+	v1 "github.com/weirproject/weir/proto/weir/v1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -40,27 +41,27 @@ const (
 //
 // ClientService is the JobManager's API for the weir CLI and other clients.
 type ClientServiceClient interface {
-	SubmitJob(ctx context.Context, in *SubmitJobRequest, opts ...grpc.CallOption) (*SubmitJobResponse, error)
-	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
-	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
-	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
-	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*TriggerCheckpointResponse, error)
-	TriggerSavepoint(ctx context.Context, in *TriggerSavepointRequest, opts ...grpc.CallOption) (*TriggerSavepointResponse, error)
-	StopWithSavepoint(ctx context.Context, in *StopWithSavepointRequest, opts ...grpc.CallOption) (*StopWithSavepointResponse, error)
-	ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error)
-	GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error)
-	ListTaskManagers(ctx context.Context, in *ListTaskManagersRequest, opts ...grpc.CallOption) (*ListTaskManagersResponse, error)
+	SubmitJob(ctx context.Context, in *v1.SubmitJobRequest, opts ...grpc.CallOption) (*v1.SubmitJobResponse, error)
+	CancelJob(ctx context.Context, in *v1.CancelJobRequest, opts ...grpc.CallOption) (*v1.CancelJobResponse, error)
+	GetJob(ctx context.Context, in *v1.GetJobRequest, opts ...grpc.CallOption) (*v1.GetJobResponse, error)
+	ListJobs(ctx context.Context, in *v1.ListJobsRequest, opts ...grpc.CallOption) (*v1.ListJobsResponse, error)
+	TriggerCheckpoint(ctx context.Context, in *v1.TriggerCheckpointRequest, opts ...grpc.CallOption) (*v1.TriggerCheckpointResponse, error)
+	TriggerSavepoint(ctx context.Context, in *v1.TriggerSavepointRequest, opts ...grpc.CallOption) (*v1.TriggerSavepointResponse, error)
+	StopWithSavepoint(ctx context.Context, in *v1.StopWithSavepointRequest, opts ...grpc.CallOption) (*v1.StopWithSavepointResponse, error)
+	ListCheckpoints(ctx context.Context, in *v1.ListCheckpointsRequest, opts ...grpc.CallOption) (*v1.ListCheckpointsResponse, error)
+	GetCheckpoint(ctx context.Context, in *v1.GetCheckpointRequest, opts ...grpc.CallOption) (*v1.GetCheckpointResponse, error)
+	ListTaskManagers(ctx context.Context, in *v1.ListTaskManagersRequest, opts ...grpc.CallOption) (*v1.ListTaskManagersResponse, error)
 	// DisposeSavepoint deletes a savepoint's directory after checking that it
 	// holds a savepoint (a _metadata file of type savepoint), so a typo in the
 	// path cannot delete a checkpoint or an unrelated directory.
-	DisposeSavepoint(ctx context.Context, in *DisposeSavepointRequest, opts ...grpc.CallOption) (*DisposeSavepointResponse, error)
+	DisposeSavepoint(ctx context.Context, in *v1.DisposeSavepointRequest, opts ...grpc.CallOption) (*v1.DisposeSavepointResponse, error)
 	// RescaleJob takes a checkpoint of a running job and restarts it from
 	// there at new vertex parallelisms, in one step.
-	RescaleJob(ctx context.Context, in *RescaleJobRequest, opts ...grpc.CallOption) (*RescaleJobResponse, error)
+	RescaleJob(ctx context.Context, in *v1.RescaleJobRequest, opts ...grpc.CallOption) (*v1.RescaleJobResponse, error)
 	// ConfigureCheckpointing changes a running job's periodic checkpointing
 	// without a restart; the change is stored with the job, so a new leader
 	// keeps it.
-	ConfigureCheckpointing(ctx context.Context, in *ConfigureCheckpointingRequest, opts ...grpc.CallOption) (*ConfigureCheckpointingResponse, error)
+	ConfigureCheckpointing(ctx context.Context, in *v1.ConfigureCheckpointingRequest, opts ...grpc.CallOption) (*v1.ConfigureCheckpointingResponse, error)
 }
 
 type clientServiceClient struct {
@@ -71,9 +72,9 @@ func NewClientServiceClient(cc grpc.ClientConnInterface) ClientServiceClient {
 	return &clientServiceClient{cc}
 }
 
-func (c *clientServiceClient) SubmitJob(ctx context.Context, in *SubmitJobRequest, opts ...grpc.CallOption) (*SubmitJobResponse, error) {
+func (c *clientServiceClient) SubmitJob(ctx context.Context, in *v1.SubmitJobRequest, opts ...grpc.CallOption) (*v1.SubmitJobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SubmitJobResponse)
+	out := new(v1.SubmitJobResponse)
 	err := c.cc.Invoke(ctx, ClientService_SubmitJob_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -81,9 +82,9 @@ func (c *clientServiceClient) SubmitJob(ctx context.Context, in *SubmitJobReques
 	return out, nil
 }
 
-func (c *clientServiceClient) CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error) {
+func (c *clientServiceClient) CancelJob(ctx context.Context, in *v1.CancelJobRequest, opts ...grpc.CallOption) (*v1.CancelJobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CancelJobResponse)
+	out := new(v1.CancelJobResponse)
 	err := c.cc.Invoke(ctx, ClientService_CancelJob_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -91,9 +92,9 @@ func (c *clientServiceClient) CancelJob(ctx context.Context, in *CancelJobReques
 	return out, nil
 }
 
-func (c *clientServiceClient) GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error) {
+func (c *clientServiceClient) GetJob(ctx context.Context, in *v1.GetJobRequest, opts ...grpc.CallOption) (*v1.GetJobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetJobResponse)
+	out := new(v1.GetJobResponse)
 	err := c.cc.Invoke(ctx, ClientService_GetJob_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -101,9 +102,9 @@ func (c *clientServiceClient) GetJob(ctx context.Context, in *GetJobRequest, opt
 	return out, nil
 }
 
-func (c *clientServiceClient) ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error) {
+func (c *clientServiceClient) ListJobs(ctx context.Context, in *v1.ListJobsRequest, opts ...grpc.CallOption) (*v1.ListJobsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListJobsResponse)
+	out := new(v1.ListJobsResponse)
 	err := c.cc.Invoke(ctx, ClientService_ListJobs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -111,9 +112,9 @@ func (c *clientServiceClient) ListJobs(ctx context.Context, in *ListJobsRequest,
 	return out, nil
 }
 
-func (c *clientServiceClient) TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointRequest, opts ...grpc.CallOption) (*TriggerCheckpointResponse, error) {
+func (c *clientServiceClient) TriggerCheckpoint(ctx context.Context, in *v1.TriggerCheckpointRequest, opts ...grpc.CallOption) (*v1.TriggerCheckpointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(TriggerCheckpointResponse)
+	out := new(v1.TriggerCheckpointResponse)
 	err := c.cc.Invoke(ctx, ClientService_TriggerCheckpoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -121,9 +122,9 @@ func (c *clientServiceClient) TriggerCheckpoint(ctx context.Context, in *Trigger
 	return out, nil
 }
 
-func (c *clientServiceClient) TriggerSavepoint(ctx context.Context, in *TriggerSavepointRequest, opts ...grpc.CallOption) (*TriggerSavepointResponse, error) {
+func (c *clientServiceClient) TriggerSavepoint(ctx context.Context, in *v1.TriggerSavepointRequest, opts ...grpc.CallOption) (*v1.TriggerSavepointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(TriggerSavepointResponse)
+	out := new(v1.TriggerSavepointResponse)
 	err := c.cc.Invoke(ctx, ClientService_TriggerSavepoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -131,9 +132,9 @@ func (c *clientServiceClient) TriggerSavepoint(ctx context.Context, in *TriggerS
 	return out, nil
 }
 
-func (c *clientServiceClient) StopWithSavepoint(ctx context.Context, in *StopWithSavepointRequest, opts ...grpc.CallOption) (*StopWithSavepointResponse, error) {
+func (c *clientServiceClient) StopWithSavepoint(ctx context.Context, in *v1.StopWithSavepointRequest, opts ...grpc.CallOption) (*v1.StopWithSavepointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(StopWithSavepointResponse)
+	out := new(v1.StopWithSavepointResponse)
 	err := c.cc.Invoke(ctx, ClientService_StopWithSavepoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -141,9 +142,9 @@ func (c *clientServiceClient) StopWithSavepoint(ctx context.Context, in *StopWit
 	return out, nil
 }
 
-func (c *clientServiceClient) ListCheckpoints(ctx context.Context, in *ListCheckpointsRequest, opts ...grpc.CallOption) (*ListCheckpointsResponse, error) {
+func (c *clientServiceClient) ListCheckpoints(ctx context.Context, in *v1.ListCheckpointsRequest, opts ...grpc.CallOption) (*v1.ListCheckpointsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListCheckpointsResponse)
+	out := new(v1.ListCheckpointsResponse)
 	err := c.cc.Invoke(ctx, ClientService_ListCheckpoints_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -151,9 +152,9 @@ func (c *clientServiceClient) ListCheckpoints(ctx context.Context, in *ListCheck
 	return out, nil
 }
 
-func (c *clientServiceClient) GetCheckpoint(ctx context.Context, in *GetCheckpointRequest, opts ...grpc.CallOption) (*GetCheckpointResponse, error) {
+func (c *clientServiceClient) GetCheckpoint(ctx context.Context, in *v1.GetCheckpointRequest, opts ...grpc.CallOption) (*v1.GetCheckpointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetCheckpointResponse)
+	out := new(v1.GetCheckpointResponse)
 	err := c.cc.Invoke(ctx, ClientService_GetCheckpoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -161,9 +162,9 @@ func (c *clientServiceClient) GetCheckpoint(ctx context.Context, in *GetCheckpoi
 	return out, nil
 }
 
-func (c *clientServiceClient) ListTaskManagers(ctx context.Context, in *ListTaskManagersRequest, opts ...grpc.CallOption) (*ListTaskManagersResponse, error) {
+func (c *clientServiceClient) ListTaskManagers(ctx context.Context, in *v1.ListTaskManagersRequest, opts ...grpc.CallOption) (*v1.ListTaskManagersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListTaskManagersResponse)
+	out := new(v1.ListTaskManagersResponse)
 	err := c.cc.Invoke(ctx, ClientService_ListTaskManagers_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -171,9 +172,9 @@ func (c *clientServiceClient) ListTaskManagers(ctx context.Context, in *ListTask
 	return out, nil
 }
 
-func (c *clientServiceClient) DisposeSavepoint(ctx context.Context, in *DisposeSavepointRequest, opts ...grpc.CallOption) (*DisposeSavepointResponse, error) {
+func (c *clientServiceClient) DisposeSavepoint(ctx context.Context, in *v1.DisposeSavepointRequest, opts ...grpc.CallOption) (*v1.DisposeSavepointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DisposeSavepointResponse)
+	out := new(v1.DisposeSavepointResponse)
 	err := c.cc.Invoke(ctx, ClientService_DisposeSavepoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -181,9 +182,9 @@ func (c *clientServiceClient) DisposeSavepoint(ctx context.Context, in *DisposeS
 	return out, nil
 }
 
-func (c *clientServiceClient) RescaleJob(ctx context.Context, in *RescaleJobRequest, opts ...grpc.CallOption) (*RescaleJobResponse, error) {
+func (c *clientServiceClient) RescaleJob(ctx context.Context, in *v1.RescaleJobRequest, opts ...grpc.CallOption) (*v1.RescaleJobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RescaleJobResponse)
+	out := new(v1.RescaleJobResponse)
 	err := c.cc.Invoke(ctx, ClientService_RescaleJob_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -191,9 +192,9 @@ func (c *clientServiceClient) RescaleJob(ctx context.Context, in *RescaleJobRequ
 	return out, nil
 }
 
-func (c *clientServiceClient) ConfigureCheckpointing(ctx context.Context, in *ConfigureCheckpointingRequest, opts ...grpc.CallOption) (*ConfigureCheckpointingResponse, error) {
+func (c *clientServiceClient) ConfigureCheckpointing(ctx context.Context, in *v1.ConfigureCheckpointingRequest, opts ...grpc.CallOption) (*v1.ConfigureCheckpointingResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ConfigureCheckpointingResponse)
+	out := new(v1.ConfigureCheckpointingResponse)
 	err := c.cc.Invoke(ctx, ClientService_ConfigureCheckpointing_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -207,27 +208,27 @@ func (c *clientServiceClient) ConfigureCheckpointing(ctx context.Context, in *Co
 //
 // ClientService is the JobManager's API for the weir CLI and other clients.
 type ClientServiceServer interface {
-	SubmitJob(context.Context, *SubmitJobRequest) (*SubmitJobResponse, error)
-	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
-	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
-	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
-	TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error)
-	TriggerSavepoint(context.Context, *TriggerSavepointRequest) (*TriggerSavepointResponse, error)
-	StopWithSavepoint(context.Context, *StopWithSavepointRequest) (*StopWithSavepointResponse, error)
-	ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error)
-	GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error)
-	ListTaskManagers(context.Context, *ListTaskManagersRequest) (*ListTaskManagersResponse, error)
+	SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error)
+	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
+	GetJob(context.Context, *v1.GetJobRequest) (*v1.GetJobResponse, error)
+	ListJobs(context.Context, *v1.ListJobsRequest) (*v1.ListJobsResponse, error)
+	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error)
+	TriggerSavepoint(context.Context, *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error)
+	StopWithSavepoint(context.Context, *v1.StopWithSavepointRequest) (*v1.StopWithSavepointResponse, error)
+	ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error)
+	GetCheckpoint(context.Context, *v1.GetCheckpointRequest) (*v1.GetCheckpointResponse, error)
+	ListTaskManagers(context.Context, *v1.ListTaskManagersRequest) (*v1.ListTaskManagersResponse, error)
 	// DisposeSavepoint deletes a savepoint's directory after checking that it
 	// holds a savepoint (a _metadata file of type savepoint), so a typo in the
 	// path cannot delete a checkpoint or an unrelated directory.
-	DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error)
+	DisposeSavepoint(context.Context, *v1.DisposeSavepointRequest) (*v1.DisposeSavepointResponse, error)
 	// RescaleJob takes a checkpoint of a running job and restarts it from
 	// there at new vertex parallelisms, in one step.
-	RescaleJob(context.Context, *RescaleJobRequest) (*RescaleJobResponse, error)
+	RescaleJob(context.Context, *v1.RescaleJobRequest) (*v1.RescaleJobResponse, error)
 	// ConfigureCheckpointing changes a running job's periodic checkpointing
 	// without a restart; the change is stored with the job, so a new leader
 	// keeps it.
-	ConfigureCheckpointing(context.Context, *ConfigureCheckpointingRequest) (*ConfigureCheckpointingResponse, error)
+	ConfigureCheckpointing(context.Context, *v1.ConfigureCheckpointingRequest) (*v1.ConfigureCheckpointingResponse, error)
 	mustEmbedUnimplementedClientServiceServer()
 }
 
@@ -238,43 +239,43 @@ type ClientServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedClientServiceServer struct{}
 
-func (UnimplementedClientServiceServer) SubmitJob(context.Context, *SubmitJobRequest) (*SubmitJobResponse, error) {
+func (UnimplementedClientServiceServer) SubmitJob(context.Context, *v1.SubmitJobRequest) (*v1.SubmitJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitJob not implemented")
 }
-func (UnimplementedClientServiceServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error) {
+func (UnimplementedClientServiceServer) CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
 }
-func (UnimplementedClientServiceServer) GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error) {
+func (UnimplementedClientServiceServer) GetJob(context.Context, *v1.GetJobRequest) (*v1.GetJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
 }
-func (UnimplementedClientServiceServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
+func (UnimplementedClientServiceServer) ListJobs(context.Context, *v1.ListJobsRequest) (*v1.ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
 }
-func (UnimplementedClientServiceServer) TriggerCheckpoint(context.Context, *TriggerCheckpointRequest) (*TriggerCheckpointResponse, error) {
+func (UnimplementedClientServiceServer) TriggerCheckpoint(context.Context, *v1.TriggerCheckpointRequest) (*v1.TriggerCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TriggerCheckpoint not implemented")
 }
-func (UnimplementedClientServiceServer) TriggerSavepoint(context.Context, *TriggerSavepointRequest) (*TriggerSavepointResponse, error) {
+func (UnimplementedClientServiceServer) TriggerSavepoint(context.Context, *v1.TriggerSavepointRequest) (*v1.TriggerSavepointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TriggerSavepoint not implemented")
 }
-func (UnimplementedClientServiceServer) StopWithSavepoint(context.Context, *StopWithSavepointRequest) (*StopWithSavepointResponse, error) {
+func (UnimplementedClientServiceServer) StopWithSavepoint(context.Context, *v1.StopWithSavepointRequest) (*v1.StopWithSavepointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StopWithSavepoint not implemented")
 }
-func (UnimplementedClientServiceServer) ListCheckpoints(context.Context, *ListCheckpointsRequest) (*ListCheckpointsResponse, error) {
+func (UnimplementedClientServiceServer) ListCheckpoints(context.Context, *v1.ListCheckpointsRequest) (*v1.ListCheckpointsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListCheckpoints not implemented")
 }
-func (UnimplementedClientServiceServer) GetCheckpoint(context.Context, *GetCheckpointRequest) (*GetCheckpointResponse, error) {
+func (UnimplementedClientServiceServer) GetCheckpoint(context.Context, *v1.GetCheckpointRequest) (*v1.GetCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCheckpoint not implemented")
 }
-func (UnimplementedClientServiceServer) ListTaskManagers(context.Context, *ListTaskManagersRequest) (*ListTaskManagersResponse, error) {
+func (UnimplementedClientServiceServer) ListTaskManagers(context.Context, *v1.ListTaskManagersRequest) (*v1.ListTaskManagersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTaskManagers not implemented")
 }
-func (UnimplementedClientServiceServer) DisposeSavepoint(context.Context, *DisposeSavepointRequest) (*DisposeSavepointResponse, error) {
+func (UnimplementedClientServiceServer) DisposeSavepoint(context.Context, *v1.DisposeSavepointRequest) (*v1.DisposeSavepointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DisposeSavepoint not implemented")
 }
-func (UnimplementedClientServiceServer) RescaleJob(context.Context, *RescaleJobRequest) (*RescaleJobResponse, error) {
+func (UnimplementedClientServiceServer) RescaleJob(context.Context, *v1.RescaleJobRequest) (*v1.RescaleJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RescaleJob not implemented")
 }
-func (UnimplementedClientServiceServer) ConfigureCheckpointing(context.Context, *ConfigureCheckpointingRequest) (*ConfigureCheckpointingResponse, error) {
+func (UnimplementedClientServiceServer) ConfigureCheckpointing(context.Context, *v1.ConfigureCheckpointingRequest) (*v1.ConfigureCheckpointingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConfigureCheckpointing not implemented")
 }
 func (UnimplementedClientServiceServer) mustEmbedUnimplementedClientServiceServer() {}
@@ -299,7 +300,7 @@ func RegisterClientServiceServer(s grpc.ServiceRegistrar, srv ClientServiceServe
 }
 
 func _ClientService_SubmitJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SubmitJobRequest)
+	in := new(v1.SubmitJobRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -311,13 +312,13 @@ func _ClientService_SubmitJob_Handler(srv interface{}, ctx context.Context, dec 
 		FullMethod: ClientService_SubmitJob_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).SubmitJob(ctx, req.(*SubmitJobRequest))
+		return srv.(ClientServiceServer).SubmitJob(ctx, req.(*v1.SubmitJobRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_CancelJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CancelJobRequest)
+	in := new(v1.CancelJobRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -329,13 +330,13 @@ func _ClientService_CancelJob_Handler(srv interface{}, ctx context.Context, dec 
 		FullMethod: ClientService_CancelJob_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).CancelJob(ctx, req.(*CancelJobRequest))
+		return srv.(ClientServiceServer).CancelJob(ctx, req.(*v1.CancelJobRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_GetJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetJobRequest)
+	in := new(v1.GetJobRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -347,13 +348,13 @@ func _ClientService_GetJob_Handler(srv interface{}, ctx context.Context, dec fun
 		FullMethod: ClientService_GetJob_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).GetJob(ctx, req.(*GetJobRequest))
+		return srv.(ClientServiceServer).GetJob(ctx, req.(*v1.GetJobRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_ListJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListJobsRequest)
+	in := new(v1.ListJobsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -365,13 +366,13 @@ func _ClientService_ListJobs_Handler(srv interface{}, ctx context.Context, dec f
 		FullMethod: ClientService_ListJobs_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).ListJobs(ctx, req.(*ListJobsRequest))
+		return srv.(ClientServiceServer).ListJobs(ctx, req.(*v1.ListJobsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_TriggerCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(TriggerCheckpointRequest)
+	in := new(v1.TriggerCheckpointRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -383,13 +384,13 @@ func _ClientService_TriggerCheckpoint_Handler(srv interface{}, ctx context.Conte
 		FullMethod: ClientService_TriggerCheckpoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).TriggerCheckpoint(ctx, req.(*TriggerCheckpointRequest))
+		return srv.(ClientServiceServer).TriggerCheckpoint(ctx, req.(*v1.TriggerCheckpointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_TriggerSavepoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(TriggerSavepointRequest)
+	in := new(v1.TriggerSavepointRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -401,13 +402,13 @@ func _ClientService_TriggerSavepoint_Handler(srv interface{}, ctx context.Contex
 		FullMethod: ClientService_TriggerSavepoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).TriggerSavepoint(ctx, req.(*TriggerSavepointRequest))
+		return srv.(ClientServiceServer).TriggerSavepoint(ctx, req.(*v1.TriggerSavepointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_StopWithSavepoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(StopWithSavepointRequest)
+	in := new(v1.StopWithSavepointRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -419,13 +420,13 @@ func _ClientService_StopWithSavepoint_Handler(srv interface{}, ctx context.Conte
 		FullMethod: ClientService_StopWithSavepoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).StopWithSavepoint(ctx, req.(*StopWithSavepointRequest))
+		return srv.(ClientServiceServer).StopWithSavepoint(ctx, req.(*v1.StopWithSavepointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_ListCheckpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListCheckpointsRequest)
+	in := new(v1.ListCheckpointsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -437,13 +438,13 @@ func _ClientService_ListCheckpoints_Handler(srv interface{}, ctx context.Context
 		FullMethod: ClientService_ListCheckpoints_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).ListCheckpoints(ctx, req.(*ListCheckpointsRequest))
+		return srv.(ClientServiceServer).ListCheckpoints(ctx, req.(*v1.ListCheckpointsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_GetCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetCheckpointRequest)
+	in := new(v1.GetCheckpointRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -455,13 +456,13 @@ func _ClientService_GetCheckpoint_Handler(srv interface{}, ctx context.Context, 
 		FullMethod: ClientService_GetCheckpoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).GetCheckpoint(ctx, req.(*GetCheckpointRequest))
+		return srv.(ClientServiceServer).GetCheckpoint(ctx, req.(*v1.GetCheckpointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_ListTaskManagers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListTaskManagersRequest)
+	in := new(v1.ListTaskManagersRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -473,13 +474,13 @@ func _ClientService_ListTaskManagers_Handler(srv interface{}, ctx context.Contex
 		FullMethod: ClientService_ListTaskManagers_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).ListTaskManagers(ctx, req.(*ListTaskManagersRequest))
+		return srv.(ClientServiceServer).ListTaskManagers(ctx, req.(*v1.ListTaskManagersRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_DisposeSavepoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DisposeSavepointRequest)
+	in := new(v1.DisposeSavepointRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -491,13 +492,13 @@ func _ClientService_DisposeSavepoint_Handler(srv interface{}, ctx context.Contex
 		FullMethod: ClientService_DisposeSavepoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).DisposeSavepoint(ctx, req.(*DisposeSavepointRequest))
+		return srv.(ClientServiceServer).DisposeSavepoint(ctx, req.(*v1.DisposeSavepointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_RescaleJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RescaleJobRequest)
+	in := new(v1.RescaleJobRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -509,13 +510,13 @@ func _ClientService_RescaleJob_Handler(srv interface{}, ctx context.Context, dec
 		FullMethod: ClientService_RescaleJob_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).RescaleJob(ctx, req.(*RescaleJobRequest))
+		return srv.(ClientServiceServer).RescaleJob(ctx, req.(*v1.RescaleJobRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ClientService_ConfigureCheckpointing_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ConfigureCheckpointingRequest)
+	in := new(v1.ConfigureCheckpointingRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -527,7 +528,7 @@ func _ClientService_ConfigureCheckpointing_Handler(srv interface{}, ctx context.
 		FullMethod: ClientService_ConfigureCheckpointing_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientServiceServer).ConfigureCheckpointing(ctx, req.(*ConfigureCheckpointingRequest))
+		return srv.(ClientServiceServer).ConfigureCheckpointing(ctx, req.(*v1.ConfigureCheckpointingRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -593,5 +594,5 @@ var ClientService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "weir/v1/client.proto",
+	Metadata: "weir/v1/client_service.proto",
 }

@@ -2,12 +2,13 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: weir/v1/gateway.proto
+// source: weir/v1/gateway_service.proto
 
-package weirv1
+package weirv1grpc
 
 import (
 	context "context"
+	v1 "github.com/weirproject/weir/proto/weir/v1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -33,15 +34,15 @@ const (
 //
 // JobManagerGateway is what TaskManagers call on the JobManager leader.
 type JobManagerGatewayServiceClient interface {
-	RegisterTaskManager(ctx context.Context, in *RegisterTaskManagerRequest, opts ...grpc.CallOption) (*RegisterTaskManagerResponse, error)
-	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
-	UpdateTaskExecutionState(ctx context.Context, in *UpdateTaskExecutionStateRequest, opts ...grpc.CallOption) (*UpdateTaskExecutionStateResponse, error)
-	AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointResponse, error)
+	RegisterTaskManager(ctx context.Context, in *v1.RegisterTaskManagerRequest, opts ...grpc.CallOption) (*v1.RegisterTaskManagerResponse, error)
+	Heartbeat(ctx context.Context, in *v1.HeartbeatRequest, opts ...grpc.CallOption) (*v1.HeartbeatResponse, error)
+	UpdateTaskExecutionState(ctx context.Context, in *v1.UpdateTaskExecutionStateRequest, opts ...grpc.CallOption) (*v1.UpdateTaskExecutionStateResponse, error)
+	AcknowledgeCheckpoint(ctx context.Context, in *v1.AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*v1.AcknowledgeCheckpointResponse, error)
 	// AcknowledgeCheckpoints carries the acks of several subtasks of one
 	// TaskManager in one call: those that became ready while its previous
 	// call was under way.
-	AcknowledgeCheckpoints(ctx context.Context, in *AcknowledgeCheckpointsRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointsResponse, error)
-	DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*DeclineCheckpointResponse, error)
+	AcknowledgeCheckpoints(ctx context.Context, in *v1.AcknowledgeCheckpointsRequest, opts ...grpc.CallOption) (*v1.AcknowledgeCheckpointsResponse, error)
+	DeclineCheckpoint(ctx context.Context, in *v1.DeclineCheckpointRequest, opts ...grpc.CallOption) (*v1.DeclineCheckpointResponse, error)
 }
 
 type jobManagerGatewayServiceClient struct {
@@ -52,9 +53,9 @@ func NewJobManagerGatewayServiceClient(cc grpc.ClientConnInterface) JobManagerGa
 	return &jobManagerGatewayServiceClient{cc}
 }
 
-func (c *jobManagerGatewayServiceClient) RegisterTaskManager(ctx context.Context, in *RegisterTaskManagerRequest, opts ...grpc.CallOption) (*RegisterTaskManagerResponse, error) {
+func (c *jobManagerGatewayServiceClient) RegisterTaskManager(ctx context.Context, in *v1.RegisterTaskManagerRequest, opts ...grpc.CallOption) (*v1.RegisterTaskManagerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RegisterTaskManagerResponse)
+	out := new(v1.RegisterTaskManagerResponse)
 	err := c.cc.Invoke(ctx, JobManagerGatewayService_RegisterTaskManager_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -62,9 +63,9 @@ func (c *jobManagerGatewayServiceClient) RegisterTaskManager(ctx context.Context
 	return out, nil
 }
 
-func (c *jobManagerGatewayServiceClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error) {
+func (c *jobManagerGatewayServiceClient) Heartbeat(ctx context.Context, in *v1.HeartbeatRequest, opts ...grpc.CallOption) (*v1.HeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(HeartbeatResponse)
+	out := new(v1.HeartbeatResponse)
 	err := c.cc.Invoke(ctx, JobManagerGatewayService_Heartbeat_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -72,9 +73,9 @@ func (c *jobManagerGatewayServiceClient) Heartbeat(ctx context.Context, in *Hear
 	return out, nil
 }
 
-func (c *jobManagerGatewayServiceClient) UpdateTaskExecutionState(ctx context.Context, in *UpdateTaskExecutionStateRequest, opts ...grpc.CallOption) (*UpdateTaskExecutionStateResponse, error) {
+func (c *jobManagerGatewayServiceClient) UpdateTaskExecutionState(ctx context.Context, in *v1.UpdateTaskExecutionStateRequest, opts ...grpc.CallOption) (*v1.UpdateTaskExecutionStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(UpdateTaskExecutionStateResponse)
+	out := new(v1.UpdateTaskExecutionStateResponse)
 	err := c.cc.Invoke(ctx, JobManagerGatewayService_UpdateTaskExecutionState_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -82,9 +83,9 @@ func (c *jobManagerGatewayServiceClient) UpdateTaskExecutionState(ctx context.Co
 	return out, nil
 }
 
-func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoint(ctx context.Context, in *AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointResponse, error) {
+func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoint(ctx context.Context, in *v1.AcknowledgeCheckpointRequest, opts ...grpc.CallOption) (*v1.AcknowledgeCheckpointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AcknowledgeCheckpointResponse)
+	out := new(v1.AcknowledgeCheckpointResponse)
 	err := c.cc.Invoke(ctx, JobManagerGatewayService_AcknowledgeCheckpoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -92,9 +93,9 @@ func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoint(ctx context.Conte
 	return out, nil
 }
 
-func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoints(ctx context.Context, in *AcknowledgeCheckpointsRequest, opts ...grpc.CallOption) (*AcknowledgeCheckpointsResponse, error) {
+func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoints(ctx context.Context, in *v1.AcknowledgeCheckpointsRequest, opts ...grpc.CallOption) (*v1.AcknowledgeCheckpointsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AcknowledgeCheckpointsResponse)
+	out := new(v1.AcknowledgeCheckpointsResponse)
 	err := c.cc.Invoke(ctx, JobManagerGatewayService_AcknowledgeCheckpoints_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -102,9 +103,9 @@ func (c *jobManagerGatewayServiceClient) AcknowledgeCheckpoints(ctx context.Cont
 	return out, nil
 }
 
-func (c *jobManagerGatewayServiceClient) DeclineCheckpoint(ctx context.Context, in *DeclineCheckpointRequest, opts ...grpc.CallOption) (*DeclineCheckpointResponse, error) {
+func (c *jobManagerGatewayServiceClient) DeclineCheckpoint(ctx context.Context, in *v1.DeclineCheckpointRequest, opts ...grpc.CallOption) (*v1.DeclineCheckpointResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeclineCheckpointResponse)
+	out := new(v1.DeclineCheckpointResponse)
 	err := c.cc.Invoke(ctx, JobManagerGatewayService_DeclineCheckpoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -118,15 +119,15 @@ func (c *jobManagerGatewayServiceClient) DeclineCheckpoint(ctx context.Context, 
 //
 // JobManagerGateway is what TaskManagers call on the JobManager leader.
 type JobManagerGatewayServiceServer interface {
-	RegisterTaskManager(context.Context, *RegisterTaskManagerRequest) (*RegisterTaskManagerResponse, error)
-	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
-	UpdateTaskExecutionState(context.Context, *UpdateTaskExecutionStateRequest) (*UpdateTaskExecutionStateResponse, error)
-	AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*AcknowledgeCheckpointResponse, error)
+	RegisterTaskManager(context.Context, *v1.RegisterTaskManagerRequest) (*v1.RegisterTaskManagerResponse, error)
+	Heartbeat(context.Context, *v1.HeartbeatRequest) (*v1.HeartbeatResponse, error)
+	UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error)
+	AcknowledgeCheckpoint(context.Context, *v1.AcknowledgeCheckpointRequest) (*v1.AcknowledgeCheckpointResponse, error)
 	// AcknowledgeCheckpoints carries the acks of several subtasks of one
 	// TaskManager in one call: those that became ready while its previous
 	// call was under way.
-	AcknowledgeCheckpoints(context.Context, *AcknowledgeCheckpointsRequest) (*AcknowledgeCheckpointsResponse, error)
-	DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*DeclineCheckpointResponse, error)
+	AcknowledgeCheckpoints(context.Context, *v1.AcknowledgeCheckpointsRequest) (*v1.AcknowledgeCheckpointsResponse, error)
+	DeclineCheckpoint(context.Context, *v1.DeclineCheckpointRequest) (*v1.DeclineCheckpointResponse, error)
 	mustEmbedUnimplementedJobManagerGatewayServiceServer()
 }
 
@@ -137,22 +138,22 @@ type JobManagerGatewayServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedJobManagerGatewayServiceServer struct{}
 
-func (UnimplementedJobManagerGatewayServiceServer) RegisterTaskManager(context.Context, *RegisterTaskManagerRequest) (*RegisterTaskManagerResponse, error) {
+func (UnimplementedJobManagerGatewayServiceServer) RegisterTaskManager(context.Context, *v1.RegisterTaskManagerRequest) (*v1.RegisterTaskManagerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterTaskManager not implemented")
 }
-func (UnimplementedJobManagerGatewayServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
+func (UnimplementedJobManagerGatewayServiceServer) Heartbeat(context.Context, *v1.HeartbeatRequest) (*v1.HeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
 }
-func (UnimplementedJobManagerGatewayServiceServer) UpdateTaskExecutionState(context.Context, *UpdateTaskExecutionStateRequest) (*UpdateTaskExecutionStateResponse, error) {
+func (UnimplementedJobManagerGatewayServiceServer) UpdateTaskExecutionState(context.Context, *v1.UpdateTaskExecutionStateRequest) (*v1.UpdateTaskExecutionStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateTaskExecutionState not implemented")
 }
-func (UnimplementedJobManagerGatewayServiceServer) AcknowledgeCheckpoint(context.Context, *AcknowledgeCheckpointRequest) (*AcknowledgeCheckpointResponse, error) {
+func (UnimplementedJobManagerGatewayServiceServer) AcknowledgeCheckpoint(context.Context, *v1.AcknowledgeCheckpointRequest) (*v1.AcknowledgeCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcknowledgeCheckpoint not implemented")
 }
-func (UnimplementedJobManagerGatewayServiceServer) AcknowledgeCheckpoints(context.Context, *AcknowledgeCheckpointsRequest) (*AcknowledgeCheckpointsResponse, error) {
+func (UnimplementedJobManagerGatewayServiceServer) AcknowledgeCheckpoints(context.Context, *v1.AcknowledgeCheckpointsRequest) (*v1.AcknowledgeCheckpointsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcknowledgeCheckpoints not implemented")
 }
-func (UnimplementedJobManagerGatewayServiceServer) DeclineCheckpoint(context.Context, *DeclineCheckpointRequest) (*DeclineCheckpointResponse, error) {
+func (UnimplementedJobManagerGatewayServiceServer) DeclineCheckpoint(context.Context, *v1.DeclineCheckpointRequest) (*v1.DeclineCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeclineCheckpoint not implemented")
 }
 func (UnimplementedJobManagerGatewayServiceServer) mustEmbedUnimplementedJobManagerGatewayServiceServer() {
@@ -178,7 +179,7 @@ func RegisterJobManagerGatewayServiceServer(s grpc.ServiceRegistrar, srv JobMana
 }
 
 func _JobManagerGatewayService_RegisterTaskManager_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RegisterTaskManagerRequest)
+	in := new(v1.RegisterTaskManagerRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -190,13 +191,13 @@ func _JobManagerGatewayService_RegisterTaskManager_Handler(srv interface{}, ctx 
 		FullMethod: JobManagerGatewayService_RegisterTaskManager_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobManagerGatewayServiceServer).RegisterTaskManager(ctx, req.(*RegisterTaskManagerRequest))
+		return srv.(JobManagerGatewayServiceServer).RegisterTaskManager(ctx, req.(*v1.RegisterTaskManagerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _JobManagerGatewayService_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(HeartbeatRequest)
+	in := new(v1.HeartbeatRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -208,13 +209,13 @@ func _JobManagerGatewayService_Heartbeat_Handler(srv interface{}, ctx context.Co
 		FullMethod: JobManagerGatewayService_Heartbeat_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobManagerGatewayServiceServer).Heartbeat(ctx, req.(*HeartbeatRequest))
+		return srv.(JobManagerGatewayServiceServer).Heartbeat(ctx, req.(*v1.HeartbeatRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _JobManagerGatewayService_UpdateTaskExecutionState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(UpdateTaskExecutionStateRequest)
+	in := new(v1.UpdateTaskExecutionStateRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -226,13 +227,13 @@ func _JobManagerGatewayService_UpdateTaskExecutionState_Handler(srv interface{},
 		FullMethod: JobManagerGatewayService_UpdateTaskExecutionState_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobManagerGatewayServiceServer).UpdateTaskExecutionState(ctx, req.(*UpdateTaskExecutionStateRequest))
+		return srv.(JobManagerGatewayServiceServer).UpdateTaskExecutionState(ctx, req.(*v1.UpdateTaskExecutionStateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _JobManagerGatewayService_AcknowledgeCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AcknowledgeCheckpointRequest)
+	in := new(v1.AcknowledgeCheckpointRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -244,13 +245,13 @@ func _JobManagerGatewayService_AcknowledgeCheckpoint_Handler(srv interface{}, ct
 		FullMethod: JobManagerGatewayService_AcknowledgeCheckpoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobManagerGatewayServiceServer).AcknowledgeCheckpoint(ctx, req.(*AcknowledgeCheckpointRequest))
+		return srv.(JobManagerGatewayServiceServer).AcknowledgeCheckpoint(ctx, req.(*v1.AcknowledgeCheckpointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _JobManagerGatewayService_AcknowledgeCheckpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AcknowledgeCheckpointsRequest)
+	in := new(v1.AcknowledgeCheckpointsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -262,13 +263,13 @@ func _JobManagerGatewayService_AcknowledgeCheckpoints_Handler(srv interface{}, c
 		FullMethod: JobManagerGatewayService_AcknowledgeCheckpoints_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobManagerGatewayServiceServer).AcknowledgeCheckpoints(ctx, req.(*AcknowledgeCheckpointsRequest))
+		return srv.(JobManagerGatewayServiceServer).AcknowledgeCheckpoints(ctx, req.(*v1.AcknowledgeCheckpointsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _JobManagerGatewayService_DeclineCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeclineCheckpointRequest)
+	in := new(v1.DeclineCheckpointRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -280,7 +281,7 @@ func _JobManagerGatewayService_DeclineCheckpoint_Handler(srv interface{}, ctx co
 		FullMethod: JobManagerGatewayService_DeclineCheckpoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(JobManagerGatewayServiceServer).DeclineCheckpoint(ctx, req.(*DeclineCheckpointRequest))
+		return srv.(JobManagerGatewayServiceServer).DeclineCheckpoint(ctx, req.(*v1.DeclineCheckpointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -318,5 +319,5 @@ var JobManagerGatewayService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "weir/v1/gateway.proto",
+	Metadata: "weir/v1/gateway_service.proto",
 }

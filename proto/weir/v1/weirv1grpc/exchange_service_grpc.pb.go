@@ -2,12 +2,13 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: weir/v1/exchange.proto
+// source: weir/v1/exchange_service.proto
 
-package weirv1
+package weirv1grpc
 
 import (
 	context "context"
+	v1 "github.com/weirproject/weir/proto/weir/v1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -30,7 +31,7 @@ const (
 // TaskManagers with credit-based flow control: a producer sends one buffer per
 // credit the consumer granted, so a slow consumer back-pressures its producer.
 type DataExchangeServiceClient interface {
-	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExchangeRequest, ExchangeMessage], error)
+	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.ExchangeRequest, v1.ExchangeMessage], error)
 }
 
 type dataExchangeServiceClient struct {
@@ -41,18 +42,18 @@ func NewDataExchangeServiceClient(cc grpc.ClientConnInterface) DataExchangeServi
 	return &dataExchangeServiceClient{cc}
 }
 
-func (c *dataExchangeServiceClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExchangeRequest, ExchangeMessage], error) {
+func (c *dataExchangeServiceClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.ExchangeRequest, v1.ExchangeMessage], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &DataExchangeService_ServiceDesc.Streams[0], DataExchangeService_Subscribe_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ExchangeRequest, ExchangeMessage]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.ExchangeRequest, v1.ExchangeMessage]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type DataExchangeService_SubscribeClient = grpc.BidiStreamingClient[ExchangeRequest, ExchangeMessage]
+type DataExchangeService_SubscribeClient = grpc.BidiStreamingClient[v1.ExchangeRequest, v1.ExchangeMessage]
 
 // DataExchangeServiceServer is the server API for DataExchangeService service.
 // All implementations must embed UnimplementedDataExchangeServiceServer
@@ -62,7 +63,7 @@ type DataExchangeService_SubscribeClient = grpc.BidiStreamingClient[ExchangeRequ
 // TaskManagers with credit-based flow control: a producer sends one buffer per
 // credit the consumer granted, so a slow consumer back-pressures its producer.
 type DataExchangeServiceServer interface {
-	Subscribe(grpc.BidiStreamingServer[ExchangeRequest, ExchangeMessage]) error
+	Subscribe(grpc.BidiStreamingServer[v1.ExchangeRequest, v1.ExchangeMessage]) error
 	mustEmbedUnimplementedDataExchangeServiceServer()
 }
 
@@ -73,7 +74,7 @@ type DataExchangeServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedDataExchangeServiceServer struct{}
 
-func (UnimplementedDataExchangeServiceServer) Subscribe(grpc.BidiStreamingServer[ExchangeRequest, ExchangeMessage]) error {
+func (UnimplementedDataExchangeServiceServer) Subscribe(grpc.BidiStreamingServer[v1.ExchangeRequest, v1.ExchangeMessage]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
 }
 func (UnimplementedDataExchangeServiceServer) mustEmbedUnimplementedDataExchangeServiceServer() {}
@@ -98,11 +99,11 @@ func RegisterDataExchangeServiceServer(s grpc.ServiceRegistrar, srv DataExchange
 }
 
 func _DataExchangeService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(DataExchangeServiceServer).Subscribe(&grpc.GenericServerStream[ExchangeRequest, ExchangeMessage]{ServerStream: stream})
+	return srv.(DataExchangeServiceServer).Subscribe(&grpc.GenericServerStream[v1.ExchangeRequest, v1.ExchangeMessage]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type DataExchangeService_SubscribeServer = grpc.BidiStreamingServer[ExchangeRequest, ExchangeMessage]
+type DataExchangeService_SubscribeServer = grpc.BidiStreamingServer[v1.ExchangeRequest, v1.ExchangeMessage]
 
 // DataExchangeService_ServiceDesc is the grpc.ServiceDesc for DataExchangeService service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -119,5 +120,5 @@ var DataExchangeService_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
-	Metadata: "weir/v1/exchange.proto",
+	Metadata: "weir/v1/exchange_service.proto",
 }

@@ -2,12 +2,13 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: weir/v1/taskexecutor.proto
+// source: weir/v1/taskexecutor_service.proto
 
-package weirv1
+package weirv1grpc
 
 import (
 	context "context"
+	v1 "github.com/weirproject/weir/proto/weir/v1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -32,11 +33,11 @@ const (
 //
 // TaskExecutor is what the JobManager calls on a TaskManager.
 type TaskExecutorServiceClient interface {
-	DeployTask(ctx context.Context, in *DeployTaskRequest, opts ...grpc.CallOption) (*DeployTaskResponse, error)
-	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
-	TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointOnTaskRequest, opts ...grpc.CallOption) (*TriggerCheckpointOnTaskResponse, error)
-	NotifyCheckpointComplete(ctx context.Context, in *NotifyCheckpointCompleteRequest, opts ...grpc.CallOption) (*NotifyCheckpointCompleteResponse, error)
-	NotifyCheckpointAborted(ctx context.Context, in *NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*NotifyCheckpointAbortedResponse, error)
+	DeployTask(ctx context.Context, in *v1.DeployTaskRequest, opts ...grpc.CallOption) (*v1.DeployTaskResponse, error)
+	CancelTask(ctx context.Context, in *v1.CancelTaskRequest, opts ...grpc.CallOption) (*v1.CancelTaskResponse, error)
+	TriggerCheckpoint(ctx context.Context, in *v1.TriggerCheckpointOnTaskRequest, opts ...grpc.CallOption) (*v1.TriggerCheckpointOnTaskResponse, error)
+	NotifyCheckpointComplete(ctx context.Context, in *v1.NotifyCheckpointCompleteRequest, opts ...grpc.CallOption) (*v1.NotifyCheckpointCompleteResponse, error)
+	NotifyCheckpointAborted(ctx context.Context, in *v1.NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*v1.NotifyCheckpointAbortedResponse, error)
 }
 
 type taskExecutorServiceClient struct {
@@ -47,9 +48,9 @@ func NewTaskExecutorServiceClient(cc grpc.ClientConnInterface) TaskExecutorServi
 	return &taskExecutorServiceClient{cc}
 }
 
-func (c *taskExecutorServiceClient) DeployTask(ctx context.Context, in *DeployTaskRequest, opts ...grpc.CallOption) (*DeployTaskResponse, error) {
+func (c *taskExecutorServiceClient) DeployTask(ctx context.Context, in *v1.DeployTaskRequest, opts ...grpc.CallOption) (*v1.DeployTaskResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeployTaskResponse)
+	out := new(v1.DeployTaskResponse)
 	err := c.cc.Invoke(ctx, TaskExecutorService_DeployTask_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -57,9 +58,9 @@ func (c *taskExecutorServiceClient) DeployTask(ctx context.Context, in *DeployTa
 	return out, nil
 }
 
-func (c *taskExecutorServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error) {
+func (c *taskExecutorServiceClient) CancelTask(ctx context.Context, in *v1.CancelTaskRequest, opts ...grpc.CallOption) (*v1.CancelTaskResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CancelTaskResponse)
+	out := new(v1.CancelTaskResponse)
 	err := c.cc.Invoke(ctx, TaskExecutorService_CancelTask_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -67,9 +68,9 @@ func (c *taskExecutorServiceClient) CancelTask(ctx context.Context, in *CancelTa
 	return out, nil
 }
 
-func (c *taskExecutorServiceClient) TriggerCheckpoint(ctx context.Context, in *TriggerCheckpointOnTaskRequest, opts ...grpc.CallOption) (*TriggerCheckpointOnTaskResponse, error) {
+func (c *taskExecutorServiceClient) TriggerCheckpoint(ctx context.Context, in *v1.TriggerCheckpointOnTaskRequest, opts ...grpc.CallOption) (*v1.TriggerCheckpointOnTaskResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(TriggerCheckpointOnTaskResponse)
+	out := new(v1.TriggerCheckpointOnTaskResponse)
 	err := c.cc.Invoke(ctx, TaskExecutorService_TriggerCheckpoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -77,9 +78,9 @@ func (c *taskExecutorServiceClient) TriggerCheckpoint(ctx context.Context, in *T
 	return out, nil
 }
 
-func (c *taskExecutorServiceClient) NotifyCheckpointComplete(ctx context.Context, in *NotifyCheckpointCompleteRequest, opts ...grpc.CallOption) (*NotifyCheckpointCompleteResponse, error) {
+func (c *taskExecutorServiceClient) NotifyCheckpointComplete(ctx context.Context, in *v1.NotifyCheckpointCompleteRequest, opts ...grpc.CallOption) (*v1.NotifyCheckpointCompleteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(NotifyCheckpointCompleteResponse)
+	out := new(v1.NotifyCheckpointCompleteResponse)
 	err := c.cc.Invoke(ctx, TaskExecutorService_NotifyCheckpointComplete_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -87,9 +88,9 @@ func (c *taskExecutorServiceClient) NotifyCheckpointComplete(ctx context.Context
 	return out, nil
 }
 
-func (c *taskExecutorServiceClient) NotifyCheckpointAborted(ctx context.Context, in *NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*NotifyCheckpointAbortedResponse, error) {
+func (c *taskExecutorServiceClient) NotifyCheckpointAborted(ctx context.Context, in *v1.NotifyCheckpointAbortedRequest, opts ...grpc.CallOption) (*v1.NotifyCheckpointAbortedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(NotifyCheckpointAbortedResponse)
+	out := new(v1.NotifyCheckpointAbortedResponse)
 	err := c.cc.Invoke(ctx, TaskExecutorService_NotifyCheckpointAborted_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -103,11 +104,11 @@ func (c *taskExecutorServiceClient) NotifyCheckpointAborted(ctx context.Context,
 //
 // TaskExecutor is what the JobManager calls on a TaskManager.
 type TaskExecutorServiceServer interface {
-	DeployTask(context.Context, *DeployTaskRequest) (*DeployTaskResponse, error)
-	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
-	TriggerCheckpoint(context.Context, *TriggerCheckpointOnTaskRequest) (*TriggerCheckpointOnTaskResponse, error)
-	NotifyCheckpointComplete(context.Context, *NotifyCheckpointCompleteRequest) (*NotifyCheckpointCompleteResponse, error)
-	NotifyCheckpointAborted(context.Context, *NotifyCheckpointAbortedRequest) (*NotifyCheckpointAbortedResponse, error)
+	DeployTask(context.Context, *v1.DeployTaskRequest) (*v1.DeployTaskResponse, error)
+	CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error)
+	TriggerCheckpoint(context.Context, *v1.TriggerCheckpointOnTaskRequest) (*v1.TriggerCheckpointOnTaskResponse, error)
+	NotifyCheckpointComplete(context.Context, *v1.NotifyCheckpointCompleteRequest) (*v1.NotifyCheckpointCompleteResponse, error)
+	NotifyCheckpointAborted(context.Context, *v1.NotifyCheckpointAbortedRequest) (*v1.NotifyCheckpointAbortedResponse, error)
 	mustEmbedUnimplementedTaskExecutorServiceServer()
 }
 
@@ -118,19 +119,19 @@ type TaskExecutorServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedTaskExecutorServiceServer struct{}
 
-func (UnimplementedTaskExecutorServiceServer) DeployTask(context.Context, *DeployTaskRequest) (*DeployTaskResponse, error) {
+func (UnimplementedTaskExecutorServiceServer) DeployTask(context.Context, *v1.DeployTaskRequest) (*v1.DeployTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeployTask not implemented")
 }
-func (UnimplementedTaskExecutorServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error) {
+func (UnimplementedTaskExecutorServiceServer) CancelTask(context.Context, *v1.CancelTaskRequest) (*v1.CancelTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelTask not implemented")
 }
-func (UnimplementedTaskExecutorServiceServer) TriggerCheckpoint(context.Context, *TriggerCheckpointOnTaskRequest) (*TriggerCheckpointOnTaskResponse, error) {
+func (UnimplementedTaskExecutorServiceServer) TriggerCheckpoint(context.Context, *v1.TriggerCheckpointOnTaskRequest) (*v1.TriggerCheckpointOnTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TriggerCheckpoint not implemented")
 }
-func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointComplete(context.Context, *NotifyCheckpointCompleteRequest) (*NotifyCheckpointCompleteResponse, error) {
+func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointComplete(context.Context, *v1.NotifyCheckpointCompleteRequest) (*v1.NotifyCheckpointCompleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NotifyCheckpointComplete not implemented")
 }
-func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointAborted(context.Context, *NotifyCheckpointAbortedRequest) (*NotifyCheckpointAbortedResponse, error) {
+func (UnimplementedTaskExecutorServiceServer) NotifyCheckpointAborted(context.Context, *v1.NotifyCheckpointAbortedRequest) (*v1.NotifyCheckpointAbortedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NotifyCheckpointAborted not implemented")
 }
 func (UnimplementedTaskExecutorServiceServer) mustEmbedUnimplementedTaskExecutorServiceServer() {}
@@ -155,7 +156,7 @@ func RegisterTaskExecutorServiceServer(s grpc.ServiceRegistrar, srv TaskExecutor
 }
 
 func _TaskExecutorService_DeployTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeployTaskRequest)
+	in := new(v1.DeployTaskRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -167,13 +168,13 @@ func _TaskExecutorService_DeployTask_Handler(srv interface{}, ctx context.Contex
 		FullMethod: TaskExecutorService_DeployTask_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(TaskExecutorServiceServer).DeployTask(ctx, req.(*DeployTaskRequest))
+		return srv.(TaskExecutorServiceServer).DeployTask(ctx, req.(*v1.DeployTaskRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _TaskExecutorService_CancelTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CancelTaskRequest)
+	in := new(v1.CancelTaskRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -185,13 +186,13 @@ func _TaskExecutorService_CancelTask_Handler(srv interface{}, ctx context.Contex
 		FullMethod: TaskExecutorService_CancelTask_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(TaskExecutorServiceServer).CancelTask(ctx, req.(*CancelTaskRequest))
+		return srv.(TaskExecutorServiceServer).CancelTask(ctx, req.(*v1.CancelTaskRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _TaskExecutorService_TriggerCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(TriggerCheckpointOnTaskRequest)
+	in := new(v1.TriggerCheckpointOnTaskRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -203,13 +204,13 @@ func _TaskExecutorService_TriggerCheckpoint_Handler(srv interface{}, ctx context
 		FullMethod: TaskExecutorService_TriggerCheckpoint_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(TaskExecutorServiceServer).TriggerCheckpoint(ctx, req.(*TriggerCheckpointOnTaskRequest))
+		return srv.(TaskExecutorServiceServer).TriggerCheckpoint(ctx, req.(*v1.TriggerCheckpointOnTaskRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _TaskExecutorService_NotifyCheckpointComplete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(NotifyCheckpointCompleteRequest)
+	in := new(v1.NotifyCheckpointCompleteRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -221,13 +222,13 @@ func _TaskExecutorService_NotifyCheckpointComplete_Handler(srv interface{}, ctx 
 		FullMethod: TaskExecutorService_NotifyCheckpointComplete_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(TaskExecutorServiceServer).NotifyCheckpointComplete(ctx, req.(*NotifyCheckpointCompleteRequest))
+		return srv.(TaskExecutorServiceServer).NotifyCheckpointComplete(ctx, req.(*v1.NotifyCheckpointCompleteRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _TaskExecutorService_NotifyCheckpointAborted_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(NotifyCheckpointAbortedRequest)
+	in := new(v1.NotifyCheckpointAbortedRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func _TaskExecutorService_NotifyCheckpointAborted_Handler(srv interface{}, ctx c
 		FullMethod: TaskExecutorService_NotifyCheckpointAborted_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(TaskExecutorServiceServer).NotifyCheckpointAborted(ctx, req.(*NotifyCheckpointAbortedRequest))
+		return srv.(TaskExecutorServiceServer).NotifyCheckpointAborted(ctx, req.(*v1.NotifyCheckpointAbortedRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -273,5 +274,5 @@ var TaskExecutorService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "weir/v1/taskexecutor.proto",
+	Metadata: "weir/v1/taskexecutor_service.proto",
 }
