@@ -1,6 +1,8 @@
 // Package checkpoint holds what the checkpoint coordinator and the stores
 // of completed checkpoints share: the pointer to a completed checkpoint
-// and the store's one error the coordinator must tell apart. It lets the
+// and the store's one error the coordinator must tell apart; and how
+// shared state files are named, which the state backends write and the
+// sweep reads. It lets the
 // coordinator depend on the store's contract, not on an implementation
 // (the standalone store or etcd's, in internal/ha).
 package checkpoint

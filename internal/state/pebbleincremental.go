@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/checkpoint"
 	"github.com/weirproject/weir/internal/fault"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -157,7 +157,7 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (_ *w
 			if err := fault.Point(fault.IncrementalUpload); err != nil {
 				return nil, fmt.Errorf("state: upload %s: %w", name, err)
 			}
-			dst := blob.Join(s.p.cfg.SharedDir, sharedFileName(s.p.uid, s.id, name))
+			dst := blob.Join(s.p.cfg.SharedDir, checkpoint.SharedFileName(s.p.uid, s.id, name))
 			uploaded = append(uploaded, dst) // a partial upload is removed too
 			n, err := s.p.files.Upload(src, dst)
 			if err != nil {
@@ -195,19 +195,3 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (_ *w
 	return st, nil
 }
 
-// sharedFileName names an upload to the shared directory:
-// <store uid>_<checkpoint id>_<local name>.
-func sharedFileName(uid string, id int64, local string) string {
-	return fmt.Sprintf("%s_%d_%s", uid, id, local)
-}
-
-// SharedFileCheckpoint is the checkpoint that uploaded a file of the
-// shared directory, by the file's name (a partial upload's too).
-func SharedFileCheckpoint(name string) (int64, bool) {
-	parts := strings.SplitN(name, "_", 3)
-	if len(parts) != 3 {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(parts[1], 10, 64)
-	return id, err == nil
-}

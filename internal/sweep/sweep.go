@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/weirproject/weir/internal/state"
+	"github.com/weirproject/weir/internal/checkpoint"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -63,7 +63,7 @@ func Select(files []File, refs map[string]bool, maxID int64) []string {
 			continue
 		}
 		if maxID > 0 && !isChk {
-			if id, ok := state.SharedFileCheckpoint(path.Base(f.Rel)); !ok || id > maxID {
+			if id, ok := checkpoint.SharedFileCheckpoint(path.Base(f.Rel)); !ok || id > maxID {
 				continue
 			}
 		}
