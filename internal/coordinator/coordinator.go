@@ -631,6 +631,12 @@ func (c *Coordinator) preparingStep(id int64, at phase) *pending {
 	return nil
 }
 
+// SnapshottingCoordinators reports whether checkpoint id is waiting for
+// its operator coordinators' snapshots (not aborted meanwhile).
+func (c *Coordinator) SnapshottingCoordinators(id int64) bool {
+	return c.preparingStep(id, phaseCoordinators) != nil
+}
+
 // LocationReady delivers the storage location of checkpoint id.
 func (c *Coordinator) LocationReady(id int64, location string, err error) {
 	p := c.preparingStep(id, phaseLocation)

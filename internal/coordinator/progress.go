@@ -16,16 +16,3 @@ func (c *Coordinator) Progress(a *weirv1.ExecutionAttemptID, progress []*weirv1.
 		c.stats.progress(p.GetCheckpointId(), a, p, now)
 	}
 }
-
-// Progress is Coordinator.Progress on the driver's goroutine. It never
-// blocks: heartbeats call it, and a report is worth less than a heartbeat
-// that is on time, so it is dropped when the driver is behind.
-func (d *Driver) Progress(a *weirv1.ExecutionAttemptID, progress []*weirv1.CheckpointProgress) {
-	if d.ctx.Err() != nil {
-		return
-	}
-	select {
-	case d.events <- func() { d.sm.Progress(a, progress) }:
-	default:
-	}
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/weirproject/weir/internal/checkpointing"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -121,7 +123,7 @@ func (s *Server) runningJob(id string) (*jobMaster, error) {
 	return j, nil
 }
 
-func triggerError(jobID string, r coordinator.Result) error {
+func triggerError(jobID string, r checkpointing.Result) error {
 	var f *coordinator.Failure
 	switch {
 	case r.Err == nil:
@@ -135,10 +137,10 @@ func triggerError(jobID string, r coordinator.Result) error {
 	}
 }
 
-func (s *Server) trigger(ctx context.Context, jobID string, kind coordinator.RequestKind, target string) (coordinator.Result, error) {
+func (s *Server) trigger(ctx context.Context, jobID string, kind coordinator.RequestKind, target string) (checkpointing.Result, error) {
 	j, err := s.runningJob(jobID)
 	if err != nil {
-		return coordinator.Result{}, err
+		return checkpointing.Result{}, err
 	}
 	r := j.coord.Trigger(ctx, kind, target)
 	return r, triggerError(jobID, r)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/restart"
@@ -28,7 +29,7 @@ type jobMaster struct {
 	id, name  string
 	submitted time.Time
 	log       *slog.Logger
-	coord     *coordinator.Driver
+	coord     *checkpointing.Driver
 	store     checkpointStore
 	counter   checkpointCounter
 	services  haServices
@@ -111,7 +112,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	}
 	j.mailbox.init()
 	cp := g.GetCheckpointing()
-	j.coord = coordinator.NewDriver(coordinator.Config{
+	j.coord = checkpointing.New(coordinator.Config{
 		JobID:    id,
 		Interval: cp.GetInterval().AsDuration(),
 		// Unset: the interval throughout, as 0 cannot say.
@@ -124,7 +125,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		MaxParallelism:        int(g.GetMaxParallelism()),
 		Options:               checkpointOptions(g),
 		AlignRescale:          jobgraph.HasBroadcastEdge(g),
-	}, coordinator.Deps{
+	}, checkpointing.Deps{
 		Counter: j.counter,
 		Store:   j.store,
 		Storage: jobStorage{j: j},

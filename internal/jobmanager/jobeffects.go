@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/rpcpolicy"
@@ -311,7 +312,7 @@ func (j *jobMaster) finalCheckpoint(generation int64) {
 			return
 		}
 		r := j.coord.Trigger(j.ctx, coordinator.Manual, "")
-		if r.Err == nil || errors.Is(r.Err, coordinator.ErrShutDown) {
+		if r.Err == nil || errors.Is(r.Err, checkpointing.ErrShutDown) {
 			return
 		}
 		j.log.Info("final checkpoint failed; retrying", "err", r.Err)

@@ -24,7 +24,7 @@ import (
 
 	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/blob"
-	"github.com/weirproject/weir/internal/coordinator"
+	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/members"
 	"github.com/weirproject/weir/internal/restapi"
@@ -133,7 +133,7 @@ type Server struct {
 	creds    credentials.TransportCredentials
 	storage  storage.Storage
 	reg      *prometheus.Registry
-	ckptMet  *coordinator.Metrics
+	ckptMet  *checkpointing.Metrics
 	jobState *prometheus.GaugeVec
 	tmGauge  prometheus.Gauge
 	tmLost   *prometheus.CounterVec
@@ -179,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 		storage: storage.Storage{Dir: cfg.CheckpointDir},
 		now:     time.Now,
 		reg:     reg,
-		ckptMet: coordinator.NewMetrics(reg),
+		ckptMet: checkpointing.NewMetrics(reg),
 		jobState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "weir_job_state", Help: "1 for the job's current state.",
 		}, []string{"job_id", "job_name", "state"}),

@@ -58,7 +58,7 @@ type completed struct {
 // jobManager is the simulated JobManager: one job's scheduler and
 // checkpoint coordinator, the TaskManagers registered, the slot pool and
 // the checkpoint store, driven as internal/jobmanager and the
-// coordinator's Driver drive them.
+// checkpointing.Driver drive them.
 type jobManager struct {
 	w *world
 	// addr is this JobManager's host, and its ID as TaskManagers know it.

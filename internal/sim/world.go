@@ -9,7 +9,7 @@
 // (internal/scheduler), the checkpoint coordinator (internal/coordinator),
 // a TaskManager's registration (internal/registration) and its table of
 // attempts (internal/attempts) — and carry out their effects the way the
-// daemons' drivers do (internal/jobmanager, internal/coordinator's Driver,
+// daemons' drivers do (internal/jobmanager, internal/checkpointing's Driver,
 // internal/taskmanager), with the network and the clock simulated. The
 // subtasks are simulated: sources that run for a while and end (bounded
 // jobs) or not, barriers that travel downstream, acks, sinks that commit

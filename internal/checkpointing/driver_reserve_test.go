@@ -1,4 +1,4 @@
-package coordinator
+package checkpointing
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/coordinator"
 
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -58,7 +60,7 @@ func (s *heldReservations) reserving(t *testing.T) string {
 // trigger, and the completion waits for it and writes into it.
 func TestDriverReservationBesideTrigger(t *testing.T) {
 	e, held := newHeldReservations(t, nil)
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	dir := held.reserving(t)
 	e.triggered(1, "CHECKPOINT") // while the reservation is held
 	e.ackAll(1, e.chk(1))
@@ -79,7 +81,7 @@ func TestDriverReservationBesideTrigger(t *testing.T) {
 // a failed _metadata write does, with its error.
 func TestDriverReservationFails(t *testing.T) {
 	e, held := newHeldReservations(t, errors.New("no space left on device"))
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	held.reserving(t)
 	held.releaseOnce()
 	e.triggered(1, "CHECKPOINT")
@@ -96,7 +98,7 @@ func TestDriverReservationFails(t *testing.T) {
 // leave a file in a directory being removed.
 func TestDriverDiscardAwaitsReservation(t *testing.T) {
 	e, held := newHeldReservations(t, nil)
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	dir := held.reserving(t)
 	e.triggered(1, "CHECKPOINT")
 	e.d.Decline(&weirv1.DeclineCheckpointRequest{Attempt: e.tasks[2].Attempt, CheckpointId: 1, Message: "io"})

@@ -1,4 +1,4 @@
-package coordinator
+package checkpointing
 
 import "github.com/prometheus/client_golang/prometheus"
 

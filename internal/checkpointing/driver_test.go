@@ -1,4 +1,4 @@
-package coordinator
+package checkpointing
 
 // Driver tests: the Driver on real goroutines, with fakes for everything it
 // talks to. A fake TimerClock (After returns a channel the test fires by
@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/coordinator"
 
 	"go.uber.org/goleak"
 
@@ -409,26 +411,26 @@ type driverEnv struct {
 	storage *dirStorage
 	counter *counter
 	d       *Driver
-	tasks   []Task
+	tasks   []coordinator.Task
 }
 
 // testTasks are two sources and a sink.
-func testTasks() []Task {
+func testTasks() []coordinator.Task {
 	at := func(v string, i int32) *weirv1.ExecutionAttemptID {
 		return &weirv1.ExecutionAttemptID{JobId: "job-1", Vertex: v, SubtaskIndex: i}
 	}
-	return []Task{{Attempt: at("src", 0), Source: true}, {Attempt: at("src", 1), Source: true}, {Attempt: at("sink", 0)}}
+	return []coordinator.Task{{Attempt: at("src", 0), Source: true}, {Attempt: at("src", 1), Source: true}, {Attempt: at("sink", 0)}}
 }
 
-func testConfig() Config {
-	return Config{JobID: "job-1", Timeout: 10 * time.Second, MaxConcurrent: 1, Tolerable: -1, MaxParallelism: 128,
+func testConfig() coordinator.Config {
+	return coordinator.Config{JobID: "job-1", Timeout: 10 * time.Second, MaxConcurrent: 1, Tolerable: -1, MaxParallelism: 128,
 		Options: &weirv1.CheckpointOptions{ExactlyOnce: true}}
 }
 
 // newDriverEnv starts a driver whose fakes record into rec (nil: a new
 // recorder); edit adjusts its Deps. Cleanup closes it and checks that no
 // goroutine outlives it.
-func newDriverEnv(t *testing.T, cfg Config, rec *recorder, edit func(*Deps)) *driverEnv {
+func newDriverEnv(t *testing.T, cfg coordinator.Config, rec *recorder, edit func(*Deps)) *driverEnv {
 	if rec == nil {
 		rec = newRecorder()
 	}
@@ -447,7 +449,7 @@ func newDriverEnv(t *testing.T, cfg Config, rec *recorder, edit func(*Deps)) *dr
 	if edit != nil {
 		edit(&deps)
 	}
-	e.d = NewDriver(cfg, deps)
+	e.d = New(cfg, deps)
 	go e.d.Run()
 	t.Cleanup(func() {
 		e.d.Close()
@@ -458,7 +460,7 @@ func newDriverEnv(t *testing.T, cfg Config, rec *recorder, edit func(*Deps)) *dr
 
 // trigger requests a checkpoint on another goroutine; the result comes on
 // the channel.
-func (e *driverEnv) trigger(kind RequestKind, target string) <-chan Result {
+func (e *driverEnv) trigger(kind coordinator.RequestKind, target string) <-chan Result {
 	ch := make(chan Result, 1)
 	go func() { ch <- e.d.Trigger(context.Background(), kind, target) }()
 	return ch
@@ -478,7 +480,7 @@ func waitResult(t *testing.T, ch <-chan Result) Result {
 // wantFailure checks that r failed for reason.
 func wantFailure(t *testing.T, r Result, reason weirv1.CheckpointFailureReason) {
 	t.Helper()
-	var f *Failure
+	var f *coordinator.Failure
 	if !errors.As(r.Err, &f) || f.Reason != reason {
 		t.Fatalf("result %+v: want a failure with reason %s", r, reason)
 	}
@@ -486,7 +488,7 @@ func wantFailure(t *testing.T, r Result, reason weirv1.CheckpointFailureReason) 
 
 // ack acknowledges checkpoint id for task with a state file written into
 // dir, as a subtask would; it returns the file's path.
-func (e *driverEnv) ack(task Task, id int64, dir string) string {
+func (e *driverEnv) ack(task coordinator.Task, id int64, dir string) string {
 	e.t.Helper()
 	a := task.Attempt
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d-chk-%d.state", a.GetVertex(), a.GetSubtaskIndex(), id))
@@ -588,7 +590,7 @@ func TestDriverPeriodicCheckpoint(t *testing.T) {
 		t.Errorf("stats: %v", st)
 	}
 
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	e.triggered(2, "CHECKPOINT")
 	e.ackAll(2, e.chk(2))
 	r := waitResult(t, res)
@@ -626,7 +628,7 @@ func TestDriverCoordinatorEventsHeldUntilTriggerSent(t *testing.T) {
 	e.gw.setOnTrigger(blockUntil(release))
 	e.d.Start(e.tasks)
 
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	e.triggered(1, "CHECKPOINT")
 	e.rec.before(t, "counter call 1", "location chk-1")
 	e.rec.before(t, "location chk-1", "snapshot enumerator id=1")
@@ -693,7 +695,7 @@ func TestDriverTriggerFailureAborts(t *testing.T) {
 	})
 	e.d.Start(e.tasks)
 
-	r := waitResult(t, e.trigger(Manual, ""))
+	r := waitResult(t, e.trigger(coordinator.Manual, ""))
 	wantFailure(t, r, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE)
 	if r.ID != 1 {
 		t.Errorf("failed checkpoint ID %d, want 1", r.ID)
@@ -732,7 +734,7 @@ func TestDriverHookFailureReleases(t *testing.T) {
 	})
 	e.d.Start(e.tasks)
 
-	r := waitResult(t, e.trigger(Manual, ""))
+	r := waitResult(t, e.trigger(coordinator.Manual, ""))
 	wantFailure(t, r, weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_TRIGGER_CHECKPOINT_FAILURE)
 	e.aborted(1)
 	e.rec.waitFor(t, "coordinator-aborted enumerator id=1", "discard chk-1", "event split-after-1 delivered")
@@ -771,12 +773,12 @@ func TestDriverStopAbortsInFlight(t *testing.T) {
 	defer close(releaseCounter)
 	e.d.Start(e.tasks)
 
-	ckpt := e.trigger(Manual, "")
+	ckpt := e.trigger(coordinator.Manual, "")
 	e.triggered(1, "CHECKPOINT")
 	spDir := filepath.Join(e.storage.root, "sp")
-	sp := e.trigger(Savepoint, spDir)
+	sp := e.trigger(coordinator.Savepoint, spDir)
 	e.triggered(2, "SAVEPOINT")
-	third := e.trigger(Savepoint, spDir)
+	third := e.trigger(coordinator.Savepoint, spDir)
 	e.rec.waitFor(t, "counter call 3")
 
 	e.d.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_FAILOVER_REGION)
@@ -790,7 +792,7 @@ func TestDriverStopAbortsInFlight(t *testing.T) {
 	wantGone(t, filepath.Join(spDir, "savepoint-2"))
 
 	// Stopped: new requests fail at once.
-	wantFailure(t, waitResult(t, e.trigger(Manual, "")), weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING)
+	wantFailure(t, waitResult(t, e.trigger(coordinator.Manual, "")), weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_JOB_NOT_RUNNING)
 }
 
 // TestDriverCloseWithWaitingTrigger: Close with a request waiting in
@@ -800,14 +802,14 @@ func TestDriverCloseWithWaitingTrigger(t *testing.T) {
 	e := newDriverEnv(t, testConfig(), nil, nil)
 	e.gw.setOnTrigger(blockUntil(nil))
 	e.d.Start(e.tasks)
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	e.triggered(1, "CHECKPOINT")
 
 	e.d.Close()
 	if r := waitResult(t, res); !errors.Is(r.Err, ErrShutDown) {
 		t.Fatalf("waiting Trigger got %+v, want ErrShutDown", r)
 	}
-	if r := e.d.Trigger(context.Background(), Manual, ""); !errors.Is(r.Err, ErrShutDown) {
+	if r := e.d.Trigger(context.Background(), coordinator.Manual, ""); !errors.Is(r.Err, ErrShutDown) {
 		t.Errorf("Trigger after Close: %+v, want ErrShutDown", r)
 	}
 	if r := e.d.StopWithSavepoint(context.Background(), "", false); !errors.Is(r.Err, ErrShutDown) {
@@ -844,9 +846,9 @@ func TestDriverValveHeldAcrossOtherAbort(t *testing.T) {
 	e := newDriverEnv(t, cfg, rec, func(d *Deps) { d.Coordinators = []*CoordinatorHolder{enum.holder()} })
 	e.d.Start(e.tasks)
 
-	first := e.trigger(Manual, "")
+	first := e.trigger(coordinator.Manual, "")
 	e.triggered(1, "CHECKPOINT")
-	second := e.trigger(Manual, "")
+	second := e.trigger(coordinator.Manual, "")
 	e.rec.waitFor(t, "sent split-after-2")
 
 	e.d.Decline(&weirv1.DeclineCheckpointRequest{Attempt: e.tasks[2].Attempt, CheckpointId: 1, Message: "disk full"})
@@ -890,7 +892,7 @@ func TestDriverLateCoordinatorSnapshotReopensValve(t *testing.T) {
 	})
 	e.d.Start(e.tasks)
 
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	e.rec.waitFor(t, "snapshot enumerator id=1")
 	e.clock.waitArmed(t, epoch.Add(10*time.Second))
 	e.clock.Advance(10 * time.Second)
@@ -941,3 +943,26 @@ func TestDriverStopWithSavepoint(t *testing.T) {
 	e.rec.waitFor(t, "fail-job coordinator: stop-with-savepoint failed: coordinator: checkpoint failed: CHECKPOINT_FAILURE_REASON_CHECKPOINT_DECLINED: declined by job-1/sink/0/0: io")
 	e.aborted(2)
 }
+
+// epoch is where the tests' clocks start.
+var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fmtAttempt names an attempt as the gateways record it: vertex/index,
+// with #attempt after a restart.
+func fmtAttempt(a *weirv1.ExecutionAttemptID) string {
+	s := fmt.Sprintf("%s/%d", a.GetVertex(), a.GetSubtaskIndex())
+	if a.GetAttempt() != 0 {
+		s += fmt.Sprintf("#%d", a.GetAttempt())
+	}
+	return s
+}
+
+func shortType(t weirv1.CheckpointType) string {
+	return strings.TrimPrefix(t.String(), "CHECKPOINT_TYPE_")
+}
+
+// constSource is a rand.Source that always returns the same value: with
+// math.MaxUint64 the first periodic delay is the whole interval.
+type constSource uint64
+
+func (s constSource) Uint64() uint64 { return uint64(s) }

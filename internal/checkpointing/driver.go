@@ -1,4 +1,4 @@
-package coordinator
+package checkpointing
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/weirproject/weir/internal/coordinator"
 
 	"github.com/weirproject/weir/internal/checkpoint"
 
@@ -54,7 +56,7 @@ type TaskGateway interface {
 
 // TimerClock is the driver's clock: the state machine's Now plus timers.
 type TimerClock interface {
-	Clock
+	coordinator.Clock
 	After(d time.Duration) <-chan time.Time
 }
 
@@ -85,7 +87,7 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Shared counts references to incremental checkpoints' shared files;
 	// a new one when nil.
-	Shared *SharedRegistry
+	Shared *coordinator.SharedRegistry
 }
 
 // Result is the outcome of a manual trigger.
@@ -102,7 +104,7 @@ var ErrShutDown = errors.New("coordinator: shut down")
 // there — and carries out its effects on other goroutines, feeding their
 // outcomes back as events. No I/O happens on the loop.
 type Driver struct {
-	sm      *Coordinator
+	sm      *coordinator.Coordinator
 	deps    Deps
 	log     *slog.Logger
 	metrics *jobMetrics
@@ -119,13 +121,13 @@ type Driver struct {
 	// that an event costs no timer allocation (nil with an injected clock).
 	timer  *time.Timer
 	disc   *discarder
-	ledger Ledger
+	ledger coordinator.Ledger
 	// finalizing counts Finalize effects in flight (AwaitFinalizations).
 	finalizing sync.WaitGroup
 }
 
 // NewDriver makes a driver; Run starts it.
-func NewDriver(cfg Config, deps Deps) *Driver {
+func New(cfg coordinator.Config, deps Deps) *Driver {
 	if deps.Clock == nil {
 		deps.Clock = realClock{}
 	}
@@ -139,14 +141,14 @@ func NewDriver(cfg Config, deps Deps) *Driver {
 		deps.Metrics = NewMetrics(nil)
 	}
 	if deps.Shared == nil {
-		deps.Shared = NewSharedRegistry()
+		deps.Shared = coordinator.NewSharedRegistry()
 	}
 	cfg.OperatorCoordinators = len(deps.Coordinators) > 0
 	cfg.MasterHooks = len(deps.Hooks) > 0
 	ctx, cancel := context.WithCancel(context.Background())
 	log := deps.Logger.With("job_id", cfg.JobID)
 	d := &Driver{
-		sm:      New(cfg, deps.Clock, deps.Rand),
+		sm:      coordinator.New(cfg, deps.Clock, deps.Rand),
 		deps:    deps,
 		log:     log,
 		metrics: deps.Metrics.forJob(cfg.JobID, deps.JobName),
@@ -159,7 +161,7 @@ func NewDriver(cfg Config, deps Deps) *Driver {
 		reservations: map[string]<-chan error{},
 	}
 	d.disc = newDiscarder(deps.Storage, log)
-	d.ledger = Ledger{Shared: deps.Shared}
+	d.ledger = coordinator.Ledger{Shared: deps.Shared}
 	return d
 }
 
@@ -296,7 +298,7 @@ func (d *Driver) Restore(ctx context.Context, md *weirv1.CheckpointMetadata, pat
 }
 
 // Start activates periodic checkpoints for a running job.
-func (d *Driver) Start(tasks []Task) { d.post(func() { d.sm.Start(tasks) }) }
+func (d *Driver) Start(tasks []coordinator.Task) { d.post(func() { d.sm.Start(tasks) }) }
 
 // Stop aborts everything in flight; the job left RUNNING.
 func (d *Driver) Stop(reason weirv1.CheckpointFailureReason) { d.call(func() { d.sm.Stop(reason) }) }
@@ -307,7 +309,9 @@ func (d *Driver) SourceBacklog(a *weirv1.ExecutionAttemptID, backlog bool) {
 }
 
 // Reconfigure changes periodic checkpointing on the running coordinator.
-func (d *Driver) Reconfigure(r Reconfiguration) bool { return d.call(func() { d.sm.Reconfigure(r) }) }
+func (d *Driver) Reconfigure(r coordinator.Reconfiguration) bool {
+	return d.call(func() { d.sm.Reconfigure(r) })
+}
 
 // TaskFinished records a finished subtask.
 func (d *Driver) TaskFinished(a *weirv1.ExecutionAttemptID) { d.post(func() { d.sm.TaskFinished(a) }) }
@@ -321,7 +325,7 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 			d.log.Error("refusing checkpoint ack: its state references deleted shared files",
 				"checkpoint_id", ack.GetCheckpointId(), "attempt", ack.GetAttempt().Key(), "err", refused)
 			d.disc.add(discard{Deletion: *del})
-		case r != AckSuccess:
+		case r != coordinator.AckSuccess:
 			d.log.Info("checkpoint ack not used", "checkpoint_id", ack.GetCheckpointId(), "attempt", ack.GetAttempt().Key(), "result", r)
 		}
 	})
@@ -337,8 +341,8 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 func (d *Driver) Decline(dec *weirv1.DeclineCheckpointRequest) { d.post(func() { d.sm.Decline(dec) }) }
 
 // Trigger requests a checkpoint or savepoint and waits for its outcome.
-func (d *Driver) Trigger(ctx context.Context, kind RequestKind, target string) Result {
-	return d.await(ctx, func() int64 { return d.sm.Trigger(kind, kind == Savepoint, target) })
+func (d *Driver) Trigger(ctx context.Context, kind coordinator.RequestKind, target string) Result {
+	return d.await(ctx, func() int64 { return d.sm.Trigger(kind, kind == coordinator.Savepoint, target) })
 }
 
 // ResumePeriodic resumes the periodic checkpoints a rescale's checkpoint
@@ -383,15 +387,15 @@ func (d *Driver) Detail(id int64) (*weirv1.GetCheckpointResponse, bool) {
 	return out, ok
 }
 
-func (d *Driver) process(effects []Effect) {
+func (d *Driver) process(effects []coordinator.Effect) {
 	for _, e := range effects {
 		switch e := e.(type) {
-		case AllocateID:
+		case coordinator.AllocateID:
 			d.goIO(func(ctx context.Context) {
 				id, err := d.deps.Counter.Next(ctx)
 				d.post(func() { d.sm.IDAllocated(e.Request, id, err) })
 			})
-		case InitLocation:
+		case coordinator.InitLocation:
 			d.goIO(func(ctx context.Context) {
 				loc, err := d.deps.Storage.InitLocation(ctx, e.ID, e.Savepoint, e.Target)
 				reserved := make(chan error, 1)
@@ -408,11 +412,11 @@ func (d *Driver) process(effects []Effect) {
 					reserved <- d.deps.Storage.ReserveMetadata(ctx, loc)
 				}
 			})
-		case SnapshotOperatorCoordinators:
+		case coordinator.SnapshotOperatorCoordinators:
 			d.goIO(func(ctx context.Context) {
 				states, err := d.snapshotCoordinators(ctx, e.ID)
 				d.post(func() {
-					if d.sm.preparingStep(e.ID, phaseCoordinators) == nil {
+					if !d.sm.SnapshottingCoordinators(e.ID) {
 						// Aborted while the coordinators snapshotted: its
 						// NotifyAborted may have come before a valve was
 						// closed for it, which would then stay closed.
@@ -423,15 +427,15 @@ func (d *Driver) process(effects []Effect) {
 					d.sm.CoordinatorsSnapshotted(e.ID, states, err)
 				})
 			})
-		case SnapshotMasterHooks:
+		case coordinator.SnapshotMasterHooks:
 			d.goIO(func(ctx context.Context) {
 				states, err := d.snapshotHooks(ctx, e.ID, e.Timestamp)
 				d.post(func() { d.sm.MasterHooksDone(e.ID, states, err) })
 			})
-		case SendTrigger:
+		case coordinator.SendTrigger:
 			d.metrics.triggered.Inc()
 			d.goIO(func(ctx context.Context) { d.sendTrigger(ctx, e) })
-		case Finalize:
+		case coordinator.Finalize:
 			d.finalizing.Add(1)
 			reserved := d.takeReservation(e.Location)
 			d.goIO(func(ctx context.Context) {
@@ -444,7 +448,7 @@ func (d *Driver) process(effects []Effect) {
 				}
 				d.post(func() { d.sm.Finalized(e.ID, path, subsumed, err) })
 			})
-		case NotifyComplete:
+		case coordinator.NotifyComplete:
 			if e.Repeat {
 				d.log.Info("final checkpoint: notifying the subtasks that have not finished again", "checkpoint_id", e.ID, "subtasks", len(e.Tasks))
 			} else {
@@ -462,7 +466,7 @@ func (d *Driver) process(effects []Effect) {
 					}
 				})
 			}
-		case NotifyAborted:
+		case coordinator.NotifyAborted:
 			for _, h := range d.deps.Coordinators {
 				h.Coordinator.NotifyCheckpointAborted(e.ID)
 				h.Valve.open(e.ID)
@@ -474,12 +478,12 @@ func (d *Driver) process(effects []Effect) {
 					}
 				})
 			}
-		case DiscardState:
+		case coordinator.DiscardState:
 			// Decided on the loop, so no ack registers a file in between.
 			d.disc.add(discard{Deletion: d.ledger.Discarded(e), reserved: d.takeReservation(e.Location)})
-		case RequestDone:
+		case coordinator.RequestDone:
 			d.finished(e)
-		case FailJob:
+		case coordinator.FailJob:
 			d.log.Error("failing job: checkpoint failure", "err", e.Cause)
 			if d.deps.FailJob != nil {
 				d.goIO(func(context.Context) { d.deps.FailJob(e.Cause) })
@@ -516,7 +520,7 @@ func (d *Driver) snapshotHooks(ctx context.Context, id int64, ts time.Time) ([]*
 
 // sendTrigger triggers every source, then releases the operator
 // coordinators' held-back events: they now reach tasks behind the barrier.
-func (d *Driver) sendTrigger(ctx context.Context, e SendTrigger) {
+func (d *Driver) sendTrigger(ctx context.Context, e coordinator.SendTrigger) {
 	tasks := e.Tasks
 	var first, rest error
 	var wg sync.WaitGroup
@@ -559,7 +563,7 @@ func (d *Driver) takeReservation(location string) <-chan error {
 // finalize writes the metadata and, for checkpoints, adds it to the store
 // and discards what the store subsumed. reserved, if not nil, yields the
 // outcome of the location's ReserveMetadata.
-func (d *Driver) finalize(ctx context.Context, f Finalize, reserved <-chan error) (string, int64, error) {
+func (d *Driver) finalize(ctx context.Context, f coordinator.Finalize, reserved <-chan error) (string, int64, error) {
 	var err error
 	if reserved != nil {
 		select {
@@ -646,12 +650,12 @@ func discardFiles(paths []string) error {
 	return errors.Join(errs...)
 }
 
-func (d *Driver) finished(e RequestDone) {
+func (d *Driver) finished(e coordinator.RequestDone) {
 	if ch, ok := d.waiters[e.Request]; ok {
 		ch <- Result{ID: e.ID, Path: e.Path, Err: e.Err}
 		delete(d.waiters, e.Request)
 	}
-	var f *Failure
+	var f *coordinator.Failure
 	switch {
 	case e.Err == nil:
 		st, _ := d.sm.CheckpointDetail(e.ID)
@@ -674,7 +678,7 @@ func (d *Driver) finished(e RequestDone) {
 
 // discard is the state one subsumed or aborted checkpoint leaves behind.
 type discard struct {
-	Deletion
+	coordinator.Deletion
 	// reserved, if not nil, is the location's ReserveMetadata, awaited
 	// before the location goes so that it does not create a file in a
 	// directory being removed.
@@ -785,4 +789,17 @@ func (q *discarder) close() {
 	q.closed = true
 	q.mu.Unlock()
 	q.wg.Wait()
+}
+
+// Progress is Coordinator.Progress on the driver's goroutine. It never
+// blocks: heartbeats call it, and a report is worth less than a heartbeat
+// that is on time, so it is dropped when the driver is behind.
+func (d *Driver) Progress(a *weirv1.ExecutionAttemptID, progress []*weirv1.CheckpointProgress) {
+	if d.ctx.Err() != nil {
+		return
+	}
+	select {
+	case d.events <- func() { d.sm.Progress(a, progress) }:
+	default:
+	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package checkpointing
 
 // Driver tests of the paths where a completed checkpoint could be lost or
 // its output committed twice: an ambiguous store write, a failover racing a
@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/coordinator"
 
 	"github.com/weirproject/weir/internal/checkpoint"
 
@@ -44,13 +46,13 @@ func TestDriverUnknownStoreOutcomeKeepsFiles(t *testing.T) {
 	e := newDriverEnv(t, testConfig(), nil, func(d *Deps) { d.Store = store })
 	e.d.Start(e.tasks)
 
-	first := e.trigger(Manual, "")
+	first := e.trigger(coordinator.Manual, "")
 	e.triggered(1, "CHECKPOINT")
 	e.ackAll(1, e.chk(1))
 	if r := waitResult(t, first); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	second := e.trigger(Manual, "")
+	second := e.trigger(coordinator.Manual, "")
 	e.triggered(2, "CHECKPOINT")
 	e.ackAll(2, e.chk(2))
 	wantFailure(t, waitResult(t, second), weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_FINALIZE_CHECKPOINT_FAILURE)
@@ -104,7 +106,7 @@ func TestDriverAwaitFinalizationsAfterStop(t *testing.T) {
 		d.Storage, d.Store = slow, store
 	})
 	e.d.Start(e.tasks)
-	res := e.trigger(Manual, "")
+	res := e.trigger(coordinator.Manual, "")
 	e.triggered(1, "CHECKPOINT")
 	e.ackAll(1, e.chk(1))
 	select {
@@ -148,7 +150,7 @@ func TestDriverStopWithSavepointIsRestorePoint(t *testing.T) {
 	store := ha.NewStandaloneStore(1)
 	e := newDriverEnv(t, testConfig(), nil, func(d *Deps) { d.Store = store })
 	e.d.Start(e.tasks)
-	first := e.trigger(Manual, "")
+	first := e.trigger(coordinator.Manual, "")
 	e.triggered(1, "CHECKPOINT")
 	e.ackAll(1, e.chk(1))
 	if r := waitResult(t, first); r.Err != nil {
@@ -174,7 +176,7 @@ func TestDriverStopWithSavepointIsRestorePoint(t *testing.T) {
 	// The job restarted and a checkpoint subsumes the savepoint: the
 	// savepoint's files stay.
 	e.d.Start(e.tasks)
-	third := e.trigger(Manual, "")
+	third := e.trigger(coordinator.Manual, "")
 	e.triggered(3, "CHECKPOINT")
 	e.ackAll(3, e.chk(3))
 	if r := waitResult(t, third); r.Err != nil {
@@ -208,14 +210,14 @@ func TestDriverWaitsForCleanups(t *testing.T) {
 	})
 	e.d.Start(e.tasks)
 	for id := int64(1); id <= 3; id++ { // 1 and 2 are subsumed: two deletions
-		res := e.trigger(Manual, "")
+		res := e.trigger(coordinator.Manual, "")
 		e.triggered(id, "CHECKPOINT")
 		e.ackAll(id, e.chk(id))
 		if r := waitResult(t, res); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
-	held := e.trigger(Manual, "")
+	held := e.trigger(coordinator.Manual, "")
 	// The trigger is decided on the loop: a round trip makes sure it was.
 	e.d.call(func() {})
 	if e.rec.has("counter call 4") {

@@ -1,4 +1,4 @@
-package coordinator
+package checkpointing
 
 import (
 	"testing"
