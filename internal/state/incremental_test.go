@@ -212,4 +212,3 @@ func TestCleanLocalDir(t *testing.T) {
 		t.Fatalf("unrelated file removed: %v", err)
 	}
 }
-

@@ -194,4 +194,3 @@ func (s *pebbleNative) Write(dir, vertex string, subtask, parallelism int) (_ *w
 	s.p.mu.Unlock()
 	return st, nil
 }
-

@@ -3,6 +3,7 @@ package task
 import (
 	"time"
 
+	"github.com/weirproject/weir/internal/barrier"
 	"github.com/weirproject/weir/internal/exchange"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -10,7 +11,7 @@ import (
 // apply carries out a barrier handler decision made at now. overtaken, if
 // set, is called once the snapshot is taken, with the channel state being
 // recorded, so the event's caller can add what the barrier overtook.
-func (t *Task) apply(d Decision, now time.Time, overtaken func(*channelRecorder)) error {
+func (t *Task) apply(d barrier.Decision, now time.Time, overtaken func(*channelRecorder)) error {
 	for _, id := range d.AbortedIDs() {
 		if id == 0 {
 			continue
@@ -70,11 +71,11 @@ type outputTimeout struct {
 }
 
 // modeOf is barrier b's mode; b's options, or the subtask's.
-func (t *Task) modeOf(b *weirv1.CheckpointBarrier) (Mode, time.Duration) {
+func (t *Task) modeOf(b *weirv1.CheckpointBarrier) (barrier.Mode, time.Duration) {
 	if b.GetOptions() == nil {
-		return ModeOf(t.desc.GetCheckpointOptions())
+		return barrier.ModeOf(t.desc.GetCheckpointOptions())
 	}
-	return ModeOf(b.GetOptions())
+	return barrier.ModeOf(b.GetOptions())
 }
 
 func (t *Task) holdsBarrier(id int64) bool {
@@ -98,7 +99,7 @@ func (t *Task) settleOutput(convert bool) {
 	t.outTO = nil
 	if convert {
 		for i, w := range t.writers {
-			overtaken, held := w.ConvertBarrier(o.id, toUnaligned)
+			overtaken, held := w.ConvertBarrier(o.id, barrier.ToUnaligned)
 			o.rec.unaligned = o.rec.unaligned || held
 			for sub, bufs := range overtaken {
 				for _, b := range bufs {

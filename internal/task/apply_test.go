@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/internal/barrier"
 	"github.com/weirproject/weir/internal/exchange"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -45,7 +46,7 @@ func TestApplyForwardsCancelMarkerOfNewerCheckpoint(t *testing.T) {
 		asyncCtx: ctx,
 		writers:  []*exchange.RecordWriter{exchange.NewRecordWriter(ctx, part, weirv1.Partitioner_PARTITIONER_HASH, 128, 0, 16)},
 	}
-	h := NewBarrierHandler(2, ModeAligned, 0)
+	h := barrier.New(2, barrier.ModeAligned, 0)
 	if _, err := h.OnBarrier(0, &weirv1.CheckpointBarrier{CheckpointId: 5}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestApplyForwardsCancelMarkerOfNewerCheckpoint(t *testing.T) {
 		}
 	}
 	// The newer checkpoint's barriers, arriving later, are ignored.
-	if d, err := h.OnBarrier(0, &weirv1.CheckpointBarrier{CheckpointId: 6}, time.Now()); err != nil || d != (Decision{}) {
+	if d, err := h.OnBarrier(0, &weirv1.CheckpointBarrier{CheckpointId: 6}, time.Now()); err != nil || d != (barrier.Decision{}) {
 		t.Fatalf("late barrier 6: %+v %v", d, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/weirproject/weir/internal/barrier"
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/fault"
@@ -53,8 +54,8 @@ func (t *Task) TriggerCheckpoint(id, timestampMs int64, opts *weirv1.CheckpointO
 		// A source has nothing to align; with unaligned checkpoints its
 		// barrier still overtakes its queued output. (An aligned-timeout
 		// barrier goes out aligned: its consumers time it out.)
-		mode, _ := ModeOf(opts)
-		return t.checkpoint(b, now, now, mode == ModeUnaligned)
+		mode, _ := barrier.ModeOf(opts)
+		return t.checkpoint(b, now, now, mode == barrier.ModeUnaligned)
 	})
 }
 
@@ -186,7 +187,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		// barriers other inputs still send it late).
 		return t.broadcast(exchange.Buffer{Kind: exchange.KindCancelMarker, CheckpointID: id})
 	}
-	barrier := exchange.Buffer{Kind: exchange.KindBarrier, Barrier: b}
+	buf := exchange.Buffer{Kind: exchange.KindBarrier, Barrier: b}
 	var rec *channelRecorder
 	if unaligned {
 		if t.rec != nil { // the handler ends an older one first; never here
@@ -196,7 +197,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		rec = newChannelRecorder(id, len(t.inputs), len(t.writers))
 		rec.unaligned = true
 		for i, w := range t.writers {
-			overtaken, err := w.BroadcastPriority(barrier)
+			overtaken, err := w.BroadcastPriority(buf)
 			if err != nil {
 				snap.Release()
 				return err
@@ -210,13 +211,13 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		if t.next != nil {
 			// Nothing is queued between chained operators: the barrier
 			// overtakes nothing.
-			if err := t.next.receive(barrier); err != nil {
+			if err := t.next.receive(buf); err != nil {
 				snap.Release()
 				return err
 			}
 		}
 		t.lastFlush = now
-	} else if err := t.broadcast(barrier); err != nil {
+	} else if err := t.broadcast(buf); err != nil {
 		snap.Release()
 		return err
 	}
@@ -234,7 +235,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		stats.alignment, stats.processed = start.Sub(firstBarrier), t.align.processed
 	}
 	t.metrics.syncDuration.Set(stats.sync.Seconds())
-	if mode, timeout := t.modeOf(b); rec == nil && mode == ModeAlignedTimeout && len(t.writers) > 0 {
+	if mode, timeout := t.modeOf(b); rec == nil && mode == barrier.ModeAlignedTimeout && len(t.writers) > 0 {
 		// The aligned barrier may wait in the output queues no longer than
 		// what is left of the timeout; the acknowledgement waits until it
 		// left them, or went ahead unaligned with what it overtook.

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirproject/weir/internal/barrier"
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -186,11 +187,11 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 		s.stop()
 		n := intArg("inputs", 2)
 		mode, timeout := scanMode(t, d)
-		s.opts = &weirv1.CheckpointOptions{Type: weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT, ExactlyOnce: mode != ModeAtLeastOnce}
+		s.opts = &weirv1.CheckpointOptions{Type: weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT, ExactlyOnce: mode != barrier.ModeAtLeastOnce}
 		switch mode {
-		case ModeUnaligned:
+		case barrier.ModeUnaligned:
 			s.opts.Unaligned = true
-		case ModeAlignedTimeout:
+		case barrier.ModeAlignedTimeout:
 			s.opts.Unaligned, s.opts.AlignedCheckpointTimeoutMs = true, timeout.Milliseconds()
 		}
 		s.dir = t.TempDir()
@@ -231,7 +232,7 @@ func (s *scenario) exec(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "id", &id)
 		b := exchange.Buffer{Kind: exchange.KindBarrier, Barrier: &weirv1.CheckpointBarrier{CheckpointId: id, Options: s.opts}}
 		if d.HasArg("priority") {
-			b.Barrier = toUnaligned(b.Barrier)
+			b.Barrier = barrier.ToUnaligned(b.Barrier)
 			over, err := s.net.ups[ch].AddPriority(b)
 			if err != nil {
 				d.Fatalf(t, "barrier: %v", err)
@@ -502,7 +503,7 @@ func describeBuffer(b exchange.Buffer) string {
 		s = "[" + strings.Join(vs, " ") + "]"
 	case exchange.KindBarrier:
 		s = fmt.Sprintf("barrier(%d)", b.Barrier.GetCheckpointId())
-		if m, _ := ModeOf(b.Barrier.GetOptions()); m == ModeUnaligned {
+		if m, _ := barrier.ModeOf(b.Barrier.GetOptions()); m == barrier.ModeUnaligned {
 			s += "unaligned"
 		}
 	case exchange.KindCancelMarker:
@@ -551,4 +552,52 @@ func (s *scenario) state() string {
 		}
 	}
 	return line + "\n"
+}
+
+// scanMode reads mode= and timeout= as the barrier scenarios do.
+func scanMode(t *testing.T, d *datadriven.TestData) (barrier.Mode, time.Duration) {
+	var name string
+	d.ScanArgs(t, "mode", &name)
+	var timeout time.Duration
+	if d.HasArg("timeout") {
+		var s string
+		d.ScanArgs(t, "timeout", &s)
+		var err error
+		if timeout, err = time.ParseDuration(s); err != nil {
+			d.Fatalf(t, "timeout: %v", err)
+		}
+	}
+	switch name {
+	case "aligned", "exactly-once":
+		return barrier.ModeAligned, 0
+	case "at-least-once":
+		return barrier.ModeAtLeastOnce, 0
+	case "unaligned":
+		return barrier.ModeUnaligned, 0
+	case "aligned-timeout":
+		if timeout <= 0 {
+			d.Fatalf(t, "aligned-timeout needs timeout=")
+		}
+		return barrier.ModeAlignedTimeout, timeout
+	}
+	d.Fatalf(t, "unknown mode %q", name)
+	return 0, 0
+}
+
+func channels(n int, f func(int) bool) string {
+	var out []string
+	for ch := range n {
+		if f(ch) {
+			out = append(out, fmt.Sprint(ch))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func formatIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ",")
 }

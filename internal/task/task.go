@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/weirproject/weir/internal/barrier"
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/state"
@@ -102,7 +103,7 @@ type Task struct {
 	op        sdk.Operator
 	backend   state.Backend
 	inputs    []exchange.InputChannel
-	barriers  *BarrierHandler
+	barriers  *barrier.Handler
 	inputNote chan struct{}
 	// outputNote wakes the loop when an output subpartition has space.
 	outputNote chan struct{}
@@ -339,8 +340,8 @@ func (t *Task) setup(ctx context.Context) error {
 			t.gate, t.gateIndex = append(t.gate, gi), append(t.gateIndex, ci)
 		}
 	}
-	mode, timeout := ModeOf(d.GetCheckpointOptions())
-	t.barriers = NewBarrierHandler(len(t.inputs), mode, timeout)
+	mode, timeout := barrier.ModeOf(d.GetCheckpointOptions())
+	t.barriers = barrier.New(len(t.inputs), mode, timeout)
 	t.endOfData = make([]bool, len(t.inputs))
 	t.eop = make([]bool, len(t.inputs))
 	if err := t.restoreInput(restored); err != nil {

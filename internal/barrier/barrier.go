@@ -1,4 +1,4 @@
-package task
+package barrier
 
 import (
 	"fmt"
@@ -69,9 +69,9 @@ func isSavepoint(t weirv1.CheckpointType) bool {
 	return false
 }
 
-// toUnaligned is barrier b as an unaligned barrier: what a subtask forwards
+// ToUnaligned is barrier b as an unaligned barrier: what a subtask forwards
 // once its checkpoint went unaligned, so consumers go unaligned at once.
-func toUnaligned(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier {
+func ToUnaligned(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier {
 	if m, _ := ModeOf(b.GetOptions()); m == ModeUnaligned {
 		return b
 	}
@@ -83,7 +83,7 @@ func toUnaligned(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier {
 	return u
 }
 
-// BarrierHandler decides, from the barriers and markers arriving on a
+// Handler decides, from the barriers and markers arriving on a
 // subtask's input channels and from the passing of time, when to snapshot,
 // which channels to hold back and which channels' records to record as
 // channel state. It is a pure state machine: the subtask feeds it events,
@@ -125,7 +125,7 @@ func toUnaligned(b *weirv1.CheckpointBarrier) *weirv1.CheckpointBarrier {
 // End of partition on a channel counts as that channel having delivered n
 // and every later barrier. Barriers of checkpoints not in progress and not
 // newer than the newest seen are late and ignored.
-type BarrierHandler struct {
+type Handler struct {
 	mode    Mode // of barriers without options
 	timeout time.Duration
 	open    []bool // channel has not delivered end-of-partition
@@ -231,10 +231,10 @@ func (d *Decision) abort(id int64, reason weirv1.CheckpointFailureReason) {
 	}
 }
 
-// NewBarrierHandler handles n input channels; mode and timeout apply to
+// New handles n input channels; mode and timeout apply to
 // barriers that carry no options.
-func NewBarrierHandler(n int, mode Mode, timeout time.Duration) *BarrierHandler {
-	h := &BarrierHandler{mode: mode, timeout: timeout, open: make([]bool, n), arrived: make([]bool, n), maxPending: defaultMaxPending}
+func New(n int, mode Mode, timeout time.Duration) *Handler {
+	h := &Handler{mode: mode, timeout: timeout, open: make([]bool, n), arrived: make([]bool, n), maxPending: defaultMaxPending}
 	for i := range h.open {
 		h.open[i] = true
 	}
@@ -243,20 +243,20 @@ func NewBarrierHandler(n int, mode Mode, timeout time.Duration) *BarrierHandler 
 
 // Blocked reports whether channel ch must not be read now (priority events
 // excepted).
-func (h *BarrierHandler) Blocked(ch int) bool {
+func (h *Handler) Blocked(ch int) bool {
 	return h.current != 0 && !h.unaligned && h.arrived[ch] &&
 		(h.curMode == ModeAligned || h.curMode == ModeAlignedTimeout)
 }
 
 // Recording reports whether the records read from channel ch now belong to
 // the channel state of the unaligned checkpoint in progress.
-func (h *BarrierHandler) Recording(ch int) bool {
+func (h *Handler) Recording(ch int) bool {
 	return h.current != 0 && h.unaligned && h.open[ch] && !h.arrived[ch]
 }
 
 // Aligning returns the checkpoint in progress (the oldest, when several
 // at-least-once checkpoints are), 0 if none.
-func (h *BarrierHandler) Aligning() int64 {
+func (h *Handler) Aligning() int64 {
 	if len(h.pending) > 0 {
 		return h.pending[0].id()
 	}
@@ -264,7 +264,7 @@ func (h *BarrierHandler) Aligning() int64 {
 }
 
 // InProgress lists the checkpoints in progress, oldest first.
-func (h *BarrierHandler) InProgress() []int64 {
+func (h *Handler) InProgress() []int64 {
 	if h.current != 0 {
 		return []int64{h.current}
 	}
@@ -277,7 +277,7 @@ func (h *BarrierHandler) InProgress() []int64 {
 
 // Arrived reports how many of the input channels delivered the barrier of
 // the checkpoint Aligning returns; a closed channel counts as delivered.
-func (h *BarrierHandler) Arrived() (received, channels int) {
+func (h *Handler) Arrived() (received, channels int) {
 	arrived := h.arrived
 	if len(h.pending) > 0 {
 		arrived = h.pending[0].arrived
@@ -291,18 +291,18 @@ func (h *BarrierHandler) Arrived() (received, channels int) {
 }
 
 // Unaligned reports whether the checkpoint in progress went unaligned.
-func (h *BarrierHandler) Unaligned() bool { return h.current != 0 && h.unaligned }
+func (h *Handler) Unaligned() bool { return h.current != 0 && h.unaligned }
 
 // Deadline returns when OnTimer must be called for an aligned-timeout
 // alignment to switch to unaligned; ok is false when no timer is due.
-func (h *BarrierHandler) Deadline() (deadline time.Time, ok bool) {
+func (h *Handler) Deadline() (deadline time.Time, ok bool) {
 	if h.current == 0 || h.unaligned || h.curMode != ModeAlignedTimeout {
 		return time.Time{}, false
 	}
 	return h.deadline, true
 }
 
-func (h *BarrierHandler) modeOf(b *weirv1.CheckpointBarrier) (Mode, time.Duration) {
+func (h *Handler) modeOf(b *weirv1.CheckpointBarrier) (Mode, time.Duration) {
 	if b.GetOptions() == nil {
 		return h.mode, h.timeout
 	}
@@ -315,7 +315,7 @@ const (
 )
 
 // OnBarrier handles barrier b arriving on channel ch at time now.
-func (h *BarrierHandler) OnBarrier(ch int, b *weirv1.CheckpointBarrier, now time.Time) (Decision, error) {
+func (h *Handler) OnBarrier(ch int, b *weirv1.CheckpointBarrier, now time.Time) (Decision, error) {
 	if err := h.check(ch); err != nil {
 		return Decision{}, err
 	}
@@ -374,7 +374,7 @@ func (h *BarrierHandler) OnBarrier(ch int, b *weirv1.CheckpointBarrier, now time
 
 // track starts following the new at-least-once checkpoint of barrier b,
 // first delivered on channel ch.
-func (h *BarrierHandler) track(ch int, b *weirv1.CheckpointBarrier, d *Decision) {
+func (h *Handler) track(ch int, b *weirv1.CheckpointBarrier, d *Decision) {
 	p := &pendingCheckpoint{barrier: b, arrived: make([]bool, len(h.open))}
 	p.arrived[ch] = true
 	h.latest = b.GetCheckpointId()
@@ -389,7 +389,7 @@ func (h *BarrierHandler) track(ch int, b *weirv1.CheckpointBarrier, d *Decision)
 	}
 }
 
-func (h *BarrierHandler) findPending(id int64) int {
+func (h *Handler) findPending(id int64) int {
 	for i, p := range h.pending {
 		if p.id() == id {
 			return i
@@ -399,7 +399,7 @@ func (h *BarrierHandler) findPending(id int64) int {
 }
 
 // complete reports whether every open channel delivered a barrier.
-func (h *BarrierHandler) complete(arrived []bool) bool {
+func (h *Handler) complete(arrived []bool) bool {
 	for i, open := range h.open {
 		if open && !arrived[i] {
 			return false
@@ -409,7 +409,7 @@ func (h *BarrierHandler) complete(arrived []bool) bool {
 }
 
 // completePending completes pending[i] and gives up the older ones.
-func (h *BarrierHandler) completePending(i int, d *Decision) {
+func (h *Handler) completePending(i int, d *Decision) {
 	for _, p := range h.pending[:i] {
 		d.abort(p.id(), reasonSubsumed)
 	}
@@ -422,7 +422,7 @@ func (h *BarrierHandler) completePending(i int, d *Decision) {
 
 // OnTimer lets time pass: an aligned-timeout alignment that reached its
 // deadline switches to unaligned.
-func (h *BarrierHandler) OnTimer(now time.Time) Decision {
+func (h *Handler) OnTimer(now time.Time) Decision {
 	var d Decision
 	if dl, ok := h.Deadline(); ok && !now.Before(dl) {
 		h.goUnaligned(&d)
@@ -431,14 +431,14 @@ func (h *BarrierHandler) OnTimer(now time.Time) Decision {
 	return d
 }
 
-func (h *BarrierHandler) goUnaligned(d *Decision) {
+func (h *Handler) goUnaligned(d *Decision) {
 	h.unaligned = true
-	d.Snapshot, d.Unaligned = toUnaligned(h.barrier), true
+	d.Snapshot, d.Unaligned = ToUnaligned(h.barrier), true
 }
 
 // maybeComplete ends the exactly-once checkpoint in progress once every
 // open channel delivered its barrier.
-func (h *BarrierHandler) maybeComplete(d *Decision) {
+func (h *Handler) maybeComplete(d *Decision) {
 	if h.current == 0 || !h.complete(h.arrived) {
 		return
 	}
@@ -451,7 +451,7 @@ func (h *BarrierHandler) maybeComplete(d *Decision) {
 
 // OnCancelMarker handles a cancel marker for checkpoint id on channel ch:
 // it aborts that checkpoint and every older one in progress.
-func (h *BarrierHandler) OnCancelMarker(ch int, id int64) (Decision, error) {
+func (h *Handler) OnCancelMarker(ch int, id int64) (Decision, error) {
 	if err := h.check(ch); err != nil {
 		return Decision{}, err
 	}
@@ -464,9 +464,9 @@ func (h *BarrierHandler) OnCancelMarker(ch int, id int64) (Decision, error) {
 // failed over) ends, and the blocked channels flow again. Without it the
 // subtask would wait until a newer barrier came, which, while another
 // region restarts and no checkpoint is triggered, is never.
-func (h *BarrierHandler) OnAbort(id int64) Decision { return h.cancel(id) }
+func (h *Handler) OnAbort(id int64) Decision { return h.cancel(id) }
 
-func (h *BarrierHandler) cancel(id int64) Decision {
+func (h *Handler) cancel(id int64) Decision {
 	var d Decision
 	ended := false // id itself was in progress
 	if h.current != 0 && h.current <= id {
@@ -496,7 +496,7 @@ func (h *BarrierHandler) cancel(id int64) Decision {
 
 // splitCancelled reports checkpoint id, when the marker ended it along with
 // older ones, as Cancelled rather than as one more aborted.
-func (h *BarrierHandler) splitCancelled(d *Decision, id int64) {
+func (h *Handler) splitCancelled(d *Decision, id int64) {
 	if d.moreAborted == nil {
 		return // one aborted at most: it is Aborted, whichever it is
 	}
@@ -514,7 +514,7 @@ func (h *BarrierHandler) splitCancelled(d *Decision, id int64) {
 
 // OnEndOfPartition handles the end of channel ch: it counts as having
 // delivered every later barrier.
-func (h *BarrierHandler) OnEndOfPartition(ch int) (Decision, error) {
+func (h *Handler) OnEndOfPartition(ch int) (Decision, error) {
 	if err := h.check(ch); err != nil {
 		return Decision{}, err
 	}
@@ -532,7 +532,7 @@ func (h *BarrierHandler) OnEndOfPartition(ch int) (Decision, error) {
 	return d, nil
 }
 
-func (h *BarrierHandler) check(ch int) error {
+func (h *Handler) check(ch int) error {
 	if ch < 0 || ch >= len(h.open) {
 		return fmt.Errorf("task: no input channel %d", ch)
 	}
@@ -542,7 +542,7 @@ func (h *BarrierHandler) check(ch int) error {
 	return nil
 }
 
-func (h *BarrierHandler) reset() {
+func (h *Handler) reset() {
 	h.current, h.barrier, h.unaligned, h.deadline = 0, nil, false, time.Time{}
 	for i := range h.arrived {
 		h.arrived[i] = false

@@ -1,4 +1,4 @@
-package task
+package barrier
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ import (
 func TestBarrierHandler(t *testing.T) {
 	datadriven.Walk(t, "testdata/barrier", func(t *testing.T, path string) {
 		var (
-			h     *BarrierHandler
+			h     *Handler
 			n     int
 			clock time.Duration
 			mode  Mode
@@ -66,7 +66,7 @@ func TestBarrierHandler(t *testing.T) {
 				var timeout time.Duration
 				d.ScanArgs(t, "channels", &n)
 				mode, timeout = scanMode(t, d)
-				h = NewBarrierHandler(n, mode, timeout)
+				h = New(n, mode, timeout)
 				if d.HasArg("max-pending") {
 					d.ScanArgs(t, "max-pending", &h.maxPending)
 				}
@@ -179,7 +179,7 @@ func runOrders(t *testing.T, d *datadriven.TestData) string {
 	now := time.Unix(1000, 0)
 	var out strings.Builder
 	for _, order := range permutations(chans) {
-		h := NewBarrierHandler(n, mode, timeout)
+		h := New(n, mode, timeout)
 		inv := newInvariants(h)
 		var steps []string
 		for _, ch := range order {
@@ -301,7 +301,7 @@ func channels(n int, f func(int) bool) string {
 	return strings.Join(out, ",")
 }
 
-func compactState(h *BarrierHandler, n int) string {
+func compactState(h *Handler, n int) string {
 	var parts []string
 	if b := channels(n, h.Blocked); b != "" {
 		parts = append(parts, "b="+b)
@@ -312,7 +312,7 @@ func compactState(h *BarrierHandler, n int) string {
 	return strings.Join(parts, " ")
 }
 
-func formatState(h *BarrierHandler, n int, base time.Time, clock time.Duration) string {
+func formatState(h *Handler, n int, base time.Time, clock time.Duration) string {
 	b := channels(n, h.Blocked)
 	if b == "" {
 		b = "none"
@@ -355,14 +355,14 @@ func formatIDs(ids []int64) string {
 // invariants follows one handler through its events and checks what any
 // sequence of events must keep, whatever the scenario says.
 type invariants struct {
-	h             *BarrierHandler
+	h             *Handler
 	started       map[int64]bool
 	finished      map[int64]bool // completed or aborted
 	lastStarted   int64
 	lastCompleted int64
 }
 
-func newInvariants(h *BarrierHandler) *invariants {
+func newInvariants(h *Handler) *invariants {
 	return &invariants{h: h, started: map[int64]bool{}, finished: map[int64]bool{}}
 }
 
