@@ -1,0 +1,148 @@
+package layering
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// pure are the cores: state machines (and the pure structures they use)
+// that decide, while drivers carry out what they decide.
+var pure = []string{
+	"internal/attempts",
+	"internal/barrier",
+	"internal/checkpoint",
+	"internal/coordinator",
+	"internal/keygroup",
+	"internal/members",
+	"internal/registration",
+	"internal/restart",
+	"internal/rpcpolicy",
+	"internal/scheduler",
+	"internal/storedgraph",
+	"internal/sweep",
+	"internal/timer",
+	"internal/watermark",
+}
+
+// io are the packages a pure core must not link, directly or not, with
+// every package under them: the network, storage, coordination and
+// messaging clients, metrics. (net itself, exactly: net/url and
+// net/netip only parse.)
+var io_ = []string{
+	"net/http",
+	"os/exec",
+	"google.golang.org/grpc",
+	"github.com/cockroachdb/pebble",
+	"go.etcd.io/etcd",
+	"github.com/minio/minio-go",
+	"github.com/twmb/franz-go",
+	"github.com/prometheus/client_golang",
+}
+
+// allowed are packages under a forbidden path that a core may link,
+// without looking further into what they import.
+var allowed = []string{"google.golang.org/grpc/codes"}
+
+func forbidden(path string) bool {
+	if path == "net" {
+		return true
+	}
+	for _, p := range io_ {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+const module = "github.com/weirproject/weir/"
+
+// TestPureCoresLinkNoIO lists each core's dependencies and fails, naming
+// the chain of imports, on any I/O package among them.
+func TestPureCoresLinkNoIO(t *testing.T) {
+	for _, core := range pure {
+		t.Run(core, func(t *testing.T) {
+			if bad := violations(t, core); len(bad) > 0 {
+				t.Errorf("%s links I/O packages, which a pure core must not:\n  %s", core, strings.Join(bad, "\n  "))
+			}
+		})
+	}
+}
+
+// TestRuleFindsIO: the rule finds what a driver links, so a core that
+// starts to link I/O cannot pass unseen.
+func TestRuleFindsIO(t *testing.T) {
+	bad := violations(t, "internal/checkpointing")
+	if len(bad) == 0 {
+		t.Fatal("the checkpoint coordinator's driver links no I/O package, by the rule: the rule sees nothing")
+	}
+	t.Logf("internal/checkpointing links, as a driver may:\n  %s", strings.Join(bad, "\n  "))
+}
+
+// violations lists the chains of imports from core to I/O packages.
+func violations(t *testing.T, core string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports", module+core).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list %s: %v\n%s", core, err, ee.Stderr)
+		}
+		t.Fatalf("go list %s: %v", core, err)
+	}
+	imports := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		imports[p.ImportPath] = p.Imports
+	}
+	// Breadth first from the core, so each chain printed is a
+	// shortest one.
+	from := map[string]string{module + core: ""}
+	queue := []string{module + core}
+	var bad []string
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if slices.Contains(allowed, p) {
+			continue
+		}
+		if forbidden(p) {
+			bad = append(bad, chain(from, p))
+			continue
+		}
+		for _, q := range imports[p] {
+			if _, seen := from[q]; !seen {
+				from[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// chain is the import path from the core to p.
+func chain(from map[string]string, p string) string {
+	var c []string
+	for ; p != ""; p = from[p] {
+		c = append(c, strings.TrimPrefix(p, "github.com/weirproject/weir/"))
+	}
+	slices.Reverse(c)
+	return strings.Join(c, " → ")
+}
