@@ -56,13 +56,13 @@ func TestChaosFaultPoints(t *testing.T) {
 	revive := func() {
 		for addr, p := range h.jms {
 			if exited(p) {
-				p.killed = true
-				h.jms[addr] = h.startEnv(p.name, p.env, p.args...)
+				p.Ended()
+				h.jms[addr] = h.startEnv(p.Name, p.env, p.args...)
 			}
 		}
 		for tmID, p := range tms {
 			if exited(p) {
-				p.killed = true
+				p.Ended()
 				delete(tms, tmID)
 				replacements++
 				name := fmt.Sprintf("tm-r%d", replacements)

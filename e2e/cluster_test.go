@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/weirproject/weir/internal/blob/blobtest"
 	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/poll"
+	"github.com/weirproject/weir/internal/proc"
 )
 
 // binDir holds the binaries built once for the whole package.
@@ -71,14 +71,7 @@ func run(m *testing.M) int {
 
 // process is one daemon under test.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-	// killed marks a process the test killed on purpose (or a fault point
-	// the test set crashed it).
-	killed bool
+	*proc.Proc
 	// faults is the address of the process's fault point control
 	// (gofail's HTTP endpoint).
 	faults string
@@ -225,11 +218,7 @@ func (c *cluster) startTaskManager(binary, id string) *process {
 // kill sends SIGKILL: the process gets no chance to clean up.
 func (c *cluster) kill(p *process) {
 	c.t.Helper()
-	p.killed = true
-	if err := p.cmd.Process.Kill(); err != nil {
-		c.t.Fatal(err)
-	}
-	<-p.done
+	p.Kill()
 }
 
 func (c *cluster) start(name string, args ...string) *process {
@@ -244,22 +233,11 @@ func (c *cluster) startEnv(name string, env []string, args ...string) *process {
 	c.t.Helper()
 	faults := freePort(c.t)
 	log := filepath.Join(c.dir, fmt.Sprintf("%s-%d.log", name, len(c.procs)))
-	f, err := os.Create(log)
+	pr, err := proc.Start(name, filepath.Join(binDir, name), log, append([]string{"GOFAIL_HTTP=" + faults}, env...), args...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Env = append(append(os.Environ(), "GOFAIL_HTTP="+faults), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	p := &process{name: name, cmd: cmd, log: log, done: make(chan struct{}), faults: faults, args: args, env: env}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
+	p := &process{Proc: pr, faults: faults, args: args, env: env}
 	c.procs = append(c.procs, p)
 	return p
 }
@@ -270,37 +248,20 @@ func (c *cluster) startEnv(name string, env []string, args ...string) *process {
 func (c *cluster) stop() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
-		if p.killed {
-			continue
-		}
-		select {
-		case <-p.done:
-			c.t.Errorf("%s exited before shutdown: %v\n%s", p.name, p.err, tail(p.log))
-			continue
-		default:
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-			if p.err != nil {
-				c.t.Errorf("%s did not exit cleanly on SIGTERM: %v\n%s", p.name, p.err, tail(p.log))
-			}
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			c.t.Errorf("%s still running 20s after SIGTERM (killed)\n%s", p.name, tail(p.log))
+		if err := p.Stop(20 * time.Second); err != nil {
+			c.t.Errorf("%v\n%s", err, tail(p.Log))
 		}
 	}
 	if c.t.Failed() {
 		if keep := os.Getenv("WEIR_E2E_KEEP_LOGS"); keep != "" {
 			// Whole logs for debugging; the test output shows their tails.
 			for _, p := range c.procs {
-				b, _ := os.ReadFile(p.log)
-				_ = os.WriteFile(filepath.Join(keep, c.t.Name()+"-"+filepath.Base(p.log)), b, 0o644)
+				b, _ := os.ReadFile(p.Log)
+				_ = os.WriteFile(filepath.Join(keep, c.t.Name()+"-"+filepath.Base(p.Log)), b, 0o644)
 			}
 		}
 		for _, p := range c.procs {
-			c.t.Logf("--- %s log ---\n%s", p.name, tail(p.log))
+			c.t.Logf("--- %s log ---\n%s", p.Name, tail(p.Log))
 		}
 	}
 	c.procs = nil

@@ -132,7 +132,7 @@ func (c *cluster) killTaskManagers(id string, tms []*process, kills int) int {
 		}
 		i := k % len(tms)
 		c.kill(tms[i])
-		tms[i] = c.startTaskManager(tms[i].name, fmt.Sprintf("tm-k%d", k))
+		tms[i] = c.startTaskManager(tms[i].Name, fmt.Sprintf("tm-k%d", k))
 	}
 	return kills
 }

@@ -29,12 +29,12 @@ func (c *cluster) setFault(p *process, point, terms string) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		c.t.Fatalf("arming %s=%s on %s: %v", point, terms, p.name, err)
+		c.t.Fatalf("arming %s=%s on %s: %v", point, terms, p.Name, err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		c.t.Fatalf("arming %s=%s on %s: %s %s", point, terms, p.name, resp.Status, body)
+		c.t.Fatalf("arming %s=%s on %s: %s %s", point, terms, p.Name, resp.Status, body)
 	}
 }
 
@@ -50,7 +50,7 @@ func (c *cluster) clearFault(p *process, point string) {
 // internal/fault logs when one does (gofail's own counter is read without
 // the lock its writer holds, which the race detector reports).
 func faultCount(p *process, point string) int {
-	b, err := os.ReadFile(p.log)
+	b, err := os.ReadFile(p.Log)
 	if err != nil {
 		return 0
 	}
@@ -68,7 +68,7 @@ func faultCount(p *process, point string) int {
 // exited reports whether p ended (a fault point crashed it).
 func exited(p *process) bool {
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return true
 	default:
 		return false
@@ -101,8 +101,8 @@ func (c *cluster) superviseTaskManagers(id string, tms []*process, timeout time.
 	var job jobJSON
 	c.waitFor(timeout, "job "+id+" to end", func() (bool, error) {
 		for i, p := range tms {
-			if !p.killed && exited(p) {
-				p.killed = true
+			if !p.Meant() && exited(p) {
+				p.Ended()
 				replaced++
 				tms[i] = c.startTaskManager("taskmanager", fmt.Sprintf("tm-r%d", replaced))
 			}

@@ -179,18 +179,18 @@ func TestHAFencing(t *testing.T) {
 	if old == nil {
 		t.Fatal("no leader in etcd")
 	}
-	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := old.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	h.waitFor(time.Minute, "the standby to lead and checkpoint", func() (bool, error) {
 		addr, p := h.leader()
 		return p != nil && addr != oldAddr && h.latestCompleted(id) > before, nil
 	})
-	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := old.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	h.waitFor(time.Minute, "the deposed leader to step down", func() (bool, error) {
-		b, _ := os.ReadFile(old.log)
+		b, _ := os.ReadFile(old.Log)
 		return bytes.Contains(b, []byte("leadership lost; stepping down")), nil
 	})
 	if job := h.waitJob(id, 2*time.Minute); job.State != "FINISHED" {
@@ -204,7 +204,7 @@ func TestHAFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The deposed leader says so in its metrics.
-	b, _ := os.ReadFile(old.log)
+	b, _ := os.ReadFile(old.Log)
 	httpAddr := logField(string(b), "http_addr=")
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {

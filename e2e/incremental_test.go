@@ -55,7 +55,7 @@ func incrementalPebbleNoOrphans(t *testing.T, storage string) {
 
 	var victim *process
 	for _, p := range c.procs {
-		if strings.Contains(strings.Join(p.cmd.Args, " "), "--id tm-0") {
+		if strings.Contains(strings.Join(p.Cmd.Args, " "), "--id tm-0") {
 			victim = p
 		}
 	}

@@ -191,7 +191,7 @@ func TestKafkaSinkLeaderKill(t *testing.T) {
 	if !exited(leader) {
 		t.Fatalf("the leader %s did not crash at the fault point", addr)
 	}
-	leader.killed = true // by its fault point, as meant
+	leader.Ended() // by its fault point, as meant
 	lines := readCommitted(t, broker)
 	if err := check.RunningSum(lines, count, keys); err != nil {
 		t.Fatal(err)

@@ -97,7 +97,7 @@ func TestRegionFailover(t *testing.T) {
 	}
 	var victim *process
 	for _, p := range c.procs {
-		if p.name == "taskmanager" && strings.Contains(strings.Join(p.args, " "), "--id "+tmOf["a"]) {
+		if p.Name == "taskmanager" && strings.Contains(strings.Join(p.args, " "), "--id "+tmOf["a"]) {
 			victim = p
 		}
 	}

@@ -115,7 +115,7 @@ func TestS3Outage(t *testing.T) {
 	var failedPuts float64
 	for _, p := range c.procs {
 		for i, a := range p.args {
-			if a == "--http-addr" && p.name == "taskmanager" && !p.killed {
+			if a == "--http-addr" && p.Name == "taskmanager" && !p.Meant() {
 				failedPuts += c.metric(p.args[i+1], `weir_storage_requests_total{op="put",result="error"}`)
 			}
 		}
@@ -220,7 +220,7 @@ func TestS3TaskManagerKilledMidUpload(t *testing.T) {
 	c.setFault(tms[0], "incrementalUpload", `2*off->1*return("crash")`)
 	id := c.submit(spec)
 	c.waitFor(2*time.Minute, "the TaskManager to crash mid-upload", func() (bool, error) { return exited(tms[0]), nil })
-	tms[0].killed = true
+	tms[0].Ended()
 	c.startTaskManager("taskmanager", "tm-replacement")
 	before, err := c.checkpointsCompleted(id)
 	if err != nil {
@@ -278,7 +278,7 @@ func TestLocalRecoveryOnS3(t *testing.T) {
 	}
 	local := 0
 	for _, p := range tms {
-		b, err := os.ReadFile(p.log)
+		b, err := os.ReadFile(p.Log)
 		if err != nil {
 			t.Fatal(err)
 		}

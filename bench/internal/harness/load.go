@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weirproject/weir/internal/proc"
 )
 
 // HostBusy is the CPU time all CPUs spent not idle (nor waiting for I/O)
@@ -37,13 +39,7 @@ func HostBusy() time.Duration {
 // treeCPU is the CPU time of this process (pid 0) and every live child.
 func treeCPU() map[int]time.Duration {
 	m := map[int]time.Duration{0: SelfCPUTime()}
-	live.Lock()
-	ps := make([]*Proc, 0, len(live.procs))
-	for p := range live.procs {
-		ps = append(ps, p)
-	}
-	live.Unlock()
-	for _, p := range ps {
+	for _, p := range proc.Live() {
 		if c, err := CPUTime(p.Pid()); err == nil {
 			m[p.Pid()] = c
 		}

@@ -5,123 +5,33 @@ package harness
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/weirproject/weir/internal/proc"
 )
 
-// Proc is one child process.
-type Proc struct {
-	Name    string
-	Cmd     *exec.Cmd
-	Log     string
-	Started time.Time
-	done    chan struct{}
-	err     error
-	killed  bool
-}
+// Proc is one child process (internal/proc, shared with the end-to-end
+// tests).
+type Proc = proc.Proc
 
 // Start runs bin with args, its output going to logPath.
 func Start(name, bin, logPath string, env []string, args ...string) (*Proc, error) {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), env...)
-	// Own process group: an interrupted harness can take its children along.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &Proc{Name: name, Cmd: cmd, Log: logPath, done: make(chan struct{})}
-	p.Started = time.Now()
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	track(p)
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		untrack(p)
-		close(p.done)
-	}()
-	return p, nil
+	return proc.Start(name, bin, logPath, env, args...)
 }
 
-// Pid is the process ID.
-func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
+// KillAll SIGKILLs every child this harness started that still runs,
+// except those in keep.
+func KillAll(keep ...*Proc) { proc.KillAll(keep...) }
 
-// Exited reports whether the process ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Kill sends SIGKILL and waits for the process to end.
-func (p *Proc) Kill() {
-	p.killed = true
-	_ = p.Cmd.Process.Kill()
-	<-p.done
-}
-
-// Stop sends SIGTERM and waits up to grace, then SIGKILLs. It returns an
-// error when the process had died before, did not exit cleanly, or had to
-// be killed.
-func (p *Proc) Stop(grace time.Duration) error {
-	if p.killed {
-		<-p.done
-		return nil
-	}
-	if p.Exited() {
-		return fmt.Errorf("%s exited before shutdown: %v", p.Name, p.err)
-	}
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		if p.err != nil {
-			return fmt.Errorf("%s did not exit cleanly on SIGTERM: %v", p.Name, p.err)
-		}
-		return nil
-	case <-time.After(grace):
-		_ = p.Cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s still running %v after SIGTERM (killed)", p.Name, grace)
-	}
-}
-
-// Tail returns the last n bytes of the log.
-func (p *Proc) Tail(n int) string {
-	b, _ := os.ReadFile(p.Log)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// LogField returns the value of the first key=value in the log.
-func (p *Proc) LogField(key string) string {
-	b, _ := os.ReadFile(p.Log)
-	i := bytes.Index(b, []byte(key+"="))
-	if i < 0 {
-		return ""
-	}
-	v := b[i+len(key)+1:]
-	if j := bytes.IndexAny(v, " \n"); j >= 0 {
-		v = v[:j]
-	}
-	return strings.Trim(string(v), `"`)
-}
+// Live counts the children still running.
+func Live() int { return len(proc.Live()) }
 
 // clockTick is USER_HZ, the unit of utime and stime in /proc (100 on every
 // Linux architecture Go supports).
