@@ -9,7 +9,6 @@
 package compose
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/compose"
 	"github.com/weirproject/weir/internal/poll"
 )
 
@@ -45,8 +45,8 @@ const (
 	// from etcd, so the new leader would not know it.
 	count, keys, rate = 540000, 16, 1000
 	outputPath        = "/output/compose-test"
-	// Compose services the test never kills: it runs the CLI in them.
-	cliService = "taskmanager-3"
+	// The service the test never kills: it runs the CLI in it.
+	cliService = compose.CLIService
 )
 
 var images = []string{"weir:dev", "weir-etcd:dev", "weir-kafka:dev", "weir-s3:dev", "weir-prometheus:dev"}
@@ -62,13 +62,11 @@ vertices:
      config: {path: %s}}
 `, count, keys, rate, outputPath)
 
-// cluster drives one compose project.
+// cluster drives one compose project (internal/compose), failing the
+// test where the project returns an error.
 type cluster struct {
-	t       *testing.T
-	root    string   // the repository
-	compose []string // the compose command with project and file options
-	env     []string
-	ids     map[string]string // compose service → container ID
+	*compose.Project
+	t *testing.T
 	// tls trusts the cluster's CA (deploy/pki); http reaches the REST API
 	// over it with the admin token.
 	tls  *http.Transport
@@ -148,11 +146,11 @@ func TestComposeCluster(t *testing.T) {
 
 	// The Kafka job, and its input produced from outside the cluster
 	// while it runs.
-	kafkaSpec, err := kafkaJobSpec(c.root)
+	kafkaSpec, err := kafkaJobSpec(c.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantWindows, err := kafkaWant(c.root)
+	wantWindows, err := kafkaWant(c.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,24 +373,7 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var composeCmd []string
-	if v := os.Getenv("COMPOSE_CMD"); v != "" {
-		composeCmd = strings.Fields(v)
-	} else if _, err := exec.LookPath("docker-compose"); err == nil {
-		composeCmd = []string{"docker-compose"}
-	} else {
-		composeCmd = []string{"docker", "compose"}
-	}
-	c := &cluster{
-		t:       t,
-		root:    root,
-		compose: append(composeCmd, "-p", project, "-f", filepath.Join(root, "deploy", "docker-compose.yml")),
-		// Random free host ports on loopback: the test runs beside a
-		// cluster from `make up`.
-		env: append(os.Environ(), "WEIR_BIND=127.0.0.1", "WEIR_PORT_JM1_RPC=", "WEIR_PORT_JM1_HTTP=",
-			"WEIR_PORT_JM2_RPC=", "WEIR_PORT_JM2_HTTP=", "WEIR_PORT_PROMETHEUS=", "WEIR_PORT_KAFKA=", "WEIR_PORT_S3="),
-		ids: map[string]string{},
-	}
+	c := &cluster{t: t, Project: compose.New(root, project, filepath.Join("deploy", "docker-compose.yml"))}
 	// make pki made the cluster's CA and tokens.
 	pki := filepath.Join(root, "deploy", "pki")
 	ca, err := os.ReadFile(filepath.Join(pki, "ca.pem"))
@@ -412,133 +393,63 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
-// run runs a command with a bounded time and returns its stdout.
 func (c *cluster) run(ctx context.Context, stdin io.Reader, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = c.env
-	cmd.Stdin = stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	return c.Run(ctx, stdin, name, args...)
 }
 
 func (c *cluster) composeOut(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	return c.run(ctx, stdin, c.compose[0], append(append([]string{}, c.compose[1:]...), args...)...)
+	return c.Compose(ctx, stdin, args...)
 }
 
 func (c *cluster) down() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := c.composeOut(ctx, nil, "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
+	if err := c.Down(); err != nil {
 		c.t.Logf("compose down: %v", err)
 	}
 }
 
 func (c *cluster) kill(ctx context.Context, service string) {
 	c.t.Helper()
-	if _, err := c.run(ctx, nil, "docker", "kill", c.containerID(ctx, service)); err != nil {
+	if _, err := c.Docker(ctx, service, "kill"); err != nil {
 		c.t.Fatalf("kill %s: %v", service, err)
 	}
 }
 
 func (c *cluster) start(ctx context.Context, service string) {
 	c.t.Helper()
-	if _, err := c.composeOut(ctx, nil, "start", service); err != nil {
+	if _, err := c.Compose(ctx, nil, "start", service); err != nil {
 		c.t.Fatalf("start %s: %v", service, err)
 	}
 }
 
-// containerID is the container of a service; `docker start` after `docker
-// kill` keeps it.
 func (c *cluster) containerID(ctx context.Context, service string) string {
 	c.t.Helper()
-	if id, ok := c.ids[service]; ok {
-		return id
+	id, err := c.ContainerID(ctx, service)
+	if err != nil {
+		c.t.Fatalf("container of %s: %v", service, err)
 	}
-	out, err := c.composeOut(ctx, nil, "ps", "-q", service)
-	if err != nil || strings.TrimSpace(out) == "" {
-		c.t.Fatalf("container of %s: %q %v", service, out, err)
-	}
-	c.ids[service] = strings.TrimSpace(out)
-	return c.ids[service]
+	return id
 }
 
-// exec runs a command in a service's container (docker exec: much faster
-// than docker-compose 1.29's exec, so polls stay tight).
 func (c *cluster) exec(ctx context.Context, stdin io.Reader, service string, cmd ...string) (string, error) {
-	args := []string{"exec"}
-	if stdin != nil {
-		args = append(args, "-i")
-	}
-	args = append(append(args, c.containerID(ctx, service)), cmd...)
-	return c.run(ctx, stdin, "docker", args...)
+	return c.Exec(ctx, stdin, service, cmd...)
 }
 
-// hostPort is the loopback address compose published a service port on.
 func (c *cluster) hostPort(ctx context.Context, service string, port int) string {
 	c.t.Helper()
-	out, err := c.composeOut(ctx, nil, "port", service, strconv.Itoa(port))
+	addr, err := c.HostPort(ctx, service, port)
 	if err != nil {
-		c.t.Fatalf("port of %s: %v", service, err)
-	}
-	addr := strings.TrimSpace(out)
-	if _, p, ok := strings.Cut(addr, ":"); ok && !strings.HasPrefix(addr, "127.") {
-		addr = "127.0.0.1:" + p
+		c.t.Fatal(err)
 	}
 	return addr
 }
 
-// weirJSON runs the CLI in a container, where it finds the leader through
-// etcd, and decodes its -o json output.
 func (c *cluster) weirJSON(ctx context.Context, v any, args ...string) error {
-	args = append([]string{"weir", "--timeout=5s"}, args...)
-	out, err := c.exec(ctx, nil, cliService, append(args, "-o", "json")...)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal([]byte(out), v)
+	return c.WeirJSON(ctx, v, args...)
 }
 
-// leader is the compose service of the leading JobManager, from etcd (the
-// lowest create revision under the election prefix leads).
-func (c *cluster) leader(ctx context.Context) string {
-	out, err := c.exec(ctx, nil, "etcd-1", "etcdctl", "--command-timeout=3s", "get", "--prefix",
-		"--sort-by=CREATE", "--order=ASCEND", "--limit=1", "--print-value-only", "/weir/default/leader/")
-	if err != nil {
-		return ""
-	}
-	var info struct {
-		RPCAddr string `json:"rpc_addr"`
-	}
-	if json.Unmarshal([]byte(strings.TrimSpace(out)), &info) != nil {
-		return ""
-	}
-	host, _, _ := strings.Cut(info.RPCAddr, ":")
-	return host
-}
+func (c *cluster) leader(ctx context.Context) string { return c.Leader(ctx, "etcd-1") }
 
-type jobView struct {
-	State        string `json:"state"`
-	Restarts     int    `json:"restarts"`
-	FailureCause string `json:"failure_cause"`
-	Vertices     []struct {
-		Subtasks []struct {
-			State         string `json:"state"`
-			TaskManagerID string `json:"taskmanager_id"`
-		} `json:"subtasks"`
-	} `json:"vertices"`
-}
-
-func (c *cluster) job(ctx context.Context, id string) (jobView, error) {
-	var j jobView
-	err := c.weirJSON(ctx, &j, "job", "get", id)
-	return j, err
-}
+func (c *cluster) job(ctx context.Context, id string) (compose.Job, error) { return c.Job(ctx, id) }
 
 // mustRun fails the test unless the job still runs: a kill after the job
 // ended would test nothing (a slower machine needs a longer job).
@@ -563,7 +474,7 @@ func (c *cluster) taskManagerOf(ctx context.Context, ids ...string) string {
 		runs := map[string]bool{}
 		for _, v := range j.Vertices {
 			for _, s := range v.Subtasks {
-				if s.TaskManagerID != "" && s.TaskManagerID != cliService {
+				if s.TaskManagerID != "" && s.TaskManagerID != compose.CLIService {
 					runs[s.TaskManagerID] = true
 				}
 			}
@@ -577,21 +488,13 @@ func (c *cluster) taskManagerOf(ctx context.Context, ids ...string) string {
 			return tm
 		}
 	}
-	c.t.Fatalf("no TaskManager outside %s runs subtasks of every job of %v: %v", cliService, ids, count)
+	c.t.Fatalf("no TaskManager outside %s runs subtasks of every job of %v: %v", compose.CLIService, ids, count)
 	return ""
 }
 
 func (c *cluster) checkpoints(ctx context.Context, id string) (completed int, latest int64, err error) {
-	var cps struct {
-		Counts struct {
-			Completed int `json:"completed"`
-		} `json:"counts"`
-		History []struct {
-			ID     int64  `json:"id"`
-			Status string `json:"status"`
-		} `json:"history"`
-	}
-	if err := c.weirJSON(ctx, &cps, "checkpoint", "list", id); err != nil {
+	cps, err := c.Checkpoints(ctx, id)
+	if err != nil {
 		return 0, 0, err
 	}
 	for _, h := range cps.History {
@@ -599,7 +502,7 @@ func (c *cluster) checkpoints(ctx context.Context, id string) (completed int, la
 			latest = h.ID
 		}
 	}
-	return cps.Counts.Completed, latest, nil
+	return int(cps.Counts.Completed), latest, nil
 }
 
 func (c *cluster) latestCheckpoint(ctx context.Context, id string) int64 {
