@@ -550,21 +550,6 @@ func TestKeyByTwice(t *testing.T) {
 	}
 }
 
-// The README's program is examples/page-views, word for word.
-func TestReadmeProgram(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog, err := os.ReadFile(filepath.Join("examples", "page-views", "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(readme), "```go\n"+string(prog)+"```") {
-		t.Fatal("README's \"Write a job in Go\" program differs from examples/page-views/main.go")
-	}
-}
-
 type order struct {
 	ID   int64
 	Item string

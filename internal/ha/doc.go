@@ -3,7 +3,7 @@
 // and who leads. The standalone implementations (StandaloneCounter,
 // StandaloneStore) serve a single JobManager with no etcd (--ha none); the
 // etcd ones (Elector, EtcdCounter, EtcdStore, EtcdJobStore) serve a
-// cluster of JobManagers (see the README's high-availability section).
+// cluster of JobManagers (see docs/high-availability.md).
 //
 // # Key layout
 //

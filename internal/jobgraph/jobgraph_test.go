@@ -195,7 +195,7 @@ func TestParseDefaults(t *testing.T) {
 }
 
 // TestShippedSpecs: every job spec in examples/ and deploy/ parses and
-// validates, so what the README and compose comments tell users to submit
+// validates, so what the docs and compose comments tell users to submit
 // is not refused.
 func TestShippedSpecs(t *testing.T) {
 	var files []string
