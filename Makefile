@@ -7,7 +7,7 @@ BINARIES := jobmanager taskmanager weir
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto demo image chaos bench clean \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
-	kafka-nemesis sim
+	kafka-nemesis sim docs
 
 all: build
 
@@ -110,6 +110,11 @@ proto:
 	rm -f proto/weir/v1/*.pb.go proto/weir/v1/weirv1grpc/*.pb.go
 	$(BUF) lint
 	$(BUF) generate
+
+# docs/connectors-reference.md from the registry of operators and
+# connectors (internal/connector); a test fails when it is stale.
+docs:
+	$(GO) test ./internal/connector/builtin -run TestReference -count=1 -args -update
 
 # Fail if the committed generated code differs from what `make proto` makes.
 check-proto: proto

@@ -28,6 +28,8 @@ import (
 	"regexp"
 	"time"
 
+	_ "github.com/weirproject/weir/internal/connector/builtin" // the built-in connectors, for the job graph's validation
+
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	_ "github.com/weirproject/weir/internal/connector/builtin" // the built-in connectors, for the job graph's validation
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/weirproject/weir/internal/jobgraph"

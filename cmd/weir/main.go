@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/weirproject/weir/internal/connector/builtin" // the built-in connectors, for the job graph's validation
+
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/weirproject/weir/internal/connector/builtin" // the built-in connectors, for the job graph's validation
+
 	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/jobmanager"

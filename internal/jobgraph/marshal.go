@@ -95,7 +95,7 @@ func (m *marshaler) durationNode(path string, d *durationpb.Duration) *yaml.Node
 		m.fail("%s: %w", path, err)
 		return nil
 	}
-	return strNode(formatDuration(d.AsDuration()))
+	return strNode(FormatDuration(d.AsDuration()))
 }
 
 func enumNode[T ~int32](m *marshaler, path string, names enumNames[T], v T) *yaml.Node {

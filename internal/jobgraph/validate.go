@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/weirproject/weir/internal/kafka/kafkacfg"
+	"github.com/weirproject/weir/internal/connector"
 	"github.com/weirproject/weir/internal/window"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -52,26 +52,26 @@ func validateCheckpointing(ps *problems, c *weirv1.CheckpointConfig) {
 	if d, ok := checkDuration(ps, p+"interval", c.Interval); ok {
 		switch {
 		case d < 0:
-			ps.add(p+"interval", "must not be negative, got %s", formatDuration(d))
+			ps.add(p+"interval", "must not be negative, got %s", FormatDuration(d))
 		case d > 0 && d < MinCheckpointInterval:
-			ps.add(p+"interval", "%s is below the minimum of %s (0 disables periodic checkpoints)", formatDuration(d), formatDuration(MinCheckpointInterval))
+			ps.add(p+"interval", "%s is below the minimum of %s (0 disables periodic checkpoints)", FormatDuration(d), FormatDuration(MinCheckpointInterval))
 		}
 	}
 	if c.IntervalDuringBacklog != nil {
 		if d, ok := checkDuration(ps, p+"interval-during-backlog", c.IntervalDuringBacklog); ok {
 			switch {
 			case d < 0:
-				ps.add(p+"interval-during-backlog", "must not be negative, got %s", formatDuration(d))
+				ps.add(p+"interval-during-backlog", "must not be negative, got %s", FormatDuration(d))
 			case d > 0 && d < MinCheckpointInterval:
-				ps.add(p+"interval-during-backlog", "%s is below the minimum of %s (0 takes no checkpoints during a backlog)", formatDuration(d), formatDuration(MinCheckpointInterval))
+				ps.add(p+"interval-during-backlog", "%s is below the minimum of %s (0 takes no checkpoints during a backlog)", FormatDuration(d), FormatDuration(MinCheckpointInterval))
 			}
 		}
 	}
 	if d, ok := checkDuration(ps, p+"timeout", c.Timeout); ok && d <= 0 {
-		ps.add(p+"timeout", "must be positive, got %s", formatDuration(d))
+		ps.add(p+"timeout", "must be positive, got %s", FormatDuration(d))
 	}
 	if d, ok := checkDuration(ps, p+"min-pause", c.MinPause); ok && d < 0 {
-		ps.add(p+"min-pause", "must not be negative, got %s", formatDuration(d))
+		ps.add(p+"min-pause", "must not be negative, got %s", FormatDuration(d))
 	}
 	if c.MaxConcurrent < 1 {
 		ps.add(p+"max-concurrent", "must be at least 1, got %d", c.MaxConcurrent)
@@ -88,7 +88,7 @@ func validateCheckpointing(ps *problems, c *weirv1.CheckpointConfig) {
 	if d, ok := checkDuration(ps, p+"aligned-checkpoint-timeout", c.AlignedCheckpointTimeout); ok {
 		switch {
 		case d < 0:
-			ps.add(p+"aligned-checkpoint-timeout", "must not be negative, got %s", formatDuration(d))
+			ps.add(p+"aligned-checkpoint-timeout", "must not be negative, got %s", FormatDuration(d))
 		case d > 0 && !c.Unaligned:
 			// The timeout switches an aligned checkpoint to unaligned; without
 			// unaligned it would be silently ignored.
@@ -114,7 +114,7 @@ func validateRestart(ps *problems, r *weirv1.RestartStrategy) {
 			ps.add(p+"attempts", "must not be negative, got %d", r.Attempts)
 		}
 		if d, ok := checkDuration(ps, p+"delay", r.Delay); ok && d < 0 {
-			ps.add(p+"delay", "must not be negative, got %s", formatDuration(d))
+			ps.add(p+"delay", "must not be negative, got %s", FormatDuration(d))
 		}
 	case weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY:
 		if r.Attempts < 0 {
@@ -122,18 +122,18 @@ func validateRestart(ps *problems, r *weirv1.RestartStrategy) {
 		}
 		initial, okInitial := checkDuration(ps, p+"initial-backoff", r.InitialBackoff)
 		if okInitial && initial <= 0 {
-			ps.add(p+"initial-backoff", "must be positive, got %s", formatDuration(initial))
+			ps.add(p+"initial-backoff", "must be positive, got %s", FormatDuration(initial))
 			okInitial = false
 		}
 		if d, ok := checkDuration(ps, p+"max-backoff", r.MaxBackoff); ok && okInitial && d < initial {
-			ps.add(p+"max-backoff", "%s is less than initial-backoff %s", formatDuration(d), formatDuration(initial))
+			ps.add(p+"max-backoff", "%s is less than initial-backoff %s", FormatDuration(d), FormatDuration(initial))
 		}
 		// Written to also reject NaN.
 		if !(r.Multiplier >= 1) || math.IsInf(r.Multiplier, 0) {
 			ps.add(p+"multiplier", "must be at least 1, got %v", r.Multiplier)
 		}
 		if d, ok := checkDuration(ps, p+"reset-backoff-threshold", r.ResetBackoffThreshold); ok && d < 0 {
-			ps.add(p+"reset-backoff-threshold", "must not be negative, got %s", formatDuration(d))
+			ps.add(p+"reset-backoff-threshold", "must not be negative, got %s", FormatDuration(d))
 		}
 	}
 }
@@ -231,7 +231,7 @@ func validateVertices(ps *problems, g *weirv1.JobGraph, maxOK bool) {
 		ps.add("vertices", "no source vertex: every vertex has inputs, so nothing produces records")
 	}
 	validateEventTime(ps, g, first)
-	validateKafka(ps, g)
+	validateConnectors(ps, g)
 	if cycle, closing, ok := findCycle(len(g.Vertices), resolveEdges(g)); ok {
 		ps.add(fmt.Sprintf("vertices[%d].inputs[%d].from", closing.to, closing.input), "cycle: %s", cycleString(g, cycle))
 	}
@@ -265,7 +265,8 @@ func checkDuration(ps *problems, path string, d *durationpb.Duration) (time.Dura
 
 // formatDuration writes durations the way a user would in a spec: "1m", not
 // Go's "1m0s".
-func formatDuration(d time.Duration) string {
+// FormatDuration writes d as job specs do: 1m, 2h, not 1m0s or 2h0m0s.
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -291,13 +292,13 @@ func validateEventTime(ps *problems, g *weirv1.JobGraph, index map[string]int) {
 				ps.add(p+".watermarks", "only a source vertex generates watermarks; %q has inputs (operators forward their inputs' watermarks)", v.Name)
 			}
 			if d, ok := checkDuration(ps, p+".watermarks.max-out-of-orderness", w.MaxOutOfOrderness); ok && d < 0 {
-				ps.add(p+".watermarks.max-out-of-orderness", "must not be negative, got %s", formatDuration(d))
+				ps.add(p+".watermarks.max-out-of-orderness", "must not be negative, got %s", FormatDuration(d))
 			}
 			if d, ok := checkDuration(ps, p+".watermarks.idle-timeout", w.IdleTimeout); ok && d < 0 {
-				ps.add(p+".watermarks.idle-timeout", "must not be negative, got %s (0: never idle)", formatDuration(d))
+				ps.add(p+".watermarks.idle-timeout", "must not be negative, got %s (0: never idle)", FormatDuration(d))
 			}
 			if d, ok := checkDuration(ps, p+".watermarks.interval", w.Interval); ok && d <= 0 {
-				ps.add(p+".watermarks.interval", "must be positive, got %s", formatDuration(d))
+				ps.add(p+".watermarks.interval", "must be positive, got %s", FormatDuration(d))
 			}
 		}
 		for j, in := range v.Inputs {
@@ -384,90 +385,28 @@ func watermarkedUpstream(g *weirv1.JobGraph, index map[string]int, v *weirv1.Job
 	return false
 }
 
-// validateKafka checks the kafka-source and kafka-sink configurations
-// (reaching the brokers is the JobManager's check, not this one), and
-// that an exactly-once sink's transactions outlive a failure. A broker
-// aborts a transaction older than transaction-timeout, and its records
-// are lost (Flink users lose data to this). A transaction is committed by
-// the checkpoint that completes after its pre-commit, so it must outlive
-// the checkpoint timeout plus the restart delay; and since the sink
-// carries a transaction over aborted checkpoints for at most
-// transaction-max-age before it fails over, the restore that commits it
-// then must fit in what is left: max-age + the longest restart delay + a
-// restore allowance ≤ transaction-timeout.
-func validateKafka(ps *problems, g *weirv1.JobGraph) {
+// validateConnectors runs the check each vertex's operator or connector
+// registered (internal/connector): a problem is placed under the vertex's
+// config, or where in the job it says.
+func validateConnectors(ps *problems, g *weirv1.JobGraph) {
 	for i, v := range g.Vertices {
-		op := Connector(v)
-		if v == nil || (op != "kafka-sink" && op != "kafka-source") {
+		if v == nil {
+			continue
+		}
+		s, ok := connector.Lookup(Connector(v))
+		if !ok || s.Check == nil {
 			continue
 		}
 		p := fmt.Sprintf("vertices[%d].config", i)
-		cfg := sdk.Config(v.Config.AsMap())
-		if _, err := kafkacfg.ParseClient(cfg); err != nil {
-			ps.add(p, "%v", err)
-			continue
-		}
-		if op == "kafka-source" {
-			if _, err := kafkacfg.ParseSourceConfig(cfg); err != nil {
-				ps.add(p, "%v", err)
+		for _, pr := range s.Check(g, v) {
+			path := p
+			switch {
+			case pr.Global:
+				path = pr.Path
+			case pr.Path != "":
+				path = p + "." + pr.Path
 			}
-			continue
-		}
-		c, err := kafkacfg.ParseSinkConfig(cfg)
-		if err != nil {
-			ps.add(p, "%v", err)
-			continue
-		}
-		if c.Delivery != kafkacfg.ExactlyOnce {
-			continue
-		}
-		validateCommitInterval(ps, g.GetCheckpointing(), c.TransactionMaxAge)
-		ckTimeout := g.GetCheckpointing().GetTimeout().AsDuration()
-		delay := worstRestartDelay(g.GetRestartStrategy())
-		if need := ckTimeout + delay; c.TransactionTimeout < need {
-			ps.add(p+".transaction-timeout", "%s is shorter than the checkpoint timeout (%s) plus the restart strategy's longest delay (%s) = %s: a transaction pre-committed at a checkpoint could be aborted by the broker before the restarted job commits it, and its records lost",
-				formatDuration(c.TransactionTimeout), formatDuration(ckTimeout), formatDuration(delay), formatDuration(need))
-		} else if need := c.TransactionMaxAge + delay + RestoreAllowance; c.TransactionTimeout < need {
-			ps.add(p+".transaction-max-age", "%s plus the restart strategy's longest delay (%s) and the restore allowance (%s) = %s exceeds transaction-timeout (%s): a transaction the sink carried that long could be aborted by the broker before the restored job commits it, and its records lost",
-				formatDuration(c.TransactionMaxAge), formatDuration(delay), formatDuration(RestoreAllowance), formatDuration(need), formatDuration(c.TransactionTimeout))
+			ps.add(path, "%s", pr.Msg)
 		}
 	}
-}
-
-// validateCommitInterval refuses checkpointing under which an
-// exactly-once Kafka sink's transactions expire in a healthy job. A
-// transaction opens with the first record after a checkpoint and commits
-// when the next one completes, so it lives at least one interval; at or
-// beyond transaction-max-age the sink fails its subtask on every cycle,
-// and the restored job is in the same place. Checkpoints switched off
-// (interval 0, during a backlog too) would never commit at all.
-func validateCommitInterval(ps *problems, cp *weirv1.CheckpointConfig, maxAge time.Duration) {
-	check := func(path string, interval time.Duration) {
-		switch {
-		case interval <= 0:
-			ps.add(path, "is 0 (no periodic checkpoints), but an exactly-once kafka-sink commits its transactions only when a checkpoint completes: they would expire (transaction-max-age %s) and the job fail over again and again", formatDuration(maxAge))
-		case interval >= maxAge:
-			ps.add(path, "%s is not shorter than the exactly-once kafka-sink's transaction-max-age (%s): a transaction lives at least one interval before its checkpoint commits it, so every one would expire and the job fail over again and again", formatDuration(interval), formatDuration(maxAge))
-		}
-	}
-	check("checkpointing.interval", cp.GetInterval().AsDuration())
-	if b := cp.GetIntervalDuringBacklog(); b != nil {
-		check("checkpointing.interval-during-backlog", b.AsDuration())
-	}
-}
-
-// RestoreAllowance is the time validateKafka leaves for a failed-over job
-// to be deployed again and for its sinks to commit at their restore.
-const RestoreAllowance = 10 * time.Second
-
-// worstRestartDelay is the longest a restart strategy waits before a
-// restart.
-func worstRestartDelay(r *weirv1.RestartStrategy) time.Duration {
-	switch r.GetKind() {
-	case weirv1.RestartStrategy_KIND_FIXED_DELAY:
-		return r.GetDelay().AsDuration()
-	case weirv1.RestartStrategy_KIND_EXPONENTIAL_DELAY:
-		return r.GetMaxBackoff().AsDuration()
-	}
-	return 0
 }

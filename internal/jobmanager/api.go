@@ -31,7 +31,7 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	if err := supported(g); err != nil {
 		return nil, status.Error(codes.Unimplemented, err.Error())
 	}
-	if err := s.checkTransactionalPrefixes(g); err != nil {
+	if err := s.checkClaims(g); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	var restore *restorePoint

@@ -16,6 +16,7 @@ var pure = []string{
 	"internal/attempts",
 	"internal/barrier",
 	"internal/checkpoint",
+	"internal/connector",
 	"internal/coordinator",
 	"internal/keygroup",
 	"internal/members",
@@ -76,6 +77,51 @@ func TestPureCoresLinkNoIO(t *testing.T) {
 				t.Errorf("%s links I/O packages, which a pure core must not:\n  %s", core, strings.Join(bad, "\n  "))
 			}
 		})
+	}
+}
+
+// registryOnly are the packages that work with operators and connectors
+// only through internal/connector's registry: they link none of them.
+var registryOnly = []string{"internal/connector", "internal/jobgraph", "internal/jobmanager", "internal/scheduler"}
+
+// connectors are the connectors' packages (and their clients).
+var connectors = []string{
+	"github.com/weirproject/weir/internal/kafka",
+	"github.com/weirproject/weir/internal/nexmark",
+	"github.com/weirproject/weir/internal/operators",
+	"github.com/twmb/franz-go",
+}
+
+// TestRegistryOnlyLinksNoConnector: the job graph's validation and the
+// JobManager know connectors by the registry alone, so adding one touches
+// its own directory and the builtin list, not them.
+func TestRegistryOnlyLinksNoConnector(t *testing.T) {
+	for _, p := range registryOnly {
+		out, err := exec.Command("go", "list", "-deps", module+p).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", p, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, c := range connectors {
+				if dep == c || strings.HasPrefix(dep, c+"/") {
+					t.Errorf("%s links %s: it must know connectors through internal/connector only", p, dep)
+				}
+			}
+		}
+	}
+}
+
+// TestCompositionRootsRegisterBuiltins: what validates or runs jobs for
+// users links the built-in connectors' registrations.
+func TestCompositionRootsRegisterBuiltins(t *testing.T) {
+	for _, root := range []string{"", "cmd/weir", "internal/jmcmd", "internal/testcluster"} {
+		out, err := exec.Command("go", "list", "-deps", strings.TrimSuffix(module+root, "/")).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", root, err)
+		}
+		if !slices.Contains(strings.Fields(string(out)), module+"internal/connector/builtin") {
+			t.Errorf("%q does not link internal/connector/builtin: jobs it validates would skip the connectors' checks", root)
+		}
 	}
 }
 

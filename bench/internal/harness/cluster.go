@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	_ "github.com/weirproject/weir/internal/connector/builtin" // the built-in connectors, for the job graph's validation
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 

@@ -1,0 +1,88 @@
+// Package opspec describes the built-in operators for internal/connector:
+// their configuration keys, for the reference and the registry. It links
+// none of the operators' code, so what validates jobs (the CLI, the
+// JobManager) need not either.
+package opspec
+
+import "github.com/weirproject/weir/internal/connector"
+
+func init() {
+	for _, s := range []connector.Spec{
+		{
+			Name: "sequence-source", Kind: connector.Source,
+			Doc: "Emits key `i mod keys`, value `i` for `i` in `[0, count)`, split across the subtasks; its position " +
+				"is checkpointed, so a restored job resumes exactly where the checkpoint was.",
+			Keys: []connector.Key{
+				{Name: "count", Type: "integer", Default: "0", Doc: "How many records; 0: unbounded."},
+				{Name: "keys", Type: "integer", Default: "16", Doc: "How many distinct keys."},
+				{Name: "rate", Type: "records/s", Default: "0", Doc: "At most this many records per second per subtask; 0: as fast as it can."},
+				{Name: "event-time", Type: "{step, jitter}", Doc: "Record `i` carries the timestamp `i*step − (i mod (jitter/step + 1))*step`: at most `jitter` behind the newest. Without it, timestamps are 0."},
+			},
+		},
+		{
+			Name: "nexmark-source", Kind: connector.Source,
+			Doc: "The Nexmark benchmark's event stream (people, auctions and bids, 1:3:46); event `n` is a pure function " +
+				"of `n` and the configuration, and each split's position restores exactly at any parallelism. Key: the " +
+				"event's kind; value: its binary encoding (or CSV); timestamp: its event time.",
+			Keys: []connector.Key{
+				{Name: "events", Type: "integer", Default: "0", Doc: "How many events; 0: unbounded."},
+				{Name: "rate", Type: "events/s", Default: "0", Doc: "Wall-clock events per second of the whole stream; 0: as fast as it can."},
+				{Name: "first-event-rate", Type: "events/s", Default: "10000", Doc: "Event time advances 1/first-event-rate per event."},
+				{Name: "base-time", Type: "RFC 3339 time", Default: "2024-01-01T00:00:00Z", Doc: "The event time of event 0."},
+				{Name: "splits", Type: "integer", Default: "the parallelism", Doc: "Event `n` is in split `n mod splits`."},
+				{Name: "hot-auction-ratio", Type: "integer", Default: "2", Doc: "As in the Nexmark generator."},
+				{Name: "hot-bidder-ratio", Type: "integer", Default: "4", Doc: "As in the Nexmark generator."},
+				{Name: "hot-seller-ratio", Type: "integer", Default: "4", Doc: "As in the Nexmark generator."},
+				{Name: "kinds", Type: "list of `person`, `auction`, `bid`", Default: "all", Doc: "The kinds emitted."},
+				{Name: "key", Type: "`kind`, `none`", Default: "kind", Doc: "`none`: records carry an empty key."},
+				{Name: "format", Type: "`binary`, `csv`", Default: "binary", Doc: "How an event is encoded in the value."},
+			},
+		},
+		{
+			Name: "keyed-sum", Kind: connector.Transform,
+			Doc:  "Running sum of the decimal values per key (keyed state); emits `(key, sum)` for every input.",
+		},
+		{
+			Name: "window", Kind: connector.Transform,
+			Doc: "Keyed windows over the decimal values. Each window fires once and emits key = the input key, value " +
+				"`<window-start-ms>,<window-end-ms>,<result>`.",
+			Keys: []connector.Key{
+				{Name: "type", Type: "`tumbling`, `sliding`, `session`", Required: true, Doc: "The window assigner."},
+				{Name: "size", Type: "duration", Doc: "A tumbling or sliding window's length."},
+				{Name: "slide", Type: "duration", Doc: "How far apart sliding windows start."},
+				{Name: "gap", Type: "duration", Doc: "The inactivity that ends a session."},
+				{Name: "aggregate", Type: "`count`, `sum`, `min`, `max`, `avg`", Required: true, Doc: "What a window computes."},
+				{Name: "allowed-lateness", Type: "duration", Default: "0s", Doc: "How long after its end a window still takes late records (and fires again)."},
+				{Name: "time", Type: "`event`, `processing`", Default: "event", Doc: "Which clock the windows follow."},
+			},
+		},
+		{
+			Name: "interval-join", Kind: connector.Transform,
+			Doc: "Two keyed inputs (left, then right): a left record `l` joins every right record `r` of its key with " +
+				"`l.ts + lower ≤ r.ts ≤ l.ts + upper`, emitting `<left value>|<right value>` at `max(l.ts, r.ts)`.",
+			Keys: []connector.Key{
+				{Name: "lower", Type: "duration (may be negative)", Required: true, Doc: "The interval's lower bound."},
+				{Name: "upper", Type: "duration (may be negative)", Required: true, Doc: "The interval's upper bound."},
+			},
+		},
+		{
+			Name: "window-join", Kind: connector.Transform,
+			Doc:  "Two keyed inputs joined per tumbling window: every pair of a key's records in a window, `<left value>|<right value>`, when the window fires.",
+			Keys: []connector.Key{
+				{Name: "size", Type: "duration", Required: true, Doc: "The tumbling window's length."},
+			},
+		},
+		{
+			Name: "file-sink", Kind: connector.Sink,
+			Doc: "Writes part files with two-phase commit: a checkpoint's snapshot pre-commits the files closed since " +
+				"the last one and its completion makes them visible (`part-*`); one `<key>,<value>` line per record. " +
+				"In a directory, or in S3 as multipart uploads.",
+			Keys: []connector.Key{
+				{Name: "path", Type: "directory or `s3://bucket/prefix`", Required: true, Doc: "Where the part files go; give every job its own."},
+				{Name: "roll", Type: "{on-checkpoint, max-size, max-age}", Default: "on-checkpoint: true", Doc: "When a part file is closed: at every checkpoint, once it holds `max-size` bytes, or `max-age` after it opened (without `on-checkpoint`, 128MiB and 60s by default)."},
+			},
+		},
+	} {
+		connector.Register(s)
+	}
+}
