@@ -40,7 +40,7 @@ func init() {
 		},
 		{
 			Name: "keyed-sum", Kind: connector.Transform,
-			Doc:  "Running sum of the decimal values per key (keyed state); emits `(key, sum)` for every input.",
+			Doc: "Running sum of the decimal values per key (keyed state); emits `(key, sum)` for every input.",
 		},
 		{
 			Name: "window", Kind: connector.Transform,
@@ -67,7 +67,7 @@ func init() {
 		},
 		{
 			Name: "window-join", Kind: connector.Transform,
-			Doc:  "Two keyed inputs joined per tumbling window: every pair of a key's records in a window, `<left value>|<right value>`, when the window fires.",
+			Doc: "Two keyed inputs joined per tumbling window: every pair of a key's records in a window, `<left value>|<right value>`, when the window fires.",
 			Keys: []connector.Key{
 				{Name: "size", Type: "duration", Required: true, Doc: "The tumbling window's length."},
 			},
