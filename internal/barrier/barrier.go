@@ -44,6 +44,25 @@ func (m Mode) String() string {
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
+// ParseMode reads a mode by its name (String's, or exactly-once for
+// aligned) with its timeout, which only aligned-timeout takes and needs.
+func ParseMode(name string, timeout time.Duration) (Mode, time.Duration, error) {
+	switch name {
+	case "aligned", "exactly-once":
+		return ModeAligned, 0, nil
+	case "at-least-once":
+		return ModeAtLeastOnce, 0, nil
+	case "unaligned":
+		return ModeUnaligned, 0, nil
+	case "aligned-timeout":
+		if timeout <= 0 {
+			return 0, 0, fmt.Errorf("barrier: mode aligned-timeout needs a positive timeout, got %s", timeout)
+		}
+		return ModeAlignedTimeout, timeout, nil
+	}
+	return 0, 0, fmt.Errorf("barrier: unknown mode %q", name)
+}
+
 // ModeOf is the mode checkpoint options ask for, with Flink's rules:
 // at-least-once ignores the unaligned settings; with unaligned, a zero
 // aligned checkpoint timeout means unaligned from the first barrier and a

@@ -146,21 +146,11 @@ func scanMode(t *testing.T, d *datadriven.TestData) (Mode, time.Duration) {
 			d.Fatalf(t, "timeout: %v", err)
 		}
 	}
-	switch name {
-	case "aligned", "exactly-once":
-		return ModeAligned, 0
-	case "at-least-once":
-		return ModeAtLeastOnce, 0
-	case "unaligned":
-		return ModeUnaligned, 0
-	case "aligned-timeout":
-		if timeout <= 0 {
-			d.Fatalf(t, "aligned-timeout needs timeout=")
-		}
-		return ModeAlignedTimeout, timeout
+	mode, timeout, err := ParseMode(name, timeout)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
 	}
-	d.Fatalf(t, "unknown mode %q", name)
-	return 0, 0
+	return mode, timeout
 }
 
 // runOrders runs checkpoint 1 in every arrival order (see TestBarrierHandler).

@@ -567,21 +567,11 @@ func scanMode(t *testing.T, d *datadriven.TestData) (barrier.Mode, time.Duration
 			d.Fatalf(t, "timeout: %v", err)
 		}
 	}
-	switch name {
-	case "aligned", "exactly-once":
-		return barrier.ModeAligned, 0
-	case "at-least-once":
-		return barrier.ModeAtLeastOnce, 0
-	case "unaligned":
-		return barrier.ModeUnaligned, 0
-	case "aligned-timeout":
-		if timeout <= 0 {
-			d.Fatalf(t, "aligned-timeout needs timeout=")
-		}
-		return barrier.ModeAlignedTimeout, timeout
+	mode, timeout, err := barrier.ParseMode(name, timeout)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
 	}
-	d.Fatalf(t, "unknown mode %q", name)
-	return 0, 0
+	return mode, timeout
 }
 
 func channels(n int, f func(int) bool) string {
