@@ -8,9 +8,11 @@
 package kafka
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,13 +24,14 @@ import (
 )
 
 // clientOptions makes the client options of the settings every connector
-// shares (kafkacfg.ParseClient), reading the TLS files.
-func clientOptions(cfg sdk.Config) ([]kgo.Opt, error) {
+// shares (kafkacfg.ParseClient), reading the TLS files; the client logs
+// to log.
+func clientOptions(cfg sdk.Config, log *slog.Logger) ([]kgo.Opt, error) {
 	c, err := kafkacfg.ParseClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Seeds...)}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Seeds...), kgo.WithLogger(kgoLogger{log})}
 	if c.TLS != nil {
 		tc, err := tlsConfig(c.TLS)
 		if err != nil {
@@ -70,4 +73,40 @@ func tlsConfig(c *kafkacfg.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	return tc, nil
+}
+
+// kgoLogger hands franz-go's log to the subtask's logger one level down:
+// its errors and warnings as such, its info (a transaction ended, a
+// producer ID loaded) as debug, its debug below that, so a daemon at the
+// info level logs only what needs a reader.
+type kgoLogger struct{ l *slog.Logger }
+
+const slogTrace = slog.LevelDebug - 4
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	ctx := context.Background()
+	switch {
+	case k.l == nil:
+		return kgo.LogLevelNone
+	case k.l.Enabled(ctx, slogTrace):
+		return kgo.LogLevelDebug
+	case k.l.Enabled(ctx, slog.LevelDebug):
+		return kgo.LogLevelInfo
+	case k.l.Enabled(ctx, slog.LevelWarn):
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelError
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l := slog.LevelError
+	switch level {
+	case kgo.LogLevelWarn:
+		l = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		l = slog.LevelDebug
+	case kgo.LogLevelDebug:
+		l = slogTrace
+	}
+	k.l.Log(context.Background(), l, "kafka client: "+msg, keyvals...)
 }

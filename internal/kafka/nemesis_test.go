@@ -1041,7 +1041,9 @@ func (n *nemesis) subtaskCtx(subtask int, restored int64, state string, items []
 		name = "source"
 	}
 	c := &nemCtx{cfg: cfg, name: name, subtask: subtask, parallelism: n.parallelism, restored: restored, lists: map[string]*memList{},
-		log: slog.New(slog.NewTextHandler(n.res.subtasks, nil)).With("subtask", fmt.Sprintf("%s-%d", name, subtask))}
+		// Debug: the Kafka clients' transactions (began, ended, producer
+		// IDs), so a failing sequence shows what each producer did.
+		log: slog.New(slog.NewTextHandler(n.res.subtasks, &slog.HandlerOptions{Level: slog.LevelDebug})).With("subtask", fmt.Sprintf("%s-%d", name, subtask))}
 	c.lists[state] = &memList{items: slices.Clone(items)}
 	return c
 }

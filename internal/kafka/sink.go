@@ -81,7 +81,7 @@ func (s *Sink) Open(ctx sdk.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka-sink: %w", err)
 	}
-	opts, err := clientOptions(ctx.Config())
+	opts, err := clientOptions(ctx.Config(), ctx.Logger())
 	if err != nil {
 		return fmt.Errorf("kafka-sink: %w", err)
 	}

@@ -177,7 +177,7 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kafka-source: %w", err)
 	}
-	opts, err := clientOptions(ctx.Config())
+	opts, err := clientOptions(ctx.Config(), ctx.Logger())
 	if err != nil {
 		return fmt.Errorf("kafka-source: %w", err)
 	}
