@@ -83,7 +83,7 @@ kafka-nemesis:
 # TaskManagers in one goroutine on a simulated clock, messages dropped,
 # delayed, duplicated, hosts crashed and partitioned, checked after every
 # step and for liveness once the faults stop. make test runs 1,000 seeds;
-# this runs SIM_SEEDS from SIM_SEED (about 30,000 a minute per core
+# this runs SIM_SEEDS from SIM_SEED (about 24,000 a minute per core
 # without the race detector), then shows that it finds each control-plane
 # bug put back. A failing seed is printed with the command that replays it.
 SIM_SEEDS ?= 100000

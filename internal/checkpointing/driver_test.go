@@ -935,7 +935,10 @@ func TestDriverStopWithSavepoint(t *testing.T) {
 		t.Errorf("metadata type %s", md.GetType())
 	}
 
-	// Again, declined: the job is failed over.
+	// Again, after a restart (a completed stop-with-savepoint is the last
+	// checkpoint of its execution), declined: the job is failed over.
+	e.d.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND)
+	e.d.Start(e.tasks)
 	go func() { res <- e.d.StopWithSavepoint(context.Background(), target, false) }()
 	e.triggered(2, "SAVEPOINT_SUSPEND")
 	e.d.Decline(&weirv1.DeclineCheckpointRequest{Attempt: e.tasks[2].Attempt, CheckpointId: 2, Message: "io"})

@@ -204,6 +204,14 @@ type Coordinator struct {
 
 	// aligned: every checkpoint is aligned for now (Reconfiguration.Aligned).
 	aligned bool
+	// last is a request that must be the job's last checkpoint before a
+	// restart or its end: a rescale's (the restart restores it) or a
+	// stop-with-savepoint's (sinks commit on it, and a job resumed from it
+	// must not find output of a newer checkpoint committed). From its
+	// request until Start (the restart) or ResumePeriodic (the rescale
+	// refused), no other request starts, and its completion aborts any
+	// newer checkpoint.
+	last *request
 
 	// periodicPaused: a stop-with-savepoint stopped periodic checkpoints
 	// until the next Start (Flink's stopCheckpointScheduler).
@@ -282,6 +290,7 @@ func (c *Coordinator) NextDeadline() time.Time {
 func (c *Coordinator) Start(tasks []Task) {
 	c.running = true
 	c.periodicPaused = false
+	c.last = nil
 	c.tasks = tasks
 	c.finished = map[string]bool{}
 	c.final = nil
@@ -455,17 +464,23 @@ func (c *Coordinator) unfinished() []*weirv1.ExecutionAttemptID {
 // Trigger enqueues a checkpoint request and returns its number; the
 // outcome arrives as a RequestDone effect with that number.
 func (c *Coordinator) Trigger(kind RequestKind, forced bool, target string) int64 {
+	r := &request{kind: kind, forced: forced, target: target}
 	if kind == RescaleCheckpoint {
 		c.nextPeriodic = time.Time{}
 		c.periodicPaused = true
+		c.takeLast(r)
 	}
-	return c.trigger(&request{kind: kind, forced: forced, target: target})
+	return c.trigger(r)
 }
 
 // ResumePeriodic ends the pause of periodic checkpoints a rescale's
 // checkpoint began, when the rescale did not go ahead.
 func (c *Coordinator) ResumePeriodic() {
+	if c.last != nil && c.last.kind == SyncSavepoint && !putback.Active(putback.CheckpointAfterRescale) {
+		return // the pause is a stop-with-savepoint's, not the rescale's to end
+	}
 	c.periodicPaused = false
+	c.last = nil
 	c.reschedule()
 }
 
@@ -476,7 +491,27 @@ func (c *Coordinator) ResumePeriodic() {
 func (c *Coordinator) StopWithSavepoint(target string, drain bool) int64 {
 	c.nextPeriodic = time.Time{}
 	c.periodicPaused = true
-	return c.trigger(&request{kind: SyncSavepoint, forced: true, target: target, drain: drain})
+	r := &request{kind: SyncSavepoint, forced: true, target: target, drain: drain}
+	c.takeLast(r)
+	return c.trigger(r)
+}
+
+// takeLast makes r the job's last checkpoint (see Coordinator.last). A
+// second such request while one is under way is refused in decide, as
+// any other.
+func (c *Coordinator) takeLast(r *request) {
+	if c.last == nil && !putback.Active(putback.CheckpointAfterRescale) {
+		c.last = r
+	}
+}
+
+// lastRefusal is why a request cannot start while c.last is under way.
+func (c *Coordinator) lastRefusal() *Failure {
+	msg := "the job is being rescaled: its checkpoint is the last before the restart"
+	if c.last.kind == SyncSavepoint {
+		msg = "the job is being stopped with a savepoint: it is the last checkpoint before the job stops"
+	}
+	return &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SUSPEND, Message: msg}
 }
 
 func (c *Coordinator) trigger(r *request) int64 {
@@ -537,6 +572,11 @@ func (c *Coordinator) decide() {
 			// to it nor re-arm the paused timer through the min pause.
 			c.queue = c.queue[1:]
 			c.failRequest(head, 0, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_PERIODIC_SCHEDULER_SHUTDOWN})
+			continue
+		}
+		if c.last != nil && head != c.last {
+			c.queue = c.queue[1:]
+			c.failRequest(head, 0, c.lastRefusal())
 			continue
 		}
 		if c.cleaning > c.cfg.MaxConcurrent {
@@ -920,6 +960,15 @@ func (c *Coordinator) Finalized(id int64, path string, subsumed int64, err error
 			c.abort(q, &Failure{Reason: weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_SUBSUMED})
 		}
 	}
+	// The job's last checkpoint: any newer one, even fully acknowledged
+	// and waiting to be written behind it, goes.
+	if p.req == c.last {
+		for _, newer := range c.pendingIDs() {
+			if q := c.pending[newer]; newer > id && !q.writing {
+				c.abort(q, c.lastRefusal())
+			}
+		}
+	}
 	// A savepoint commits no side effects: sinks commit with the next
 	// checkpoint, so recovery never goes back behind committed output. A
 	// synchronous savepoint is the job's last snapshot and must commit.
@@ -1022,6 +1071,9 @@ func (c *Coordinator) failRequest(r *request, id int64, f *Failure) {
 		c.stats.failed(id, r.savepoint(), c.clock.Now(), f)
 	}
 	c.emit(RequestDone{Request: r.seq, ID: id, Err: f})
+	if r == c.last {
+		c.last = nil // not the last checkpoint after all
+	}
 	if r.kind == RescaleCheckpoint && c.running {
 		c.ResumePeriodic() // no rescale follows
 	}

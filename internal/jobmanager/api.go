@@ -31,6 +31,8 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	if err := supported(g); err != nil {
 		return nil, status.Error(codes.Unimplemented, err.Error())
 	}
+	s.submits.Lock()
+	defer s.submits.Unlock()
 	if err := s.checkClaims(g); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}

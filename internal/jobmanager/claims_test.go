@@ -2,6 +2,7 @@ package jobmanager_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +55,45 @@ func TestClaimsRefuseASecondJob(t *testing.T) {
 	c.wait(first.GetJobId(), "cancelled", inState(weirv1.JobState_JOB_STATE_CANCELED))
 	if _, err := c.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: job("third", "orders")}); err != nil {
 		t.Fatalf("the prefix of a cancelled job: %v", err)
+	}
+}
+
+// TestClaimsConcurrentSubmits: jobs claiming one prefix submitted at the
+// same moment: exactly one is accepted.
+func TestClaimsConcurrentSubmits(t *testing.T) {
+	c := startInProcess(t)
+	g := func(name string) *weirv1.JobGraph {
+		return &weirv1.JobGraph{
+			Name:          name,
+			Checkpointing: &weirv1.CheckpointConfig{Interval: durationpb.New(time.Second), Timeout: durationpb.New(time.Minute)},
+			Vertices: []*weirv1.JobVertex{
+				{Name: "src", Operator: "sequence-source", Parallelism: 1, Config: c.config(map[string]any{"count": 10})},
+				{Name: "out", Operator: "kafka-sink", Parallelism: 1,
+					Inputs: []*weirv1.JobEdge{{Source: "src", Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}},
+					Config: c.config(map[string]any{"bootstrap-servers": "127.0.0.1:1", "topic": "t", "transactional-id-prefix": "shared"})},
+			},
+		}
+	}
+	const n = 8
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			<-start
+			_, err := c.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g(fmt.Sprintf("job-%d", i))})
+			errs <- err
+		}()
+	}
+	close(start)
+	accepted := 0
+	for range n {
+		if err := <-errs; err == nil {
+			accepted++
+		} else if status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("a refusal other than the claim's: %v", err)
+		}
+	}
+	if accepted != 1 {
+		t.Fatalf("%d of %d jobs claiming one transactional-id prefix were accepted, want 1", accepted, n)
 	}
 }

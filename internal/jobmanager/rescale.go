@@ -67,7 +67,10 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 	// The last checkpoint before the restart (the coordinator pauses
 	// periodic ones). Unaligned if the job's are, its in-flight records
 	// redistributed at the restore, unless the job has a broadcast edge.
-	r := j.coord.Trigger(ctx, coordinator.RescaleCheckpoint, "")
+	// Awaited whatever becomes of the client's call: once it completes,
+	// the coordinator takes no other checkpoint until the rescale's
+	// restart or its refusal, one of which follows here.
+	r := j.coord.Trigger(context.WithoutCancel(ctx), coordinator.RescaleCheckpoint, "")
 	if err := triggerError(j.id, r); err != nil {
 		return nil, err
 	}

@@ -127,9 +127,13 @@ type Server struct {
 	weirv1grpc.UnimplementedClientServiceServer
 	weirv1grpc.UnimplementedJobManagerGatewayServiceServer
 
-	cfg      Config
-	id       string
-	log      *slog.Logger
+	cfg Config
+	id  string
+	log *slog.Logger
+	// submits serializes submissions from the check of their claims to
+	// their registration: two jobs claiming one thing at once would each
+	// pass the check before the other is registered.
+	submits  sync.Mutex
 	creds    credentials.TransportCredentials
 	storage  storage.Storage
 	reg      *prometheus.Registry

@@ -30,7 +30,11 @@ const (
 	// checkpoints, which a new leader cannot restore at the stored
 	// parallelism.
 	UnalignedWhileUnstored = "unaligned-while-unstored"
+	// CheckpointAfterRescale (coordinator): a checkpoint running beside a
+	// rescale's completes after it, and the rescale restores that one,
+	// taken with the job's own options at the old parallelism.
+	CheckpointAfterRescale = "checkpoint-after-rescale"
 )
 
 // All lists the bugs that can be put back.
-var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale, DuplicateAckDiscards, UnalignedWhileUnstored}
+var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale, DuplicateAckDiscards, UnalignedWhileUnstored, CheckpointAfterRescale}

@@ -19,6 +19,9 @@ func TestSimulationFindsBugs(t *testing.T) {
 		// unaligned checkpoints, that completes a checkpoint before the
 		// store answers.
 		putback.UnalignedWhileUnstored: {GraphStoreFailP: 1},
+		// A stop with a savepoint beside a rescale (refused) and
+		// checkpoints running two at a time.
+		putback.CheckpointAfterRescale: {StopP: 1},
 	}
 	for _, bug := range putback.All {
 		t.Run(bug, func(t *testing.T) {

@@ -32,6 +32,9 @@ type Config struct {
 	// client's deadline; each retry in the background fails with
 	// (1+GraphStoreFailP)/2, so the stored graph lags a while.
 	GraphStoreFailP float64
+	// StopP: the client stops the job with a savepoint at some moment
+	// (in a seed without a leader change or a cancel).
+	StopP float64
 	// Trace keeps the whole trace, not only its end.
 	Trace bool
 }
@@ -63,6 +66,7 @@ func (c Config) withDefaults() Config {
 	def(&c.TaskFailRate, 0.05)
 	def(&c.CommitFailP, 0.05)
 	def(&c.GraphStoreFailP, 0.1)
+	def(&c.StopP, 0.125)
 	return c
 }
 
@@ -93,7 +97,7 @@ type vertex struct {
 
 // jobShape draws a job: one or two pipelines of source → (map) → sink,
 // each edge forward, hash or broadcast, parallelism 1 or 2, checkpoints
-// aligned or unaligned. A forward pipeline at
+// aligned or unaligned, one or two at a time. A forward pipeline at
 // parallelism 2 is two pipelined regions; a hash edge joins them.
 func (w *world) jobShape() (*weirv1.JobGraph, map[string]*vertex, bool) {
 	bounded := w.rng.IntN(3) > 0
@@ -101,7 +105,7 @@ func (w *world) jobShape() (*weirv1.JobGraph, map[string]*vertex, bool) {
 		Name: "sim", MaxParallelism: 128,
 		Checkpointing: &weirv1.CheckpointConfig{
 			Interval: durationpb.New(checkpointEvery), Timeout: durationpb.New(checkpointTimeout),
-			MaxConcurrent: 1, TolerableFailedCheckpoints: -1, Retained: 3,
+			MaxConcurrent: int32(1 + w.rng.IntN(2)), TolerableFailedCheckpoints: -1, Retained: 3,
 			Unaligned: w.rng.IntN(2) == 0,
 		},
 		RestartStrategy: &weirv1.RestartStrategy{

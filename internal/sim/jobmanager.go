@@ -667,6 +667,17 @@ func (jm *jobManager) clientCancel() {
 	jm.drain()
 }
 
+// clientCheckpoint triggers a checkpoint, as `weir checkpoint trigger`
+// does: it runs beside any other, up to max-concurrent.
+func (jm *jobManager) clientCheckpoint() {
+	if jm.sched.State() != weirv1.JobState_JOB_STATE_RUNNING {
+		return
+	}
+	jm.w.logf("client: trigger a checkpoint")
+	jm.coord.Trigger(coordinator.Manual, false, "")
+	jm.drain()
+}
+
 // clientStop stops the job with a savepoint, as `weir job stop` does:
 // the subtasks finish once it completed, and the job is FINISHED; a
 // savepoint that fails fails the job over, which then runs on.

@@ -321,7 +321,8 @@ func (w *world) nemesis() {
 }
 
 // client schedules the client's calls at random moments of the fault
-// phase: rescales, changes of the checkpoint interval, a cancel.
+// phase: rescales, checkpoints, changes of the checkpoint interval, a
+// cancel.
 func (w *world) client(g *weirv1.JobGraph) {
 	when := func() time.Time { return epoch.Add(w.between(0, w.cfg.FaultTime)) }
 	for range w.rng.IntN(3) {
@@ -337,6 +338,12 @@ func (w *world) client(g *weirv1.JobGraph) {
 			}
 			w.faults["client-rescale"]++
 			jm.clientRescale(ng)
+		})
+	}
+	for range w.rng.IntN(4) {
+		w.at(when(), "client checkpoint", func() {
+			w.faults["client-checkpoint"]++
+			w.sim.jm.clientCheckpoint()
 		})
 	}
 	for range w.rng.IntN(3) {
@@ -355,7 +362,7 @@ func (w *world) client(g *weirv1.JobGraph) {
 			w.faults["client-cancel"]++
 			w.sim.jm.clientCancel()
 		})
-	} else if w.rng.IntN(8) == 0 {
+	} else if w.rng.Float64() < w.cfg.StopP {
 		w.at(when(), "client stop", func() {
 			w.faults["client-stop"]++
 			w.sim.jm.clientStop()
