@@ -21,18 +21,7 @@ import (
 // holds it; once that job ended, the prefix is free again.
 func TestClaimsRefuseASecondJob(t *testing.T) {
 	c := startInProcess(t) // no TaskManager: the first job waits for slots, not ended
-	job := func(name, prefix string) *weirv1.JobGraph {
-		return &weirv1.JobGraph{
-			Name:          name,
-			Checkpointing: &weirv1.CheckpointConfig{Interval: durationpb.New(time.Second), Timeout: durationpb.New(time.Minute)},
-			Vertices: []*weirv1.JobVertex{
-				{Name: "src", Operator: "sequence-source", Parallelism: 1, Config: c.config(map[string]any{"count": 10})},
-				{Name: "out", Operator: "kafka-sink", Parallelism: 1,
-					Inputs: []*weirv1.JobEdge{{Source: "src", Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}},
-					Config: c.config(map[string]any{"bootstrap-servers": "127.0.0.1:1", "topic": "t", "transactional-id-prefix": prefix})},
-			},
-		}
-	}
+	job := func(name, prefix string) *weirv1.JobGraph { return kafkaSinkJob(c, name, prefix) }
 	first, err := c.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: job("first", "orders")})
 	if err != nil {
 		t.Fatal(err)
@@ -62,18 +51,7 @@ func TestClaimsRefuseASecondJob(t *testing.T) {
 // same moment: exactly one is accepted.
 func TestClaimsConcurrentSubmits(t *testing.T) {
 	c := startInProcess(t)
-	g := func(name string) *weirv1.JobGraph {
-		return &weirv1.JobGraph{
-			Name:          name,
-			Checkpointing: &weirv1.CheckpointConfig{Interval: durationpb.New(time.Second), Timeout: durationpb.New(time.Minute)},
-			Vertices: []*weirv1.JobVertex{
-				{Name: "src", Operator: "sequence-source", Parallelism: 1, Config: c.config(map[string]any{"count": 10})},
-				{Name: "out", Operator: "kafka-sink", Parallelism: 1,
-					Inputs: []*weirv1.JobEdge{{Source: "src", Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}},
-					Config: c.config(map[string]any{"bootstrap-servers": "127.0.0.1:1", "topic": "t", "transactional-id-prefix": "shared"})},
-			},
-		}
-	}
+	g := func(name string) *weirv1.JobGraph { return kafkaSinkJob(c, name, "shared") }
 	const n = 8
 	start := make(chan struct{})
 	errs := make(chan error, n)
@@ -95,5 +73,21 @@ func TestClaimsConcurrentSubmits(t *testing.T) {
 	}
 	if accepted != 1 {
 		t.Fatalf("%d of %d jobs claiming one transactional-id prefix were accepted, want 1", accepted, n)
+	}
+}
+
+// kafkaSinkJob is a job whose exactly-once Kafka sink claims the
+// transactional-id prefix given (its broker is never reached: the job
+// waits for slots).
+func kafkaSinkJob(c *inProcess, name, prefix string) *weirv1.JobGraph {
+	return &weirv1.JobGraph{
+		Name:          name,
+		Checkpointing: &weirv1.CheckpointConfig{Interval: durationpb.New(time.Second), Timeout: durationpb.New(time.Minute)},
+		Vertices: []*weirv1.JobVertex{
+			{Name: "src", Operator: "sequence-source", Parallelism: 1, Config: c.config(map[string]any{"count": 10})},
+			{Name: "out", Operator: "kafka-sink", Parallelism: 1,
+				Inputs: []*weirv1.JobEdge{{Source: "src", Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}},
+				Config: c.config(map[string]any{"bootstrap-servers": "127.0.0.1:1", "topic": "t", "transactional-id-prefix": prefix})},
+		},
 	}
 }
