@@ -65,6 +65,12 @@ type Sink struct {
 	names     sinktxn.Names
 	producers map[int]*kgo.Client // by slot
 	cur       *kgo.Client         // the open transaction's producer, nil when none
+	// curSlot is the open transaction's slot; written counts the records
+	// each slot's transaction holds, and ends the EndTxn requests each
+	// slot's producer sent (see NotifyCheckpointComplete).
+	curSlot int
+	written map[int]int
+	ends    map[int]*atomic.Int64
 	// now is the machine's clock; nil is the wall clock, with a timer
 	// that marks when the oldest uncommitted transaction reaches its
 	// maximum age (a test's clock is checked at every call instead).
@@ -183,20 +189,26 @@ func retry(ctx context.Context, f func() error) error {
 	}
 }
 
-// commitRestored commits a transaction a restored checkpoint pre-committed,
-// as its producer (the stored ID and epoch) would have.
-func (s *Sink) commitRestored(ctx context.Context, t sinktxn.Txn) error {
-	id := s.names.ID(t.Slot)
-	err := retry(ctx, func() error {
+// commitByProducer commits pre-committed transaction t as its producer
+// (the ID and epoch the checkpoint holds) would: a commit the broker
+// already applied answers as done.
+func (s *Sink) commitByProducer(ctx context.Context, t sinktxn.Txn) error {
+	return retry(ctx, func() error {
 		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, t.Producer, t.Epoch, true
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = s.names.ID(t.Slot), t.Producer, t.Epoch, true
 		resp, err := req.RequestWith(ctx, s.admin)
 		if err != nil {
 			return err
 		}
 		return kerr.ErrorForCode(resp.ErrorCode)
 	})
-	if err != nil {
+}
+
+// commitRestored commits a transaction a restored checkpoint pre-committed,
+// as its producer (the stored ID and epoch) would have.
+func (s *Sink) commitRestored(ctx context.Context, t sinktxn.Txn) error {
+	id := s.names.ID(t.Slot)
+	if err := s.commitByProducer(ctx, t); err != nil {
 		// The broker no longer has the transaction as the producer's
 		// last: aborted by the broker's timeout (or its ID expired), so
 		// its records are gone.
@@ -260,17 +272,32 @@ func (s *Sink) producer(slot int) (*kgo.Client, error) {
 	if c := s.producers[slot]; c != nil {
 		return c, nil
 	}
+	ends := &atomic.Int64{}
 	opts := append(append([]kgo.Opt{}, s.opts...),
 		kgo.DefaultProduceTopic(s.cfg.Topic),
 		kgo.TransactionalID(s.names.ID(sinktxn.Slot{Subtask: s.subtask, Index: slot})),
 		kgo.TransactionTimeout(s.cfg.TransactionTimeout),
+		kgo.WithHooks(endTxnCounter{ends}),
 	)
 	c, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka-sink: %w", err)
 	}
 	s.producers[slot] = c
+	if s.ends == nil {
+		s.ends, s.written = map[int]*atomic.Int64{}, map[int]int{}
+	}
+	s.ends[slot] = ends
 	return c, nil
+}
+
+// endTxnCounter counts the EndTxn requests a producer wrote to a broker.
+type endTxnCounter struct{ n *atomic.Int64 }
+
+func (e endTxnCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == kmsg.EndTxn.Int16() && err == nil {
+		e.n.Add(1)
+	}
 }
 
 func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
@@ -290,6 +317,7 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 			}
 		}
 		cl = s.cur
+		s.written[s.curSlot]++
 	}
 	cl.Produce(context.Background(), rec, s.produced)
 	return nil
@@ -326,7 +354,8 @@ func (s *Sink) begin() error {
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("kafka-sink: begin transaction on %s: %w", s.names.ID(slot), err)
 	}
-	s.cur = cl
+	s.cur, s.curSlot = cl, slot.Index
+	s.written[slot.Index] = 0
 	s.arm()
 	return nil
 }
@@ -427,9 +456,27 @@ func (s *Sink) NotifyCheckpointComplete(id int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, t := range s.m.Complete(id) {
+		ends := s.ends[t.Slot.Index]
+		var before int64
+		if ends != nil {
+			before = ends.Load()
+		}
 		if err := s.producers[t.Slot.Index].EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d: %w", s.names.ID(t.Slot), t.Checkpoint, err)
 		}
+		// franz-go ends a transaction without asking the broker when it
+		// believes nothing was added to it, and under load it was seen
+		// to believe so of one whose records it had written and flushed:
+		// they were lost, the commit reported done. When it sent no
+		// EndTxn for a transaction that holds records, the sink commits
+		// it by its producer ID and epoch itself.
+		if ends != nil && ends.Load() == before && s.written[t.Slot.Index] > 0 {
+			s.log.Warn("kafka-sink: the Kafka client ended a transaction holding records without committing it; committing it by its producer", "transactional_id", s.names.ID(t.Slot), "records", s.written[t.Slot.Index], "checkpoint_id", t.Checkpoint)
+			if err := s.commitByProducer(ctx, t); err != nil {
+				return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d by its producer: %w", s.names.ID(t.Slot), t.Checkpoint, err)
+			}
+		}
+		s.written[t.Slot.Index] = 0
 		s.m.Committed(t)
 		// Committed here, not yet across the job's other subtasks.
 		if err := fault.Point(fault.SinkMidCommit); err != nil {
