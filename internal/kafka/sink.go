@@ -65,12 +65,13 @@ type Sink struct {
 	names     sinktxn.Names
 	producers map[int]*kgo.Client // by slot
 	cur       *kgo.Client         // the open transaction's producer, nil when none
-	// curSlot is the open transaction's slot; written counts the records
-	// each slot's transaction holds, and ends the EndTxn requests each
-	// slot's producer sent (see NotifyCheckpointComplete).
-	curSlot int
-	written map[int]int
-	ends    map[int]*atomic.Int64
+	// curRecords counts the open transaction's records; written holds
+	// that count for each pre-committed transaction by slot, and ends the
+	// EndTxn requests each slot's producer sent (see
+	// NotifyCheckpointComplete).
+	curRecords int
+	written    map[int]int
+	ends       map[int]*atomic.Int64
 	// now is the machine's clock; nil is the wall clock, with a timer
 	// that marks when the oldest uncommitted transaction reaches its
 	// maximum age (a test's clock is checked at every call instead).
@@ -317,7 +318,7 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 			}
 		}
 		cl = s.cur
-		s.written[s.curSlot]++
+		s.curRecords++
 	}
 	cl.Produce(context.Background(), rec, s.produced)
 	return nil
@@ -354,8 +355,7 @@ func (s *Sink) begin() error {
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("kafka-sink: begin transaction on %s: %w", s.names.ID(slot), err)
 	}
-	s.cur, s.curSlot = cl, slot.Index
-	s.written[slot.Index] = 0
+	s.cur, s.curRecords = cl, 0
 	s.arm()
 	return nil
 }
@@ -434,6 +434,7 @@ func (s *Sink) SnapshotState(id int64) error {
 			return fmt.Errorf("kafka-sink: producer id of %s: %w", s.names.ID(slot), err)
 		}
 		p = &sinktxn.Producer{ID: pid, Epoch: epoch}
+		s.written[slot.Index] = s.curRecords
 	}
 	item, err := s.m.Snapshot(id, p)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirproject/weir/internal/poll"
 )
 
 // The test binary is the child: with PROC_TEST_CHILD set it logs a line
@@ -35,13 +37,9 @@ func start(t *testing.T, mode string) *Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.LogField("ready") != "1" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child did not start: %s", p.Tail(1000))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the child to start", func() (bool, string) {
+		return p.LogField("ready") == "1", p.Tail(1000)
+	})
 	return p
 }
 
