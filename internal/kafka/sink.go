@@ -65,13 +65,15 @@ type Sink struct {
 	names     sinktxn.Names
 	producers map[int]*kgo.Client // by slot
 	cur       *kgo.Client         // the open transaction's producer, nil when none
-	// curRecords counts the open transaction's records; written holds
-	// that count for each pre-committed transaction by slot, and ends the
-	// EndTxn requests each slot's producer sent (see
-	// NotifyCheckpointComplete).
-	curRecords int
-	written    map[int]int
-	ends       map[int]*atomic.Int64
+	// cur holds what the open transaction wrote; written holds it for
+	// each pre-committed transaction by slot, and ends the EndTxn requests
+	// each slot's producer sent (see NotifyCheckpointComplete).
+	curWrites writes
+	written   map[int]writes
+	ends      map[int]*atomic.Int64
+	// loaded says whether cl's producer shows topic's partitions; a test
+	// replaces it to hold a commit back.
+	loaded func(cl *kgo.Client, topic string) bool
 	// now is the machine's clock; nil is the wall clock, with a timer
 	// that marks when the oldest uncommitted transaction reaches its
 	// maximum age (a test's clock is checked at every call instead).
@@ -286,10 +288,59 @@ func (s *Sink) producer(slot int) (*kgo.Client, error) {
 	}
 	s.producers[slot] = c
 	if s.ends == nil {
-		s.ends, s.written = map[int]*atomic.Int64{}, map[int]int{}
+		s.ends, s.written = map[int]*atomic.Int64{}, map[int]writes{}
 	}
 	s.ends[slot] = ends
 	return c, nil
+}
+
+// writes is what a transaction wrote: how many records, to which topics.
+type writes struct {
+	records int
+	topics  []string
+}
+
+func (w *writes) add(topic string) {
+	w.records++
+	if n := len(w.topics); n > 0 && w.topics[n-1] == topic || slices.Contains(w.topics, topic) {
+		return
+	}
+	w.topics = append(w.topics, topic)
+}
+
+// partitionsLoaded says whether cl's producer shows topic's partitions,
+// as its EndTransaction sees them.
+func partitionsLoaded(cl *kgo.Client, topic string) bool {
+	leader, _, err := cl.PartitionLeader(topic, 0)
+	return leader >= 0 || err != nil
+}
+
+// awaitLoaded waits until cl's producer shows the partitions of every topic
+// w wrote to. franz-go (v1.22.3) hands a new topic's waiting records to
+// their partitions before it stores the partitions where EndTransaction
+// looks for what the transaction added; the store follows within
+// microseconds, but under load a produce, its flush and the commit can
+// all run first. The commit then finds nothing added and silently skips
+// the EndTxn (before Kafka 4) or turns it into an abort (Kafka 4): the
+// records are lost. A transaction's first write to a topic is exposed:
+// every new producer's first transaction, and a topic-header sink's first
+// record to each topic.
+func (s *Sink) awaitLoaded(ctx context.Context, cl *kgo.Client, w writes) error {
+	loaded := s.loaded
+	if loaded == nil {
+		loaded = partitionsLoaded
+	}
+	for _, t := range w.topics {
+		// franz-go offers no notification of the store: poll.
+		for backoff := 50 * time.Microsecond; !loaded(cl, t); backoff = min(2*backoff, 10*time.Millisecond) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the Kafka client never showed the partitions of topic %s it wrote to: %w", t, ctx.Err())
+			case <-time.After(backoff):
+			}
+		}
+	}
+	return nil
 }
 
 // endTxnCounter counts the EndTxn requests a producer wrote to a broker.
@@ -318,7 +369,11 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 			}
 		}
 		cl = s.cur
-		s.curRecords++
+		topic := rec.Topic
+		if topic == "" {
+			topic = s.cfg.Topic
+		}
+		s.curWrites.add(topic)
 	}
 	cl.Produce(context.Background(), rec, s.produced)
 	return nil
@@ -355,7 +410,7 @@ func (s *Sink) begin() error {
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("kafka-sink: begin transaction on %s: %w", s.names.ID(slot), err)
 	}
-	s.cur, s.curRecords = cl, 0
+	s.cur, s.curWrites = cl, writes{}
 	s.arm()
 	return nil
 }
@@ -434,7 +489,7 @@ func (s *Sink) SnapshotState(id int64) error {
 			return fmt.Errorf("kafka-sink: producer id of %s: %w", s.names.ID(slot), err)
 		}
 		p = &sinktxn.Producer{ID: pid, Epoch: epoch}
-		s.written[slot.Index] = s.curRecords
+		s.written[slot.Index] = s.curWrites
 	}
 	item, err := s.m.Snapshot(id, p)
 	if err != nil {
@@ -462,22 +517,25 @@ func (s *Sink) NotifyCheckpointComplete(id int64) error {
 		if ends != nil {
 			before = ends.Load()
 		}
-		if err := s.producers[t.Slot.Index].EndTransaction(ctx, kgo.TryCommit); err != nil {
+		cl, w := s.producers[t.Slot.Index], s.written[t.Slot.Index]
+		if err := s.awaitLoaded(ctx, cl, w); err != nil {
+			return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d: %w", s.names.ID(t.Slot), t.Checkpoint, err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d: %w", s.names.ID(t.Slot), t.Checkpoint, err)
 		}
 		// franz-go ends a transaction without asking the broker when it
-		// believes nothing was added to it, and under load it was seen
-		// to believe so of one whose records it had written and flushed:
-		// they were lost, the commit reported done. When it sent no
+		// believes nothing was added to it (see awaitLoaded for the one
+		// way known to make it believe so wrongly). When it sent no
 		// EndTxn for a transaction that holds records, the sink commits
 		// it by its producer ID and epoch itself.
-		if ends != nil && ends.Load() == before && s.written[t.Slot.Index] > 0 {
-			s.log.Warn("kafka-sink: the Kafka client ended a transaction holding records without committing it; committing it by its producer", "transactional_id", s.names.ID(t.Slot), "records", s.written[t.Slot.Index], "checkpoint_id", t.Checkpoint)
+		if ends != nil && ends.Load() == before && w.records > 0 {
+			s.log.Warn("kafka-sink: the Kafka client ended a transaction holding records without committing it; committing it by its producer", "transactional_id", s.names.ID(t.Slot), "records", w.records, "checkpoint_id", t.Checkpoint)
 			if err := s.commitByProducer(ctx, t); err != nil {
 				return fmt.Errorf("kafka-sink: commit transaction %s of checkpoint %d by its producer: %w", s.names.ID(t.Slot), t.Checkpoint, err)
 			}
 		}
-		s.written[t.Slot.Index] = 0
+		delete(s.written, t.Slot.Index)
 		s.m.Committed(t)
 		// Committed here, not yet across the job's other subtasks.
 		if err := fault.Point(fault.SinkMidCommit); err != nil {

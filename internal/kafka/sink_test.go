@@ -502,3 +502,66 @@ func TestSinkHeadersAndTopicHeader(t *testing.T) {
 		t.Fatalf("read %v, want %v", got, want)
 	}
 }
+
+// TestSinkCommitWaitsForTheClientsPartitions: a commit is held back until
+// the Kafka client shows the partitions of every topic the transaction
+// wrote to. franz-go stores a new topic's partitions, where its
+// EndTransaction looks for what a transaction added, only after it has
+// handed the waiting records to them; a commit in between silently skips
+// the EndTxn or aborts (see awaitLoaded). The test holds the client's view
+// back, as a descheduled metadata goroutine does under load.
+func TestSinkCommitWaitsForTheClientsPartitions(t *testing.T) {
+	addr, _ := newBroker(t, kfake.SeedTopics(3, "out", "alerts"))
+	cfg := eoConfig(addr)
+	cfg["topic-header"] = "route"
+	s, _ := openSink(t, cfg, 0, 1, nil)
+	release := make(chan struct{})
+	asked := make(chan string, 100)
+	s.loaded = func(cl *kgo.Client, topic string) bool {
+		select {
+		case <-release:
+			return partitionsLoaded(cl, topic)
+		default:
+			asked <- topic
+			return false
+		}
+	}
+	write(t, s, "a")
+	if err := s.ProcessRecord(sdk.Record{Value: []byte("b"), Headers: []sdk.Header{{Key: "route", Value: []byte("alerts")}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	ends := s.ends[0].Load()
+	done := make(chan error, 1)
+	go func() { done <- s.NotifyCheckpointComplete(1) }()
+	select {
+	case topic := <-asked:
+		if topic != "out" {
+			t.Fatalf("the commit first waited for topic %s, want out", topic)
+		}
+	case err := <-done:
+		t.Fatalf("the commit did not wait for the client's partitions (err %v)", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the commit neither waited nor returned")
+	}
+	if n := s.ends[0].Load(); n != ends {
+		t.Fatalf("%d EndTxn sent while the client did not show the partitions", n-ends)
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the commit did not finish once the partitions showed")
+	}
+	if n := s.ends[0].Load(); n != ends+1 {
+		t.Fatalf("%d EndTxn sent, want 1", n-ends)
+	}
+	if got := committed(t, addr); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("committed to out %v, want a", got)
+	}
+}
