@@ -66,6 +66,7 @@ func (memStorage) WriteMetadata(_ context.Context, dir string, _ *weirv1.Checkpo
 }
 
 func (memStorage) Discard(context.Context, string) error                       { return nil }
+func (memStorage) DiscardShared(context.Context, []string) error               { return nil }
 func (memStorage) DiscardStates(context.Context, []*weirv1.SubtaskState) error { return nil }
 
 // BenchmarkDriverAcknowledge1000Tasks is the same through the Driver, on

@@ -14,7 +14,6 @@ import (
 	"github.com/weirproject/weir/internal/checkpoint"
 
 	"github.com/weirproject/weir/internal/fault"
-	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -42,6 +41,9 @@ type Storage interface {
 	WriteMetadata(ctx context.Context, dir string, md *weirv1.CheckpointMetadata, reserved bool) (string, error)
 	Discard(ctx context.Context, dir string) error
 	DiscardStates(ctx context.Context, states []*weirv1.SubtaskState) error
+	// DiscardShared deletes shared (incremental) state files that no
+	// checkpoint references any more.
+	DiscardShared(ctx context.Context, paths []string) error
 }
 
 // TaskGateway reaches the subtasks of the job. Each call names every
@@ -65,9 +67,22 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// Executor runs a Driver's I/O off its loop. Without one a Driver runs its
+// loop on a goroutine (Run) and each I/O on a goroutine of its own. With
+// one the Driver is stepped: its owner's goroutine is the loop (every call
+// runs there and then, and Wake runs the timers), and the executor decides
+// when each I/O runs — the simulator runs it at a later simulated time, on
+// that same goroutine, so the Driver's dispatch is what it tests.
+type Executor interface {
+	// Go runs io, with a context derived from ctx.
+	Go(ctx context.Context, io func(ctx context.Context))
+}
+
 // Deps is everything a Driver works with, as interfaces so tests drive it
 // with a fake clock and recording gateways.
 type Deps struct {
+	// Executor, if set, makes the Driver stepped (see Executor).
+	Executor Executor
 	Clock        TimerClock // nil: the wall clock
 	Rand         *rand.Rand // nil: seeded from the clock
 	Counter      Counter
@@ -78,10 +93,10 @@ type Deps struct {
 	Hooks        []MasterHook
 	// FailJob fails the job over; called off the driver's goroutine.
 	FailJob func(cause error)
-	// Finishing is told that a checkpoint completed which ends the
+	// Finishing is told that checkpoint id completed, which ends the
 	// subtasks, before they are notified; called on the driver's
 	// goroutine, so it must not block.
-	Finishing func()
+	Finishing func(id int64)
 	Metrics   *Metrics
 	JobName   string
 	Logger    *slog.Logger
@@ -113,7 +128,13 @@ type Driver struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	waiters map[int64]chan Result // owned by the loop
+	waiters map[int64]func(Result) // owned by the loop
+	// stepped: the owner's goroutine is the loop (Deps.Executor);
+	// looping says an event is running on it.
+	stepped, looping bool
+	// finalizations counts Finalize effects whose outcome has not reached
+	// the loop yet (owned by the loop).
+	finalizations int
 	// reservations are the ReserveMetadata calls of locations not yet
 	// finalized or discarded, by location; owned by the loop.
 	reservations map[string]<-chan error
@@ -156,11 +177,12 @@ func New(cfg coordinator.Config, deps Deps) *Driver {
 		done:    make(chan struct{}),
 		ctx:     ctx,
 		cancel:  cancel,
-		waiters: map[int64]chan Result{},
+		waiters: map[int64]func(Result){},
+		stepped: deps.Executor != nil,
 
 		reservations: map[string]<-chan error{},
 	}
-	d.disc = newDiscarder(deps.Storage, log)
+	d.disc = newDiscarder(deps.Storage, log, d.spawn)
 	d.ledger = coordinator.Ledger{Shared: deps.Shared}
 	return d
 }
@@ -193,6 +215,31 @@ func (d *Driver) Run() {
 	}
 }
 
+// stepped drivers: the owner's goroutine is the loop.
+
+// settle carries out what the last event decided (a stepped driver's
+// loop iteration, without the wait).
+func (d *Driver) settle() {
+	select {
+	case <-d.disc.changed:
+		d.sm.CleanupsInProgress(d.disc.count())
+	default:
+	}
+	d.process(d.sm.Ready())
+}
+
+// Wake runs a stepped driver's timers: its owner calls it at NextDeadline.
+func (d *Driver) Wake() { d.post(d.sm.Tick) }
+
+// Finalizations is the number of checkpoints being finalized whose outcome
+// the state machine has not learned yet (a stepped driver's owner waits
+// for none before it picks a checkpoint to restore, as AwaitFinalizations
+// does).
+func (d *Driver) Finalizations() int { return d.finalizations }
+
+// NextDeadline is when a stepped driver wants Wake (zero: never).
+func (d *Driver) NextDeadline() time.Time { return d.sm.NextDeadline() }
+
 // arm sets the loop's timer to fire at deadline (never when it is zero).
 func (d *Driver) arm(deadline time.Time) <-chan time.Time {
 	if deadline.IsZero() {
@@ -221,13 +268,23 @@ func (d *Driver) stopTimer() {
 
 // Close stops the loop and waits for every I/O goroutine, then for the
 // discards queued until then. Requests still waiting fail with ErrShutDown.
+// A stepped driver's I/O still to run finds its context cancelled, and
+// its outcome is dropped.
 func (d *Driver) Close() {
-	d.cancel()
-	<-d.done
-	d.wg.Wait()
-	d.disc.close()
-	for _, ch := range d.waiters {
-		ch <- Result{Err: ErrShutDown}
+	if d.stepped {
+		if d.ctx.Err() != nil {
+			return // closed before
+		}
+		d.cancel()
+		close(d.done)
+	} else {
+		d.cancel()
+		<-d.done
+		d.wg.Wait()
+		d.disc.close()
+	}
+	for _, done := range d.waiters {
+		done(Result{Err: ErrShutDown})
 	}
 	d.waiters = nil
 	d.metrics.release()
@@ -239,6 +296,19 @@ func (d *Driver) post(f func()) bool {
 		// Closed: the select below would pick at random between a free
 		// slot in the buffer (that the stopped loop never reads) and Done.
 		return false
+	}
+	if d.stepped {
+		if d.looping {
+			// Its owner must not call the driver from a callback the
+			// driver runs: events would nest, which a driver with a
+			// loop of its own never sees.
+			panic("checkpointing: stepped driver called from its own loop")
+		}
+		d.looping = true
+		defer func() { d.looping = false }()
+		f()
+		d.settle()
+		return true
 	}
 	select {
 	case d.events <- f:
@@ -263,11 +333,25 @@ func (d *Driver) call(f func()) bool {
 }
 
 func (d *Driver) goIO(f func(ctx context.Context)) {
+	if d.stepped {
+		d.deps.Executor.Go(d.ctx, f)
+		return
+	}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		f(d.ctx)
 	}()
+}
+
+// spawn runs f off the loop: on a goroutine, or on a stepped driver's
+// executor.
+func (d *Driver) spawn(f func()) {
+	if d.stepped {
+		d.deps.Executor.Go(d.ctx, func(context.Context) { f() })
+		return
+	}
+	go f()
 }
 
 // Restore resets operator coordinators and master hooks to a restored
@@ -316,10 +400,14 @@ func (d *Driver) Reconfigure(r coordinator.Reconfiguration) bool {
 // TaskFinished records a finished subtask.
 func (d *Driver) TaskFinished(a *weirv1.ExecutionAttemptID) { d.post(func() { d.sm.TaskFinished(a) }) }
 
-// Acknowledge feeds a subtask's ack.
-func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
+// Acknowledge feeds a subtask's ack. A stepped driver returns what the
+// state machine made of it (known true); otherwise that is not known yet.
+func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) (result coordinator.AckResult, known bool) {
 	posted := d.post(func() {
 		r, refused, del := d.ledger.Acknowledge(d.sm, ack)
+		if d.stepped {
+			result, known = r, true
+		}
 		switch {
 		case refused != nil:
 			d.log.Error("refusing checkpoint ack: its state references deleted shared files",
@@ -335,6 +423,7 @@ func (d *Driver) Acknowledge(ack *weirv1.AcknowledgeCheckpointRequest) {
 			d.log.Warn("discarding late ack state failed", "err", err)
 		}
 	}
+	return result, known
 }
 
 // Decline feeds a subtask's decline.
@@ -342,7 +431,23 @@ func (d *Driver) Decline(dec *weirv1.DeclineCheckpointRequest) { d.post(func() {
 
 // Trigger requests a checkpoint or savepoint and waits for its outcome.
 func (d *Driver) Trigger(ctx context.Context, kind coordinator.RequestKind, target string) Result {
-	return d.await(ctx, func() int64 { return d.sm.Trigger(kind, kind == coordinator.Savepoint, target) })
+	return d.await(ctx, func(done func(Result)) { d.Request(kind, target, done) })
+}
+
+// Request requests a checkpoint or savepoint; done gets its outcome, on
+// the loop (ErrShutDown if the driver closes first, or is closed).
+func (d *Driver) Request(kind coordinator.RequestKind, target string, done func(Result)) {
+	if !d.post(func() { d.waiters[d.sm.Trigger(kind, kind == coordinator.Savepoint, target)] = done }) {
+		done(Result{Err: ErrShutDown})
+	}
+}
+
+// RequestStop requests a stop with a savepoint; done gets its outcome as
+// Request's does.
+func (d *Driver) RequestStop(target string, drain bool, done func(Result)) {
+	if !d.post(func() { d.waiters[d.sm.StopWithSavepoint(target, drain)] = done }) {
+		done(Result{Err: ErrShutDown})
+	}
 }
 
 // ResumePeriodic resumes the periodic checkpoints a rescale's checkpoint
@@ -352,14 +457,12 @@ func (d *Driver) ResumePeriodic() { d.post(d.sm.ResumePeriodic) }
 // StopWithSavepoint takes a synchronous savepoint after which the tasks
 // finish, and waits for it.
 func (d *Driver) StopWithSavepoint(ctx context.Context, target string, drain bool) Result {
-	return d.await(ctx, func() int64 { return d.sm.StopWithSavepoint(target, drain) })
+	return d.await(ctx, func(done func(Result)) { d.RequestStop(target, drain, done) })
 }
 
-func (d *Driver) await(ctx context.Context, trigger func() int64) Result {
+func (d *Driver) await(ctx context.Context, request func(done func(Result))) Result {
 	ch := make(chan Result, 1)
-	if !d.post(func() { d.waiters[trigger()] = ch }) {
-		return Result{Err: ErrShutDown}
-	}
+	request(func(r Result) { ch <- r })
 	select {
 	case r := <-ch:
 		return r
@@ -437,16 +540,23 @@ func (d *Driver) process(effects []coordinator.Effect) {
 			d.goIO(func(ctx context.Context) { d.sendTrigger(ctx, e) })
 		case coordinator.Finalize:
 			d.finalizing.Add(1)
+			d.finalizations++
 			reserved := d.takeReservation(e.Location)
 			d.goIO(func(ctx context.Context) {
 				defer d.finalizing.Done()
 				path, subsumed, err := d.finalize(ctx, e, reserved)
 				if errors.Is(err, checkpoint.ErrOutcomeUnknown) {
 					d.log.Error("checkpoint outcome unknown: keeping its files and failing the job over", "checkpoint_id", e.ID, "err", err)
-					d.post(func() { d.sm.FinalizeOutcomeUnknown(e.ID, err) })
+					d.post(func() {
+						d.finalizations--
+						d.sm.FinalizeOutcomeUnknown(e.ID, err)
+					})
 					return
 				}
-				d.post(func() { d.sm.Finalized(e.ID, path, subsumed, err) })
+				d.post(func() {
+					d.finalizations--
+					d.sm.Finalized(e.ID, path, subsumed, err)
+				})
 			})
 		case coordinator.NotifyComplete:
 			if e.Repeat {
@@ -456,7 +566,7 @@ func (d *Driver) process(effects []coordinator.Effect) {
 					h.Coordinator.NotifyCheckpointComplete(e.ID)
 				}
 				if e.Final && d.deps.Finishing != nil {
-					d.deps.Finishing()
+					d.deps.Finishing(e.ID)
 				}
 			}
 			if len(e.Tasks) > 0 {
@@ -524,7 +634,7 @@ func (d *Driver) sendTrigger(ctx context.Context, e coordinator.SendTrigger) {
 	tasks := e.Tasks
 	var first, rest error
 	var wg sync.WaitGroup
-	if fault.Compiled && len(tasks) > 1 {
+	if fault.Compiled && len(tasks) > 1 && !d.stepped {
 		// Builds with fault points trigger the first source on its own,
 		// so the fault point between it and the others can skew their
 		// barriers wherever the sources run.
@@ -641,19 +751,10 @@ func (d *Driver) RebuildShared(retained []*weirv1.CheckpointMetadata) {
 	d.deps.Shared.Rebuild(retained)
 }
 
-// discardFiles deletes shared state files no checkpoint references.
-func discardFiles(paths []string) error {
-	var errs []error
-	for _, p := range paths {
-		errs = append(errs, storage.Delete(p))
-	}
-	return errors.Join(errs...)
-}
-
 func (d *Driver) finished(e coordinator.RequestDone) {
-	if ch, ok := d.waiters[e.Request]; ok {
-		ch <- Result{ID: e.ID, Path: e.Path, Err: e.Err}
+	if done, ok := d.waiters[e.Request]; ok {
 		delete(d.waiters, e.Request)
+		done(Result{ID: e.ID, Path: e.Path, Err: e.Err})
 	}
 	var f *coordinator.Failure
 	switch {
@@ -692,6 +793,7 @@ type discard struct {
 type discarder struct {
 	storage Storage
 	log     *slog.Logger
+	spawn   func(func())
 	// changed signals (without blocking, coalesced) that the number of
 	// discards not yet done changed: the decider holds new checkpoints
 	// back while it is high.
@@ -705,8 +807,8 @@ type discarder struct {
 	closed  bool
 }
 
-func newDiscarder(s Storage, log *slog.Logger) *discarder {
-	return &discarder{storage: s, log: log, changed: make(chan struct{}, 1)}
+func newDiscarder(s Storage, log *slog.Logger, spawn func(func())) *discarder {
+	return &discarder{storage: s, log: log, spawn: spawn, changed: make(chan struct{}, 1)}
 }
 
 // count is the number of discards queued or being done.
@@ -736,7 +838,7 @@ func (q *discarder) add(x discard) {
 	if !q.running {
 		q.running = true
 		q.wg.Add(1)
-		go q.work()
+		q.spawn(q.work)
 	}
 	q.mu.Unlock()
 	q.signal()
@@ -768,7 +870,10 @@ func (q *discarder) work() {
 // run to the end after the driver's context was cancelled.
 func (q *discarder) do(x discard) {
 	ctx := context.Background()
-	errs := []error{discardFiles(x.Shared)}
+	var errs []error
+	if len(x.Shared) > 0 {
+		errs = append(errs, q.storage.DiscardShared(ctx, x.Shared))
+	}
 	if x.reserved != nil {
 		<-x.reserved // its error is the checkpoint's, reported there
 	}
@@ -796,6 +901,10 @@ func (q *discarder) close() {
 // that is on time, so it is dropped when the driver is behind.
 func (d *Driver) Progress(a *weirv1.ExecutionAttemptID, progress []*weirv1.CheckpointProgress) {
 	if d.ctx.Err() != nil {
+		return
+	}
+	if d.stepped {
+		d.post(func() { d.sm.Progress(a, progress) })
 		return
 	}
 	select {

@@ -293,6 +293,14 @@ func (s *dirStorage) Discard(_ context.Context, dir string) error {
 	return err
 }
 
+func (s *dirStorage) DiscardShared(_ context.Context, paths []string) error {
+	var errs []error
+	for _, p := range paths {
+		errs = append(errs, storage.Delete(p))
+	}
+	return errors.Join(errs...)
+}
+
 func (s *dirStorage) DiscardStates(_ context.Context, states []*weirv1.SubtaskState) error {
 	var errs []error
 	for _, st := range states {

@@ -133,7 +133,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		FailJob: func(cause error) { j.post(func() { j.sm.Fail(cause.Error()) }) },
 		// Posted before the subtasks are notified, so it reaches the
 		// scheduler before any of them reports FINISHED.
-		Finishing: func() { j.post(func() { j.sm.Finishing() }) },
+		Finishing: func(int64) { j.post(func() { j.sm.Finishing() }) },
 		Metrics:   s.ckptMet,
 		JobName:   g.GetName(),
 		Logger:    s.log,

@@ -46,6 +46,14 @@ func (jobStorage) WriteMetadata(_ context.Context, dir string, md *weirv1.Checkp
 
 func (jobStorage) Discard(_ context.Context, dir string) error { return storage.Discard(dir) }
 
+func (jobStorage) DiscardShared(_ context.Context, paths []string) error {
+	var errs []error
+	for _, p := range paths {
+		errs = append(errs, storage.Delete(p))
+	}
+	return errors.Join(errs...)
+}
+
 func (jobStorage) DiscardStates(_ context.Context, states []*weirv1.SubtaskState) error {
 	var errs []error
 	for _, st := range states {

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/weirproject/weir/internal/coordinator"
-	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/sweep"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -55,24 +53,13 @@ func (f *files) list() []sweep.File {
 	return out
 }
 
-// discard carries out a deletion as the Driver's discarder does: the
-// shared files no checkpoint references, the location with everything
-// under it, and the states' own files.
-func (f *files) discard(d coordinator.Deletion) {
-	for _, p := range d.Shared {
+// discardLocation removes a checkpoint's location with everything under
+// it.
+func (f *files) discardLocation(dir string) {
+	for _, p := range f.byLocation[dir] {
 		f.remove(p)
 	}
-	if d.Location != "" {
-		for _, p := range f.byLocation[d.Location] {
-			f.remove(p)
-		}
-		delete(f.byLocation, d.Location)
-	}
-	for _, st := range d.States {
-		for _, p := range storage.OwnPaths(st) {
-			f.remove(p)
-		}
-	}
+	delete(f.byLocation, dir)
 }
 
 // missing lists the files md references that are gone.

@@ -1,9 +1,9 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/weirproject/weir/internal/checkpoint"
+	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/members"
@@ -67,22 +67,18 @@ type jobManager struct {
 	// (its messages are refused, its writes fenced).
 	deposed bool
 	sched   *scheduler.Job
-	coord   *coordinator.Coordinator
-	// ledger decides, as the Driver's does, which checkpoint files go.
-	ledger coordinator.Ledger
+	// drv is the production checkpoint coordinator's driver, stepped.
+	drv *checkpointing.Driver
+	// metadata is what the storage wrote and the store has not taken
+	// yet, by path.
+	metadata map[string]*weirv1.CheckpointMetadata
 	// tms are the TaskManagers admitted (the JobManager's own registry).
 	tms  *members.Registry[struct{}]
 	regs int
 
-	// writing is the number of Finalize writes in flight; a restore waits
-	// for them, as the Driver's AwaitFinalizations.
-	writing  int
 	restores []scheduler.PrepareRestore
 	// restoreFrom is where each restart deploys from.
 	restoreFrom map[int64]*completed
-	// finalReqs are the final checkpoint's trigger requests, by request,
-	// with the generation they were made in.
-	finalReqs map[int64]int64
 	// coordWake is the event armed for the coordinator's next deadline.
 	coordWake time.Time
 	// takenAsStopped are attempts the JobManager took as cancelled on a
@@ -98,8 +94,6 @@ type jobManager struct {
 	placed bool
 	// cancelled: a client cancelled the job.
 	cancelled bool
-	// rescales are the rescales waiting for their checkpoint, by request.
-	rescales map[int64]func(error)
 	// graphs follows whether the stored graph is the job's, as the
 	// JobManager's does.
 	graphs storedgraph.Tracker
@@ -116,46 +110,36 @@ func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
 	if err != nil {
 		panic(err)
 	}
-	cp := g.GetCheckpointing()
-	coord := coordinator.New(coordinator.Config{
-		JobID: "job", Interval: cp.GetInterval().AsDuration(), Timeout: cp.GetTimeout().AsDuration(),
-		MaxConcurrent: int(cp.GetMaxConcurrent()), Tolerable: int(cp.GetTolerableFailedCheckpoints()),
-		MaxParallelism: int(g.GetMaxParallelism()),
-		Options:        &weirv1.CheckpointOptions{ExactlyOnce: true, Unaligned: cp.GetUnaligned()},
-		AlignRescale:   jobgraph.HasBroadcastEdge(g),
-	}, w.clock, rand.New(rand.NewPCG(w.rng.Uint64(), 0)))
-	return &jobManager{
-		w: w, addr: addr, sched: sched, coord: coord, tms: members.New[struct{}](),
-		ledger:      coordinator.Ledger{Shared: coordinator.NewSharedRegistry()},
-		restoreFrom: map[int64]*completed{}, finalReqs: map[int64]int64{}, takenAsStopped: map[string]string{},
-		rescales: map[int64]func(error){},
+	jm := &jobManager{
+		w: w, addr: addr, sched: sched, tms: members.New[struct{}](),
+		metadata: map[string]*weirv1.CheckpointMetadata{}, restoreFrom: map[int64]*completed{}, takenAsStopped: map[string]string{},
 	}
+	jm.drv = jm.newDriver(g)
+	return jm
 }
 
-// drain carries out what the state machines decided, until nothing is
-// left: scheduler effects first, then the coordinator's (an effect of one
-// may feed the other).
+// drain carries out what the scheduler decided, until nothing is left (the
+// coordinator's driver carries out its own decisions as they are made).
 func (jm *jobManager) drain() {
 	if jm.deposed {
 		return
 	}
 	for {
-		se, ce := jm.sched.Ready(), jm.coord.Ready()
-		if len(se) == 0 && len(ce) == 0 {
+		se := jm.sched.Ready()
+		if len(se) == 0 {
 			break
 		}
 		for _, e := range se {
 			jm.schedEffect(e)
 		}
-		for _, e := range ce {
-			jm.coordEffect(e)
-		}
 	}
 	jm.armCoordinator()
 }
 
+// armCoordinator wakes the driver at its next deadline, as its own timer
+// would.
 func (jm *jobManager) armCoordinator() {
-	next := jm.coord.NextDeadline()
+	next := jm.drv.NextDeadline()
 	if next.IsZero() || next.Equal(jm.coordWake) {
 		return
 	}
@@ -163,7 +147,7 @@ func (jm *jobManager) armCoordinator() {
 	jm.w.at(next, "coordinator tick", func() {
 		if jm.coordWake.Equal(next) && !jm.deposed {
 			jm.coordWake = time.Time{}
-			jm.coord.Tick()
+			jm.drv.Wake()
 			jm.drain()
 		}
 	})
@@ -200,11 +184,11 @@ func (jm *jobManager) schedEffect(e scheduler.Effect) {
 			tasks = append(tasks, coordinator.Task{Attempt: t.Attempt, Source: t.Source})
 		}
 		w.logf("jm: checkpoint coordinator started")
-		jm.coord.Start(tasks)
+		jm.drv.Start(tasks)
 	case scheduler.StopCheckpoints:
-		jm.coord.Stop(e.Reason)
+		jm.drv.Stop(e.Reason)
 	case scheduler.TaskFinished:
-		jm.coord.TaskFinished(e.Attempt)
+		jm.drv.TaskFinished(e.Attempt)
 	case scheduler.RestartStarted:
 		w.logf("jm: restart %d regions=%v full=%t: %s", e.Restart, e.Regions, e.Full, e.Cause)
 	case scheduler.PersistStatus:
@@ -227,17 +211,26 @@ func (jm *jobManager) schedEffect(e scheduler.Effect) {
 		jm.finalCheckpoint(e.Generation)
 	case scheduler.Terminated:
 		w.logf("jm: job terminated %s", e.State.FlinkName())
-		jm.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)
+		jm.drv.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)
 	default:
 		panic(fmt.Sprintf("sim: unknown scheduler effect %T", e))
+	}
+}
+
+// restored resets the coordinator to checkpoint c, as the JobManager's
+// restore does.
+func (jm *jobManager) restored(c *completed) {
+	md := &weirv1.CheckpointMetadata{CheckpointId: c.id, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT}
+	if err := jm.drv.Restore(context.Background(), md, fmt.Sprintf("chk-%d", c.id)); err != nil {
+		panic(err) // no operator coordinators, no hooks
 	}
 }
 
 // prepareRestores answers the restarts waiting for their restore point
 // once no checkpoint is being written, as prepareRestore does.
 func (jm *jobManager) prepareRestores() {
-	if jm.writing > 0 {
-		return // Finalized calls again
+	if jm.drv.Finalizations() > 0 {
+		return // the finalize's outcome calls again
 	}
 	for _, e := range jm.restores {
 		if e.Full {
@@ -248,7 +241,7 @@ func (jm *jobManager) prepareRestores() {
 		var from *completed
 		if n := len(jm.w.sim.ha.store); n > 0 {
 			from = &jm.w.sim.ha.store[n-1]
-			jm.coord.Restored(from.id, fmt.Sprintf("chk-%d", from.id), false)
+			jm.restored(from)
 		}
 		jm.restoreFrom[e.Restart] = from
 		if from != nil {
@@ -367,163 +360,26 @@ func (jm *jobManager) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 	}, func() { answered(errTimeout) })
 }
 
-func (jm *jobManager) coordEffect(e coordinator.Effect) {
-	w := jm.w
-	switch e := e.(type) {
-	case coordinator.AllocateID:
-		req := e.Request
-		w.after(w.between(time.Millisecond, 5*time.Millisecond), "counter", func() {
-			if jm.deposed {
-				return
-			}
-			ha := jm.w.sim.ha
-			switch {
-			case w.chance(0.01):
-				w.fault("counter", "incrementing the checkpoint ID counter fails")
-				jm.coord.IDAllocated(req, 0, errors.New("etcd unavailable"))
-			case w.chance(0.005):
-				// Timed out: the increment may or may not have been
-				// applied; either way the ID is not used.
-				applied := w.rng.IntN(2) == 0
-				w.fault("counter-unknown", "incrementing the checkpoint ID counter timed out (applied: %t)", applied)
-				if applied {
-					ha.counter++
-				}
-				jm.coord.IDAllocated(req, 0, errTimeout)
-			default:
-				ha.counter++
-				jm.coord.IDAllocated(req, ha.counter, nil)
-			}
-			jm.drain()
-		})
-	case coordinator.InitLocation:
-		id := e.ID
-		w.after(time.Millisecond, "location", func() {
-			jm.coord.LocationReady(id, fmt.Sprintf("chk-%d", id), nil)
-			jm.drain()
-		})
-	case coordinator.SendTrigger:
-		w.logf("jm: trigger checkpoint %d", e.ID)
-		id := e.ID
-		for _, a := range e.Tasks {
-			unaligned := e.Options.GetUnaligned()
-			jm.toTask(a, fmt.Sprintf("trigger %d %s", id, a.Key()), func(t *taskManager) error { return t.trigger(a, id, unaligned) },
-				func(err error) {
-					jm.coord.TriggerFailed(id, err)
-					jm.drain()
-				})
-		}
-	case coordinator.Finalize:
-		jm.writing++
-		id := e.ID
-		w.after(w.between(time.Millisecond, 20*time.Millisecond), "finalize", func() {
-			jm.writing--
-			if jm.deposed {
-				return // fenced: the store refuses a deposed leader's writes
-			}
-			var err error
-			// store adds the checkpoint; learned: this JobManager learns
-			// which ones it subsumed, and discards them.
-			store := func(learned bool) {
-				ha := w.sim.ha
-				if n := len(ha.store); n > 0 && ha.store[n-1].id >= id {
-					w.fail("checkpoint %d stored after checkpoint %d: checkpoint IDs must only grow, across leaders too", id, ha.store[n-1].id)
-				}
-				ha.store = append(ha.store, completed{id: id, savepoint: e.Synchronous, md: e.Metadata})
-				w.files.dirty = true
-				if len(ha.store) > 3 {
-					sub := ha.store[0]
-					ha.store = ha.store[1:]
-					if learned {
-						cp := checkpoint.Completed{ID: sub.id, Dir: fmt.Sprintf("chk-%d", sub.id), Savepoint: sub.savepoint}
-						if del, ok := jm.ledger.Subsumed(cp); ok {
-							w.files.discard(del)
-						}
-					}
-				}
-			}
-			switch {
-			case w.chance(0.02):
-				w.fault("storage", "finalizing checkpoint %d fails", id)
-				err = errors.New("storage unavailable")
-			case w.chance(0.01):
-				// etcd timed out: the entry may or may not be there. The job
-				// fails over and its restore reads what the store holds.
-				stored := w.rng.IntN(2) == 0
-				w.fault("store-unknown", "adding checkpoint %d to the store timed out (stored: %t)", id, stored)
-				if stored {
-					store(false)
-				}
-				jm.coord.FinalizeOutcomeUnknown(id, errTimeout)
-				jm.drain()
-				jm.prepareRestores()
-				jm.drain()
-				return
-			default:
-				store(true)
-			}
-			jm.coord.Finalized(id, fmt.Sprintf("chk-%d/_metadata", id), 0, err)
-			jm.drain()
-			jm.prepareRestores()
-			jm.drain()
-		})
-	case coordinator.NotifyComplete:
-		if !e.Repeat {
-			w.logf("jm: checkpoint %d complete final=%t", e.ID, e.Final)
-			jm.lastCompletion, jm.completions = w.now(), jm.completions+1
-			if ha := w.sim.ha; len(ha.store) > 0 && ha.store[len(ha.store)-1].id == e.ID {
-				ha.store[len(ha.store)-1].final = e.Final
-			}
-			if e.Final {
-				jm.sched.Finishing()
-			}
-		} else {
-			w.logf("jm: checkpoint %d final notification repeated to %d subtasks", e.ID, len(e.Tasks))
-		}
-		id, final := e.ID, e.Final
-		for _, a := range e.Tasks {
-			jm.toTask(a, fmt.Sprintf("notify %d %s", id, a.Key()), func(t *taskManager) error { return t.notifyComplete(a, id, final) }, nil)
-		}
-	case coordinator.NotifyAborted:
-		id := e.ID
-		for _, a := range e.Tasks {
-			jm.toTask(a, fmt.Sprintf("aborted %d %s", id, a.Key()), func(t *taskManager) error { return t.notifyAborted(a, id) }, nil)
-		}
-	case coordinator.DiscardState:
-		w.files.discard(jm.ledger.Discarded(e))
-	case coordinator.RequestDone:
-		if rescale, ok := jm.rescales[e.Request]; ok {
-			delete(jm.rescales, e.Request)
-			rescale(e.Err)
-		}
-		if gen, ok := jm.finalReqs[e.Request]; ok {
-			delete(jm.finalReqs, e.Request)
-			if e.Err != nil {
-				w.logf("jm: final checkpoint failed; retrying: %v", e.Err)
-				w.after(100*time.Millisecond, "final checkpoint retry", func() { jm.finalCheckpoint(gen) })
-			}
-		}
-	case coordinator.FailJob:
-		jm.sched.Fail(e.Cause.Error())
-	default:
-		panic(fmt.Sprintf("sim: unknown coordinator effect %T", e))
-	}
-}
-
 // finalCheckpoint triggers checkpoints until one completes, while the
 // generation it was asked for in is current, as finalCheckpoint does.
 func (jm *jobManager) finalCheckpoint(generation int64) {
 	if jm.sched.State() != weirv1.JobState_JOB_STATE_RUNNING || jm.sched.Generation() != generation {
 		return
 	}
-	req := jm.coord.Trigger(coordinator.Manual, false, "")
-	jm.finalReqs[req] = generation
+	jm.drv.Request(coordinator.Manual, "", func(r checkpointing.Result) {
+		if r.Err != nil {
+			jm.later("final checkpoint failed", func() {
+				jm.w.logf("jm: final checkpoint failed; retrying: %v", r.Err)
+				jm.w.after(100*time.Millisecond, "final checkpoint retry", func() { jm.finalCheckpoint(generation) })
+			})
+		}
+	})
 	jm.drain()
 }
 
 // toTask sends a request for attempt a to the TaskManager the job placed
-// it on; failed is told of a failure (nil: only logged).
-func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle func(*taskManager) error, failed func(error)) {
+// it on; done is told its outcome once.
+func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle func(*taskManager) error, done func(error)) {
 	w := jm.w
 	tm := ""
 	for _, x := range jm.sched.View().Execs {
@@ -532,23 +388,13 @@ func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle f
 		}
 	}
 	if tm == "" || jm.tms.Get(tm) == nil {
-		if failed != nil {
-			failed(fmt.Errorf("unknown subtask attempt %s", a.Key()))
-		}
+		done(fmt.Errorf("unknown subtask attempt %s", a.Key()))
 		return
 	}
 	jm.callTM(tm, name, func() func() {
 		err := handle(w.tm(tm))
-		return func() {
-			if err != nil && failed != nil {
-				failed(err)
-			}
-		}
-	}, func() {
-		if failed != nil {
-			failed(errTimeout)
-		}
-	})
+		return func() { done(err) }
+	}, func() { done(errTimeout) })
 }
 
 // register admits a TaskManager (again): whatever it ran before is gone.
@@ -629,11 +475,7 @@ func (jm *jobManager) acknowledge(tm string, ack *weirv1.AcknowledgeCheckpointRe
 	if jm.deposed {
 		return
 	}
-	r, refused, del := jm.ledger.Acknowledge(jm.coord, ack)
-	if refused != nil {
-		jm.w.logf("jm: ack of %s for checkpoint %d refused: %v", ack.GetAttempt().Key(), ack.GetCheckpointId(), refused)
-		jm.w.files.discard(*del)
-	}
+	r, _ := jm.drv.Acknowledge(ack)
 	if r == coordinator.AckSuccess && !jm.current(ack.GetAttempt(), tm) {
 		jm.w.fail("checkpoint %d took the ack of %s, which is not a current attempt on %s", ack.GetCheckpointId(), ack.GetAttempt().Key(), tm)
 	}
@@ -674,7 +516,7 @@ func (jm *jobManager) clientCheckpoint() {
 		return
 	}
 	jm.w.logf("client: trigger a checkpoint")
-	jm.coord.Trigger(coordinator.Manual, false, "")
+	jm.drv.Request(coordinator.Manual, "", func(checkpointing.Result) {})
 	jm.drain()
 }
 
@@ -686,7 +528,7 @@ func (jm *jobManager) clientStop() {
 		return
 	}
 	jm.w.logf("client: stop with a savepoint")
-	jm.coord.StopWithSavepoint("savepoints", false)
+	jm.drv.RequestStop("savepoints", false, func(checkpointing.Result) {})
 	jm.drain()
 }
 
@@ -698,39 +540,42 @@ func (jm *jobManager) clientRescale(g *weirv1.JobGraph) {
 		return
 	}
 	jm.w.logf("client: rescale to %s", parallelisms(g))
-	req := jm.coord.Trigger(coordinator.RescaleCheckpoint, false, "")
-	jm.rescales[req] = func(err error) {
-		if jm.deposed {
-			return // no longer the leader: its store writes are fenced
-		}
-		if err != nil {
-			jm.w.logf("client: rescale refused: its checkpoint failed: %v", err)
-			jm.coord.ResumePeriodic()
-			return
-		}
-		change := jm.graphs.Begin()
+	jm.drv.Request(coordinator.RescaleCheckpoint, "", func(r checkpointing.Result) {
+		// No longer the leader (later runs nothing): its store writes are
+		// fenced.
+		jm.later("rescale checkpoint done", func() { jm.rescaleCheckpointed(g, r.Err) })
+	})
+	jm.drain()
+}
+
+// rescaleCheckpointed goes on with a rescale once its checkpoint is done.
+func (jm *jobManager) rescaleCheckpointed(g *weirv1.JobGraph, err error) {
+	if err != nil {
+		jm.w.logf("client: rescale refused: its checkpoint failed: %v", err)
+		jm.drv.ResumePeriodic()
+		return
+	}
+	change := jm.graphs.Begin()
+	jm.alignWhileLagging(g)
+	if err := jm.sched.Rescale(g); err != nil {
+		jm.w.logf("client: rescale refused: %v", err)
+		jm.graphs.Abandon(change)
 		jm.alignWhileLagging(g)
-		if err := jm.sched.Rescale(g); err != nil {
-			jm.w.logf("client: rescale refused: %v", err)
-			jm.graphs.Abandon(change)
-			jm.alignWhileLagging(g)
-			jm.coord.ResumePeriodic()
-			return
-		}
-		if jm.w.chance(jm.w.cfg.GraphStoreFailP) {
-			// etcd does not take it before the call's deadline: the call
-			// fails, the rescale goes on, and storing it is retried.
-			jm.w.fault("graph-store", "storing the rescaled graph fails past the call's deadline; retried in the background")
-			jm.storeLater(g, change, rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second})
-		} else {
-			// Stored: it supersedes any rescale still being stored.
-			jm.w.sim.ha.graph = g
-			jm.graphs.Stored(change)
-			jm.alignWhileLagging(g)
-			jm.intervalAhead = false
-			jm.checkStored("rescale")
-		}
-		jm.drain()
+		jm.drv.ResumePeriodic()
+		return
+	}
+	if jm.w.chance(jm.w.cfg.GraphStoreFailP) {
+		// etcd does not take it before the call's deadline: the call
+		// fails, the rescale goes on, and storing it is retried.
+		jm.w.fault("graph-store", "storing the rescaled graph fails past the call's deadline; retried in the background")
+		jm.storeLater(g, change, rpcpolicy.Backoff{First: 500 * time.Millisecond, Max: 10 * time.Second})
+	} else {
+		// Stored: it supersedes any rescale still being stored.
+		jm.w.sim.ha.graph = g
+		jm.graphs.Stored(change)
+		jm.alignWhileLagging(g)
+		jm.intervalAhead = false
+		jm.checkStored("rescale")
 	}
 	jm.drain()
 }
@@ -824,7 +669,7 @@ func (jm *jobManager) alignWhileLagging(g *weirv1.JobGraph) {
 		return
 	}
 	aligned := jm.graphs.Lagging()
-	jm.coord.Reconfigure(coordinator.Reconfiguration{Aligned: &aligned})
+	jm.drv.Reconfigure(coordinator.Reconfiguration{Aligned: &aligned})
 }
 
 func parallelisms(g *weirv1.JobGraph) string {

@@ -101,6 +101,11 @@ func Run(cfg Config) Result {
 			w.fail("liveness: no checkpoint completed within %s after the faults stopped (job %s)", cfg.Liveness, sim.jm.sched.State().FlinkName())
 		}
 	}
+	for _, addr := range slices.Sorted(maps.Keys(sim.jms)) {
+		sim.jms[addr].deposed = true
+		sim.jms[addr].drv.Close()
+	}
+	w.endProcs()
 	return Result{
 		Seed: cfg.Seed, Job: desc, Steps: w.steps, Elapsed: w.now().Sub(epoch), Faults: w.faults,
 		Checkpoints: completions(sim), End: sim.ended(), Hash: w.hash, Err: w.failure, Trace: w.tail(traceLines(cfg)),
@@ -383,6 +388,7 @@ func (w *world) leaderChange() {
 	addr := fmt.Sprintf("jm%d", len(sim.jms)+1)
 	w.fault("leader-change", "%s is deposed; %s leads", old.addr, addr)
 	old.deposed = true
+	old.drv.Close()
 	jm := newJobManager(w, addr, proto.Clone(sim.ha.graph).(*weirv1.JobGraph))
 	jm.cancelled = old.cancelled
 	sim.jms[addr], sim.jm = jm, jm
@@ -393,10 +399,10 @@ func (w *world) leaderChange() {
 	for _, c := range sim.ha.store {
 		retained = append(retained, c.md)
 	}
-	jm.ledger.Shared.Rebuild(retained)
+	jm.drv.RebuildShared(retained)
 	if n := len(sim.ha.store); n > 0 {
 		from := sim.ha.store[n-1]
-		jm.coord.Restored(from.id, fmt.Sprintf("chk-%d", from.id), false)
+		jm.restored(&from)
 		jm.restoreFrom[0] = &from
 	}
 	w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)

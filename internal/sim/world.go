@@ -6,11 +6,13 @@
 // TaskManagers crash and come back; subtasks fail; sinks fail to commit.
 //
 // The nodes run the production state machines — the job's lifecycle
-// (internal/scheduler), the checkpoint coordinator (internal/coordinator),
-// a TaskManager's registration (internal/registration) and its table of
-// attempts (internal/attempts) — and carry out their effects the way the
-// daemons' drivers do (internal/jobmanager, internal/checkpointing's Driver,
-// internal/taskmanager), with the network and the clock simulated. The
+// (internal/scheduler), a TaskManager's registration (internal/registration)
+// and its table of attempts (internal/attempts) — and the checkpoint
+// coordinator with its production driver (internal/checkpointing's Driver,
+// stepped: its I/O runs as coroutines on this goroutine, see driver.go).
+// The job loop and the TaskManager carry out their state machines' effects
+// the way internal/jobmanager and internal/taskmanager do, with the network
+// and the clock simulated. The
 // subtasks are simulated: sources that run for a while and end (bounded
 // jobs) or not, barriers that travel downstream, acks, sinks that commit
 // on notifications.
@@ -98,6 +100,9 @@ type world struct {
 	files   *files
 	failure error
 	sim     *simulation
+	// procs are the coroutines of the Driver's I/O that have not ended,
+	// in the order they started.
+	procs []*proc
 }
 
 func newWorld(cfg Config) *world {
