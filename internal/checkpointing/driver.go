@@ -82,7 +82,7 @@ type Executor interface {
 // with a fake clock and recording gateways.
 type Deps struct {
 	// Executor, if set, makes the Driver stepped (see Executor).
-	Executor Executor
+	Executor     Executor
 	Clock        TimerClock // nil: the wall clock
 	Rand         *rand.Rand // nil: seeded from the clock
 	Counter      Counter
