@@ -31,8 +31,13 @@ func advertise(configured string, lis net.Addr) string {
 // leaderOnly refuses the client API and the TaskManager gateway on a
 // JobManager that does not lead: callers find the leader through etcd.
 func (s *Server) leaderOnly(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !s.leading.Load() && (strings.HasPrefix(info.FullMethod, "/weir.v1.ClientService/") || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")) {
+	client := strings.HasPrefix(info.FullMethod, "/weir.v1.ClientService/")
+	switch {
+	case !s.leading.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
 		return nil, status.Error(codes.Unavailable, "jobmanager: not the leader; find the leader through etcd")
+	case client && !s.recovered.Load():
+		// TaskManagers register meanwhile: the recovered jobs deploy on them.
+		return nil, status.Error(codes.Unavailable, "jobmanager: the new leader is still recovering the stored jobs; try again")
 	}
 	return handler(ctx, req)
 }
@@ -101,15 +106,25 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 	s.leader.Set(1)
 	s.log.Info("elected leader", "fence_revision", l.Fence().Rev)
 	jobs, err := services.jobs(ctx)
-	if err != nil {
-		s.log.Error("recovering jobs failed", "err", err)
-		return
+	for err != nil {
+		// Until the stored jobs are known the client API stays refused:
+		// try again while this leadership lasts.
+		s.log.Error("reading the stored jobs failed; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		jobs, err = services.jobs(ctx)
 	}
 	for id, sj := range jobs {
 		if err := s.recoverJob(ctx, services, id, sj); err != nil {
 			s.log.Error("recovering job failed", "job_id", id, "err", err)
 		}
 	}
+	s.recovered.Store(true)
 	s.log.Info("jobs recovered", "jobs", len(jobs), "took", time.Since(start))
 	s.scheduleWaiting()
 }
@@ -172,6 +187,7 @@ func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id stri
 // new leader recovers the jobs and the TaskManagers follow it.
 func (s *Server) stepDown() {
 	s.leading.Store(false)
+	s.recovered.Store(false)
 	s.leader.Set(0)
 	s.mu.Lock()
 	jobs := s.mu.jobs

@@ -157,6 +157,10 @@ type Server struct {
 	now func() time.Time
 	// leading is read on every RPC; the leader's services live in mu.
 	leading atomic.Bool
+	// recovered: the leader recovered every stored job; until then the
+	// client API is refused, since a submit could not see the claims (a
+	// Kafka transactional-id prefix, say) of a job not recovered yet.
+	recovered atomic.Bool
 	// schedMu serializes slot assignment so two jobs never take one slot.
 	schedMu sync.Mutex
 
@@ -219,6 +223,7 @@ func New(cfg Config) (*Server, error) {
 		// Standalone: the only JobManager leads from the start.
 		s.mu.services = standaloneServices{s: s}
 		s.leading.Store(true)
+		s.recovered.Store(true)
 		s.leader.Set(1)
 	}
 	return s, nil
