@@ -7,11 +7,12 @@
 //	words := weir.FlatMap(lines, "words", split)
 //	counts := weir.Reduce(weir.KeyBy(words, "by-word", word), "counts", add)
 //	weir.SinkTo(counts, "sink", weir.FileSink(dir, format))
-//	weir.Main(job)
+//	program.Main(job)
 //
-// The program is both the job's client and its worker: `./prog submit`
-// submits the graph to a JobManager, `./prog taskmanager` runs a
-// TaskManager that can run it, `./prog plan` prints it. Every call adds a
+// The program is both the job's client and its worker (package program is
+// its entry point): `./prog submit` submits the graph to a JobManager,
+// `./prog taskmanager` runs a TaskManager that can run it, `./prog plan`
+// prints it. Every call adds a
 // vertex whose name is its identity: checkpoints and savepoints address
 // state by vertex name and state name (as Flink's uid does), so a rebuilt
 // or changed program restores a savepoint as long as those are kept.
@@ -190,6 +191,9 @@ func operatorName(vertex string) string { return "go:" + vertex }
 
 // signatureKey holds a vertex's signature in its configuration.
 const signatureKey = "weir.signature"
+
+// Name is the job's name.
+func (j *Job) Name() string { return j.name }
 
 // Graph is the job graph to submit, defaulted and validated like a YAML
 // spec; the errors made while building the job come first.

@@ -16,6 +16,7 @@ import (
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/testcluster"
+	"github.com/weirproject/weir/program"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
@@ -57,7 +58,7 @@ func startCluster(t *testing.T, worker *weir.Job) *cluster {
 func (c *cluster) submit(j *weir.Job, args ...string) string {
 	c.t.Helper()
 	var out, errOut bytes.Buffer
-	if code := weir.Run(j, append([]string{"submit", "--jobmanager", c.addr}, args...), &out, &errOut); code != 0 {
+	if code := program.Run(j, append([]string{"submit", "--jobmanager", c.addr}, args...), &out, &errOut); code != 0 {
 		c.t.Fatalf("submit: exit %d: %s", code, errOut.String())
 	}
 	return strings.TrimSpace(out.String())
@@ -478,7 +479,7 @@ func TestPlanAndBuildErrors(t *testing.T) {
 	sums := weir.Reduce(weir.KeyBy(evens, func(i int64) int64 { return i % 3 }), "sums", func(a, b int64) int64 { return a + b })
 	weir.SinkTo(sums, "sink", weir.Discard[int64]())
 	var out, errOut bytes.Buffer
-	if code := weir.Run(job, []string{"plan"}, &out, &errOut); code != 0 {
+	if code := program.Run(job, []string{"plan"}, &out, &errOut); code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, errOut.String())
 	}
 	for _, want := range []string{
@@ -505,10 +506,10 @@ func TestPlanAndBuildErrors(t *testing.T) {
 		!strings.Contains(err.Error(), "Map ptr: weir: no codec for *int") {
 		t.Fatalf("Graph() = %v, want the three mistakes", err)
 	}
-	if code := weir.Run(bad, []string{"plan"}, &out, &errOut); code != 1 {
+	if code := program.Run(bad, []string{"plan"}, &out, &errOut); code != 1 {
 		t.Fatalf("plan of a bad job: exit %d", code)
 	}
-	if code := weir.Run(bad, []string{"launch"}, &out, &errOut); code != 2 {
+	if code := program.Run(bad, []string{"launch"}, &out, &errOut); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/program"
 )
 
 // Silence is how long a device may stay quiet, in ms of event time.
@@ -96,7 +97,7 @@ func main() {
 			return &Inactivity{pending: weir.NewMapState[int64, bool]("pending"), last: weir.NewValueState[int64]("last-seen")}
 		}, weir.Parallelism(2))
 	weir.SinkTo(alerts, "alerts", weir.FileSink(out, func(a Alert) string { return fmt.Sprintf("%s,%d", a.Device, a.LastSeen) }))
-	weir.Main(job)
+	program.Main(job)
 }
 
 func env(key, def string) string {

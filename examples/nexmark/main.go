@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/examples/nexmark/queries"
+	"github.com/weirproject/weir/program"
 	"github.com/weirproject/weir/worker"
 )
 
@@ -86,5 +86,5 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	return weir.Run(job, fs.Args(), os.Stdout, os.Stderr)
+	return program.Run(job, fs.Args(), os.Stdout, os.Stderr)
 }

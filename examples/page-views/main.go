@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/program"
 )
 
 type Click struct {
@@ -32,5 +33,5 @@ func main() {
 	weir.SinkTo(views, "sink", weir.FileSink("/tmp/page-views", func(w weir.Windowed[string, int64]) string {
 		return fmt.Sprintf("%s %d..%d: %d views", w.Key, w.Start, w.End, w.Value)
 	}))
-	weir.Main(job)
+	program.Main(job)
 }

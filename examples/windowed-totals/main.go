@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/program"
 )
 
 type Payment struct {
@@ -54,7 +55,7 @@ func main() {
 	weir.SinkTo(totals, "sink", weir.FileSink(out, func(w weir.Windowed[string, Total]) string {
 		return fmt.Sprintf("%s,%d,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Cents, w.Value.Payments)
 	}))
-	weir.Main(job)
+	program.Main(job)
 }
 
 func env(key, def string) string {

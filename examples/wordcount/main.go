@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/program"
 )
 
 var words = strings.Fields("the quick brown fox jumps over the lazy dog while a stream of words flows past")
@@ -56,7 +57,7 @@ func main() {
 	counts := weir.Reduce(weir.KeyBy(ws, func(c Count) string { return c.Word }), "counts",
 		func(a, b Count) Count { return Count{Word: a.Word, N: a.N + b.N} }, weir.Parallelism(2))
 	weir.SinkTo(counts, "sink", weir.FileSink(out, func(c Count) string { return fmt.Sprintf("%s,%d", c.Word, c.N) }), weir.Parallelism(2))
-	weir.Main(job)
+	program.Main(job)
 }
 
 func env(key, def string) string {

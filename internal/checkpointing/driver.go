@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -283,8 +285,8 @@ func (d *Driver) Close() {
 		d.wg.Wait()
 		d.disc.close()
 	}
-	for _, done := range d.waiters {
-		done(Result{Err: ErrShutDown})
+	for _, req := range slices.Sorted(maps.Keys(d.waiters)) {
+		d.waiters[req](Result{Err: ErrShutDown})
 	}
 	d.waiters = nil
 	d.metrics.release()
@@ -348,7 +350,12 @@ func (d *Driver) goIO(f func(ctx context.Context)) {
 // executor.
 func (d *Driver) spawn(f func()) {
 	if d.stepped {
-		d.deps.Executor.Go(d.ctx, func(context.Context) { f() })
+		d.deps.Executor.Go(d.ctx, func(context.Context) {
+			f()
+			// The loop goroutine wakes on the discarder's signal; a
+			// stepped loop reads it at its next event: this one.
+			d.post(func() {})
+		})
 		return
 	}
 	go f()
@@ -435,7 +442,9 @@ func (d *Driver) Trigger(ctx context.Context, kind coordinator.RequestKind, targ
 }
 
 // Request requests a checkpoint or savepoint; done gets its outcome, on
-// the loop (ErrShutDown if the driver closes first, or is closed).
+// the loop (ErrShutDown if the driver is closed, or closes before the
+// request completes; a request still queued when the loop ends gets
+// nothing, which is why Trigger also waits for the loop's end).
 func (d *Driver) Request(kind coordinator.RequestKind, target string, done func(Result)) {
 	if !d.post(func() { d.waiters[d.sm.Trigger(kind, kind == coordinator.Savepoint, target)] = done }) {
 		done(Result{Err: ErrShutDown})

@@ -2,6 +2,8 @@ package jobmanager
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/weirproject/weir/internal/connector"
 	"github.com/weirproject/weir/internal/jobgraph"
@@ -22,7 +24,17 @@ func (s *Server) checkClaims(g *weirv1.JobGraph) error {
 	for _, j := range s.mu.jobs {
 		jobs = append(jobs, j)
 	}
+	unrecovered := maps.Clone(s.mu.unrecovered)
 	s.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(unrecovered)) {
+		for _, other := range connector.Claims(unrecovered[id], jobgraph.Connector) {
+			for _, c := range mine {
+				if c.Kind == other.Kind && c.Value == other.Value {
+					return fmt.Errorf("jobmanager: vertex %q: %s %q is used by stored job %s, which this JobManager could not recover: %s", c.Vertex, c.Kind, c.Value, id, c.Why)
+				}
+			}
+		}
+	}
 	for _, j := range jobs {
 		if scheduler.GloballyTerminal(j.state()) {
 			continue

@@ -23,6 +23,11 @@ import (
 // savepoint that a running job would restart from; and anything outside
 // the checkpoint directory, whatever it holds.
 func (s *Server) DisposeSavepoint(ctx context.Context, req *weirv1.DisposeSavepointRequest) (*weirv1.DisposeSavepointResponse, error) {
+	if !s.recovered.Load() {
+		// A job not recovered yet may restart from the savepoint; the REST
+		// API comes here past the gRPC gate.
+		return nil, status.Error(codes.Unavailable, "jobmanager: the new leader is still recovering the stored jobs; try again")
+	}
 	if req.GetPath() == "" {
 		return nil, status.Error(codes.InvalidArgument, "jobmanager: dispose savepoint: no path")
 	}

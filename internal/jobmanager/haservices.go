@@ -55,6 +55,8 @@ type jobStatus struct {
 type storedJob struct {
 	graph  *weirv1.JobGraph
 	status jobStatus // zero when none was stored
+	// err: the stored graph does not decode (graph is nil).
+	err error
 }
 
 // standaloneServices keeps jobs in memory: a restarted standalone
@@ -138,7 +140,9 @@ func (h *etcdServices) jobs(ctx context.Context) (map[string]storedJob, error) {
 	for _, sj := range stored {
 		g := &weirv1.JobGraph{}
 		if err := proto.Unmarshal(sj.Graph, g); err != nil {
-			return nil, fmt.Errorf("jobmanager: stored job %s: %w", sj.ID, err)
+			// One corrupt entry must not keep the others from recovering.
+			out[sj.ID] = storedJob{err: fmt.Errorf("jobmanager: stored job %s: %w", sj.ID, err)}
+			continue
 		}
 		var st jobStatus
 		if sj.Status != nil {

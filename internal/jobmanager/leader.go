@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/checkpoint"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -119,11 +120,20 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 		}
 		jobs, err = services.jobs(ctx)
 	}
+	unrecovered := map[string]*weirv1.JobGraph{}
 	for id, sj := range jobs {
-		if err := s.recoverJob(ctx, services, id, sj); err != nil {
-			s.log.Error("recovering job failed", "job_id", id, "err", err)
+		err := sj.err
+		if err == nil {
+			err = s.recoverJob(ctx, services, id, sj)
+		}
+		if err != nil {
+			s.log.Error("recovering job failed; it stays stored for the next leader", "job_id", id, "err", err)
+			unrecovered[id] = sj.graph // nil when it does not decode
 		}
 	}
+	s.mu.Lock()
+	s.mu.unrecovered = unrecovered
+	s.mu.Unlock()
 	s.recovered.Store(true)
 	s.log.Info("jobs recovered", "jobs", len(jobs), "took", time.Since(start))
 	s.scheduleWaiting()
@@ -192,7 +202,7 @@ func (s *Server) stepDown() {
 	s.mu.Lock()
 	jobs := s.mu.jobs
 	tms := s.mu.tms.Clear()
-	s.mu.jobs, s.mu.services = map[string]*jobMaster{}, nil
+	s.mu.jobs, s.mu.services, s.mu.unrecovered = map[string]*jobMaster{}, nil, nil
 	s.tmGauge.Set(0)
 	s.mu.Unlock()
 	for _, j := range jobs {

@@ -32,6 +32,7 @@ import (
 	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/tlsconfig"
 	"github.com/weirproject/weir/internal/webui"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
 
@@ -168,6 +169,10 @@ type Server struct {
 		sync.Mutex
 		tms  *members.Registry[*taskManager]
 		jobs map[string]*jobMaster
+		// unrecovered are the stored jobs this leadership could not
+		// recover, by ID (a nil graph did not decode): their claims stay
+		// theirs.
+		unrecovered map[string]*weirv1.JobGraph
 		// services are the current leadership's; nil while not leading.
 		services haServices
 	}

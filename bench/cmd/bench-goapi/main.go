@@ -12,8 +12,8 @@ import (
 	"net/http/pprof"
 	"os"
 
-	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/bench/internal/goapijob"
+	"github.com/weirproject/weir/program"
 )
 
 func main() {
@@ -25,5 +25,5 @@ func main() {
 			go func() { _ = http.Serve(l, mux) }()
 		}
 	}
-	weir.Main(goapijob.Job())
+	program.Main(goapijob.Job())
 }

@@ -1,4 +1,17 @@
-package weir
+// Package program is the entry point of a Weir job written in Go: the
+// same binary submits the job, runs the TaskManagers that run it, and
+// prints its plan. A job's main is one call:
+//
+//	func main() {
+//		job := weir.NewJob("page-views", weir.Checkpointing(10*time.Second))
+//		// … sources, operators, sinks …
+//		program.Main(job)
+//	}
+//
+// It is apart from the programming model (package weir) as Beam's beamx is
+// apart from Beam's: the model does not link the CLI, gRPC or the
+// TaskManager.
+package program
 
 import (
 	"context"
@@ -13,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/weirproject/weir"
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/rpc"
@@ -31,16 +45,16 @@ import (
 //
 // The JobManager is the stock one (bin/jobmanager): it runs any program's
 // jobs, on TaskManagers built from that program.
-func Main(j *Job) {
+func Main(j *weir.Job) {
 	os.Exit(Run(j, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Run is Main with explicit arguments and streams; it returns the exit
 // code (2 for a usage mistake, 1 for a failure).
-func Run(j *Job, args []string, stdout, stderr io.Writer) int {
+func Run(j *weir.Job, args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "prog",
-		Short:         fmt.Sprintf("Weir job %q: submit it, run a TaskManager for it, or print its plan", j.name),
+		Short:         fmt.Sprintf("Weir job %q: submit it, run a TaskManager for it, or print its plan", j.Name()),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
