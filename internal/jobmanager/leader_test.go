@@ -2,11 +2,16 @@ package jobmanager
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	_ "github.com/weirproject/weir/internal/connector/builtin" // the Kafka sink's claims
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
 // TestClientRefusedWhileRecovering: a new leader refuses the client API
@@ -39,5 +44,27 @@ func TestClientRefusedWhileRecovering(t *testing.T) {
 		if got := call(register); got != step.register {
 			t.Errorf("leading %t, recovered %t: a registration got %s, want %s", step.leading, step.recovered, got, step.register)
 		}
+	}
+}
+
+// TestClaimsOfUnrecoveredJobs: a stored job the leader could not recover
+// keeps its claims: a submit that claims the same is refused, naming it.
+func TestClaimsOfUnrecoveredJobs(t *testing.T) {
+	sink := func(prefix string) *weirv1.JobGraph {
+		cfg, err := structpb.NewStruct(map[string]any{"bootstrap-servers": "127.0.0.1:1", "topic": "t", "transactional-id-prefix": prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &weirv1.JobGraph{Name: "j", Vertices: []*weirv1.JobVertex{{Name: "out", Operator: "kafka-sink", Parallelism: 1, Config: cfg}}}
+	}
+	s := &Server{}
+	// job-b's graph did not decode: nothing is known of its claims.
+	s.mu.unrecovered = map[string]*weirv1.JobGraph{"job-a": sink("orders"), "job-b": nil}
+	err := s.checkClaims(sink("orders"))
+	if err == nil || !strings.Contains(err.Error(), "job-a") || !strings.Contains(err.Error(), "could not recover") {
+		t.Fatalf("a submit claiming an unrecovered job's prefix: %v, want it refused naming job-a", err)
+	}
+	if err := s.checkClaims(sink("payments")); err != nil {
+		t.Fatalf("another prefix: %v", err)
 	}
 }
