@@ -69,14 +69,18 @@ type vertex struct {
 }
 
 // JobOption sets a job-wide setting, as the YAML spec's top-level keys do.
-type JobOption func(*weirv1.JobGraph)
+type JobOption func(*jobSettings)
+
+// jobSettings are what the job's options set: the job graph's top-level
+// keys (the wire type stays out of the options' signatures).
+type jobSettings struct{ g *weirv1.JobGraph }
 
 // NewJob starts a job. Without options it checkpoints nothing and runs on
 // the heap state backend, as a YAML spec without those keys would.
 func NewJob(name string, opts ...JobOption) *Job {
 	g := &weirv1.JobGraph{Name: name, Checkpointing: &weirv1.CheckpointConfig{}}
 	for _, o := range opts {
-		o(g)
+		o(&jobSettings{g})
 	}
 	return &Job{name: name, graph: g, byName: map[string]*vertex{}}
 }
@@ -84,50 +88,50 @@ func NewJob(name string, opts ...JobOption) *Job {
 // Checkpointing takes a checkpoint every interval (exactly once, unless
 // AtLeastOnce), and restarts the job from the latest one on failures.
 func Checkpointing(interval time.Duration) JobOption {
-	return func(g *weirv1.JobGraph) { g.Checkpointing.Interval = durationpb.New(interval) }
+	return func(s *jobSettings) { s.g.Checkpointing.Interval = durationpb.New(interval) }
 }
 
 // AtLeastOnce checkpoints without aligning barriers.
 func AtLeastOnce() JobOption {
-	return func(g *weirv1.JobGraph) {
-		g.Checkpointing.Mode = weirv1.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE
+	return func(s *jobSettings) {
+		s.g.Checkpointing.Mode = weirv1.CheckpointingMode_CHECKPOINTING_MODE_AT_LEAST_ONCE
 	}
 }
 
 // UnalignedCheckpoints lets barriers overtake records in flight.
 func UnalignedCheckpoints() JobOption {
-	return func(g *weirv1.JobGraph) { g.Checkpointing.Unaligned = true }
+	return func(s *jobSettings) { s.g.Checkpointing.Unaligned = true }
 }
 
 // RetainedCheckpoints keeps the latest n completed checkpoints.
 func RetainedCheckpoints(n int) JobOption {
-	return func(g *weirv1.JobGraph) { g.Checkpointing.Retained = int32(n) }
+	return func(s *jobSettings) { s.g.Checkpointing.Retained = int32(n) }
 }
 
 // PebbleState keeps keyed state in the embedded Pebble store (state may
 // outgrow memory), with incremental checkpoints if asked.
 func PebbleState(incremental bool) JobOption {
-	return func(g *weirv1.JobGraph) {
-		g.State = &weirv1.StateBackendConfig{Backend: weirv1.StateBackendConfig_BACKEND_PEBBLE, Incremental: incremental}
+	return func(s *jobSettings) {
+		s.g.State = &weirv1.StateBackendConfig{Backend: weirv1.StateBackendConfig_BACKEND_PEBBLE, Incremental: incremental}
 	}
 }
 
 // MaxParallelism sets the number of key groups (default 128).
 func MaxParallelism(n int) JobOption {
-	return func(g *weirv1.JobGraph) { g.MaxParallelism = int32(n) }
+	return func(s *jobSettings) { s.g.MaxParallelism = int32(n) }
 }
 
 // FixedDelayRestart restarts a failed job up to attempts times, delay apart.
 func FixedDelayRestart(attempts int, delay time.Duration) JobOption {
-	return func(g *weirv1.JobGraph) {
-		g.RestartStrategy = &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: int32(attempts), Delay: durationpb.New(delay)}
+	return func(s *jobSettings) {
+		s.g.RestartStrategy = &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: int32(attempts), Delay: durationpb.New(delay)}
 	}
 }
 
 // NoRestart fails the job for good on its first failure.
 func NoRestart() JobOption {
-	return func(g *weirv1.JobGraph) {
-		g.RestartStrategy = &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_NONE}
+	return func(s *jobSettings) {
+		s.g.RestartStrategy = &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_NONE}
 	}
 }
 
