@@ -49,6 +49,8 @@ func CodecFor[T any]() (Codec[T], error) {
 		return any(intCodec[int32]{}).(Codec[T]), nil
 	case int64:
 		return any(intCodec[int64]{}).(Codec[T]), nil
+	case Time:
+		return any(intCodec[Time]{}).(Codec[T]), nil
 	case uint:
 		return any(uintCodec[uint]{}).(Codec[T]), nil
 	case uint8:

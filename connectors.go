@@ -69,7 +69,7 @@ type GenerateOption func(*generateConfig)
 
 type generateConfig struct {
 	cfg map[string]any
-	ts  func(i int64) int64
+	ts  func(i int64) Time
 }
 
 // Rate limits each subtask to perSecond records (0: as fast as it can).
@@ -86,8 +86,8 @@ func EventTime(step, jitter time.Duration) GenerateOption {
 	}
 }
 
-// Timestamps stamps record i with ts(i) (Unix ms of event time).
-func Timestamps(ts func(i int64) int64) GenerateOption {
+// Timestamps stamps record i with event time ts(i).
+func Timestamps(ts func(i int64) Time) GenerateOption {
 	return func(c *generateConfig) { c.ts = ts }
 }
 
@@ -112,7 +112,7 @@ func (g generator[T]) source(out *output[T]) (string, map[string]any, func() sdk
 		e := &emitter[T]{out: out}
 		return &operators.SequenceSource{Make: func(i, ts int64) sdk.Record {
 			if g.c.ts != nil {
-				ts = g.c.ts(i)
+				ts = int64(g.c.ts(i))
 			}
 			return e.record(g.f(i), ts)
 		}}

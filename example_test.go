@@ -90,15 +90,15 @@ func ExampleWindow() {
 // alerter remembers each user's last event and fires when a user was
 // silent for a minute of event time.
 type alerter struct {
-	last *weir.ValueState[int64]
+	last *weir.ValueState[weir.Time]
 }
 
-func (a *alerter) ProcessElement(ctx *weir.Context[string, string], ts int64) error {
+func (a *alerter) ProcessElement(ctx *weir.Context[string, string], _ int64) error {
 	if prev, ok := a.last.Value(ctx); ok {
-		ctx.DeleteEventTimeTimer(prev + time.Minute.Milliseconds())
+		ctx.DeleteEventTimeTimer(prev.Add(time.Minute))
 	}
-	a.last.Update(ctx, ts)
-	ctx.RegisterEventTimeTimer(ts + time.Minute.Milliseconds())
+	a.last.Update(ctx, ctx.Timestamp())
+	ctx.RegisterEventTimeTimer(ctx.Timestamp().Add(time.Minute))
 	return nil
 }
 
@@ -117,7 +117,7 @@ func ExampleProcess() {
 		weir.EventTime(time.Second, 0)), weir.Watermarks(time.Second, 0))
 	keyed := weir.KeyBy(events, func(ts int64) string { return fmt.Sprintf("user-%d", ts%7) })
 	alerts := weir.Process(keyed, "alerts", func() weir.KeyedProcessFunction[string, int64, string] {
-		return &alerter{last: weir.NewValueState[int64]("last-seen")}
+		return &alerter{last: weir.NewValueState[weir.Time]("last-seen")}
 	})
 	weir.SinkTo(alerts, "sink", weir.Discard[string]())
 	printPlan(job)

@@ -22,7 +22,7 @@ type TimerFunction[K comparable, U any] interface {
 
 // Timer is a timer that fired.
 type Timer struct {
-	Timestamp int64
+	Timestamp Time
 	// ProcessingTime: the clock passed it, not the watermark.
 	ProcessingTime bool
 }
@@ -36,7 +36,7 @@ type Context[K comparable, U any] struct {
 	emit   emitter[U]
 	out    sdk.Collector
 	rawKey []byte
-	ts     int64
+	ts     Time
 	key    K
 	hasKey bool
 }
@@ -57,39 +57,43 @@ func (c *Context[K, U]) Key() K {
 
 // Timestamp is the event time of the record being processed (of the
 // timer, in OnTimer).
-func (c *Context[K, U]) Timestamp() int64 { return c.ts }
+func (c *Context[K, U]) Timestamp() Time { return c.ts }
 
 // Emit sends v downstream, at the current timestamp.
-func (c *Context[K, U]) Emit(v U) { c.out.Collect(c.emit.record(v, c.ts)) }
+func (c *Context[K, U]) Emit(v U) { c.out.Collect(c.emit.record(v, int64(c.ts))) }
 
 // EmitAt sends v downstream with event time ts.
-func (c *Context[K, U]) EmitAt(v U, ts int64) { c.out.Collect(c.emit.record(v, ts)) }
+func (c *Context[K, U]) EmitAt(v U, ts Time) { c.out.Collect(c.emit.record(v, int64(ts))) }
 
 // CurrentWatermark is the subtask's event time: no record at or before it
 // is expected any more.
-func (c *Context[K, U]) CurrentWatermark() int64 { return c.timers.CurrentWatermark() }
+func (c *Context[K, U]) CurrentWatermark() Time { return Time(c.timers.CurrentWatermark()) }
 
-// CurrentProcessingTime is the subtask's clock in Unix milliseconds.
-func (c *Context[K, U]) CurrentProcessingTime() int64 { return c.timers.CurrentProcessingTime() }
+// CurrentProcessingTime is the subtask's clock.
+func (c *Context[K, U]) CurrentProcessingTime() Time {
+	return Time(c.timers.CurrentProcessingTime())
+}
 
 // RegisterEventTimeTimer asks for OnTimer when the watermark reaches ts,
 // for the current key; registering it again is a no-op. A key has one
 // timer per timestamp (as in Flink): two reasons for a timer at the same
 // time are one timer, and deleting it deletes it for both — a function
 // keeping timers for different purposes tells them apart when they fire.
-func (c *Context[K, U]) RegisterEventTimeTimer(ts int64) { c.timers.RegisterEventTimeTimer(nil, ts) }
+func (c *Context[K, U]) RegisterEventTimeTimer(ts Time) {
+	c.timers.RegisterEventTimeTimer(nil, int64(ts))
+}
 
 // RegisterProcessingTimeTimer asks for OnTimer when the clock reaches ts.
-func (c *Context[K, U]) RegisterProcessingTimeTimer(ts int64) {
-	c.timers.RegisterProcessingTimeTimer(nil, ts)
+func (c *Context[K, U]) RegisterProcessingTimeTimer(ts Time) {
+	c.timers.RegisterProcessingTimeTimer(nil, int64(ts))
 }
 
 // DeleteEventTimeTimer cancels a timer of the current key.
-func (c *Context[K, U]) DeleteEventTimeTimer(ts int64) { c.timers.DeleteEventTimeTimer(nil, ts) }
+func (c *Context[K, U]) DeleteEventTimeTimer(ts Time) { c.timers.DeleteEventTimeTimer(nil, int64(ts)) }
 
 // DeleteProcessingTimeTimer cancels a timer of the current key.
-func (c *Context[K, U]) DeleteProcessingTimeTimer(ts int64) {
-	c.timers.DeleteProcessingTimeTimer(nil, ts)
+func (c *Context[K, U]) DeleteProcessingTimeTimer(ts Time) {
+	c.timers.DeleteProcessingTimeTimer(nil, int64(ts))
 }
 
 // Process runs a keyed process function, one made by newFn for every
@@ -136,7 +140,7 @@ func (p *processOp[T, K, U]) ProcessRecord(r sdk.Record, out sdk.Collector) erro
 		return fmt.Errorf("weir: vertex %q: decode %s: %w", p.vertex, typeName[T](), err)
 	}
 	c := &p.ctx
-	c.out, c.rawKey, c.ts, c.hasKey = out, r.Key, r.Timestamp, false
+	c.out, c.rawKey, c.ts, c.hasKey = out, r.Key, Time(r.Timestamp), false
 	if err := p.fn.ProcessElement(c, v); err != nil {
 		return fmt.Errorf("weir: vertex %q: %w", p.vertex, err)
 	}
@@ -149,8 +153,8 @@ func (p *processOp[T, K, U]) OnTimer(t sdk.Timer, out sdk.Collector) error {
 		return nil
 	}
 	c := &p.ctx
-	c.out, c.rawKey, c.ts, c.hasKey = out, t.Key, t.Timestamp, false
-	if err := tf.OnTimer(c, Timer{Timestamp: t.Timestamp, ProcessingTime: t.Domain == sdk.ProcessingTime}); err != nil {
+	c.out, c.rawKey, c.ts, c.hasKey = out, t.Key, Time(t.Timestamp), false
+	if err := tf.OnTimer(c, Timer{Timestamp: Time(t.Timestamp), ProcessingTime: t.Domain == sdk.ProcessingTime}); err != nil {
 		return fmt.Errorf("weir: vertex %q: timer: %w", p.vertex, err)
 	}
 	return p.keys.err

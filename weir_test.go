@@ -264,13 +264,13 @@ type alert struct {
 // events are seen in order; each moves the user's silence timer to
 // last+50, which, if it fires, finds the user silent since last.
 type inactivity struct {
-	pending *weir.MapState[int64, bool]
-	last    *weir.ValueState[int64]
+	pending *weir.MapState[weir.Time, bool]
+	last    *weir.ValueState[weir.Time]
 }
 
 func (f *inactivity) ProcessElement(ctx *weir.Context[string, alert], e event) error {
-	f.pending.Put(ctx, e.Time, true)
-	ctx.RegisterEventTimeTimer(e.Time)
+	f.pending.Put(ctx, weir.Time(e.Time), true)
+	ctx.RegisterEventTimeTimer(weir.Time(e.Time))
 	return nil
 }
 
@@ -282,11 +282,11 @@ func (f *inactivity) OnTimer(ctx *weir.Context[string, alert], t weir.Timer) err
 		// after a later event. Deleting it could delete an event's timer
 		// of the same timestamp (timers of a key are one per timestamp).
 		f.last.Update(ctx, t.Timestamp)
-		ctx.RegisterEventTimeTimer(t.Timestamp + 50)
+		ctx.RegisterEventTimeTimer(t.Timestamp.Add(50 * time.Millisecond))
 		return nil
 	}
-	if seen && last+50 == t.Timestamp {
-		ctx.Emit(alert{User: ctx.Key(), LastSeen: last, SilentFrom: t.Timestamp})
+	if seen && last.Add(50*time.Millisecond) == t.Timestamp {
+		ctx.Emit(alert{User: ctx.Key(), LastSeen: int64(last), SilentFrom: int64(t.Timestamp)})
 	}
 	return nil
 }
@@ -309,7 +309,7 @@ func TestProcessFunctionTimers(t *testing.T) {
 		weir.Parallelism(2), weir.Watermarks(5*time.Millisecond, 0))
 	alerts := weir.Process(weir.KeyBy(evs, func(e event) string { return e.User }), "inactivity",
 		func() weir.KeyedProcessFunction[string, event, alert] {
-			return &inactivity{pending: weir.NewMapState[int64, bool]("pending"), last: weir.NewValueState[int64]("last")}
+			return &inactivity{pending: weir.NewMapState[weir.Time, bool]("pending"), last: weir.NewValueState[weir.Time]("last")}
 		}, weir.Parallelism(2))
 	weir.SinkTo(alerts, "sink", weir.FileSink(out, func(a alert) string { return fmt.Sprintf("%s,%d,%d", a.User, a.LastSeen, a.SilentFrom) }))
 	runJob(t, job)
@@ -624,7 +624,8 @@ func TestLateData(t *testing.T) {
 		}
 		return i * 10
 	}
-	src := weir.FromSource(job, "src", weir.Generate(n, func(i int64) int64 { return i }, weir.Rate(500), weir.Timestamps(ts)),
+	stamp := func(i int64) weir.Time { return weir.Time(ts(i)) }
+	src := weir.FromSource(job, "src", weir.Generate(n, func(i int64) int64 { return i }, weir.Rate(500), weir.Timestamps(stamp)),
 		weir.Watermarks(20*time.Millisecond, 0), weir.WatermarkInterval(5*time.Millisecond))
 	windows := weir.Window(weir.KeyBy(src, func(i int64) int64 { return i % 3 }), weir.Tumbling(100*time.Millisecond))
 	counts := weir.Aggregate(windows, "counts", weir.AggregateFuncs[int64, int64, int64]{

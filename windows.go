@@ -83,7 +83,7 @@ func Window[T any, K comparable](ks *KeyedStream[T, K], a WindowAssigner) *Windo
 // Windowed is one window's result for one key.
 type Windowed[K comparable, R any] struct {
 	Key        K
-	Start, End int64 // Unix ms, End exclusive
+	Start, End Time // End exclusive
 	Value      R
 }
 
@@ -253,7 +253,7 @@ func (a *typedAggregator[T, K, A, R]) Result(key []byte, start, end int64, acc [
 	if err != nil {
 		return sdk.Record{}, fmt.Errorf("decode key: %w", err)
 	}
-	return a.emit.record(Windowed[K, R]{Key: k, Start: start, End: end, Value: a.agg.Result(x)}, window.MaxTimestamp(end)), nil
+	return a.emit.record(Windowed[K, R]{Key: k, Start: Time(start), End: Time(end), Value: a.agg.Result(x)}, window.MaxTimestamp(end)), nil
 }
 
 // windowedCodec encodes window results without reflection: the key
@@ -266,7 +266,7 @@ type windowedCodec[K comparable, R any] struct {
 func (c windowedCodec[K, R]) Append(dst []byte, w Windowed[K, R]) []byte {
 	k := c.kc.Append(nil, w.Key)
 	dst = append(binary.AppendUvarint(dst, uint64(len(k))), k...)
-	dst = binary.AppendVarint(binary.AppendVarint(dst, w.Start), w.End)
+	dst = binary.AppendVarint(binary.AppendVarint(dst, int64(w.Start)), int64(w.End))
 	return c.rc.Append(dst, w.Value)
 }
 
@@ -279,14 +279,16 @@ func (c windowedCodec[K, R]) Decode(b []byte) (Windowed[K, R], error) {
 	if w.Key, err = c.kc.Decode(kb); err != nil {
 		return w, err
 	}
-	var n int
-	if w.Start, n = binary.Varint(rest); n <= 0 {
+	start, n := binary.Varint(rest)
+	if n <= 0 {
 		return w, errShort
 	}
 	rest = rest[n:]
-	if w.End, n = binary.Varint(rest); n <= 0 {
+	end, n := binary.Varint(rest)
+	if n <= 0 {
 		return w, errShort
 	}
+	w.Start, w.End = Time(start), Time(end)
 	w.Value, err = c.rc.Decode(rest[n:])
 	return w, err
 }

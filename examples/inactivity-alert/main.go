@@ -22,12 +22,12 @@ import (
 	"github.com/weirproject/weir/program"
 )
 
-// Silence is how long a device may stay quiet, in ms of event time.
-const Silence = 10_000
+// Silence is how long a device may stay quiet, in event time.
+const Silence = 10 * time.Second
 
 type Event struct {
 	Device string
-	Time   int64 // event time, ms
+	Time   weir.Time
 }
 
 // Events is the i-th event: 16 devices reporting every 16 ms in turn,
@@ -38,12 +38,12 @@ func Events(i int64) Event {
 	if d == 3 && t%60_000 >= 40_000 {
 		d = 4
 	}
-	return Event{Device: fmt.Sprintf("device-%02d", d), Time: t}
+	return Event{Device: fmt.Sprintf("device-%02d", d), Time: weir.Time(t)}
 }
 
 type Alert struct {
 	Device   string
-	LastSeen int64
+	LastSeen weir.Time
 }
 
 // Inactivity finds each device's silences in event time, exactly, however
@@ -54,8 +54,8 @@ type Alert struct {
 // seen in order. Each one moves the device's silence timer to last+Silence;
 // a silence timer that fires finds the device silent since last.
 type Inactivity struct {
-	pending *weir.MapState[int64, bool] // event times the watermark has not reached
-	last    *weir.ValueState[int64]     // the latest event the watermark passed
+	pending *weir.MapState[weir.Time, bool] // event times the watermark has not reached
+	last    *weir.ValueState[weir.Time]     // the latest event the watermark passed
 }
 
 func (f *Inactivity) ProcessElement(ctx *weir.Context[string, Alert], e Event) error {
@@ -75,10 +75,10 @@ func (f *Inactivity) OnTimer(ctx *weir.Context[string, Alert], t weir.Timer) err
 		// after a later event. Deleting it could delete an event's timer
 		// of the same timestamp (timers of a key are one per timestamp).
 		f.last.Update(ctx, t.Timestamp)
-		ctx.RegisterEventTimeTimer(t.Timestamp + Silence)
+		ctx.RegisterEventTimeTimer(t.Timestamp.Add(Silence))
 		return nil
 	}
-	if seen && last+Silence == t.Timestamp {
+	if seen && last.Add(Silence) == t.Timestamp {
 		ctx.Emit(Alert{Device: ctx.Key(), LastSeen: last})
 	}
 	return nil
@@ -94,7 +94,7 @@ func main() {
 		weir.Parallelism(2), weir.Watermarks(100*time.Millisecond, 0))
 	alerts := weir.Process(weir.KeyBy(events, func(e Event) string { return e.Device }), "inactivity",
 		func() weir.KeyedProcessFunction[string, Event, Alert] {
-			return &Inactivity{pending: weir.NewMapState[int64, bool]("pending"), last: weir.NewValueState[int64]("last-seen")}
+			return &Inactivity{pending: weir.NewMapState[weir.Time, bool]("pending"), last: weir.NewValueState[weir.Time]("last-seen")}
 		}, weir.Parallelism(2))
 	weir.SinkTo(alerts, "alerts", weir.FileSink(out, func(a Alert) string { return fmt.Sprintf("%s,%d", a.Device, a.LastSeen) }))
 	program.Main(job)

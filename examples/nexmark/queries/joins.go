@@ -93,7 +93,7 @@ func (f *winningBids) ProcessElement(ctx *weir.Context[int64, Winner], e weir.Ne
 		if best >= 0 {
 			f.best.Update(ctx, best)
 		}
-		ctx.RegisterEventTimeTimer(a.Expires)
+		ctx.RegisterEventTimeTimer(weir.Time(a.Expires))
 		return nil
 	}
 	b := e.Bid
@@ -106,25 +106,25 @@ func (f *winningBids) ProcessElement(ctx *weir.Context[int64, Winner], e weir.Ne
 		return nil
 	}
 	f.early.Add(ctx, earlyBid{Price: b.Price, DateTime: b.DateTime})
-	ctx.RegisterEventTimeTimer(b.DateTime)
+	ctx.RegisterEventTimeTimer(weir.Time(b.DateTime))
 	return nil
 }
 
 func (f *winningBids) OnTimer(ctx *weir.Context[int64, Winner], t weir.Timer) error {
 	if open, ok := f.auction.Value(ctx); ok {
 		switch {
-		case open.Closed && t.Timestamp >= open.Expires+closedFor:
+		case open.Closed && int64(t.Timestamp) >= open.Expires+closedFor:
 			f.auction.Clear(ctx)
-		case open.Closed || t.Timestamp < open.Expires:
+		case open.Closed || int64(t.Timestamp) < open.Expires:
 			// An early bid's timer, from before the auction came.
 		default:
 			if best, ok := f.best.Value(ctx); ok {
-				ctx.EmitAt(Winner{Auction: ctx.Key(), Category: open.Category, Price: best}, open.Expires)
+				ctx.EmitAt(Winner{Auction: ctx.Key(), Category: open.Category, Price: best}, weir.Time(open.Expires))
 			}
 			f.best.Clear(ctx)
 			open.Closed = true
 			f.auction.Update(ctx, open)
-			ctx.RegisterEventTimeTimer(open.Expires + closedFor)
+			ctx.RegisterEventTimeTimer(weir.Time(open.Expires + closedFor))
 		}
 		return nil
 	}
@@ -132,7 +132,7 @@ func (f *winningBids) OnTimer(ctx *weir.Context[int64, Winner], t weir.Timer) er
 	// will be valid for one.
 	var keep []earlyBid
 	for _, b := range f.early.Get(ctx) {
-		if b.DateTime > t.Timestamp {
+		if b.DateTime > int64(t.Timestamp) {
 			keep = append(keep, b)
 		}
 	}

@@ -283,7 +283,7 @@ func buildQ4(s *weir.Stream[weir.NexmarkEvent], o Options) {
 		ResultFn: func(a sumCount) sumCount { return a },
 	}, par(o))
 	sink("q4", o, weir.Map(means, "q4-rows", func(w weir.Windowed[int64, sumCount]) CategoryPrice {
-		return CategoryPrice{Category: w.Key, Start: w.Start, End: w.End, Sum: w.Value.Sum, Count: w.Value.Count}
+		return CategoryPrice{Category: w.Key, Start: int64(w.Start), End: int64(w.End), Sum: w.Value.Sum, Count: w.Value.Count}
 	}, par(o)), CategoryPrice.Line)
 }
 
@@ -335,7 +335,7 @@ func buildQ5(s *weir.Stream[weir.NexmarkEvent], o Options) {
 	// A window's counts come at its last instant, so a tumbling window of
 	// the slide holds exactly one sliding window's counts, keyed by its
 	// start.
-	byWindow := weir.KeyBy(counts, func(w weir.Windowed[int64, int64]) int64 { return w.Start })
+	byWindow := weir.KeyBy(counts, func(w weir.Windowed[int64, int64]) int64 { return int64(w.Start) })
 	max := weir.Aggregate(weir.Window(byWindow, weir.Tumbling(q5Slide)), "q5-max",
 		weir.AggregateFuncs[weir.Windowed[int64, int64], top[int64], top[int64]]{
 			CreateFn: func() top[int64] { return top[int64]{} },
@@ -370,7 +370,7 @@ func buildQ7(s *weir.Stream[weir.NexmarkEvent], o Options) {
 		ResultFn: func(h highest) highest { return h },
 	}
 	perAuction := weir.Aggregate(weir.Window(weir.KeyBy(bids, func(b weir.NexmarkBid) int64 { return b.Auction }), weir.Tumbling(q7Size)), "q7-auction", agg, par(o))
-	byWindow := weir.KeyBy(perAuction, func(w weir.Windowed[int64, highest]) int64 { return w.Start })
+	byWindow := weir.KeyBy(perAuction, func(w weir.Windowed[int64, highest]) int64 { return int64(w.Start) })
 	perWindow := weir.Aggregate(weir.Window(byWindow, weir.Tumbling(q7Size)), "q7-window",
 		weir.AggregateFuncs[weir.Windowed[int64, highest], highest, highest]{
 			CreateFn: func() highest { return highest{Score: -1} },
@@ -427,7 +427,7 @@ func buildQ8(s *weir.Stream[weir.NexmarkEvent], o Options) {
 		}, par(o))
 	rows := weir.FlatMap(windows, "q8-rows", func(w weir.Windowed[int64, seen], emit func(NewUser)) {
 		if w.Value.Registered && w.Value.Sold {
-			emit(NewUser{ID: w.Key, Name: w.Value.Name, Start: w.Start})
+			emit(NewUser{ID: w.Key, Name: w.Value.Name, Start: int64(w.Start)})
 		}
 	}, par(o))
 	sink("q8", o, rows, NewUser.Line)
