@@ -135,14 +135,12 @@ func KeyBy[T any, K comparable](s *Stream[T], f func(T) K) *KeyedStream[T, K] {
 }
 
 // Union merges streams of the same type into one (Flink's union): a vertex
-// reading it reads all of them.
-func Union[T any](streams ...*Stream[T]) *Stream[T] {
-	if len(streams) == 0 {
-		panic("weir: Union of no streams")
-	}
-	u := &Stream[T]{job: streams[0].job}
+// reading it reads all of them. (It takes one stream at least, so that a
+// union of none cannot be written.)
+func Union[T any](first *Stream[T], more ...*Stream[T]) *Stream[T] {
+	u := &Stream[T]{job: first.job}
 	seen := map[*vertex]bool{}
-	for _, s := range streams {
+	for _, s := range append([]*Stream[T]{first}, more...) {
 		if s.job != u.job {
 			u.job.fail(fmt.Errorf("Union: streams of two jobs"))
 			continue
