@@ -4,24 +4,58 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/sdk"
 )
 
-// Source is where a stream starts: Generate, and the connectors.
+// Source is where a stream starts: Generate, a connector (packages kafka
+// and nexmark) or one of your own. FromSource asks it for its vertex and
+// hands it the stream's Records, with which each subtask's runtime source
+// turns its values into records.
 type Source[T any] interface {
-	// source describes the vertex and makes its runtime source per
-	// subtask, emitting through out.
-	source(out *output[T]) (signature string, config map[string]any, newSource func() sdk.Source)
+	SourceVertex(records Records[T]) SourceVertex
 }
+
+// SourceVertex is a source's vertex: the signature a TaskManager built
+// from another version of the program is checked against (say the kind of
+// source and its type), the configuration the job graph carries (with
+// ConnectorKey naming a built-in connector, its checks apply at submit)
+// and the runtime source of each subtask, which positions its splits in
+// every checkpoint (sdk.Source).
+type SourceVertex struct {
+	Signature string
+	Config    map[string]any
+	New       func() sdk.Source
+}
+
+// ConnectorKey is the configuration key naming the built-in connector a
+// vertex runs (kafka-source, kafka-sink, …), whose checks then apply.
+const ConnectorKey = jobgraph.ConnectorKey
+
+// Records makes the runtime records of a stream of T: each value encoded
+// by the stream's codec, and keyed once the stream is keyed.
+type Records[T any] struct{ out *output[T] }
+
+// Encoder is an encoder for one subtask (not for use by two goroutines).
+func (r Records[T]) Encoder() *Encoder[T] { return &Encoder[T]{e: emitter[T]{out: r.out}} }
+
+// Encoder turns a source's values into records.
+type Encoder[T any] struct{ e emitter[T] }
+
+// Record is v's record, at event time ts.
+func (e *Encoder[T]) Record(v T, ts Time) sdk.Record { return e.e.record(v, int64(ts)) }
+
+// TypeName is T's name as signatures show it.
+func TypeName[T any]() string { return typeName[T]() }
 
 // FromSource starts a stream at source (Flink's fromSource). Watermarks
 // and Parallelism are its usual options.
 func FromSource[T any](j *Job, name string, source Source[T], opts ...VertexOption) *Stream[T] {
 	res := &output[T]{codec: mustCodec[T](j, "FromSource "+name)}
-	sig, cfg, newSource := source.source(res)
-	v := j.add(&vertex{name: name, signature: sig, config: cfg}, opts)
-	v.newSource = func() sdk.Source { return &sourceOp{base: base{name, sig}, Source: newSource()} }
+	sv := source.SourceVertex(Records[T]{out: res})
+	v := j.add(&vertex{name: name, signature: sv.Signature, config: sv.Config}, opts)
+	v.newSource = func() sdk.Source { return &sourceOp{base: base{name, sv.Signature}, Source: sv.New()} }
 	return &Stream[T]{job: j, ups: []upstream[T]{{v: v, out: res}}}
 }
 
@@ -107,28 +141,41 @@ type generator[T any] struct {
 	f func(int64) T
 }
 
-func (g generator[T]) source(out *output[T]) (string, map[string]any, func() sdk.Source) {
-	return fmt.Sprintf("generate() %s", typeName[T]()), g.c.cfg, func() sdk.Source {
-		e := &emitter[T]{out: out}
+func (g generator[T]) SourceVertex(records Records[T]) SourceVertex {
+	return SourceVertex{Signature: fmt.Sprintf("generate() %s", typeName[T]()), Config: g.c.cfg, New: func() sdk.Source {
+		e := records.Encoder()
 		return &operators.SequenceSource{Make: func(i, ts int64) sdk.Record {
 			if g.c.ts != nil {
 				ts = int64(g.c.ts(i))
 			}
-			return e.record(g.f(i), ts)
+			return e.Record(g.f(i), Time(ts))
 		}}
-	}
+	}}
 }
 
-// Sink is where a stream ends: FileSink, Discard, and the connectors.
+// Sink is where a stream ends: FileSink, Discard, a connector (package
+// kafka) or one of your own. SinkTo asks it for its vertex and hands it
+// the codec of the stream's values, which each subtask's operator decodes
+// the records it gets with.
 type Sink[T any] interface {
-	sink(in Codec[T]) (signature string, config map[string]any, newOp func() sdk.Operator)
+	SinkVertex(values Codec[T]) SinkVertex
+}
+
+// SinkVertex is a sink's vertex, as SourceVertex is a source's: its
+// operator per subtask gets the stream's records; a two-phase-commit sink
+// implements sdk.Snapshotter (pre-commit) and sdk.CheckpointListener
+// (commit, abort) as well.
+type SinkVertex struct {
+	Signature string
+	Config    map[string]any
+	New       func() sdk.Operator
 }
 
 // SinkTo writes s to sink (Flink's sinkTo).
 func SinkTo[T any](s *Stream[T], name string, sink Sink[T], opts ...VertexOption) {
-	sig, cfg, newOp := sink.sink(s.codec())
-	v := s.job.add(&vertex{name: name, signature: sig, config: cfg}, opts, s.edges(0)...)
-	v.newOp = func() sdk.Operator { return &sinkOp{base: base{name, sig}, op: newOp()} }
+	sv := sink.SinkVertex(s.codec())
+	v := s.job.add(&vertex{name: name, signature: sv.Signature, config: sv.Config}, opts, s.edges(0)...)
+	v.newOp = func() sdk.Operator { return &sinkOp{base: base{name, sv.Signature}, op: sv.New()} }
 }
 
 // sinkOp checks the vertex's signature, then is its sink, with the
@@ -190,8 +237,8 @@ type fileSink[T any] struct {
 	format func(T) string
 }
 
-func (f fileSink[T]) sink(in Codec[T]) (string, map[string]any, func() sdk.Operator) {
-	return fmt.Sprintf("file-sink(%s)", typeName[T]()), map[string]any{"path": f.dir}, func() sdk.Operator {
+func (f fileSink[T]) SinkVertex(in Codec[T]) SinkVertex {
+	return SinkVertex{Signature: fmt.Sprintf("file-sink(%s)", typeName[T]()), Config: map[string]any{"path": f.dir}, New: func() sdk.Operator {
 		return &operators.FileSink{Format: func(dst []byte, r sdk.Record) ([]byte, error) {
 			v, err := in.Decode(r.Value)
 			if err != nil {
@@ -199,7 +246,7 @@ func (f fileSink[T]) sink(in Codec[T]) (string, map[string]any, func() sdk.Opera
 			}
 			return append(dst, f.format(v)...), nil
 		}}
-	}
+	}}
 }
 
 // Discard drops every record (a benchmark's sink).
@@ -207,8 +254,8 @@ func Discard[T any]() Sink[T] { return discard[T]{} }
 
 type discard[T any] struct{}
 
-func (discard[T]) sink(Codec[T]) (string, map[string]any, func() sdk.Operator) {
-	return "discard", nil, func() sdk.Operator { return discardOp{} }
+func (discard[T]) SinkVertex(Codec[T]) SinkVertex {
+	return SinkVertex{Signature: "discard", New: func() sdk.Operator { return discardOp{} }}
 }
 
 type discardOp struct{}

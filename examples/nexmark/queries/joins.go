@@ -2,6 +2,7 @@ package queries
 
 import (
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/nexmark"
 )
 
 // q3Join is q3's incremental join of people and auctions on the seller,
@@ -15,11 +16,11 @@ type q3Join struct {
 
 type seller struct{ Name, City, State string }
 
-func newQ3Join() weir.KeyedProcessFunction[int64, weir.NexmarkEvent, Suggestion] {
+func newQ3Join() weir.KeyedProcessFunction[int64, nexmark.Event, Suggestion] {
 	return &q3Join{person: weir.NewValueState[seller]("person"), pending: weir.NewListState[int64]("pending")}
 }
 
-func (f *q3Join) ProcessElement(ctx *weir.Context[int64, Suggestion], e weir.NexmarkEvent) error {
+func (f *q3Join) ProcessElement(ctx *weir.Context[int64, Suggestion], e nexmark.Event) error {
 	if p := e.Person; p != nil {
 		s := seller{Name: p.Name, City: p.City, State: p.State}
 		f.person.Update(ctx, s)
@@ -71,7 +72,7 @@ type earlyBid struct{ Price, DateTime int64 }
 
 func (a openAuction) valid(dateTime int64) bool { return a.Start <= dateTime && dateTime <= a.Expires }
 
-func newWinningBids() weir.KeyedProcessFunction[int64, weir.NexmarkEvent, Winner] {
+func newWinningBids() weir.KeyedProcessFunction[int64, nexmark.Event, Winner] {
 	return &winningBids{
 		auction: weir.NewValueState[openAuction]("auction"),
 		best:    weir.NewValueState[int64]("best"),
@@ -79,7 +80,7 @@ func newWinningBids() weir.KeyedProcessFunction[int64, weir.NexmarkEvent, Winner
 	}
 }
 
-func (f *winningBids) ProcessElement(ctx *weir.Context[int64, Winner], e weir.NexmarkEvent) error {
+func (f *winningBids) ProcessElement(ctx *weir.Context[int64, Winner], e nexmark.Event) error {
 	if a := e.Auction; a != nil {
 		open := openAuction{Start: a.DateTime, Expires: a.Expires, Category: a.Category}
 		f.auction.Update(ctx, open)

@@ -3,15 +3,15 @@ package queries
 import (
 	"fmt"
 
-	"github.com/weirproject/weir"
-	"github.com/weirproject/weir/internal/nexmark"
+	gen "github.com/weirproject/weir/internal/nexmark"
+	"github.com/weirproject/weir/nexmark"
 )
 
 // Oracle computes query q over events 0 … events−1 of the stream cfg
 // describes, in plain Go, in one pass over all of them (a batch, with no
 // checkpoints, watermarks or parallelism): the lines a correct run's file
 // sink commits, in no particular order.
-func Oracle(q string, cfg nexmark.Config, events int64) ([]string, error) {
+func Oracle(q string, cfg gen.Config, events int64) ([]string, error) {
 	var o oracle
 	switch q {
 	case "q0", "q1", "q2":
@@ -21,10 +21,10 @@ func Oracle(q string, cfg nexmark.Config, events int64) ([]string, error) {
 		return nil, fmt.Errorf("nexmark: unknown query %q (have %v)", q, Names)
 	}
 	for n := range events {
-		e := nexmark.Generate(cfg, n)
+		e := gen.Generate(cfg, n)
 		switch q {
 		case "q0":
-			Q0(e, func(b weir.NexmarkBid) { o.lines = append(o.lines, BidLine(b)) })
+			Q0(e, func(b nexmark.Bid) { o.lines = append(o.lines, BidLine(b)) })
 		case "q1":
 			Q1(e, func(b EuroBid) { o.lines = append(o.lines, b.Line()) })
 		case "q2":
@@ -50,14 +50,14 @@ func Oracle(q string, cfg nexmark.Config, events int64) ([]string, error) {
 
 type oracle struct {
 	lines    []string
-	people   map[int64]*weir.NexmarkPerson
-	auctions []*weir.NexmarkAuction
-	bids     []*weir.NexmarkBid
+	people   map[int64]*nexmark.Person
+	auctions []*nexmark.Auction
+	bids     []*nexmark.Bid
 }
 
-func (o *oracle) init() { o.people = map[int64]*weir.NexmarkPerson{} }
+func (o *oracle) init() { o.people = map[int64]*nexmark.Person{} }
 
-func (o *oracle) add(e weir.NexmarkEvent) {
+func (o *oracle) add(e nexmark.Event) {
 	switch {
 	case e.Person != nil:
 		o.people[e.Person.ID] = e.Person
@@ -88,7 +88,7 @@ func (o *oracle) q3() {
 
 func (o *oracle) q4() {
 	best := map[int64]int64{}
-	byID := map[int64]*weir.NexmarkAuction{}
+	byID := map[int64]*nexmark.Auction{}
 	for _, a := range o.auctions {
 		byID[a.ID] = a
 	}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/nexmark"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -107,23 +108,20 @@ func Build(q string, o Options) (*weir.Job, error) {
 		opts = append(opts, weir.PebbleState(o.Incremental))
 	}
 	j := weir.NewJob("nexmark-"+q, opts...)
-	cfg := map[string]any{"events": float64(o.Events), "rate": o.Rate}
-	if o.FirstEventRate > 0 {
-		cfg["first-event-rate"] = o.FirstEventRate
-	}
-	events := weir.FromSource(j, "nexmark", weir.NexmarkSource(cfg), weir.Parallelism(o.Parallelism), weir.Watermarks(0, 0))
+	cfg := nexmark.Config{Events: o.Events, Rate: o.Rate, FirstEventRate: o.FirstEventRate}
+	events := weir.FromSource(j, "nexmark", nexmark.Source(cfg), weir.Parallelism(o.Parallelism), weir.Watermarks(0, 0))
 	b(events, o)
 	return j, nil
 }
 
-var builders = map[string]func(*weir.Stream[weir.NexmarkEvent], Options){
-	"q0": func(s *weir.Stream[weir.NexmarkEvent], o Options) {
+var builders = map[string]func(*weir.Stream[nexmark.Event], Options){
+	"q0": func(s *weir.Stream[nexmark.Event], o Options) {
 		sink("q0", o, weir.FlatMap(s, "q0", Q0, par(o)), BidLine)
 	},
-	"q1": func(s *weir.Stream[weir.NexmarkEvent], o Options) {
+	"q1": func(s *weir.Stream[nexmark.Event], o Options) {
 		sink("q1", o, weir.FlatMap(s, "q1", Q1, par(o)), EuroBid.Line)
 	},
-	"q2": func(s *weir.Stream[weir.NexmarkEvent], o Options) {
+	"q2": func(s *weir.Stream[nexmark.Event], o Options) {
 		sink("q2", o, weir.FlatMap(s, "q2", Q2, par(o)), AuctionPrice.Line)
 	},
 	"q3": buildQ3,
@@ -182,12 +180,12 @@ func Registry() (*sdk.Registry, error) {
 
 // BidLine is q0's and q7's row: the bid's auction, bidder, price,
 // dateTime and extra.
-func BidLine(b weir.NexmarkBid) string {
+func BidLine(b nexmark.Bid) string {
 	return fmt.Sprintf("%d,%d,%d,%d,%s", b.Auction, b.Bidder, b.Price, b.DateTime, b.Extra)
 }
 
 // Q0 passes the bids through.
-func Q0(e weir.NexmarkEvent, emit func(weir.NexmarkBid)) {
+func Q0(e nexmark.Event, emit func(nexmark.Bid)) {
 	if e.Bid != nil {
 		emit(*e.Bid)
 	}
@@ -205,7 +203,7 @@ func (b EuroBid) Line() string {
 }
 
 // Q1 converts the bids' prices to euros.
-func Q1(e weir.NexmarkEvent, emit func(EuroBid)) {
+func Q1(e nexmark.Event, emit func(EuroBid)) {
 	if b := e.Bid; b != nil {
 		emit(EuroBid{Auction: b.Auction, Bidder: b.Bidder, PriceMilli: b.Price * 908, DateTime: b.DateTime, Extra: b.Extra})
 	}
@@ -217,7 +215,7 @@ type AuctionPrice struct{ Auction, Price int64 }
 func (a AuctionPrice) Line() string { return fmt.Sprintf("%d,%d", a.Auction, a.Price) }
 
 // Q2 selects the bids on every 123rd auction.
-func Q2(e weir.NexmarkEvent, emit func(AuctionPrice)) {
+func Q2(e nexmark.Event, emit func(AuctionPrice)) {
 	if b := e.Bid; b != nil && b.Auction%123 == 0 {
 		emit(AuctionPrice{b.Auction, b.Price})
 	}
@@ -235,23 +233,23 @@ func (s Suggestion) Line() string {
 }
 
 // q3Person and q3Auction are q3's filters.
-func q3Person(p *weir.NexmarkPerson) bool {
+func q3Person(p *nexmark.Person) bool {
 	return p != nil && (p.State == "OR" || p.State == "ID" || p.State == "CA")
 }
 
-func q3Auction(a *weir.NexmarkAuction) bool { return a != nil && a.Category == 10 }
+func q3Auction(a *nexmark.Auction) bool { return a != nil && a.Category == 10 }
 
 // sellerKey is the person a q3 or q8 event is about: the person, or the
 // auction's seller.
-func sellerKey(e weir.NexmarkEvent) int64 {
+func sellerKey(e nexmark.Event) int64 {
 	if e.Person != nil {
 		return e.Person.ID
 	}
 	return e.Auction.Seller
 }
 
-func buildQ3(s *weir.Stream[weir.NexmarkEvent], o Options) {
-	in := weir.Filter(s, "q3-filter", func(e weir.NexmarkEvent) bool { return q3Person(e.Person) || q3Auction(e.Auction) }, par(o))
+func buildQ3(s *weir.Stream[nexmark.Event], o Options) {
+	in := weir.Filter(s, "q3-filter", func(e nexmark.Event) bool { return q3Person(e.Person) || q3Auction(e.Auction) }, par(o))
 	joined := weir.Process(weir.KeyBy(in, sellerKey), "q3-join", newQ3Join, par(o))
 	sink("q3", o, joined, Suggestion.Line)
 }
@@ -272,8 +270,8 @@ type Winner struct{ Auction, Category, Price int64 }
 
 type sumCount struct{ Sum, Count int64 }
 
-func buildQ4(s *weir.Stream[weir.NexmarkEvent], o Options) {
-	in := weir.Filter(s, "q4-filter", func(e weir.NexmarkEvent) bool { return e.Auction != nil || e.Bid != nil }, par(o))
+func buildQ4(s *weir.Stream[nexmark.Event], o Options) {
+	in := weir.Filter(s, "q4-filter", func(e nexmark.Event) bool { return e.Auction != nil || e.Bid != nil }, par(o))
 	winners := weir.Process(weir.KeyBy(in, auctionKey), "q4-winners", newWinningBids, par(o))
 	byCategory := weir.KeyBy(winners, func(w Winner) int64 { return w.Category })
 	means := weir.Aggregate(weir.Window(byCategory, weir.Sliding(q4Size, q4Slide)), "q4-mean", weir.AggregateFuncs[Winner, sumCount, sumCount]{
@@ -288,7 +286,7 @@ func buildQ4(s *weir.Stream[weir.NexmarkEvent], o Options) {
 }
 
 // auctionKey is the auction a q4 event is about.
-func auctionKey(e weir.NexmarkEvent) int64 {
+func auctionKey(e nexmark.Event) int64 {
 	if e.Auction != nil {
 		return e.Auction.ID
 	}
@@ -319,8 +317,8 @@ func (t top[T]) merge(o top[T]) top[T] {
 	return t
 }
 
-func buildQ5(s *weir.Stream[weir.NexmarkEvent], o Options) {
-	bids := weir.FlatMap(s, "q5-bids", func(e weir.NexmarkEvent, emit func(int64)) {
+func buildQ5(s *weir.Stream[nexmark.Event], o Options) {
+	bids := weir.FlatMap(s, "q5-bids", func(e nexmark.Event, emit func(int64)) {
 		if e.Bid != nil {
 			emit(e.Bid.Auction)
 		}
@@ -353,8 +351,8 @@ func buildQ5(s *weir.Stream[weir.NexmarkEvent], o Options) {
 	sink("q5", o, rows, HotItem.Line)
 }
 
-func buildQ7(s *weir.Stream[weir.NexmarkEvent], o Options) {
-	bids := weir.FlatMap(s, "q7-bids", func(e weir.NexmarkEvent, emit func(weir.NexmarkBid)) {
+func buildQ7(s *weir.Stream[nexmark.Event], o Options) {
+	bids := weir.FlatMap(s, "q7-bids", func(e nexmark.Event, emit func(nexmark.Bid)) {
 		if e.Bid != nil {
 			emit(*e.Bid)
 		}
@@ -362,14 +360,14 @@ func buildQ7(s *weir.Stream[weir.NexmarkEvent], o Options) {
 	// Two stages, as a combiner would: the highest per auction and window
 	// spreads the work over the subtasks, then one key per window takes
 	// the highest of those.
-	type highest = top[weir.NexmarkBid]
-	agg := weir.AggregateFuncs[weir.NexmarkBid, highest, highest]{
+	type highest = top[nexmark.Bid]
+	agg := weir.AggregateFuncs[nexmark.Bid, highest, highest]{
 		CreateFn: func() highest { return highest{Score: -1} },
-		AddFn:    func(h highest, b weir.NexmarkBid) highest { return h.merge(highest{b.Price, []weir.NexmarkBid{b}}) },
+		AddFn:    func(h highest, b nexmark.Bid) highest { return h.merge(highest{b.Price, []nexmark.Bid{b}}) },
 		MergeFn:  highest.merge,
 		ResultFn: func(h highest) highest { return h },
 	}
-	perAuction := weir.Aggregate(weir.Window(weir.KeyBy(bids, func(b weir.NexmarkBid) int64 { return b.Auction }), weir.Tumbling(q7Size)), "q7-auction", agg, par(o))
+	perAuction := weir.Aggregate(weir.Window(weir.KeyBy(bids, func(b nexmark.Bid) int64 { return b.Auction }), weir.Tumbling(q7Size)), "q7-auction", agg, par(o))
 	byWindow := weir.KeyBy(perAuction, func(w weir.Windowed[int64, highest]) int64 { return int64(w.Start) })
 	perWindow := weir.Aggregate(weir.Window(byWindow, weir.Tumbling(q7Size)), "q7-window",
 		weir.AggregateFuncs[weir.Windowed[int64, highest], highest, highest]{
@@ -378,7 +376,7 @@ func buildQ7(s *weir.Stream[weir.NexmarkEvent], o Options) {
 			MergeFn:  highest.merge,
 			ResultFn: func(h highest) highest { return h },
 		}, par(o))
-	rows := weir.FlatMap(perWindow, "q7-rows", func(w weir.Windowed[int64, highest], emit func(weir.NexmarkBid)) {
+	rows := weir.FlatMap(perWindow, "q7-rows", func(w weir.Windowed[int64, highest], emit func(nexmark.Bid)) {
 		for _, b := range w.Value.Items {
 			emit(b)
 		}
@@ -403,12 +401,12 @@ type seen struct {
 	Name             string
 }
 
-func buildQ8(s *weir.Stream[weir.NexmarkEvent], o Options) {
-	in := weir.Filter(s, "q8-filter", func(e weir.NexmarkEvent) bool { return e.Person != nil || e.Auction != nil }, par(o))
+func buildQ8(s *weir.Stream[nexmark.Event], o Options) {
+	in := weir.Filter(s, "q8-filter", func(e nexmark.Event) bool { return e.Person != nil || e.Auction != nil }, par(o))
 	windows := weir.Aggregate(weir.Window(weir.KeyBy(in, sellerKey), weir.Tumbling(q8Size)), "q8-join",
-		weir.AggregateFuncs[weir.NexmarkEvent, seen, seen]{
+		weir.AggregateFuncs[nexmark.Event, seen, seen]{
 			CreateFn: func() seen { return seen{} },
-			AddFn: func(s seen, e weir.NexmarkEvent) seen {
+			AddFn: func(s seen, e nexmark.Event) seen {
 				if e.Person != nil {
 					s.Registered, s.Name = true, e.Person.Name
 				} else {

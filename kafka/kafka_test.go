@@ -1,4 +1,4 @@
-package weir_test
+package kafka_test
 
 import (
 	"context"
@@ -13,6 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/internal/poll"
+	"github.com/weirproject/weir/internal/scheduler"
+	"github.com/weirproject/weir/internal/testcluster"
+	"github.com/weirproject/weir/kafka"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -22,8 +27,8 @@ type purchase struct {
 }
 
 // TestKafkaTyped: a Go job reads a topic a plain producer wrote, as
-// typed values (KafkaSource), transforms them and writes them to another
-// topic exactly once (KafkaSink); a read_committed reader finds every
+// typed values (kafka.Source), transforms them and writes them to another
+// topic exactly once (kafka.Sink); a read_committed reader finds every
 // record once, with its header carried through.
 func TestKafkaTyped(t *testing.T) {
 	const n = 4000
@@ -50,9 +55,9 @@ func TestKafkaTyped(t *testing.T) {
 	prod.Close()
 
 	job := weir.NewJob("kafka-typed", weir.Checkpointing(200*time.Millisecond))
-	in := weir.FromSource(job, "orders", weir.KafkaSource(map[string]any{
-		"bootstrap-servers": broker, "topic": "orders", "bounded": "latest",
-	}, func(r weir.KafkaRecord) (purchase, error) {
+	in := weir.FromSource(job, "orders", kafka.Source(kafka.SourceConfig{
+		Connection: kafka.Connection{Brokers: []string{broker}}, Topic: "orders", Bounded: true,
+	}, func(r kafka.Record) (purchase, error) {
 		if len(r.Headers) != 1 || r.Headers[0].Key != "origin" {
 			return purchase{}, fmt.Errorf("headers %v", r.Headers)
 		}
@@ -68,10 +73,11 @@ func TestKafkaTyped(t *testing.T) {
 		return o, perr
 	}), weir.Parallelism(2))
 	doubled := weir.Map(in, "double", func(o purchase) purchase { o.Amount *= 2; return o })
-	weir.SinkTo(doubled, "doubled", weir.KafkaSink(map[string]any{
-		"bootstrap-servers": broker, "topic": "doubled", "transactional-id-prefix": "kafka-typed", "transaction-timeout": "15m",
-	}, func(o purchase) weir.KafkaRecord {
-		return weir.KafkaRecord{Key: []byte(strconv.FormatInt(o.ID, 10)), Value: []byte(strconv.FormatInt(o.Amount, 10)),
+	weir.SinkTo(doubled, "doubled", kafka.Sink(kafka.SinkConfig{
+		Connection: kafka.Connection{Brokers: []string{broker}}, Topic: "doubled",
+		TransactionalIDPrefix: "kafka-typed", TransactionTimeout: 15 * time.Minute,
+	}, func(o purchase) kafka.Record {
+		return kafka.Record{Key: []byte(strconv.FormatInt(o.ID, 10)), Value: []byte(strconv.FormatInt(o.Amount, 10)),
 			Headers: []sdk.Header{{Key: "stage", Value: []byte("doubled")}}}
 	}))
 	runJob(t, job)
@@ -112,10 +118,40 @@ func TestKafkaTyped(t *testing.T) {
 func TestKafkaTypedValidated(t *testing.T) {
 	job := weir.NewJob("kafka-invalid", weir.Checkpointing(time.Second))
 	in := weir.FromSource(job, "in", weir.Generate(10, func(i int64) int64 { return i }))
-	weir.SinkTo(in, "out", weir.KafkaSink(map[string]any{"bootstrap-servers": "k:9092", "topic": "t"},
-		func(v int64) weir.KafkaRecord { return weir.KafkaRecord{} }))
+	weir.SinkTo(in, "out", kafka.Sink(kafka.SinkConfig{Connection: kafka.Connection{Brokers: []string{"k:9092"}}, Topic: "t"},
+		func(v int64) kafka.Record { return kafka.Record{} }))
 	_, err := job.Graph()
 	if err == nil || !slices.ContainsFunc([]string{`transactional-id-prefix`}, func(s string) bool { return strings.Contains(err.Error(), s) }) {
 		t.Fatalf("Graph() = %v, want the missing transactional-id-prefix refused", err)
+	}
+}
+
+// runJob runs j on an in-process cluster of its own (a JobManager and two
+// TaskManagers with j's operators) to the end, which must be FINISHED.
+func runJob(t *testing.T, j *weir.Job) {
+	t.Helper()
+	tc := testcluster.Start(t, testcluster.Options{})
+	for i := range 2 {
+		tc.StartTaskManager(fmt.Sprintf("tm-%d", i), 2, j.Registry())
+	}
+	g, err := j.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tc.Client.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *weirv1.JobInfo
+	poll.Until(t, 2*time.Minute, 20*time.Millisecond, "job "+resp.GetJobId(), func() (bool, string) {
+		r, err := tc.Client.GetJob(context.Background(), &weirv1.GetJobRequest{JobId: resp.GetJobId()})
+		if err != nil {
+			return false, err.Error()
+		}
+		info = r.GetJob()
+		return scheduler.GloballyTerminal(info.GetState()), info.GetState().String()
+	})
+	if info.GetState() != weirv1.JobState_JOB_STATE_FINISHED {
+		t.Fatalf("job ended %s: %s", info.GetState(), info.GetFailureCause())
 	}
 }
