@@ -16,7 +16,7 @@ import (
 	"os"
 
 	"github.com/weirproject/weir/internal/daemon"
-	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/operators/all"
 	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/taskmanager"
 	"github.com/weirproject/weir/sdk"
@@ -29,7 +29,7 @@ func Main(reg *sdk.Registry) {
 
 // Run is Main with explicit arguments, returning instead of exiting.
 func Run(reg *sdk.Registry, args []string) error {
-	operators.Register(reg)
+	all.Register(reg)
 	fs := flag.NewFlagSet("taskmanager", flag.ContinueOnError)
 	cfg := taskmanager.Config{Operators: reg}
 	var logging daemon.Logging

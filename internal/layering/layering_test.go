@@ -111,6 +111,28 @@ func TestRegistryOnlyLinksNoConnector(t *testing.T) {
 	}
 }
 
+// TestModelLinksNoConnectorNorCLI: the root package weir is the
+// programming model only; connectors live in their own packages (kafka,
+// nexmark), the entry point in program.
+func TestModelLinksNoConnectorNorCLI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", strings.TrimSuffix(module, "/")).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	// The connectors' packages themselves (their configurations' parsing,
+	// in kafkacfg, is what the job graph's validation links), and whole
+	// modules.
+	exact := []string{connectors[0], connectors[1], module + "worker", module + "internal/taskmanager"}
+	modules := []string{connectors[3], "github.com/spf13/cobra", "google.golang.org/grpc"}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, b := range append(slices.Clone(exact), modules...) {
+			if dep == b || (slices.Contains(modules, b) && strings.HasPrefix(dep, b+"/")) {
+				t.Errorf("package weir links %s: the programming model links no connector, CLI or TaskManager", dep)
+			}
+		}
+	}
+}
+
 // TestCompositionRootsRegisterBuiltins: what validates or runs jobs for
 // users links the built-in connectors' registrations.
 func TestCompositionRootsRegisterBuiltins(t *testing.T) {

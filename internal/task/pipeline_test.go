@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/weirproject/weir/internal/exchange"
-	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/operators/all"
 	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/task"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -161,7 +161,7 @@ func startJob(t *testing.T, vertices []vertex, dir string, o jobOptions) *job {
 		})
 	}
 	ops := sdk.NewRegistry()
-	operators.Register(ops)
+	all.Register(ops)
 	ops.RegisterOperator("slow", func() sdk.Operator { return &slowOperator{} })
 	ops.RegisterSource("shuffled-source", func() sdk.Source { return &shuffledSource{} })
 	j.cfg = task.Config{

@@ -10,7 +10,7 @@ import (
 	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/jobmanager"
-	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/operators/all"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/rpc"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -52,7 +52,7 @@ func startJobManager(t *testing.T, rpcAddr string) (stop func()) {
 func startTaskManager(t *testing.T, cfg Config, leaders leaderSource) {
 	t.Helper()
 	reg := sdk.NewRegistry()
-	operators.Register(reg)
+	all.Register(reg)
 	cfg.RPCAddr, cfg.HTTPAddr, cfg.Slots, cfg.Operators = freeport.Addr(t), freeport.Addr(t), 2, reg
 	cfg.Logger, cfg.StateDir = discard, t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())

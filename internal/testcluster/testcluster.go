@@ -31,7 +31,7 @@ import (
 	"github.com/weirproject/weir/internal/certs"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/jobmanager"
-	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/operators/all"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/taskmanager"
@@ -219,7 +219,7 @@ func (c *Cluster) StartTaskManager(id string, slots int, reg *sdk.Registry) *Tas
 	if reg == nil {
 		reg = sdk.NewRegistry()
 	}
-	operators.Register(reg)
+	all.Register(reg)
 	rpcLis, httpLis := Listen(c.t), Listen(c.t)
 	tm := &TaskManager{ID: id, RPCAddr: rpcLis.Addr().String(), HTTPAddr: httpLis.Addr().String()}
 	ctx, cancel := context.WithCancel(c.ctx)

@@ -1,0 +1,25 @@
+// Package all registers every built-in operator and connector with a
+// TaskManager's registry. It is apart from package operators so that what
+// uses one operator (the Go API's file sink, say) does not link every
+// connector's client.
+package all
+
+import (
+	"github.com/weirproject/weir/internal/kafka"
+	"github.com/weirproject/weir/internal/nexmark"
+	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Register adds the built-in operators to r.
+func Register(r *sdk.Registry) {
+	r.RegisterSource("sequence-source", func() sdk.Source { return &operators.SequenceSource{} })
+	r.RegisterOperator("keyed-sum", func() sdk.Operator { return &operators.KeyedSum{} })
+	r.RegisterOperator("file-sink", func() sdk.Operator { return &operators.FileSink{} })
+	r.RegisterOperator("window", func() sdk.Operator { return &operators.Window{} })
+	r.RegisterOperator("interval-join", func() sdk.Operator { return &operators.IntervalJoin{} })
+	r.RegisterOperator("window-join", func() sdk.Operator { return &operators.WindowJoin{} })
+	r.RegisterSource("nexmark-source", func() sdk.Source { return &nexmark.Source{} })
+	r.RegisterSource("kafka-source", func() sdk.Source { return &kafka.Source{} })
+	r.RegisterOperator("kafka-sink", func() sdk.Operator { return &kafka.Sink{} })
+}
