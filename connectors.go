@@ -225,30 +225,6 @@ func (s *sinkOp) NotifyCheckpointAborted(id int64) error {
 	return nil
 }
 
-// FileSink writes one line per record, format(v), into files under dir
-// with a two-phase commit on checkpoints: a line is visible once the
-// checkpoint after it completed, and exactly once, through failures.
-func FileSink[T any](dir string, format func(T) string) Sink[T] {
-	return fileSink[T]{dir: dir, format: format}
-}
-
-type fileSink[T any] struct {
-	dir    string
-	format func(T) string
-}
-
-func (f fileSink[T]) SinkVertex(in Codec[T]) SinkVertex {
-	return SinkVertex{Signature: fmt.Sprintf("file-sink(%s)", typeName[T]()), Config: map[string]any{"path": f.dir}, New: func() sdk.Operator {
-		return &operators.FileSink{Format: func(dst []byte, r sdk.Record) ([]byte, error) {
-			v, err := in.Decode(r.Value)
-			if err != nil {
-				return dst, fmt.Errorf("decode %s: %w", typeName[T](), err)
-			}
-			return append(dst, f.format(v)...), nil
-		}}
-	}}
-}
-
 // Discard drops every record (a benchmark's sink).
 func Discard[T any]() Sink[T] { return discard[T]{} }
 

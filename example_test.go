@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/files"
 )
 
 // printPlan prints each vertex of job's graph: its name and parallelism,
@@ -128,13 +129,13 @@ func ExampleProcess() {
 }
 
 // A typed source and sink: Generate splits a sequence across its subtasks
-// and checkpoints each one's position; FileSink writes one line per record
+// and checkpoints each one's position; files.Sink writes one line per record
 // with a two-phase commit, visible once the checkpoint after it completed.
 func ExampleSinkTo() {
 	job := weir.NewJob("squares", weir.Checkpointing(time.Second))
 	n := weir.FromSource(job, "n", weir.Generate(1000, func(i int64) int64 { return i }), weir.Parallelism(2))
 	squares := weir.Map(n, "squares", func(i int64) int64 { return i * i }, weir.Parallelism(2))
-	weir.SinkTo(squares, "files", weir.FileSink("/tmp/squares", func(v int64) string { return fmt.Sprint(v) }), weir.Parallelism(2))
+	weir.SinkTo(squares, "files", files.Sink("/tmp/squares", func(v int64) string { return fmt.Sprint(v) }), weir.Parallelism(2))
 	printPlan(job)
 	// Output:
 	// n ×2: generate() int64

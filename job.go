@@ -6,7 +6,7 @@
 //	lines := weir.FromSource(job, "lines", weir.Generate(0, line))
 //	words := weir.FlatMap(lines, "words", split)
 //	counts := weir.Reduce(weir.KeyBy(words, "by-word", word), "counts", add)
-//	weir.SinkTo(counts, "sink", weir.FileSink(dir, format))
+//	weir.SinkTo(counts, "sink", files.Sink(dir, format))
 //	program.Main(job)
 //
 // The program is both the job's client and its worker (package program is

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/files"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/testcluster"
@@ -118,7 +119,7 @@ func TestWordCount(t *testing.T) {
 	}, weir.Parallelism(2))
 	counts := weir.Reduce(weir.KeyBy(ws, func(w wordCount) string { return w.Word }), "counts",
 		func(a, b wordCount) wordCount { return wordCount{Word: a.Word, Count: a.Count + b.Count} }, weir.Parallelism(2))
-	weir.SinkTo(counts, "sink", weir.FileSink(out, func(w wordCount) string { return fmt.Sprintf("%s,%d", w.Word, w.Count) }), weir.Parallelism(2))
+	weir.SinkTo(counts, "sink", files.Sink(out, func(w wordCount) string { return fmt.Sprintf("%s,%d", w.Word, w.Count) }), weir.Parallelism(2))
 	runJob(t, job)
 
 	lines2, err := check.ReadCommitted(out)
@@ -182,7 +183,7 @@ func TestWindowAggregate(t *testing.T) {
 		MergeFn:  func(a, b acc) acc { return acc{a.Sum + b.Sum, a.N + b.N} },
 		ResultFn: func(a acc) acc { return a },
 	}, weir.Parallelism(2))
-	weir.SinkTo(sums, "sums-sink", weir.FileSink(filepath.Join(dir, "sums"), func(w weir.Windowed[string, acc]) string {
+	weir.SinkTo(sums, "sums-sink", files.Sink(filepath.Join(dir, "sums"), func(w weir.Windowed[string, acc]) string {
 		return fmt.Sprintf("%s,%d,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Sum, w.Value.N)
 	}))
 	maxes := weir.ReduceWindow(weir.Window(byUser, weir.Sliding(200*time.Millisecond, 100*time.Millisecond)), "maxes",
@@ -192,7 +193,7 @@ func TestWindowAggregate(t *testing.T) {
 			}
 			return a
 		})
-	weir.SinkTo(maxes, "maxes-sink", weir.FileSink(filepath.Join(dir, "maxes"), func(w weir.Windowed[string, event]) string {
+	weir.SinkTo(maxes, "maxes-sink", files.Sink(filepath.Join(dir, "maxes"), func(w weir.Windowed[string, event]) string {
 		return fmt.Sprintf("%s,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Amount)
 	}))
 	runJob(t, job)
@@ -311,7 +312,7 @@ func TestProcessFunctionTimers(t *testing.T) {
 		func() weir.KeyedProcessFunction[string, event, alert] {
 			return &inactivity{pending: weir.NewMapState[weir.Time, bool]("pending"), last: weir.NewValueState[weir.Time]("last")}
 		}, weir.Parallelism(2))
-	weir.SinkTo(alerts, "sink", weir.FileSink(out, func(a alert) string { return fmt.Sprintf("%s,%d,%d", a.User, a.LastSeen, a.SilentFrom) }))
+	weir.SinkTo(alerts, "sink", files.Sink(out, func(a alert) string { return fmt.Sprintf("%s,%d,%d", a.User, a.LastSeen, a.SilentFrom) }))
 	runJob(t, job)
 
 	var want []string
@@ -350,7 +351,7 @@ func counterJob[V any](dir string, count int64, rate float64, add func(V) V) *we
 	if extraVertex {
 		counted = weir.Map(counted, "upper", strings.ToUpper)
 	}
-	weir.SinkTo(counted, "sink", weir.FileSink(dir, func(s string) string { return s }))
+	weir.SinkTo(counted, "sink", files.Sink(dir, func(s string) string { return s }))
 	return job
 }
 
@@ -451,7 +452,7 @@ func TestWorkerFromAnotherBuild(t *testing.T) {
 			src := weir.FromSource(j, "numbers", weir.Generate(100, func(i int64) int64 { return i }))
 			counted := weir.Process(weir.KeyBy(src, func(i int64) string { return fmt.Sprint(i % 4) }), "count",
 				func() weir.KeyedProcessFunction[string, int64, string] { return nil })
-			weir.SinkTo(counted, "sink", weir.FileSink(dir, func(s string) string { return s }))
+			weir.SinkTo(counted, "sink", files.Sink(dir, func(s string) string { return s }))
 			return j
 		}(), `vertex "count": the job was submitted by a program whose vertex is process(int64 by int64) string, but this TaskManager's program has process(int64 by string) string`},
 		{"no such vertex", func() *weir.Job {
@@ -521,7 +522,7 @@ func TestKeyByTwice(t *testing.T) {
 	src := weir.FromSource(job, "src", weir.Generate(1000, func(i int64) int64 { return i }), weir.Parallelism(2))
 	byMod := weir.Reduce(weir.KeyBy(src, func(i int64) int64 { return i % 3 }), "mod3", func(a, b int64) int64 { return a + b }, weir.Parallelism(2))
 	byTen := weir.Reduce(weir.KeyBy(src, func(i int64) bool { return i < 500 }), "half", func(a, b int64) int64 { return a + b }, weir.Parallelism(2))
-	weir.SinkTo(weir.Union(byMod, byTen), "sink", weir.FileSink(dir, func(i int64) string { return strconv.FormatInt(i, 10) }))
+	weir.SinkTo(weir.Union(byMod, byTen), "sink", files.Sink(dir, func(i int64) string { return strconv.FormatInt(i, 10) }))
 	g, err := job.Graph()
 	if err != nil {
 		t.Fatal(err)
@@ -577,8 +578,8 @@ func TestJoins(t *testing.T) {
 	near := weir.IntervalJoin(byOrder, byPaid, "near", -100*time.Millisecond, 300*time.Millisecond, pair, weir.Parallelism(2))
 	same := weir.WindowJoin(byOrder, byPaid, "same-second", time.Second, pair, weir.Parallelism(2))
 	id := func(s string) string { return s }
-	weir.SinkTo(near, "near-sink", weir.FileSink(filepath.Join(dir, "near"), id))
-	weir.SinkTo(same, "same-sink", weir.FileSink(filepath.Join(dir, "same"), id))
+	weir.SinkTo(near, "near-sink", files.Sink(filepath.Join(dir, "near"), id))
+	weir.SinkTo(same, "same-sink", files.Sink(filepath.Join(dir, "same"), id))
 	runJob(t, job)
 
 	var wantNear, wantSame []string
@@ -634,11 +635,11 @@ func TestLateData(t *testing.T) {
 		MergeFn:  func(a, b int64) int64 { return a + b },
 		ResultFn: func(n int64) int64 { return n },
 	})
-	weir.SinkTo(counts, "counts-sink", weir.FileSink(filepath.Join(dir, "counts"), func(w weir.Windowed[int64, int64]) string {
+	weir.SinkTo(counts, "counts-sink", files.Sink(filepath.Join(dir, "counts"), func(w weir.Windowed[int64, int64]) string {
 		return strconv.FormatInt(w.Value, 10)
 	}))
 	late := weir.Map(weir.LateData(windows), "late-label", func(i int64) string { return fmt.Sprintf("late %d", i) })
-	weir.SinkTo(late, "late-sink", weir.FileSink(filepath.Join(dir, "late"), func(s string) string { return s }))
+	weir.SinkTo(late, "late-sink", files.Sink(filepath.Join(dir, "late"), func(s string) string { return s }))
 	runJob(t, job)
 	counted := int64(0)
 	lines, err := check.ReadCommitted(filepath.Join(dir, "counts"))
@@ -697,7 +698,7 @@ func TestMapAndListState(t *testing.T) {
 		func() weir.KeyedProcessFunction[int64, int64, string] {
 			return &distinct{seen: weir.NewMapState[int64, bool]("seen"), order: weir.NewListState[int64]("order")}
 		})
-	weir.SinkTo(out, "sink", weir.FileSink(dir, func(s string) string { return s }))
+	weir.SinkTo(out, "sink", files.Sink(dir, func(s string) string { return s }))
 	runJob(t, job)
 	lines, err := check.ReadCommitted(dir)
 	if err != nil {

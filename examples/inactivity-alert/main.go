@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/files"
 	"github.com/weirproject/weir/program"
 )
 
@@ -96,7 +97,7 @@ func main() {
 		func() weir.KeyedProcessFunction[string, Event, Alert] {
 			return &Inactivity{pending: weir.NewMapState[weir.Time, bool]("pending"), last: weir.NewValueState[weir.Time]("last-seen")}
 		}, weir.Parallelism(2))
-	weir.SinkTo(alerts, "alerts", weir.FileSink(out, func(a Alert) string { return fmt.Sprintf("%s,%d", a.Device, a.LastSeen) }))
+	weir.SinkTo(alerts, "alerts", files.Sink(out, func(a Alert) string { return fmt.Sprintf("%s,%d", a.Device, a.LastSeen) }))
 	program.Main(job)
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/files"
 	"github.com/weirproject/weir/program"
 )
 
@@ -30,7 +31,7 @@ func main() {
 			MergeFn:  func(a, b int64) int64 { return a + b },
 			ResultFn: func(n int64) int64 { return n },
 		})
-	weir.SinkTo(views, "sink", weir.FileSink("/tmp/page-views", func(w weir.Windowed[string, int64]) string {
+	weir.SinkTo(views, "sink", files.Sink("/tmp/page-views", func(w weir.Windowed[string, int64]) string {
 		return fmt.Sprintf("%s %d..%d: %d views", w.Key, w.Start, w.End, w.Value)
 	}))
 	program.Main(job)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/files"
 	"github.com/weirproject/weir/program"
 )
 
@@ -52,7 +53,7 @@ func main() {
 		MergeFn:  func(a, b Total) Total { return Total{a.Cents + b.Cents, a.Payments + b.Payments} },
 		ResultFn: func(t Total) Total { return t },
 	}, weir.Parallelism(2))
-	weir.SinkTo(totals, "sink", weir.FileSink(out, func(w weir.Windowed[string, Total]) string {
+	weir.SinkTo(totals, "sink", files.Sink(out, func(w weir.Windowed[string, Total]) string {
 		return fmt.Sprintf("%s,%d,%d,%d,%d", w.Key, w.Start, w.End, w.Value.Cents, w.Value.Payments)
 	}))
 	program.Main(job)

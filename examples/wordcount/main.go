@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/files"
 	"github.com/weirproject/weir/program"
 )
 
@@ -56,7 +57,7 @@ func main() {
 	}, weir.Parallelism(2))
 	counts := weir.Reduce(weir.KeyBy(ws, func(c Count) string { return c.Word }), "counts",
 		func(a, b Count) Count { return Count{Word: a.Word, N: a.N + b.N} }, weir.Parallelism(2))
-	weir.SinkTo(counts, "sink", weir.FileSink(out, func(c Count) string { return fmt.Sprintf("%s,%d", c.Word, c.N) }), weir.Parallelism(2))
+	weir.SinkTo(counts, "sink", files.Sink(out, func(c Count) string { return fmt.Sprintf("%s,%d", c.Word, c.N) }), weir.Parallelism(2))
 	program.Main(job)
 }
 

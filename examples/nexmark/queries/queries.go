@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir"
+	"github.com/weirproject/weir/files"
 	"github.com/weirproject/weir/nexmark"
 	"github.com/weirproject/weir/sdk"
 )
@@ -143,7 +144,7 @@ func sink[T any](q string, o Options, s *weir.Stream[T], format func(T) string) 
 		weir.SinkTo(s, q+"-discard", weir.Discard[T](), par(o))
 		return
 	}
-	weir.SinkTo(s, q+"-out", weir.FileSink(o.Out, format), par(o))
+	weir.SinkTo(s, q+"-out", files.Sink(o.Out, format), par(o))
 }
 
 // Registry is the operators of every query with either sink: a
