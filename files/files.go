@@ -34,4 +34,3 @@ func (f fileSink[T]) SinkVertex(in weir.Codec[T]) weir.SinkVertex {
 		}}
 	}}
 }
-
