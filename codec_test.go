@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/nexmark"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -207,3 +208,11 @@ func (nexmarkEventCodec) Append(dst []byte, e nexmark.Event) []byte {
 	return nexmark.AppendEncode(dst, e)
 }
 func (nexmarkEventCodec) Decode(b []byte) (nexmark.Event, error) { return nexmark.Decode(b) }
+
+// TestConnectorKeyIsTheGraphs: connectors outside this package name their
+// built-in connector with the key the job graph's validation reads.
+func TestConnectorKeyIsTheGraphs(t *testing.T) {
+	if ConnectorKey != jobgraph.ConnectorKey {
+		t.Fatalf("ConnectorKey %q, the job graph reads %q", ConnectorKey, jobgraph.ConnectorKey)
+	}
+}

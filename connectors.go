@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weirproject/weir/internal/jobgraph"
 	"github.com/weirproject/weir/internal/operators"
 	"github.com/weirproject/weir/sdk"
 )
@@ -31,7 +30,7 @@ type SourceVertex struct {
 
 // ConnectorKey is the configuration key naming the built-in connector a
 // vertex runs (kafka-source, kafka-sink, …), whose checks then apply.
-const ConnectorKey = jobgraph.ConnectorKey
+const ConnectorKey = "weir.connector"
 
 // Records makes the runtime records of a stream of T: each value encoded
 // by the stream's codec, and keyed once the stream is keyed.
