@@ -89,5 +89,5 @@ func Run(args []string) error {
 	}
 	ctx, stop := daemon.SignalContext()
 	defer stop()
-	return srv.Run(ctx)
+	return Serve(ctx, srv, cfg)
 }

@@ -2,7 +2,6 @@ package jobmanager
 
 import (
 	"context"
-	"net"
 	"strings"
 	"time"
 
@@ -16,18 +15,6 @@ import (
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/storage"
 )
-
-// advertise derives a reachable address from a listener when none is set.
-func advertise(configured string, lis net.Addr) string {
-	if configured != "" {
-		return configured
-	}
-	host, port, _ := net.SplitHostPort(lis.String())
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
-}
 
 // leaderOnly refuses the client API and the TaskManager gateway on a
 // JobManager that does not lead: callers find the leader through etcd.

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -27,11 +26,9 @@ import (
 	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/members"
-	"github.com/weirproject/weir/internal/restapi"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/tlsconfig"
-	"github.com/weirproject/weir/internal/webui"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 )
@@ -234,85 +231,44 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Run serves until ctx ends, then cancels jobs' coordinators and stops.
-func (s *Server) Run(ctx context.Context) error {
-	rpcLis, httpLis, err := rpc.Listen(s.cfg.RPCListener, s.cfg.RPCAddr, s.cfg.HTTPListener, s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("jobmanager: %w", err)
-	}
-	interceptors := []grpc.UnaryServerInterceptor{s.leaderOnly}
-	var enforcer *auth.Enforcer
-	if s.cfg.Tokens != nil {
-		enforcer = auth.NewEnforcer(s.cfg.Tokens, s.log, s.reg)
-		interceptors = append([]grpc.UnaryServerInterceptor{enforcer.UnaryInterceptor()}, interceptors...)
-	} else {
-		s.log.Warn("no --auth-token-file: the REST API and the gRPC client API take requests from anyone who reaches them, to submit, cancel and dispose too")
-	}
-	g, _ := rpc.NewServer(s.creds, grpc.ChainUnaryInterceptor(interceptors...))
-	s.Register(g)
-	restTLS := s.cfg.RESTTLS
-	if restTLS == nil {
-		restTLS = s.cfg.TLS
-	}
-	if restTLS != nil {
-		httpLis = rpc.HTTPS(httpLis, restTLS)
-	}
-	s.log.Info("jobmanager started", "id", s.id, "rpc_addr", rpcLis.Addr().String(), "http_addr", httpLis.Addr().String(),
-		"checkpoint_dir", s.cfg.CheckpointDir, "ha", s.cfg.HA, "grpc_mtls", s.cfg.TLS != nil, "https", restTLS != nil)
-	switch {
-	case s.cfg.TLS == nil && restTLS == nil:
-		s.log.Warn("TLS is off: gRPC and HTTP are plaintext and accept any client that reaches them (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
-	case s.cfg.TLS == nil:
-		s.log.Warn("TLS is off for gRPC: it is plaintext and accepts any client that reaches it (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
-	}
+// The daemon's composition root (internal/jmcmd) serves a Server: it
+// wires the gRPC services (Register, behind Interceptor), the REST API,
+// the dashboard and the leader proxy, runs Background, and calls Shutdown
+// once it stopped serving.
+
+// Interceptor refuses the client API and the TaskManager gateway where
+// this JobManager cannot answer them (see leaderOnly).
+func (s *Server) Interceptor() grpc.UnaryServerInterceptor { return s.leaderOnly }
+
+// Background runs what the JobManager does besides answering calls, until
+// ctx ends: the leadership campaign with etcd HA (advertising info), and
+// the watch of the TaskManagers' heartbeats.
+func (s *Server) Background(ctx context.Context, info ha.LeaderInfo) {
 	var wg sync.WaitGroup
 	if s.cfg.HA == "etcd" {
-		info := ha.LeaderInfo{
-			ID:       s.id,
-			RPCAddr:  advertise(s.cfg.AdvertiseAddr, rpcLis.Addr()),
-			HTTPAddr: advertise(s.cfg.AdvertiseHTTPAddr, httpLis.Addr()),
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.lead(ctx, info)
-		}()
+		wg.Go(func() { s.lead(ctx, info) })
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.watchHeartbeats(ctx)
-	}()
-	rest := restapi.New(s, s.log)
-	defer rest.Close()
-	var api http.Handler = rest
-	if s.cfg.HA == "etcd" {
-		proxy := newLeaderProxy(s, rest, restTLS != nil)
-		api = proxy
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			proxy.follow(ctx)
-		}()
-	}
-	if enforcer != nil {
-		// Checked here, on a standby too: a request without the role is
-		// refused before it is forwarded to the leader.
-		api = enforcer.HTTP(api)
-	}
-	mux := rpc.HTTPMux(s.reg)
-	// Flink's REST API, from the same core as the gRPC client API; its
-	// paths, with and without Flink's /v1 prefix.
-	for _, p := range []string{"/overview", "/config", "/jobmanager/", "/jobs", "/jobs/", "/taskmanagers", "/taskmanagers/", "/savepoint-disposal", "/savepoint-disposal/", "/v1/"} {
-		mux.Handle(p, api)
-	}
-	// The web dashboard is everything else.
-	mux.Handle("/", webui.Handler())
-	err = rpc.Serve(ctx, s.log, g, rpcLis, mux, httpLis, 5*time.Second)
+	wg.Go(func() { s.watchHeartbeats(ctx) })
 	wg.Wait()
-	s.shutdown()
-	return err
 }
+
+// Shutdown suspends the jobs and closes what the Server holds.
+func (s *Server) Shutdown() { s.shutdown() }
+
+// ID is this JobManager's ID.
+func (s *Server) ID() string { return s.id }
+
+// Leading says whether this JobManager leads (always, standalone).
+func (s *Server) Leading() bool { return s.leading.Load() }
+
+// Logger is the JobManager's logger.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// Metrics is the registry of the JobManager's metrics, served on /metrics.
+func (s *Server) Metrics() *prometheus.Registry { return s.reg }
+
+// Credentials are the gRPC server's transport credentials.
+func (s *Server) Credentials() credentials.TransportCredentials { return s.creds }
 
 // Register adds the JobManager's services to g.
 func (s *Server) Register(g *grpc.Server) {

@@ -133,6 +133,23 @@ func TestModelLinksNoConnectorNorCLI(t *testing.T) {
 	}
 }
 
+// TestJobManagerLeavesWiringToItsCommand: the REST API, the dashboard and
+// the leader proxy are wired by the daemon's command (internal/jmcmd), not
+// by the JobManager's core.
+func TestJobManagerLeavesWiringToItsCommand(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"internal/jobmanager").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, w := range []string{module + "internal/restapi", module + "internal/webui", module + "internal/jmcmd"} {
+			if dep == w {
+				t.Errorf("internal/jobmanager links %s: wiring belongs to internal/jmcmd", dep)
+			}
+		}
+	}
+}
+
 // TestCompositionRootsRegisterBuiltins: what validates or runs jobs for
 // users links the built-in connectors' registrations.
 func TestCompositionRootsRegisterBuiltins(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/jmcmd"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/operators/all"
 	"github.com/weirproject/weir/internal/poll"
@@ -29,16 +30,17 @@ var discard = slog.New(slog.DiscardHandler)
 // called; stop waits until it returned.
 func startJobManager(t *testing.T, rpcAddr string) (stop func()) {
 	t.Helper()
-	jm, err := jobmanager.New(jobmanager.Config{
+	cfg := jobmanager.Config{
 		RPCAddr: rpcAddr, HTTPAddr: freeport.Addr(t), CheckpointDir: t.TempDir(),
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second, Logger: discard,
-	})
+	}
+	jm, err := jobmanager.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- jm.Run(ctx) }()
+	go func() { done <- jmcmd.Serve(ctx, jm, cfg) }()
 	return func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/weirproject/weir/internal/freeport"
+	"github.com/weirproject/weir/internal/jmcmd"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/rpc"
@@ -25,16 +26,17 @@ import (
 func asLeader(t *testing.T, tmID string) weirv1grpc.TaskExecutorServiceClient {
 	t.Helper()
 	addr := freeport.Addr(t)
-	jm, err := jobmanager.New(jobmanager.Config{
+	jmCfg := jobmanager.Config{
 		RPCAddr: addr, HTTPAddr: freeport.Addr(t), CheckpointDir: t.TempDir(),
 		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: time.Second, Logger: discard,
-	})
+	}
+	jm, err := jobmanager.New(jmCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- jm.Run(ctx) }()
+	go func() { done <- jmcmd.Serve(ctx, jm, jmCfg) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

@@ -30,6 +30,7 @@ import (
 	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/certs"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/jmcmd"
 	"github.com/weirproject/weir/internal/jobmanager"
 	"github.com/weirproject/weir/internal/operators/all"
 	"github.com/weirproject/weir/internal/poll"
@@ -170,7 +171,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.done = append(c.done, done)
 	jmCtx, stopJM := context.WithCancel(ctx)
 	c.stopJM = stopJM
-	go func() { done <- jm.Run(jmCtx) }()
+	go func() { done <- jmcmd.Serve(jmCtx, jm, cfg) }()
 	var dialOpts []grpc.DialOption
 	if opts.ClientToken != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(auth.Credentials{Token: opts.ClientToken}))

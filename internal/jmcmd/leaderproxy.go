@@ -1,4 +1,4 @@
-package jobmanager
+package jmcmd
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/jobmanager"
 )
 
 // proxiedHeader marks a request a standby forwarded, so that two standbys
@@ -25,7 +26,8 @@ const proxiedHeader = "X-Weir-Proxied-By"
 // port whose container happens to be the standby; forwarding keeps one
 // address working whichever JobManager leads.
 type leaderProxy struct {
-	s      *Server
+	s      *jobmanager.Server
+	cfg    jobmanager.Config
 	local  http.Handler
 	leader atomic.Pointer[ha.LeaderInfo]
 	// scheme and transport reach the leader's HTTP address, served with
@@ -35,8 +37,8 @@ type leaderProxy struct {
 	transport http.RoundTripper
 }
 
-func newLeaderProxy(s *Server, local http.Handler, https bool) *leaderProxy {
-	p := &leaderProxy{s: s, local: local, scheme: "http", transport: http.DefaultTransport}
+func newLeaderProxy(s *jobmanager.Server, cfg jobmanager.Config, local http.Handler, https bool) *leaderProxy {
+	p := &leaderProxy{s: s, cfg: cfg, local: local, scheme: "http", transport: http.DefaultTransport}
 	if https {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DialTLSContext = p.dialTLS
@@ -55,36 +57,36 @@ func (p *leaderProxy) dialTLS(ctx context.Context, network, addr string) (net.Co
 		return nil, fmt.Errorf("leader address %s: %w", addr, err)
 	}
 	cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-	if p.s.cfg.RESTTLS != nil {
+	if p.cfg.RESTTLS != nil {
 		if cfg.RootCAs, err = x509.SystemCertPool(); err != nil {
 			return nil, fmt.Errorf("system certificate pool: %w", err)
 		}
 	}
-	if p.s.cfg.TLS != nil {
-		cfg = p.s.cfg.TLS.ClientConfig(cfg)
+	if p.cfg.TLS != nil {
+		cfg = p.cfg.TLS.ClientConfig(cfg)
 	}
 	return (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
 }
 
 // follow keeps the leader's address current until ctx ends.
 func (p *leaderProxy) follow(ctx context.Context) {
-	keys, err := ha.NewKeys(p.s.cfg.Etcd.ClusterID)
+	keys, err := ha.NewKeys(p.cfg.Etcd.ClusterID)
 	if err != nil {
-		p.s.log.Error("cannot follow the leader for the REST API", "err", err)
+		p.s.Logger().Error("cannot follow the leader for the REST API", "err", err)
 		return
 	}
-	for info := range ha.Observe(ctx, p.s.cfg.Etcd.Client, keys.Leader()) {
+	for info := range ha.Observe(ctx, p.cfg.Etcd.Client, keys.Leader()) {
 		p.leader.Store(&info)
 	}
 }
 
 func (p *leaderProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p.s.leading.Load() {
+	if p.s.Leading() {
 		p.local.ServeHTTP(w, r)
 		return
 	}
 	info := p.leader.Load()
-	if info == nil || info.HTTPAddr == "" || info.ID == p.s.id || r.Header.Get(proxiedHeader) != "" {
+	if info == nil || info.HTTPAddr == "" || info.ID == p.s.ID() || r.Header.Get(proxiedHeader) != "" {
 		// Flink's answer while no leader is known, word for word.
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "1")
@@ -100,14 +102,14 @@ func (p *leaderProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
-			pr.Out.Header.Set(proxiedHeader, p.s.id)
+			pr.Out.Header.Set(proxiedHeader, p.s.ID())
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Set("X-Weir-Leader", info.ID)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			p.s.log.Warn("forwarding a REST request to the leader failed", "leader", info.HTTPAddr, "err", err)
+			p.s.Logger().Warn("forwarding a REST request to the leader failed", "leader", info.HTTPAddr, "err", err)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadGateway)
 			_ = json.NewEncoder(w).Encode(map[string][]string{
