@@ -498,23 +498,30 @@ func wantFailure(t *testing.T, r Result, reason weirv1.CheckpointFailureReason) 
 // dir, as a subtask would; it returns the file's path.
 func (e *driverEnv) ack(task coordinator.Task, id int64, dir string) string {
 	e.t.Helper()
+	req := ackOf(e.t, task, id, dir)
+	e.d.Acknowledge(req)
+	return req.GetState().GetKeyedState().GetPath()
+}
+
+// ackOf is task's ack of checkpoint id, with a state file written into dir.
+func ackOf(t *testing.T, task coordinator.Task, id int64, dir string) *weirv1.AcknowledgeCheckpointRequest {
+	t.Helper()
 	a := task.Attempt
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d-chk-%d.state", a.GetVertex(), a.GetSubtaskIndex(), id))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte("state"), 0o644); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	e.d.Acknowledge(&weirv1.AcknowledgeCheckpointRequest{
+	return &weirv1.AcknowledgeCheckpointRequest{
 		Attempt: a, CheckpointId: id,
 		State: &weirv1.SubtaskState{
 			Vertex: a.GetVertex(), SubtaskIndex: a.GetSubtaskIndex(),
 			KeyedState: &weirv1.StateHandle{Path: path, Size: 5}, StateSize: 5, CheckpointedSize: 5,
 		},
 		Metrics: &weirv1.CheckpointMetrics{SyncDurationMs: 1, AsyncDurationMs: 2},
-	})
-	return path
+	}
 }
 
 func (e *driverEnv) ackAll(id int64, dir string) {
