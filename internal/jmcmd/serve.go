@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -53,28 +54,21 @@ func Serve(ctx context.Context, s *jobmanager.Server, cfg jobmanager.Config) err
 	case cfg.TLS == nil:
 		log.Warn("TLS is off for gRPC: it is plaintext and accepts any client that reaches it (--tls-cert, --tls-key and --tls-ca turn on mutual TLS)")
 	}
-	background := make(chan struct{})
-	go func() {
-		defer close(background)
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		s.Background(ctx, ha.LeaderInfo{
 			ID:       s.ID(),
 			RPCAddr:  advertise(cfg.AdvertiseAddr, rpcLis.Addr()),
 			HTTPAddr: advertise(cfg.AdvertiseHTTPAddr, httpLis.Addr()),
 		})
-	}()
+	})
 	rest := restapi.New(s, log)
 	defer rest.Close()
 	var api http.Handler = rest
-	following := make(chan struct{})
 	if cfg.HA == "etcd" {
 		proxy := newLeaderProxy(s, cfg, rest, restTLS != nil)
 		api = proxy
-		go func() {
-			defer close(following)
-			proxy.follow(ctx)
-		}()
-	} else {
-		close(following)
+		wg.Go(func() { proxy.follow(ctx) })
 	}
 	if enforcer != nil {
 		// Checked here, on a standby too: a request without the role is
@@ -90,8 +84,7 @@ func Serve(ctx context.Context, s *jobmanager.Server, cfg jobmanager.Config) err
 	// The web dashboard is everything else.
 	mux.Handle("/", webui.Handler())
 	err = rpc.Serve(ctx, log, g, rpcLis, mux, httpLis, 5*time.Second)
-	<-background
-	<-following
+	wg.Wait()
 	s.Shutdown()
 	return err
 }

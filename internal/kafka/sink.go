@@ -65,7 +65,7 @@ type Sink struct {
 	names     sinktxn.Names
 	producers map[int]*kgo.Client // by slot
 	cur       *kgo.Client         // the open transaction's producer, nil when none
-	// cur holds what the open transaction wrote; written holds it for
+	// curWrites is what the open transaction wrote; written holds it for
 	// each pre-committed transaction by slot, and ends the EndTxn requests
 	// each slot's producer sent (see NotifyCheckpointComplete).
 	curWrites writes
@@ -302,10 +302,9 @@ type writes struct {
 
 func (w *writes) add(topic string) {
 	w.records++
-	if n := len(w.topics); n > 0 && w.topics[n-1] == topic || slices.Contains(w.topics, topic) {
-		return
+	if !slices.Contains(w.topics, topic) {
+		w.topics = append(w.topics, topic)
 	}
-	w.topics = append(w.topics, topic)
 }
 
 // partitionsLoaded says whether cl's producer shows topic's partitions,
