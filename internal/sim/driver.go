@@ -158,11 +158,9 @@ func (jm *jobManager) newDriver(g *weirv1.JobGraph) *checkpointing.Driver {
 			if ha := w.sim.ha; len(ha.store) > 0 && ha.store[len(ha.store)-1].id == id {
 				ha.store[len(ha.store)-1].final = true
 			}
-			w.after(0, "finishing", func() {
-				if !jm.deposed {
-					jm.sched.Finishing()
-					jm.drain()
-				}
+			jm.later("finishing", func() {
+				jm.sched.Finishing()
+				jm.drain()
 			})
 		},
 		Logger: slog.New(slog.DiscardHandler),
