@@ -308,10 +308,13 @@ func (w *writes) add(topic string) {
 }
 
 // partitionsLoaded says whether cl's producer shows topic's partitions,
-// as its EndTransaction sees them.
+// as its EndTransaction sees them. A retriable load error is not: the
+// client keeps it, with no partitions, until a later lookup succeeds, and
+// that one hands out the waiting records before it stores the partitions
+// (a topic created after the producer first asked for it).
 func partitionsLoaded(cl *kgo.Client, topic string) bool {
 	leader, _, err := cl.PartitionLeader(topic, 0)
-	return leader >= 0 || err != nil
+	return leader >= 0 || err != nil && !kerr.IsRetriable(err)
 }
 
 // awaitLoaded waits until cl's producer shows the partitions of every topic

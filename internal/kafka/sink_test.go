@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/weirproject/weir/internal/kafka/kafkatest"
+	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -564,4 +565,31 @@ func TestSinkCommitWaitsForTheClientsPartitions(t *testing.T) {
 	if got := committed(t, addr); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("committed to out %v, want a", got)
 	}
+}
+
+// TestPartitionsLoadedWaitsOutAnUnknownTopic: a topic the client first
+// found missing (a retriable load error, no partitions) is not loaded: the
+// lookup that finds it hands out the waiting records before it stores the
+// partitions, the race the commit waits out.
+func TestPartitionsLoadedWaitsOutAnUnknownTopic(t *testing.T) {
+	addr, _ := newBroker(t, kfake.SeedTopics(1, "out"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordRetries(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cl.Produce(context.Background(), &kgo.Record{Topic: "late", Value: []byte("x")}, nil)
+	poll.Until(t, time.Minute, 5*time.Millisecond, "the client's first lookup of topic late", func() (bool, string) {
+		_, _, err := cl.PartitionLeader("late", 0)
+		return err != nil, fmt.Sprint(err)
+	})
+	if partitionsLoaded(cl, "late") {
+		t.Fatal("a topic whose lookup failed with a retriable error counts as loaded")
+	}
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, "late"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, 5*time.Millisecond, "topic late loaded", func() (bool, string) {
+		return partitionsLoaded(cl, "late"), "not loaded"
+	})
 }
