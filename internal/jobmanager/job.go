@@ -13,6 +13,7 @@ import (
 	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/jobrun"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/scheduler"
 	"github.com/weirproject/weir/internal/storage"
@@ -50,11 +51,11 @@ type jobMaster struct {
 	io      sync.WaitGroup // the I/O goroutines effects started
 
 	// Owned by the loop.
-	sm            *scheduler.Job
-	timers        map[int64]*time.Timer
-	restorePoints map[int64]*restorePoint // by restart: where it deploys from
-	tms           map[string]*taskManager // the TaskManagers subtasks were deployed to
-	finalLoads    map[string]*weirv1.SubtaskInfo_Load
+	sm *scheduler.Job
+	// effects carries out what sm decides.
+	effects    *jobrun.Run[*restorePoint]
+	tms        map[string]*taskManager // the TaskManagers subtasks were deployed to
+	finalLoads map[string]*weirv1.SubtaskInfo_Load
 
 	view atomic.Pointer[jobView]
 	// closed is closed once the coordinator closed with the job's end.
@@ -92,7 +93,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		JobID: id, Session: newID()[:8], Graph: g,
 		Strategy: restart.New(g.GetRestartStrategy(), status.Budget, time.Now()),
 		Restarts: status.Restarts,
-	}, realClock{})
+	}, wallClock{})
 	if err != nil {
 		return nil, err
 	}
@@ -103,9 +104,8 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		store:   store,
 		counter: counter, services: services,
 		ctx: ctx, cancel: cancel, loopEnd: make(chan struct{}), closed: make(chan struct{}),
-		sm: sm, timers: map[int64]*time.Timer{},
-		restorePoints: map[int64]*restorePoint{0: start},
-		tms:           map[string]*taskManager{}, finalLoads: map[string]*weirv1.SubtaskInfo_Load{},
+		sm:  sm,
+		tms: map[string]*taskManager{}, finalLoads: map[string]*weirv1.SubtaskInfo_Load{},
 	}
 	if status.SubmittedMs > 0 {
 		j.submitted = time.UnixMilli(status.SubmittedMs)
@@ -138,6 +138,18 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		JobName:   g.GetName(),
 		Logger:    s.log,
 	})
+	j.effects = jobrun.New(sm, start, jobrun.Deps[*restorePoint]{
+		Context:      ctx,
+		Executor:     jobExecutor{j},
+		Post:         j.post,
+		Clock:        wallClock{},
+		Coordinator:  j.coord,
+		TaskManagers: jobTaskManagers{j},
+		Checkpoints:  jobCheckpoints{j},
+		Lifecycle:    jobLifecycle{j},
+		Slots:        jobSlots{j},
+		Logger:       j.log,
+	})
 	j.rebuildShared()
 	go j.coord.Run()
 	if start != nil {
@@ -164,10 +176,6 @@ func checkpointOptions(g *weirv1.JobGraph) *weirv1.CheckpointOptions {
 	}
 }
 
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
 // run owns the state machine until stop: it runs each message, carries
 // out the effects it decided and publishes the view.
 func (j *jobMaster) run() {
@@ -175,9 +183,7 @@ func (j *jobMaster) run() {
 	for {
 		select {
 		case <-j.ctx.Done():
-			for _, t := range j.timers {
-				t.Stop()
-			}
+			j.effects.StopTimers()
 			return
 		case <-j.mailbox.wake:
 		}
@@ -192,11 +198,7 @@ func (j *jobMaster) run() {
 // drain carries out the effects the state machine decided, and those an
 // effect's handling made it decide (a deployment that cannot be built
 // fails the job), until none is left.
-func (j *jobMaster) drain() {
-	for effects := j.sm.Ready(); len(effects) > 0; effects = j.sm.Ready() {
-		j.process(effects)
-	}
-}
+func (j *jobMaster) drain() { j.effects.Drain() }
 
 // post runs f on the loop; it never blocks, so the coordinator and RPC
 // handlers can post while the loop waits on them.
@@ -251,33 +253,7 @@ func (j *jobMaster) stop() {
 }
 
 // trySchedule offers slots to the job when a restart waits for them.
-// Slots are taken under the server's scheduling lock, and the view
-// published before it is released, so two jobs never take one slot.
-func (j *jobMaster) trySchedule() {
-	j.post(func() {
-		n, waiting := j.sm.NextSlotRequest()
-		if !waiting {
-			return
-		}
-		j.s.schedMu.Lock()
-		defer j.s.schedMu.Unlock()
-		slots := j.s.freeSlots()
-		if len(slots) < n {
-			j.log.Info("waiting for slots", "needed", n, "free", len(slots))
-			return
-		}
-		ids := make([]string, n)
-		for i, tm := range slots[:n] {
-			ids[i] = tm.id
-			j.tms[tm.id] = tm
-		}
-		if err := j.sm.SlotsOffered(ids); err != nil {
-			j.sm.Fail(fmt.Sprintf("scheduling failed: %v", err))
-		}
-		j.drain()
-		j.publish()
-	})
-}
+func (j *jobMaster) trySchedule() { j.post(j.effects.TrySchedule) }
 
 // updateTask applies a subtask's state change reported by its TaskManager
 // (with the totals a finishing subtask reported last); false for an

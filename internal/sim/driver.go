@@ -124,7 +124,13 @@ func (jm *jobManager) settled() {
 	if jm.deposed {
 		return
 	}
-	jm.prepareRestores()
+	if jm.drv.Finalizations() == 0 {
+		waiting := jm.finalized
+		jm.finalized = nil
+		for _, done := range waiting {
+			done(nil)
+		}
+	}
 	jm.drain()
 }
 

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/jobrun"
 	"github.com/weirproject/weir/internal/members"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/rpcpolicy"
@@ -76,9 +76,11 @@ type jobManager struct {
 	tms  *members.Registry[struct{}]
 	regs int
 
-	restores []scheduler.PrepareRestore
-	// restoreFrom is where each restart deploys from.
-	restoreFrom map[int64]*completed
+	// run carries out what sched decides, as the JobManager's job loop
+	// does: it is internal/jobrun's, on simulated dependencies.
+	run *jobrun.Run[*completed]
+	// finalized are the I/O waiting for no checkpoint to be finalized.
+	finalized []func(error)
 	// coordWake is the event armed for the coordinator's next deadline.
 	coordWake time.Time
 	// takenAsStopped are attempts the JobManager took as cancelled on a
@@ -102,7 +104,9 @@ type jobManager struct {
 	intervalAhead bool
 }
 
-func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
+// newJobManager makes the leader addr of job g, which starts from start
+// (nil: no state).
+func newJobManager(w *world, addr string, g *weirv1.JobGraph, start *completed) *jobManager {
 	sched, err := scheduler.New(scheduler.Config{
 		JobID: "job", Session: addr, Graph: g,
 		Strategy: restart.New(g.GetRestartStrategy(), restart.Budget{}, w.now()),
@@ -112,9 +116,10 @@ func newJobManager(w *world, addr string, g *weirv1.JobGraph) *jobManager {
 	}
 	jm := &jobManager{
 		w: w, addr: addr, sched: sched, tms: members.New[struct{}](),
-		metadata: map[string]*weirv1.CheckpointMetadata{}, restoreFrom: map[int64]*completed{}, takenAsStopped: map[string]string{},
+		metadata: map[string]*weirv1.CheckpointMetadata{}, takenAsStopped: map[string]string{},
 	}
 	jm.drv = jm.newDriver(g)
+	jm.run = jm.newRun(start)
 	return jm
 }
 
@@ -124,15 +129,7 @@ func (jm *jobManager) drain() {
 	if jm.deposed {
 		return
 	}
-	for {
-		se := jm.sched.Ready()
-		if len(se) == 0 {
-			break
-		}
-		for _, e := range se {
-			jm.schedEffect(e)
-		}
-	}
+	jm.run.Drain()
 	jm.armCoordinator()
 }
 
@@ -151,107 +148,6 @@ func (jm *jobManager) armCoordinator() {
 			jm.drain()
 		}
 	})
-}
-
-func (jm *jobManager) schedEffect(e scheduler.Effect) {
-	w := jm.w
-	jm.placed = true
-	switch e := e.(type) {
-	case scheduler.StateChanged:
-		w.logf("jm: job %s → %s", e.From.FlinkName(), e.To.FlinkName())
-		if scheduler.Terminal(e.To) {
-			jm.ended = e.To
-		}
-		if scheduler.GloballyTerminal(e.To) {
-			w.sim.ha.ended = e.To // its HA data goes: no leader recovers it
-		}
-	case scheduler.Deploy:
-		from := jm.restoreFrom[e.Restart]
-		// A rescale deploys the job at its new shape.
-		for _, v := range jm.sched.Graph().GetVertices() {
-			w.sim.vertices[v.GetName()].parallelism = v.GetParallelism()
-		}
-		for _, x := range e.Execs {
-			jm.deploy(x, from)
-		}
-	case scheduler.CancelTasks:
-		for _, x := range e.Execs {
-			jm.cancel(x, rpcpolicy.Retries())
-		}
-	case scheduler.StartCheckpoints:
-		tasks := make([]coordinator.Task, 0, len(e.Tasks))
-		for _, t := range e.Tasks {
-			tasks = append(tasks, coordinator.Task{Attempt: t.Attempt, Source: t.Source})
-		}
-		w.logf("jm: checkpoint coordinator started")
-		jm.drv.Start(tasks)
-	case scheduler.StopCheckpoints:
-		jm.drv.Stop(e.Reason)
-	case scheduler.TaskFinished:
-		jm.drv.TaskFinished(e.Attempt)
-	case scheduler.RestartStarted:
-		w.logf("jm: restart %d regions=%v full=%t: %s", e.Restart, e.Regions, e.Full, e.Cause)
-	case scheduler.PersistStatus:
-	case scheduler.ArmTimer:
-		id := e.Restart
-		w.at(e.At, "restart timer", func() {
-			if jm.deposed {
-				return
-			}
-			jm.sched.RestartDue(id)
-			jm.drain()
-		})
-	case scheduler.PrepareRestore:
-		jm.restores = append(jm.restores, e)
-		jm.prepareRestores()
-	case scheduler.AwaitSlots:
-		jm.trySchedule()
-	case scheduler.FinalCheckpoint:
-		w.logf("jm: final checkpoint (generation %d)", e.Generation)
-		jm.finalCheckpoint(e.Generation)
-	case scheduler.Terminated:
-		w.logf("jm: job terminated %s", e.State.FlinkName())
-		jm.drv.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)
-	default:
-		panic(fmt.Sprintf("sim: unknown scheduler effect %T", e))
-	}
-}
-
-// restored resets the coordinator to checkpoint c, as the JobManager's
-// restore does.
-func (jm *jobManager) restored(c *completed) {
-	md := &weirv1.CheckpointMetadata{CheckpointId: c.id, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT}
-	if err := jm.drv.Restore(context.Background(), md, fmt.Sprintf("chk-%d", c.id)); err != nil {
-		panic(err) // no operator coordinators, no hooks
-	}
-}
-
-// prepareRestores answers the restarts waiting for their restore point
-// once no checkpoint is being written, as prepareRestore does.
-func (jm *jobManager) prepareRestores() {
-	if jm.drv.Finalizations() > 0 {
-		return // the finalize's outcome calls again
-	}
-	for _, e := range jm.restores {
-		if e.Full {
-			// No subtask of the job runs: what no retained checkpoint
-			// references goes, as sweepCheckpoints does.
-			jm.sweep()
-		}
-		var from *completed
-		if n := len(jm.w.sim.ha.store); n > 0 {
-			from = &jm.w.sim.ha.store[n-1]
-			jm.restored(from)
-		}
-		jm.restoreFrom[e.Restart] = from
-		if from != nil {
-			jm.w.logf("jm: restart %d restores from checkpoint %d", e.Restart, from.id)
-		} else {
-			jm.w.logf("jm: restart %d starts afresh", e.Restart)
-		}
-		jm.sched.RestoreReady(e.Restart, nil)
-	}
-	jm.restores = nil
 }
 
 // sweep removes the files of checkpoints up to the newest retained one
@@ -277,104 +173,8 @@ func (jm *jobManager) sweep() {
 	}
 }
 
-// trySchedule offers free slots to the restart waiting for them, as the
-// JobManager's trySchedule and freeSlots do.
-func (jm *jobManager) trySchedule() {
-	n, waiting := jm.sched.NextSlotRequest()
-	if !waiting {
-		return
-	}
-	slots := jm.freeSlots()
-	if len(slots) < n {
-		jm.w.logf("jm: waiting for slots: need %d, free %d", n, len(slots))
-		return
-	}
-	if err := jm.sched.SlotsOffered(slots[:n]); err != nil {
-		jm.sched.Fail(fmt.Sprintf("scheduling failed: %v", err))
-	}
-}
-
 func (jm *jobManager) freeSlots() []string {
 	return jm.tms.FreeSlots(jm.sched.View().SlotsHeld())
-}
-
-// deploy sends one subtask to its TaskManager; a deployment that fails
-// fails the attempt.
-func (jm *jobManager) deploy(x scheduler.Exec, from *completed) {
-	w, a, tm := jm.w, x.Attempt, x.TaskManager
-	w.logf("jm: deploy %s on %s", a.Key(), tm)
-	req := deployment{attempt: a, vertex: x.Vertex.GetName(), final: from != nil && from.final}
-	if from != nil {
-		req.restoredID = from.id
-		for _, st := range from.md.GetSubtasks() {
-			// Shared files are reused at the parallelism they were
-			// written at; rescaled, a backend starts over.
-			if st.GetVertex() == req.vertex && st.GetSubtaskIndex() == a.GetSubtaskIndex() && st.GetParallelism() == x.Vertex.GetParallelism() {
-				req.restored = st
-			}
-		}
-		req.refused = jm.w.channelStateRefused(from, req.vertex, x.Vertex.GetParallelism())
-	}
-	fail := func(cause string) {
-		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
-		jm.drain()
-	}
-	jm.callTM(tm, "deploy "+a.Key(), func() func() {
-		err := w.tm(tm).deploy(req)
-		return func() {
-			if err != nil {
-				fail(fmt.Sprintf("deploy on %s: %v", tm, err))
-			}
-		}
-	}, func() { fail(fmt.Sprintf("deploy on %s: %v", tm, errTimeout)) })
-}
-
-// cancel asks the TaskManager to cancel x until it answers, as
-// cancelTask does, by rpcpolicy.Cancel: NotFound is taken as cancelled, no
-// answer (or any other) is tried again while the attempt lives.
-func (jm *jobManager) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
-	w, a, tm := jm.w, x.Attempt, x.TaskManager
-	if jm.tms.Get(tm) == nil {
-		jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
-		return
-	}
-	answered := func(err error) {
-		switch rpcpolicy.Cancel(code(err)) {
-		case rpcpolicy.Done:
-			return // its CANCELED report follows
-		case rpcpolicy.NotThere, rpcpolicy.Unreachable:
-			// (The simulated network answers no call Unavailable: a
-			// crashed host's calls time out.)
-			jm.takenAsStopped[a.Key()] = tm
-			jm.sched.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
-			jm.drain()
-			return
-		}
-		if !jm.sched.Holds(a, tm) {
-			return
-		}
-		w.after(backoff.Next(), "cancel retry", func() { jm.cancel(x, backoff) })
-	}
-	jm.callTMWait(tm, "cancel "+a.Key(), func(reply func(func())) {
-		w.tm(tm).cancelAndWait(a, func(err error) { reply(func() { answered(err) }) })
-	}, func() { answered(errTimeout) })
-}
-
-// finalCheckpoint triggers checkpoints until one completes, while the
-// generation it was asked for in is current, as finalCheckpoint does.
-func (jm *jobManager) finalCheckpoint(generation int64) {
-	if jm.sched.State() != weirv1.JobState_JOB_STATE_RUNNING || jm.sched.Generation() != generation {
-		return
-	}
-	jm.drv.Request(coordinator.Manual, "", func(r checkpointing.Result) {
-		if r.Err != nil {
-			jm.later("final checkpoint failed", func() {
-				jm.w.logf("jm: final checkpoint failed; retrying: %v", r.Err)
-				jm.w.after(100*time.Millisecond, "final checkpoint retry", func() { jm.finalCheckpoint(generation) })
-			})
-		}
-	})
-	jm.drain()
 }
 
 // toTask sends a request for attempt a to the TaskManager the job placed
@@ -433,7 +233,7 @@ func (jm *jobManager) heartbeat(id, reg string, running []*weirv1.ExecutionAttem
 		}
 	}
 	if confirmed {
-		jm.trySchedule()
+		jm.run.TrySchedule()
 		jm.drain()
 	}
 	return false

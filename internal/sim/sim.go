@@ -77,7 +77,7 @@ func Run(cfg Config) Result {
 		jms: map[string]*jobManager{}, ha: &haStore{graph: g}, commits: map[string]string{},
 	}
 	w.sim = sim
-	sim.jm = newJobManager(w, "jm1", g)
+	sim.jm = newJobManager(w, "jm1", g, nil)
 	sim.jms["jm1"] = sim.jm
 	desc := describe(g, bounded)
 	w.logf("job: %s", desc)
@@ -389,7 +389,12 @@ func (w *world) leaderChange() {
 	w.fault("leader-change", "%s is deposed; %s leads", old.addr, addr)
 	old.deposed = true
 	old.drv.Close()
-	jm := newJobManager(w, addr, proto.Clone(sim.ha.graph).(*weirv1.JobGraph))
+	var from *completed
+	if n := len(sim.ha.store); n > 0 {
+		c := sim.ha.store[n-1]
+		from = &c
+	}
+	jm := newJobManager(w, addr, proto.Clone(sim.ha.graph).(*weirv1.JobGraph), from)
 	jm.cancelled = old.cancelled
 	sim.jms[addr], sim.jm = jm, jm
 	for _, v := range sim.ha.graph.GetVertices() {
@@ -400,10 +405,8 @@ func (w *world) leaderChange() {
 		retained = append(retained, c.md)
 	}
 	jm.drv.RebuildShared(retained)
-	if n := len(sim.ha.store); n > 0 {
-		from := sim.ha.store[n-1]
-		jm.restored(&from)
-		jm.restoreFrom[0] = &from
+	if from != nil {
+		jm.restored(from)
 	}
 	w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)
 	for _, tm := range sim.sortedTMs() {

@@ -1,0 +1,193 @@
+package sim
+
+// The JobManager's job loop here is the production one (internal/jobrun)
+// on simulated dependencies: its I/O runs as coroutines on the same
+// executor as the checkpoint Driver's, its deploys and cancels go over the
+// simulated network, its restores read the simulated completed store, and
+// its timers are events.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/weirproject/weir/internal/jobrun"
+	"github.com/weirproject/weir/internal/scheduler"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+type (
+	simTaskManagers struct{ jm *jobManager }
+	simCheckpoints  struct{ jm *jobManager }
+	simLifecycle    struct{ jm *jobManager }
+	simSlots        struct{ jm *jobManager }
+	runClock        struct{ w *world }
+)
+
+// newRun is the job loop of the JobManager, which starts the job from
+// start (nil: without state).
+func (jm *jobManager) newRun(start *completed) *jobrun.Run[*completed] {
+	return jobrun.New(jm.sched, start, jobrun.Deps[*completed]{
+		Executor:     executor{jm},
+		Post:         func(f func()) { jm.later("job loop", f) },
+		Clock:        runClock{jm.w},
+		Coordinator:  jm.drv,
+		TaskManagers: simTaskManagers{jm},
+		Checkpoints:  simCheckpoints{jm},
+		Lifecycle:    simLifecycle{jm},
+		Slots:        simSlots{jm},
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+}
+
+func (c runClock) Now() time.Time { return c.w.now() }
+
+func (c runClock) AfterFunc(d time.Duration, f func()) func() bool {
+	stopped := false
+	c.w.after(d, "job loop timer", func() {
+		if !stopped {
+			stopped = true
+			f()
+		}
+	})
+	return func() bool {
+		was := !stopped
+		stopped = true
+		return was
+	}
+}
+
+// Plan sends each subtask on its own (the simulated TaskManagers chain
+// nothing), with its state in the checkpoint from.
+func (t simTaskManagers) Plan(e scheduler.Deploy, from *completed) ([]jobrun.Deployment, error) {
+	jm := t.jm
+	// A rescale deploys the job at its new shape.
+	for _, v := range jm.sched.Graph().GetVertices() {
+		jm.w.sim.vertices[v.GetName()].parallelism = v.GetParallelism()
+	}
+	out := make([]jobrun.Deployment, 0, len(e.Execs))
+	for _, x := range e.Execs {
+		a := x.Attempt
+		req := deployment{attempt: a, vertex: x.Vertex.GetName(), final: from != nil && from.final}
+		if from != nil {
+			req.restoredID = from.id
+			for _, st := range from.md.GetSubtasks() {
+				// Shared files are reused at the parallelism they were
+				// written at; rescaled, a backend starts over.
+				if st.GetVertex() == req.vertex && st.GetSubtaskIndex() == a.GetSubtaskIndex() && st.GetParallelism() == x.Vertex.GetParallelism() {
+					req.restored = st
+				}
+			}
+			req.refused = jm.w.channelStateRefused(from, req.vertex, x.Vertex.GetParallelism())
+		}
+		out = append(out, jobrun.Deployment{TaskManager: x.TaskManager, Attempts: []*weirv1.ExecutionAttemptID{a}, Payload: req})
+	}
+	return out, nil
+}
+
+func (t simTaskManagers) Deploy(ctx context.Context, d jobrun.Deployment) error {
+	jm, req, tm := t.jm, d.Payload.(deployment), d.TaskManager
+	jm.w.logf("jm: deploy %s on %s", req.attempt.Key(), tm)
+	return jm.await(ctx, 1, func(done func(error)) {
+		jm.callTM(tm, "deploy "+req.attempt.Key(), func() func() {
+			err := jm.w.tm(tm).deploy(req)
+			return func() { done(err) }
+		}, func() { done(errTimeout) })
+	})
+}
+
+func (t simTaskManagers) Known(tm string) bool { return t.jm.tms.Get(tm) != nil }
+
+// Cancel answers as CancelTask does once the subtask stopped; no answer
+// is a timeout (the simulated network answers no call Unavailable: a
+// crashed host's calls time out).
+func (t simTaskManagers) Cancel(ctx context.Context, x scheduler.Exec) error {
+	jm, a, tm := t.jm, x.Attempt, x.TaskManager
+	err := jm.await(ctx, 1, func(done func(error)) {
+		jm.callTMWait(tm, "cancel "+a.Key(), func(reply func(func())) {
+			jm.w.tm(tm).cancelAndWait(a, func(err error) { reply(func() { done(err) }) })
+		}, func() { done(errTimeout) })
+	})
+	if err == nil {
+		return nil
+	}
+	return status.Error(code(err), err.Error())
+}
+
+func (simTaskManagers) Unreachable(string, error) {}
+
+// AwaitFinalizations parks until the Driver learned the outcome of every
+// checkpoint it was finalizing (settled wakes it).
+func (c simCheckpoints) AwaitFinalizations(ctx context.Context) error {
+	jm := c.jm
+	if jm.drv.Finalizations() == 0 {
+		return nil
+	}
+	return jm.await(ctx, 1, func(done func(error)) { jm.finalized = append(jm.finalized, done) })
+}
+
+func (c simCheckpoints) Sweep(context.Context) { c.jm.sweep() }
+
+func (c simCheckpoints) Latest(context.Context) (*completed, error) {
+	store := c.jm.w.sim.ha.store
+	if len(store) == 0 {
+		c.jm.w.logf("jm: a restart starts afresh")
+		return nil, nil
+	}
+	return &store[len(store)-1], nil
+}
+
+func (c simCheckpoints) Restore(_ context.Context, from *completed, full bool) error {
+	c.jm.restored(from)
+	c.jm.w.logf("jm: a restart (whole job: %t) restores from checkpoint %d", full, from.id)
+	return nil
+}
+
+// restored resets the coordinator to checkpoint c, as the JobManager's
+// restore does.
+func (jm *jobManager) restored(c *completed) {
+	md := &weirv1.CheckpointMetadata{CheckpointId: c.id, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT}
+	if err := jm.drv.Restore(context.Background(), md, fmt.Sprintf("chk-%d", c.id)); err != nil {
+		panic(err) // no operator coordinators, no hooks
+	}
+}
+
+func (l simLifecycle) StateChanged(e scheduler.StateChanged) {
+	jm := l.jm
+	jm.w.logf("jm: job %s → %s", e.From.FlinkName(), e.To.FlinkName())
+	if scheduler.Terminal(e.To) {
+		jm.ended = e.To
+	}
+	if scheduler.GloballyTerminal(e.To) {
+		jm.w.sim.ha.ended = e.To // its HA data goes: no leader recovers it
+	}
+}
+
+func (l simLifecycle) RestartStarted(e scheduler.RestartStarted) {
+	l.jm.w.logf("jm: restart %d regions=%v full=%t: %s", e.Restart, e.Regions, e.Full, e.Cause)
+}
+
+func (l simLifecycle) TakenAsStopped(x scheduler.Exec) {
+	l.jm.takenAsStopped[x.Attempt.Key()] = x.TaskManager
+}
+
+func (simLifecycle) PersistStatus(context.Context, scheduler.PersistStatus) {}
+
+func (l simLifecycle) Terminated(_ context.Context, st weirv1.JobState) {
+	l.jm.w.logf("jm: job terminated %s", st.FlinkName())
+	l.jm.drv.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)
+}
+
+// Take offers the JobManager's free slots, as its slot pool does.
+func (s simSlots) Take(n int, offer func([]string)) bool {
+	slots := s.jm.freeSlots()
+	if len(slots) < n {
+		s.jm.w.logf("jm: waiting for slots: need %d, free %d", n, len(slots))
+		return false
+	}
+	offer(slots[:n])
+	return true
+}
