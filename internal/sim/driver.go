@@ -97,8 +97,15 @@ func (x executor) Go(ctx context.Context, io func(context.Context)) {
 }
 
 // await parks the I/O of ctx until start's done was called as many times
-// as n, and returns the errors done got.
+// as n, and returns the errors done got; the JobManager then carries on
+// with what the I/O fed back.
 func (jm *jobManager) await(ctx context.Context, n int, start func(done func(error))) error {
+	return jm.w.await(ctx, n, start, jm.settled)
+}
+
+// await parks the coroutine of ctx until start's done was called n times;
+// once it parked or ended again, settled runs.
+func (w *world) await(ctx context.Context, n int, start func(done func(error)), settled func()) error {
 	p := ctx.Value(procKey{}).(*proc)
 	var errs []error
 	parked := false
@@ -106,8 +113,8 @@ func (jm *jobManager) await(ctx context.Context, n int, start func(done func(err
 		errs = append(errs, err)
 		n--
 		if n == 0 && parked {
-			jm.w.step(p)
-			jm.settled()
+			w.step(p)
+			settled()
 		}
 	})
 	if n > 0 {

@@ -1,14 +1,17 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/weirproject/weir/internal/attempts"
+	"github.com/weirproject/weir/internal/leaderlink"
 	"github.com/weirproject/weir/internal/registration"
 	"github.com/weirproject/weir/internal/rpcpolicy"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -55,6 +58,7 @@ type taskManager struct {
 	id     string
 	slots  int
 	member *registration.Member
+	link   *leaderlink.Link
 	table  *attempts.Table
 	tasks  map[string]*subtask
 	wake   time.Time
@@ -66,6 +70,7 @@ func (w *world) tm(id string) *taskManager { return w.sim.tms[id] }
 
 func (tm *taskManager) start() {
 	tm.member = registration.New(tm.w.clock)
+	tm.link = tm.newLink()
 	tm.table = attempts.New()
 	tm.tasks = map[string]*subtask{}
 	tm.wake = time.Time{}
@@ -73,57 +78,11 @@ func (tm *taskManager) start() {
 	tm.step()
 }
 
-// step carries out the registration's effects and arms its next deadline.
+// step carries out the registration's effects, through the TaskManager's
+// own link (internal/leaderlink), and arms its next deadline.
 func (tm *taskManager) step() {
 	w := tm.w
-	for effects := tm.member.Ready(); len(effects) > 0; effects = tm.member.Ready() {
-		for _, e := range effects {
-			switch e := e.(type) {
-			case registration.Register:
-				seq, addr := e.Seq, e.Addr
-				inc := w.incarnation[tm.id]
-				w.call(tm.id, addr, "register "+tm.id, e.Timeout, func() func() {
-					reg, err := w.sim.jms[addr].register(tm.id, tm.slots)
-					return func() {
-						tm.member.Registered(seq, registration.Registration{
-							ID: reg, JobManagerID: addr, Interval: heartbeatInterval, Timeout: heartbeatTimeout,
-						}, err)
-						tm.step()
-					}
-				}, func() {
-					if w.incarnation[tm.id] == inc {
-						tm.member.Registered(seq, registration.Registration{}, errTimeout)
-						tm.step()
-					}
-				})
-			case registration.Heartbeat:
-				seq, reg, addr := e.Seq, e.Registration, e.Addr
-				running := tm.table.Live()
-				inc := w.incarnation[tm.id]
-				w.call(tm.id, addr, "heartbeat "+tm.id, e.Timeout, func() func() {
-					again := w.sim.jms[addr].heartbeat(tm.id, reg, running)
-					return func() {
-						tm.member.HeartbeatDone(seq, again, nil)
-						tm.step()
-					}
-				}, func() {
-					if w.incarnation[tm.id] == inc {
-						tm.member.HeartbeatDone(seq, false, errTimeout)
-						tm.step()
-					}
-				})
-			case registration.Fence:
-				tm.leader = e.JobManagerID
-			case registration.CancelSubtasks:
-				w.logf("%s: cancelling all subtasks: %s", tm.id, e.Reason)
-				for _, a := range tm.table.Live() {
-					tm.cancelTask(a) //nolint:errcheck // each reports CANCELED
-				}
-			case registration.Unregistered:
-				w.logf("%s: unregistered: %s", tm.id, e.Reason)
-			}
-		}
-	}
+	tm.link.Drain()
 	next := tm.member.NextDeadline()
 	if next.IsZero() || next.Equal(tm.wake) {
 		return
@@ -137,6 +96,85 @@ func (tm *taskManager) step() {
 			tm.step()
 		}
 	})
+}
+
+// newLink is the link of this incarnation of the TaskManager: its calls
+// run as coroutines over the simulated network, and their answers reach
+// only the incarnation that asked.
+func (tm *taskManager) newLink() *leaderlink.Link {
+	w := tm.w
+	inc := w.incarnation[tm.id]
+	current := func() bool { return w.incarnation[tm.id] == inc && !w.down[tm.id] }
+	return leaderlink.New(tm.member, leaderlink.Deps{
+		Executor: tmExecutor{tm},
+		Post: func(f func()) {
+			w.after(0, tm.id+" registration answer", func() {
+				if current() {
+					f()
+					tm.step()
+				}
+			})
+		},
+		JobManager:  tm,
+		TaskManager: tm,
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+}
+
+// tmExecutor runs a TaskManager's call as a coroutine, at once.
+type tmExecutor struct{ tm *taskManager }
+
+func (x tmExecutor) Go(ctx context.Context, io func(context.Context)) {
+	x.tm.w.spawn(func(p *proc) { io(context.WithValue(ctx, procKey{}, p)) })
+}
+
+func (tm *taskManager) Register(e registration.Register) func(context.Context) (registration.Registration, error) {
+	w := tm.w
+	return func(ctx context.Context) (registration.Registration, error) {
+		var r registration.Registration
+		err := w.await(ctx, 1, func(done func(error)) {
+			w.call(tm.id, e.Addr, "register "+tm.id, e.Timeout, func() func() {
+				reg, err := w.sim.jms[e.Addr].register(tm.id, tm.slots)
+				return func() {
+					r = registration.Registration{ID: reg, JobManagerID: e.Addr, Interval: heartbeatInterval, Timeout: heartbeatTimeout}
+					done(err)
+				}
+			}, func() { done(errTimeout) })
+		}, func() {})
+		return r, err
+	}
+}
+
+// Heartbeat reports the attempts the table holds live when it is sent.
+func (tm *taskManager) Heartbeat(e registration.Heartbeat) func(context.Context) (bool, error) {
+	w := tm.w
+	running := tm.table.Live()
+	return func(ctx context.Context) (bool, error) {
+		again := false
+		err := w.await(ctx, 1, func(done func(error)) {
+			w.call(tm.id, e.Addr, "heartbeat "+tm.id, e.Timeout, func() func() {
+				a := w.sim.jms[e.Addr].heartbeat(tm.id, e.Registration, running)
+				return func() {
+					again = a
+					done(nil)
+				}
+			}, func() { done(errTimeout) })
+		}, func() {})
+		return again, err
+	}
+}
+
+func (tm *taskManager) Fence(e registration.Fence) { tm.leader = e.JobManagerID }
+
+func (tm *taskManager) CancelAll(reason string) {
+	tm.w.logf("%s: cancelling all subtasks: %s", tm.id, reason)
+	for _, a := range tm.table.Live() {
+		tm.cancelTask(a) //nolint:errcheck // each reports CANCELED
+	}
+}
+
+func (tm *taskManager) Unregistered(reason string) {
+	tm.w.logf("%s: unregistered: %s", tm.id, reason)
 }
 
 // deploy reserves the attempt and builds it; once built it runs, unless

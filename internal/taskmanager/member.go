@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/leaderlink"
 	"github.com/weirproject/weir/internal/registration"
 	"github.com/weirproject/weir/internal/rpc"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -15,18 +16,17 @@ type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
-// member drives the registration state machine (internal/registration):
-// one goroutine owns it and feeds it leader changes, its deadlines and the
-// answers of the RPCs it asked for, which run on goroutines of their own
-// so that the loop never waits on the network.
+// member drives the registration state machine (internal/registration)
+// through a leaderlink.Link: one goroutine owns it and feeds it leader
+// changes, its deadlines and the answers of the calls it asked for, which
+// run on goroutines of their own so that the loop never waits on the
+// network.
 type member struct {
-	s  *Server
-	sm *registration.Member
-	// answers carries RPC outcomes to the loop, as functions run there.
+	s    *Server
+	sm   *registration.Member
+	link *leaderlink.Link
+	// answers carries call outcomes to the loop, as functions run there.
 	answers chan func()
-	// cancelRPC abandons the newest RPC; the state machine sends one only
-	// when it no longer waits for the one before.
-	cancelRPC context.CancelFunc
 	// prev is every running subtask's load at the last heartbeat, so each
 	// heartbeat reports rates over its own interval. Only the loop uses it.
 	prev map[string]loadMark
@@ -39,6 +39,20 @@ type member struct {
 // from checkpoints.
 func (s *Server) stayRegistered(ctx context.Context, leaders <-chan ha.LeaderInfo) {
 	m := &member{s: s, sm: registration.New(wallClock{}), answers: make(chan func()), prev: map[string]loadMark{}}
+	m.link = leaderlink.New(m.sm, leaderlink.Deps{
+		Context:  ctx,
+		Executor: m,
+		Post: func(f func()) {
+			select {
+			case m.answers <- f:
+			case <-ctx.Done():
+			}
+		},
+		JobManager:  m,
+		TaskManager: m,
+		Logger:      s.log,
+	})
+	defer m.link.Close()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -70,13 +84,7 @@ func (s *Server) stayRegistered(ctx context.Context, leaders <-chan ha.LeaderInf
 			wake = nil
 			m.sm.Tick()
 		}
-		// Carrying out an effect may feed the state machine at once (a
-		// dial that fails); what that decides is carried out too.
-		for effects := m.sm.Ready(); len(effects) > 0; effects = m.sm.Ready() {
-			for _, e := range effects {
-				m.apply(ctx, e)
-			}
-		}
+		m.link.Drain()
 		wake = nil
 		if next := m.sm.NextDeadline(); !next.IsZero() {
 			// Since Go 1.23 Reset also drops an expiry the channel still
@@ -89,99 +97,72 @@ func (s *Server) stayRegistered(ctx context.Context, leaders <-chan ha.LeaderInf
 	}
 }
 
-func (m *member) apply(ctx context.Context, e registration.Effect) {
-	s := m.s
-	switch e := e.(type) {
-	case registration.Unregistered:
-		s.log.Warn("no longer registered with the jobmanager", "reason", e.Reason)
-	case registration.CancelSubtasks:
-		// On the loop, and waited for: a Register after it must not let a
-		// new leader deploy next to subtasks of the old one.
-		if n := s.cancelAll(); n > 0 {
-			s.log.Warn("cancelled subtasks", "count", n, "reason", e.Reason)
-		}
-	case registration.Register:
-		m.register(ctx, e)
-	case registration.Fence:
-		s.mu.Lock()
-		s.mu.jobManagerID = e.JobManagerID
-		s.mu.Unlock()
-		s.log.Info("registered with jobmanager", "jobmanager_id", e.JobManagerID, "registration_id", e.Registration)
-	case registration.Heartbeat:
-		m.heartbeat(ctx, e)
+// Go runs a call on a goroutine of the Server's.
+func (m *member) Go(ctx context.Context, io func(context.Context)) {
+	m.s.wg.Add(1)
+	go func() {
+		defer m.s.wg.Done()
+		io(ctx)
+	}()
+}
+
+func (m *member) Unregistered(reason string) {
+	m.s.log.Warn("no longer registered with the jobmanager", "reason", reason)
+}
+
+func (m *member) CancelAll(reason string) {
+	if n := m.s.cancelAll(); n > 0 {
+		m.s.log.Warn("cancelled subtasks", "count", n, "reason", reason)
 	}
 }
 
-func (m *member) register(ctx context.Context, e registration.Register) {
+func (m *member) Fence(e registration.Fence) {
 	s := m.s
-	jm, err := s.jobManager(e.Addr)
-	if err != nil {
-		s.log.Debug("registration failed; retrying", "jobmanager", e.Addr, "err", err)
-		m.sm.Registered(e.Seq, registration.Registration{}, err)
-		return
-	}
+	s.mu.Lock()
+	s.mu.jobManagerID = e.JobManagerID
+	s.mu.Unlock()
+	s.log.Info("registered with jobmanager", "jobmanager_id", e.JobManagerID, "registration_id", e.Registration)
+}
+
+func (m *member) Register(e registration.Register) func(context.Context) (registration.Registration, error) {
+	s := m.s
 	req := &weirv1.RegisterTaskManagerRequest{
 		TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.httpAddr,
 	}
-	m.call(ctx, e.Timeout, func(ctx context.Context) func() {
-		resp, err := jm.RegisterTaskManager(ctx, req)
-		return func() {
-			r := registration.Registration{
-				ID: resp.GetRegistrationId(), JobManagerID: resp.GetJobmanagerId(),
-				Interval: time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond,
-				Timeout:  time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond,
-			}
-			if !m.sm.Registered(e.Seq, r, err) {
-				s.log.Debug("late registration answer ignored", "jobmanager", e.Addr, "err", err)
-			} else if err != nil {
-				s.log.Debug("registration failed; retrying", "jobmanager", e.Addr, "err", err)
-			}
+	return func(ctx context.Context) (registration.Registration, error) {
+		jm, err := s.jobManager(e.Addr)
+		if err != nil {
+			return registration.Registration{}, err
 		}
-	})
+		ctx, cancel := context.WithTimeout(ctx, e.Timeout)
+		defer cancel()
+		resp, err := jm.RegisterTaskManager(ctx, req)
+		return registration.Registration{
+			ID: resp.GetRegistrationId(), JobManagerID: resp.GetJobmanagerId(),
+			Interval: time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond,
+			Timeout:  time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond,
+		}, err
+	}
 }
 
-func (m *member) heartbeat(ctx context.Context, e registration.Heartbeat) {
+// Heartbeat measures the subtasks' loads when it is prepared, on the loop,
+// which owns the marks of the last one.
+func (m *member) Heartbeat(e registration.Heartbeat) func(context.Context) (bool, error) {
 	s := m.s
-	jm, err := s.jobManager(e.Addr)
-	if err != nil {
-		m.sm.HeartbeatDone(e.Seq, false, err)
-		return
-	}
 	req := &weirv1.HeartbeatRequest{
 		TaskmanagerId: s.cfg.ID, RegistrationId: e.Registration, Loads: s.measureLoads(time.Now(), m.prev),
 		Running: s.live(),
 	}
-	m.call(ctx, e.Timeout, func(ctx context.Context) func() {
-		resp, err := jm.Heartbeat(ctx, req)
-		return func() {
-			if !m.sm.HeartbeatDone(e.Seq, err == nil && resp.GetReregister(), err) {
-				s.log.Debug("late heartbeat answer ignored", "jobmanager", e.Addr, "err", err)
-			} else if err != nil {
-				s.log.Debug("heartbeat failed", "jobmanager", e.Addr, "err", err)
-			}
+	return func(ctx context.Context) (bool, error) {
+		jm, err := s.jobManager(e.Addr)
+		if err != nil {
+			return false, err
 		}
-	})
-}
-
-// call runs rpc on a goroutine of the Server's, bounded by timeout, and
-// hands the function it returns to the loop. A call abandons the one
-// before it: the state machine no longer waits for that answer.
-func (m *member) call(ctx context.Context, timeout time.Duration, rpc func(context.Context) func()) {
-	if m.cancelRPC != nil {
-		m.cancelRPC()
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	m.cancelRPC = cancel
-	m.s.wg.Add(1)
-	go func() {
-		defer m.s.wg.Done()
+		ctx, cancel := context.WithTimeout(ctx, e.Timeout)
 		defer cancel()
-		answer := rpc(cctx)
-		select {
-		case m.answers <- answer:
-		case <-ctx.Done():
-		}
-	}()
+		resp, err := jm.Heartbeat(ctx, req)
+		return resp.GetReregister(), err
+	}
 }
 
 // jobManager returns a client of the JobManager at addr, redialling when
