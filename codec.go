@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"google.golang.org/protobuf/proto"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
 // Codec encodes the values of a stream, a key or a state to bytes: records
@@ -72,7 +74,7 @@ func CodecFor[T any]() (Codec[T], error) {
 	}
 	enc, dec, err := reflectCodec(t, 0)
 	if err != nil {
-		return nil, fmt.Errorf("weir: no codec for %v: %w (register one with weir.RegisterCodec)", t, err)
+		return nil, fmt.Errorf("weir: no codec for %v: %w (give one with weir.WithCodec, or the state's WithCodec)", t, err)
 	}
 	return &structCodec[T]{enc: enc, dec: dec}, nil
 }
@@ -80,17 +82,44 @@ func CodecFor[T any]() (Codec[T], error) {
 // registered holds the codecs RegisterCodec was given, by type.
 var registered sync.Map
 
-// RegisterCodec makes c the codec of T wherever the API needs one (stream
-// values, keys, state, accumulators), in place of CodecFor's. Register it
-// in an init function or before the job is built, in every program that
-// submits or runs the job.
+// RegisterCodec makes c the codec of T in every job of the program, where
+// neither the job (WithCodec) nor a source (CodecProvider) gave one.
+//
+// Deprecated: a codec registered for the whole process depends on which
+// packages the program happens to import; give it to the job with
+// WithCodec, to a state with its WithCodec, or bring it with a connector's
+// source (CodecProvider).
 func RegisterCodec[T any](c Codec[T]) {
 	registered.Store(reflect.TypeFor[T](), c)
 }
 
-// mustCodec is CodecFor for the API's builders, which report a missing
-// codec as the job's error.
+// CodecProvider is a Source that brings the codecs of the types it yields
+// (and of those its users derive from them): FromSource adds them to the
+// job, where the job was given none for the type.
+type CodecProvider interface {
+	Codecs() []JobOption
+}
+
+// addCodecs adds the codecs opts give to the job's, keeping those it has.
+func (j *Job) addCodecs(opts []JobOption) {
+	s := &jobSettings{g: &weirv1.JobGraph{Checkpointing: &weirv1.CheckpointConfig{}}, codecs: map[reflect.Type]any{}}
+	for _, o := range opts {
+		o(s)
+	}
+	for t, c := range s.codecs {
+		if _, ok := j.codecs[t]; !ok {
+			j.codecs[t] = c
+		}
+	}
+}
+
+// mustCodec is the job's codec of T (its own, a source's, or CodecFor's)
+// for the API's builders, which report a missing codec as the job's
+// error.
 func mustCodec[T any](j *Job, what string) Codec[T] {
+	if c, ok := j.codecs[reflect.TypeFor[T]()]; ok {
+		return c.(Codec[T])
+	}
 	c, err := CodecFor[T]()
 	if err != nil {
 		j.fail(fmt.Errorf("%s: %w", what, err))

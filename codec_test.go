@@ -216,3 +216,95 @@ func TestConnectorKeyIsTheGraphs(t *testing.T) {
 		t.Fatalf("ConnectorKey %q, the job graph reads %q", ConnectorKey, jobgraph.ConnectorKey)
 	}
 }
+
+// Types no other test gives a codec, so the process-wide registry cannot
+// answer for them.
+type (
+	travelIn  struct{ N int }
+	travelOut struct{ M map[string]int } // CodecFor has none: maps
+)
+
+type travelInCodec struct{}
+
+func (travelInCodec) Append(dst []byte, v travelIn) []byte {
+	return binary.AppendVarint(dst, int64(v.N))
+}
+func (travelInCodec) Decode(b []byte) (travelIn, error) {
+	n, k := binary.Varint(b)
+	if k <= 0 {
+		return travelIn{}, errShort
+	}
+	return travelIn{int(n)}, nil
+}
+
+type travelOutCodec struct{ tag string }
+
+func (travelOutCodec) Append(dst []byte, v travelOut) []byte { return dst }
+func (travelOutCodec) Decode([]byte) (travelOut, error)      { return travelOut{}, nil }
+
+// providingSource yields travelIn and brings codecs for travelIn and
+// travelOut.
+type providingSource struct{}
+
+func (providingSource) SourceVertex(Records[travelIn]) SourceVertex {
+	return SourceVertex{Signature: "providing()"}
+}
+
+func (providingSource) Codecs() []JobOption {
+	return []JobOption{WithCodec[travelIn](travelInCodec{}), WithCodec[travelOut](travelOutCodec{tag: "source"})}
+}
+
+// A codec travels with the job, its source and its state declarations,
+// not with the process: a source brings the codecs of its types, a job's
+// own codec wins over the source's, and a state declared with a codec
+// needs none from CodecFor.
+func TestCodecsTravelWithTheJob(t *testing.T) {
+	if _, err := CodecFor[travelOut](); err == nil {
+		t.Fatal("CodecFor[travelOut] has a codec: the test needs a type it has none for")
+	}
+	j := NewJob("travel")
+	in := FromSource[travelIn](j, "src", providingSource{})
+	out := Map(in, "map", func(v travelIn) travelOut { return travelOut{} })
+	if _, err := j.Graph(); err != nil {
+		t.Fatalf("a job whose source brings its codecs: %v", err)
+	}
+	if _, ok := in.codec().(travelInCodec); !ok {
+		t.Fatalf("the source's stream encodes with %T, want the source's codec", in.codec())
+	}
+	if c, ok := out.codec().(travelOutCodec); !ok || c.tag != "source" {
+		t.Fatalf("the map's stream encodes with %#v, want the source's codec", out.codec())
+	}
+
+	j = NewJob("travel", WithCodec[travelOut](travelOutCodec{tag: "job"}))
+	out = Map(FromSource[travelIn](j, "src", providingSource{}), "map", func(v travelIn) travelOut { return travelOut{} })
+	if c, ok := out.codec().(travelOutCodec); !ok || c.tag != "job" {
+		t.Fatalf("the map's stream encodes with %#v, want the job's own codec", out.codec())
+	}
+
+	// Without either, the job reports the missing codec.
+	j = NewJob("travel")
+	Map(FromSource[travelIn](j, "src", sourceOnly{}), "map", func(v travelIn) travelOut { return travelOut{} })
+	if _, err := j.Graph(); err == nil || !strings.Contains(err.Error(), "WithCodec") {
+		t.Fatalf("a job with no codec for travelOut: %v, want an error naming WithCodec", err)
+	}
+
+	if s := NewValueState[travelOut]("v"); s.err == nil {
+		t.Fatal("a value state of travelOut with no codec has no error")
+	}
+	if s := NewValueState[travelOut]("v").WithCodec(travelOutCodec{}); s.err != nil {
+		t.Fatalf("a value state given its codec: %v", s.err)
+	}
+	if s := NewMapState[string, travelOut]("m").WithCodecs(stringCodec{}, travelOutCodec{}); s.err != nil {
+		t.Fatalf("a map state given its codecs: %v", s.err)
+	}
+	if s := NewListState[travelOut]("l").WithCodec(travelOutCodec{}); s.err != nil {
+		t.Fatalf("a list state given its codec: %v", s.err)
+	}
+}
+
+// sourceOnly yields travelIn and brings no codec.
+type sourceOnly struct{}
+
+func (sourceOnly) SourceVertex(Records[travelIn]) SourceVertex {
+	return SourceVertex{Signature: "plain()"}
+}

@@ -49,8 +49,12 @@ func (e *Encoder[T]) Record(v T, ts Time) sdk.Record { return e.e.record(v, int6
 func TypeName[T any]() string { return typeName[T]() }
 
 // FromSource starts a stream at source (Flink's fromSource). Watermarks
-// and Parallelism are its usual options.
+// and Parallelism are its usual options. A source that is a CodecProvider
+// adds its codecs to the job first.
 func FromSource[T any](j *Job, name string, source Source[T], opts ...VertexOption) *Stream[T] {
+	if p, ok := source.(CodecProvider); ok {
+		j.addCodecs(p.Codecs())
+	}
 	res := &output[T]{codec: mustCodec[T](j, "FromSource "+name)}
 	sv := source.SourceVertex(Records[T]{out: res})
 	v := j.add(&vertex{name: name, signature: sv.Signature, config: sv.Config}, opts)

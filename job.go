@@ -26,6 +26,7 @@ package weir
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -48,6 +49,9 @@ type Job struct {
 	vertices []*vertex
 	byName   map[string]*vertex
 	errs     []error
+	// codecs are the codecs the job was given (WithCodec) and its sources
+	// brought (CodecProvider), by type.
+	codecs map[reflect.Type]any
 }
 
 // vertex is one vertex of the job: the runtime's operator it runs, made
@@ -72,17 +76,29 @@ type vertex struct {
 type JobOption func(*jobSettings)
 
 // jobSettings are what the job's options set: the job graph's top-level
-// keys (the wire type stays out of the options' signatures).
-type jobSettings struct{ g *weirv1.JobGraph }
+// keys (the wire type stays out of the options' signatures) and the job's
+// codecs.
+type jobSettings struct {
+	g      *weirv1.JobGraph
+	codecs map[reflect.Type]any
+}
 
 // NewJob starts a job. Without options it checkpoints nothing and runs on
 // the heap state backend, as a YAML spec without those keys would.
 func NewJob(name string, opts ...JobOption) *Job {
 	g := &weirv1.JobGraph{Name: name, Checkpointing: &weirv1.CheckpointConfig{}}
+	s := &jobSettings{g: g, codecs: map[reflect.Type]any{}}
 	for _, o := range opts {
-		o(&jobSettings{g})
+		o(s)
 	}
-	return &Job{name: name, graph: g, byName: map[string]*vertex{}}
+	return &Job{name: name, graph: g, byName: map[string]*vertex{}, codecs: s.codecs}
+}
+
+// WithCodec makes c the codec of T in this job, wherever the job's
+// streams, keys and window accumulators carry a T, in place of the one a
+// source brought or CodecFor's.
+func WithCodec[T any](c Codec[T]) JobOption {
+	return func(s *jobSettings) { s.codecs[reflect.TypeFor[T]()] = c }
 }
 
 // Checkpointing takes a checkpoint every interval (exactly once, unless

@@ -131,10 +131,18 @@ type ValueState[V any] struct {
 	err   error
 }
 
-// NewValueState declares a value state named name.
+// NewValueState declares a value state named name, whose values CodecFor's
+// codec encodes unless WithCodec gives one.
 func NewValueState[V any](name string) *ValueState[V] {
 	c, err := CodecFor[V]()
 	return &ValueState[V]{name: name, codec: c, err: err}
+}
+
+// WithCodec encodes the state's values with c: the codec travels with the
+// declaration, to every process that runs the job.
+func (s *ValueState[V]) WithCodec(c Codec[V]) *ValueState[V] {
+	s.codec, s.err = c, nil
+	return s
 }
 
 func (s *ValueState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
@@ -186,7 +194,8 @@ type MapState[UK comparable, V any] struct {
 	err  error
 }
 
-// NewMapState declares a map state named name.
+// NewMapState declares a map state named name, whose keys and values
+// CodecFor's codecs encode unless WithCodecs gives them.
 func NewMapState[UK comparable, V any](name string) *MapState[UK, V] {
 	kc, err1 := CodecFor[UK]()
 	vc, err2 := CodecFor[V]()
@@ -195,6 +204,12 @@ func NewMapState[UK comparable, V any](name string) *MapState[UK, V] {
 		err = err2
 	}
 	return &MapState[UK, V]{name: name, kc: kc, vc: vc, err: err}
+}
+
+// WithCodecs encodes the state's keys with kc and its values with vc.
+func (s *MapState[UK, V]) WithCodecs(kc Codec[UK], vc Codec[V]) *MapState[UK, V] {
+	s.kc, s.vc, s.err = kc, vc, nil
+	return s
 }
 
 func (s *MapState[UK, V]) state(ctx StateContext) (*keyedScope, sdk.MapState) {
@@ -277,10 +292,17 @@ type ListState[V any] struct {
 	err   error
 }
 
-// NewListState declares a list state named name.
+// NewListState declares a list state named name, whose elements
+// CodecFor's codec encodes unless WithCodec gives one.
 func NewListState[V any](name string) *ListState[V] {
 	c, err := CodecFor[V]()
 	return &ListState[V]{name: name, codec: c, err: err}
+}
+
+// WithCodec encodes the state's elements with c.
+func (s *ListState[V]) WithCodec(c Codec[V]) *ListState[V] {
+	s.codec, s.err = c, nil
+	return s
 }
 
 func (s *ListState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {

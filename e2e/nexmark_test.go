@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/weirproject/weir/examples/nexmark/queries"
+	"github.com/weirproject/weir/nexmark/queries"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/nexmark"
 )

@@ -88,12 +88,19 @@ func (s source) SourceVertex(records weir.Records[Event]) weir.SourceVertex {
 	}}
 }
 
-// The codecs travel with the package: a program that uses it has them.
-func init() {
-	weir.RegisterCodec[Event](eventCodec{})
-	weir.RegisterCodec[Bid](bidCodec{})
-	weir.RegisterCodec[Auction](auctionCodec{})
-	weir.RegisterCodec[Person](personCodec{})
+// Codecs travel with the source: a job that reads it encodes events,
+// bids, auctions and people with the generator's own encoding.
+func (source) Codecs() []weir.JobOption { return Codecs() }
+
+// Codecs gives a job the codecs of the Nexmark types, for a job that
+// reads them from elsewhere than Source (NewJob(name, Codecs()...)).
+func Codecs() []weir.JobOption {
+	return []weir.JobOption{
+		weir.WithCodec[Event](eventCodec{}),
+		weir.WithCodec[Bid](bidCodec{}),
+		weir.WithCodec[Auction](auctionCodec{}),
+		weir.WithCodec[Person](personCodec{}),
+	}
 }
 
 // The codecs of the Nexmark types are the generator's own binary encoding

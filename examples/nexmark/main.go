@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weirproject/weir/examples/nexmark/queries"
+	"github.com/weirproject/weir/nexmark/queries"
 	"github.com/weirproject/weir/program"
 	"github.com/weirproject/weir/worker"
 )

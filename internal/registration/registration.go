@@ -3,7 +3,7 @@
 // coordinator and the scheduler: it follows the leader, registers with it,
 // heartbeats, and decides when the subtasks running on the TaskManager must
 // go because they belong to a JobManager it no longer answers to. The
-// driver (internal/taskmanager) feeds it events (the leader changed, time
+// driver (internal/leaderlink) feeds it events (the leader changed, time
 // passed, an RPC answered) and carries out the effects Ready returns
 // (register, heartbeat, fence incoming calls, cancel subtasks). It does no
 // I/O and reads time only from its Clock, so every interleaving of leader

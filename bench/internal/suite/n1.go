@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/bench/internal/harness"
-	"github.com/weirproject/weir/examples/nexmark/queries"
+	"github.com/weirproject/weir/nexmark/queries"
 	"github.com/weirproject/weir/internal/nexmark"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )

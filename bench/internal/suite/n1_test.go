@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirproject/weir/examples/nexmark/queries"
+	"github.com/weirproject/weir/nexmark/queries"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
