@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/weirproject/weir/nexmark/queries"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/nexmark"
+	"github.com/weirproject/weir/nexmark/queries"
 )
 
 // TestNexmarkQueries runs each Nexmark query of examples/nexmark on real

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/bench/internal/harness"
-	"github.com/weirproject/weir/nexmark/queries"
 	"github.com/weirproject/weir/internal/nexmark"
+	"github.com/weirproject/weir/nexmark/queries"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
