@@ -5,7 +5,7 @@ BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 
-.PHONY: all build test test-short fuzz versitygw vet proto check-proto demo image chaos bench clean \
+.PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
 	kafka-nemesis sim docs
 
@@ -116,10 +116,19 @@ proto:
 docs:
 	$(GO) test ./internal/connector/builtin -run TestReference -count=1 -args -update
 
-# Fail if the committed generated code differs from what `make proto` makes.
+# Fail if the committed generated code differs from what `make proto` makes,
+# or if the protos break the wire contract of proto/baseline.binpb (buf's
+# FILE rules: no field, message, enum value or RPC removed, renumbered or
+# retyped). The baseline is the protos as released; until the first release
+# it is the contract as first pinned. `make proto-baseline` renews it, at a
+# release and only then.
 check-proto: proto
+	$(BUF) breaking --against proto/baseline.binpb
 	git diff --exit-code -- proto/ || { echo "generated protobuf code is stale: run make proto and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto/)" || { git status --porcelain -- proto/; echo "untracked generated files: run make proto and commit"; exit 1; }
+
+proto-baseline:
+	$(BUF) build -o proto/baseline.binpb
 
 # A local cluster (1 JobManager, 2 TaskManagers) running the example job.
 demo: build
