@@ -156,7 +156,7 @@ func (g generator[T]) SourceVertex(records Records[T]) SourceVertex {
 	}}
 }
 
-// Sink is where a stream ends: FileSink, Discard, a connector (package
+// Sink is where a stream ends: Discard, a connector (packages files and
 // kafka) or one of your own. SinkTo asks it for its vertex and hands it
 // the codec of the stream's values, which each subtask's operator decodes
 // the records it gets with.

@@ -135,7 +135,7 @@ func (l jobLifecycle) RestartStarted(e scheduler.RestartStarted) {
 }
 
 // TakenAsStopped needs nothing here: the scheduler's view is the record.
-func (jobLifecycle) TakenAsStopped(scheduler.Exec) {}
+func (jobLifecycle) TakenAsStopped(scheduler.Exec, bool) {}
 
 // PersistStatus stores the restart count and budget, so that a new leader
 // carries them on. Losing it loses only the count, so a failure is logged,

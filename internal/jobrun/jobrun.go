@@ -103,10 +103,11 @@ type Lifecycle interface {
 	// loop.
 	StateChanged(e scheduler.StateChanged)
 	RestartStarted(e scheduler.RestartStarted)
-	// TakenAsStopped: x is taken as cancelled on its TaskManager's word
-	// (it does not have x, or is gone), not on x's own report. On the
-	// loop.
-	TakenAsStopped(x scheduler.Exec)
+	// TakenAsStopped: x is taken as cancelled without x's own report:
+	// on its TaskManager's word that it does not have x, or (gone) because
+	// the TaskManager cannot be reached, which then cancels what it runs
+	// before it registers again. On the loop.
+	TakenAsStopped(x scheduler.Exec, gone bool)
 	// PersistStatus stores the restart count and budget for a new leader;
 	// a failure loses only the count. I/O.
 	PersistStatus(ctx context.Context, e scheduler.PersistStatus)
@@ -319,7 +320,7 @@ func (r *Run[RP]) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 			case rpcpolicy.Done:
 				return // its CANCELED report follows
 			case rpcpolicy.Unreachable, rpcpolicy.NotThere:
-				r.d.Lifecycle.TakenAsStopped(x)
+				r.d.Lifecycle.TakenAsStopped(x, verdict == rpcpolicy.Unreachable)
 				r.sm.TaskStateChanged(x.Attempt, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
 				return
 			}

@@ -421,8 +421,12 @@ func (l fakeLifecycle) RestartStarted(e scheduler.RestartStarted) {
 	l.h.printf("restart %d regions=%v full=%t: %s", e.Restart, e.Regions, e.Full, e.Cause)
 }
 
-func (l fakeLifecycle) TakenAsStopped(x scheduler.Exec) {
-	l.h.printf("%s taken as stopped on %s", name(x), x.TaskManager)
+func (l fakeLifecycle) TakenAsStopped(x scheduler.Exec, gone bool) {
+	why := "its word"
+	if gone {
+		why = "gone"
+	}
+	l.h.printf("%s taken as stopped on %s (%s)", name(x), x.TaskManager, why)
 }
 
 func (l fakeLifecycle) PersistStatus(_ context.Context, e scheduler.PersistStatus) {

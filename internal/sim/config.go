@@ -32,6 +32,9 @@ type Config struct {
 	// client's deadline; each retry in the background fails with
 	// (1+GraphStoreFailP)/2, so the stored graph lags a while.
 	GraphStoreFailP float64
+	// ConnectionResetP: the connection to a live TaskManager breaks under
+	// a cancel (the JobManager sees Unavailable and drops it).
+	ConnectionResetP float64
 	// StopP: the client stops the job with a savepoint at some moment
 	// (in a seed without a leader change or a cancel).
 	StopP float64
@@ -66,6 +69,7 @@ func (c Config) withDefaults() Config {
 	def(&c.TaskFailRate, 0.05)
 	def(&c.CommitFailP, 0.05)
 	def(&c.GraphStoreFailP, 0.1)
+	def(&c.ConnectionResetP, 0.03)
 	def(&c.StopP, 0.125)
 	return c
 }

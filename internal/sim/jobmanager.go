@@ -29,6 +29,8 @@ var (
 	errNotFound = errors.New("not found")
 	errRefused  = errors.New("refused")
 	errTimeout  = errors.New("deadline exceeded")
+	// errUnavailable: the connection broke (gRPC's Unavailable).
+	errUnavailable = errors.New("connection failed")
 )
 
 // code is the gRPC code a daemon would see for err.
@@ -42,6 +44,8 @@ func code(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, errTimeout):
 		return codes.DeadlineExceeded
+	case errors.Is(err, errUnavailable):
+		return codes.Unavailable
 	}
 	return codes.Unknown
 }
@@ -86,6 +90,9 @@ type jobManager struct {
 	// takenAsStopped are attempts the JobManager took as cancelled on a
 	// TaskManager's word (NotFound): none of them may run afterwards.
 	takenAsStopped map[string]string
+	// resets are the registrations of TaskManagers whose connection broke
+	// under a call, by TaskManager: Unreachable drops that one.
+	resets map[string]string
 	// ended is the job's terminal state, once it has one.
 	ended weirv1.JobState
 	// lastCompletion is when a checkpoint last completed.
@@ -116,7 +123,7 @@ func newJobManager(w *world, addr string, g *weirv1.JobGraph, start *completed) 
 	}
 	jm := &jobManager{
 		w: w, addr: addr, sched: sched, tms: members.New[struct{}](),
-		metadata: map[string]*weirv1.CheckpointMetadata{}, takenAsStopped: map[string]string{},
+		metadata: map[string]*weirv1.CheckpointMetadata{}, takenAsStopped: map[string]string{}, resets: map[string]string{},
 	}
 	jm.drv = jm.newDriver(g)
 	jm.run = jm.newRun(start)

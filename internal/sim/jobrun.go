@@ -8,6 +8,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -104,20 +105,54 @@ func (t simTaskManagers) Known(tm string) bool { return t.jm.tms.Get(tm) != nil 
 // Cancel answers as CancelTask does once the subtask stopped; no answer
 // is a timeout (the simulated network answers no call Unavailable: a
 // crashed host's calls time out).
+//
+// A connection that breaks under the call (connection-reset) answers
+// Unavailable although the TaskManager lives, and may or may not have
+// cancelled the attempt.
 func (t simTaskManagers) Cancel(ctx context.Context, x scheduler.Exec) error {
-	jm, a, tm := t.jm, x.Attempt, x.TaskManager
+	jm, a, tm, w := t.jm, x.Attempt, x.TaskManager, t.jm.w
+	var reset bool
 	err := jm.await(ctx, 1, func(done func(error)) {
+		if m := jm.tms.Get(tm); m != nil && w.chance(w.cfg.ConnectionResetP) {
+			reset = true
+			jm.resets[tm] = m.Registration
+			if w.rng.IntN(2) == 0 {
+				w.tm(tm).cancelTask(a) //nolint:errcheck // the cancel got there; its answer did not
+			}
+			w.fault("connection-reset", "the connection to %s breaks under the cancel of %s", tm, a.Key())
+			w.after(w.between(time.Millisecond, 50*time.Millisecond), "cancel "+a.Key()+" reset", func() { done(errUnavailable) })
+			return
+		}
 		jm.callTMWait(tm, "cancel "+a.Key(), func(reply func(func())) {
-			jm.w.tm(tm).cancelAndWait(a, func(err error) { reply(func() { done(err) }) })
+			w.tm(tm).cancelAndWait(a, func(err error) { reply(func() { done(err) }) })
 		}, func() { done(errTimeout) })
 	})
 	if err == nil {
 		return nil
 	}
+	if reset && errors.Is(err, errOver) {
+		delete(jm.resets, tm)
+	}
 	return status.Error(code(err), err.Error())
 }
 
-func (simTaskManagers) Unreachable(string, error) {}
+// Unreachable drops the TaskManager's registration a call found broken,
+// as the JobManager's connectionLost does: its subtasks fail over, and it
+// registers again, cancelling what it runs first, once a heartbeat is
+// told to.
+func (t simTaskManagers) Unreachable(tm string, _ error) {
+	jm := t.jm
+	jm.later("connection lost", func() {
+		reg, ok := jm.resets[tm]
+		delete(jm.resets, tm)
+		if !ok || jm.tms.Remove(tm, reg) == nil {
+			return // registered again since
+		}
+		jm.w.logf("jm: %s lost: its connection failed", tm)
+		jm.sched.TaskManagerLost(tm, fmt.Sprintf("taskmanager %s lost: connection failed", tm))
+		jm.drain()
+	})
+}
 
 // AwaitFinalizations parks until the Driver learned the outcome of every
 // checkpoint it was finalizing (settled wakes it).
@@ -170,7 +205,14 @@ func (l simLifecycle) RestartStarted(e scheduler.RestartStarted) {
 	l.jm.w.logf("jm: restart %d regions=%v full=%t: %s", e.Restart, e.Regions, e.Full, e.Cause)
 }
 
-func (l simLifecycle) TakenAsStopped(x scheduler.Exec) {
+// TakenAsStopped records the attempts taken as cancelled on their
+// TaskManager's word, which must never run afterwards; one taken as
+// stopped because its TaskManager was unreachable may still run there
+// until that TaskManager registers again, which cancels everything first.
+func (l simLifecycle) TakenAsStopped(x scheduler.Exec, gone bool) {
+	if gone {
+		return
+	}
 	l.jm.takenAsStopped[x.Attempt.Key()] = x.TaskManager
 }
 
