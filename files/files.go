@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/weirproject/weir"
-	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/filesink"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -25,7 +25,7 @@ type fileSink[T any] struct {
 
 func (f fileSink[T]) SinkVertex(in weir.Codec[T]) weir.SinkVertex {
 	return weir.SinkVertex{Signature: fmt.Sprintf("file-sink(%s)", weir.TypeName[T]()), Config: map[string]any{"path": f.dir}, New: func() sdk.Operator {
-		return &operators.FileSink{Format: func(dst []byte, r sdk.Record) ([]byte, error) {
+		return &filesink.FileSink{Format: func(dst []byte, r sdk.Record) ([]byte, error) {
 			v, err := in.Decode(r.Value)
 			if err != nil {
 				return dst, fmt.Errorf("decode %s: %w", weir.TypeName[T](), err)

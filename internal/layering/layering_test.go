@@ -113,7 +113,8 @@ func TestRegistryOnlyLinksNoConnector(t *testing.T) {
 
 // TestModelLinksNoConnectorNorCLI: the root package weir is the
 // programming model only; connectors live in their own packages (kafka,
-// nexmark), the entry point in program.
+// nexmark, files, with the file sink and its S3 client in
+// internal/filesink), the entry point in program.
 func TestModelLinksNoConnectorNorCLI(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", strings.TrimSuffix(module, "/")).Output()
 	if err != nil {
@@ -122,8 +123,8 @@ func TestModelLinksNoConnectorNorCLI(t *testing.T) {
 	// The connectors' packages themselves (their configurations' parsing,
 	// in kafkacfg, is what the job graph's validation links), and whole
 	// modules.
-	exact := []string{connectors[0], connectors[1], module + "worker", module + "internal/taskmanager"}
-	modules := []string{connectors[3], "github.com/spf13/cobra", "google.golang.org/grpc"}
+	exact := []string{connectors[0], connectors[1], module + "worker", module + "internal/taskmanager", module + "internal/filesink"}
+	modules := []string{connectors[3], "github.com/spf13/cobra", "google.golang.org/grpc", "github.com/minio/minio-go"}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, b := range append(slices.Clone(exact), modules...) {
 			if dep == b || (slices.Contains(modules, b) && strings.HasPrefix(dep, b+"/")) {

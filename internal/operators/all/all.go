@@ -5,6 +5,7 @@
 package all
 
 import (
+	"github.com/weirproject/weir/internal/filesink"
 	"github.com/weirproject/weir/internal/kafka"
 	"github.com/weirproject/weir/internal/nexmark"
 	"github.com/weirproject/weir/internal/operators"
@@ -15,7 +16,7 @@ import (
 func Register(r *sdk.Registry) {
 	r.RegisterSource("sequence-source", func() sdk.Source { return &operators.SequenceSource{} })
 	r.RegisterOperator("keyed-sum", func() sdk.Operator { return &operators.KeyedSum{} })
-	r.RegisterOperator("file-sink", func() sdk.Operator { return &operators.FileSink{} })
+	r.RegisterOperator("file-sink", func() sdk.Operator { return &filesink.FileSink{} })
 	r.RegisterOperator("window", func() sdk.Operator { return &operators.Window{} })
 	r.RegisterOperator("interval-join", func() sdk.Operator { return &operators.IntervalJoin{} })
 	r.RegisterOperator("window-join", func() sdk.Operator { return &operators.WindowJoin{} })

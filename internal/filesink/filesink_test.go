@@ -1,4 +1,4 @@
-package operators
+package filesink
 
 import (
 	"errors"
@@ -15,17 +15,18 @@ import (
 	"testing"
 
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/sdktest"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
 
 // sinkSubtask is one subtask of a file-sink with its test context.
 type sinkSubtask struct {
-	ctx  *testCtx
+	ctx  *sdktest.Context
 	sink *FileSink
 }
 
-func openSink(t *testing.T, ctx *testCtx) *sinkSubtask {
+func openSink(t *testing.T, ctx *sdktest.Context) *sinkSubtask {
 	t.Helper()
 	s := &FileSink{}
 	if err := s.Open(ctx); err != nil {
@@ -36,7 +37,7 @@ func openSink(t *testing.T, ctx *testCtx) *sinkSubtask {
 
 func newSink(t *testing.T, dir string, subtask, parallelism int) *sinkSubtask {
 	t.Helper()
-	return openSink(t, newTestCtx("sink", sdk.Config{"path": dir}, subtask, parallelism))
+	return openSink(t, sdktest.NewContext("sink", sdk.Config{"path": dir}, subtask, parallelism))
 }
 
 // restoreSinks opens every subtask of a new attempt from the states of
@@ -45,7 +46,7 @@ func restoreSinks(t *testing.T, dir string, parallelism, attempt int, id int64, 
 	t.Helper()
 	out := make([]*sinkSubtask, parallelism)
 	for i := range out {
-		out[i] = openSink(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, i, parallelism, attempt, id, prev))
+		out[i] = openSink(t, sdktest.Restore(t, "sink", sdk.Config{"path": dir}, i, parallelism, attempt, id, prev))
 	}
 	return out
 }
@@ -317,7 +318,7 @@ func TestFileSinkConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := (&FileSink{}).Open(newTestCtx("sink", tc.cfg, 0, 1))
+			err := (&FileSink{}).Open(sdktest.NewContext("sink", tc.cfg, 0, 1))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Open: %v, want an error containing %q", err, tc.want)
 			}
@@ -334,7 +335,7 @@ func TestFileSinkConfig(t *testing.T) {
 func TestFileSinkCorruptPendingState(t *testing.T) {
 	for _, item := range []string{"x", "", "0:1,x", "zz:1", "0:-"} {
 		t.Run(strconv.Quote(item), func(t *testing.T) {
-			ctx := newTestCtx("sink", sdk.Config{"path": t.TempDir()}, 0, 1)
+			ctx := sdktest.NewContext("sink", sdk.Config{"path": t.TempDir()}, 0, 1)
 			ctx.Heap.ListState("pending", false).Update([][]byte{[]byte(item)})
 			err := (&FileSink{}).Open(ctx)
 			if err == nil || !strings.Contains(err.Error(), "corrupt pending state") {
@@ -523,7 +524,7 @@ func TestFileSinkRestoreLeavesOtherSubtasksAlone(t *testing.T) {
 	}
 
 	// Subtask 1 alone is restored from checkpoint 1 (subtask 0 still runs).
-	openSink(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 1, p, 1, 1, prev))
+	openSink(t, sdktest.Restore(t, "sink", sdk.Config{"path": dir}, 1, p, 1, 1, prev))
 	visible, hidden := listDir(t, dir)
 	wantVisible := map[string][]string{"part-1-1": {"k,a1"}, "README": {"README"}}
 	if !reflect.DeepEqual(visible, wantVisible) {
@@ -598,9 +599,9 @@ func (r *dirSyncs) sync(dir string) error {
 	return r.err
 }
 
-// logCtx is a testCtx whose logger writes into buf.
+// logCtx is a sdktest.Context whose logger writes into buf.
 type logCtx struct {
-	*testCtx
+	*sdktest.Context
 	buf *strings.Builder
 }
 
@@ -608,7 +609,7 @@ func (c logCtx) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(c.bu
 
 // openSinkWith opens a sink whose directory syncs go to syncs and whose
 // logs go to logs.
-func openSinkWith(t *testing.T, ctx *testCtx, syncs *dirSyncs, logs *strings.Builder) (*sinkSubtask, error) {
+func openSinkWith(t *testing.T, ctx *sdktest.Context, syncs *dirSyncs, logs *strings.Builder) (*sinkSubtask, error) {
 	t.Helper()
 	s := &FileSink{syncDir: syncs.sync}
 	if err := s.Open(logCtx{ctx, logs}); err != nil {
@@ -623,7 +624,7 @@ func openSinkWith(t *testing.T, ctx *testCtx, syncs *dirSyncs, logs *strings.Bui
 func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 	dir := t.TempDir()
 	syncs := &dirSyncs{t: t}
-	s, err := openSinkWith(t, newTestCtx("sink", sdk.Config{"path": dir}, 0, 1), syncs, &strings.Builder{})
+	s, err := openSinkWith(t, sdktest.NewContext("sink", sdk.Config{"path": dir}, 0, 1), syncs, &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +663,7 @@ func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 	// The restored attempt (from checkpoint 1's state) writes "b" and "c"
 	// again; a commit whose directory sync fails fails, and committing
 	// again syncs again.
-	r, err := openSinkWith(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), syncs, &strings.Builder{})
+	r, err := openSinkWith(t, sdktest.Restore(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), syncs, &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,7 +699,7 @@ func TestFileSinkSyncsDirectoryAfterRename(t *testing.T) {
 func TestFileSinkSyncsAsynchronously(t *testing.T) {
 	dir := t.TempDir()
 	syncs := &dirSyncs{t: t}
-	s, err := openSinkWith(t, newTestCtx("sink", sdk.Config{"path": dir}, 0, 1), syncs, &strings.Builder{})
+	s, err := openSinkWith(t, sdktest.NewContext("sink", sdk.Config{"path": dir}, 0, 1), syncs, &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -768,7 +769,7 @@ func TestFileSinkRecommitAfterRestore(t *testing.T) {
 	s.complete(t, 1)
 
 	syncs, logs := &dirSyncs{t: t}, &strings.Builder{}
-	if _, err := openSinkWith(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), syncs, logs); err != nil {
+	if _, err := openSinkWith(t, sdktest.Restore(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), syncs, logs); err != nil {
 		t.Fatalf("restore after the commit: %v", err)
 	}
 	if visible, hidden := listDir(t, dir); !reflect.DeepEqual(visible, map[string][]string{"part-0-1": {"k,a"}}) || len(hidden) != 0 {
@@ -803,6 +804,6 @@ func TestFileSinkCommitLostEpoch(t *testing.T) {
 		}
 	}
 	check("commit", s.sink.NotifyCheckpointComplete(1))
-	_, err := openSinkWith(t, restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), &dirSyncs{t: t}, &strings.Builder{})
+	_, err := openSinkWith(t, sdktest.Restore(t, "sink", sdk.Config{"path": dir}, 0, 1, 1, 1, prev), &dirSyncs{t: t}, &strings.Builder{})
 	check("restore", err)
 }

@@ -1,4 +1,4 @@
-package operators
+package filesink
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/sdktest"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -141,11 +142,11 @@ type envSink struct {
 
 func (e *sinkEnv) open(t *testing.T, cfg sdk.Config, c *clock, subtask, parallelism int) *envSink {
 	t.Helper()
-	ctx := newTestCtx("sink", cfg, subtask, parallelism)
+	ctx := sdktest.NewContext("sink", cfg, subtask, parallelism)
 	return e.openCtx(t, c, ctx)
 }
 
-func (e *sinkEnv) openCtx(t *testing.T, c *clock, ctx *testCtx) *envSink {
+func (e *sinkEnv) openCtx(t *testing.T, c *clock, ctx *sdktest.Context) *envSink {
 	t.Helper()
 	s := e.newSink(c.now)
 	if err := s.Open(ctx); err != nil {
@@ -157,7 +158,7 @@ func (e *sinkEnv) openCtx(t *testing.T, c *clock, ctx *testCtx) *envSink {
 // restore opens a new attempt of subtask from the states of checkpoint id.
 func (e *sinkEnv) restore(t *testing.T, cfg sdk.Config, c *clock, subtask, parallelism, attempt int, id int64, prev []*weirv1.SubtaskState) *envSink {
 	t.Helper()
-	return e.openCtx(t, c, restoreTestCtx(t, "sink", cfg, subtask, parallelism, attempt, id, prev))
+	return e.openCtx(t, c, sdktest.Restore(t, "sink", cfg, subtask, parallelism, attempt, id, prev))
 }
 
 // sinkConfig is a file-sink config of loc with roll (nil: none).

@@ -1,4 +1,4 @@
-package operators
+package filesink
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
 	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/sdktest"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -526,7 +527,7 @@ func TestFileSinkS3Config(t *testing.T) {
 	srv := blobtest.Fake(t)
 	env := s3Env(t, "gofakes3", srv, 0)
 	open := func(path string) error {
-		return (&FileSink{}).Open(newTestCtx("sink", sdk.Config{"path": path}, 0, 1))
+		return (&FileSink{}).Open(sdktest.NewContext("sink", sdk.Config{"path": path}, 0, 1))
 	}
 	if err := open(env.loc); err != nil {
 		t.Fatalf("open %s: %v", env.loc, err)
@@ -545,7 +546,7 @@ func TestFileSinkS3Config(t *testing.T) {
 		t.Fatalf("open without S3 configured: %v", err)
 	}
 	// max-size must fit in an object of 10000 parts.
-	err := (&FileSink{mp: env.client}).Open(newTestCtx("sink", sdk.Config{"path": env.loc, "roll": map[string]any{"max-size": "50GiB"}}, 0, 1))
+	err := (&FileSink{mp: env.client}).Open(sdktest.NewContext("sink", sdk.Config{"path": env.loc, "roll": map[string]any{"max-size": "50GiB"}}, 0, 1))
 	if err == nil || !strings.Contains(err.Error(), "roll.max-size") {
 		t.Fatalf("open with a max-size beyond 10000 parts: %v", err)
 	}
@@ -586,7 +587,7 @@ func TestFileSinkRestoresOldState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx := newTestCtx("sink", sdk.Config{"path": dir}, 0, 1)
+	ctx := sdktest.NewContext("sink", sdk.Config{"path": dir}, 0, 1)
 	ctx.Heap.ListState("pending", false).Update([][]byte{[]byte("0:1,2")})
 	if err := (&FileSink{}).Open(ctx); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package operators
+package filesink
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/weirproject/weir/internal/fault"
+	"github.com/weirproject/weir/internal/sdktest"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -81,7 +82,7 @@ func TestFileSinkCommitFaults(t *testing.T) {
 			attempt := 1
 			if tc.again {
 				enableFault(t, tc.point)
-				ctx := restoreTestCtx(t, "sink", sdk.Config{"path": dir}, 0, 1, attempt, 2, prev)
+				ctx := sdktest.Restore(t, "sink", sdk.Config{"path": dir}, 0, 1, attempt, 2, prev)
 				if err := (&FileSink{}).Open(ctx); !errors.Is(err, fault.ErrInjected) {
 					t.Fatalf("restore with %s failing: %v, want the injected error", tc.point, err)
 				}

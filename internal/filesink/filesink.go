@@ -1,4 +1,8 @@
-package operators
+// Package filesink is the file sink: part files on local disk or S3,
+// committed in two phases with the checkpoints. It is apart from the
+// built-in operators so that what uses those (the Go API's windows and
+// joins) links no S3 client.
+package filesink
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package operators
+package filesink
 
 import (
 	"reflect"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/sdktest"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
 )
@@ -39,7 +40,7 @@ func TestFileSinkRollConfig(t *testing.T) {
 			cfg["roll"] = tc.roll
 		}
 		s := &FileSink{}
-		if err := s.Open(newTestCtx("sink", cfg, 0, 1)); err != nil {
+		if err := s.Open(sdktest.NewContext("sink", cfg, 0, 1)); err != nil {
 			t.Fatalf("roll %v: %v", tc.roll, err)
 		}
 		if s.roll != tc.want {
@@ -66,7 +67,7 @@ func TestFileSinkRollConfig(t *testing.T) {
 		{map[string]any{"on-checkpoint": 1.0}, "roll.on-checkpoint: want true or false"},
 	}
 	for _, tc := range bad {
-		err := (&FileSink{}).Open(newTestCtx("sink", sdk.Config{"path": dir, "roll": tc.roll}, 0, 1))
+		err := (&FileSink{}).Open(sdktest.NewContext("sink", sdk.Config{"path": dir, "roll": tc.roll}, 0, 1))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("roll %v: Open: %v, want an error containing %q", tc.roll, err, tc.want)
 		}
