@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/proc"
@@ -138,7 +139,7 @@ func (c *cluster) useS3(endpoint ...string) {
 	}
 	c.env = []string{"AWS_ENDPOINT_URL=" + daemons, "AWS_REGION=" + srv.Config.Region,
 		"AWS_ACCESS_KEY_ID=" + blobtest.AccessKey, "AWS_SECRET_ACCESS_KEY=" + blobtest.SecretKey}
-	s3, err := blob.NewS3(srv.Config)
+	s3, err := s3blob.New(srv.Config)
 	if err != nil {
 		c.t.Fatal(err)
 	}

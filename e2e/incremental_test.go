@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -240,7 +241,7 @@ func TestOrphanCheckFindsPlantedFiles(t *testing.T) {
 			if where == "s3" {
 				srv := blobtest.Fake(t)
 				srv.MakeBucket(t, "weir-e2e")
-				s3, err := blob.NewS3(srv.Config)
+				s3, err := s3blob.New(srv.Config)
 				if err != nil {
 					t.Fatal(err)
 				}

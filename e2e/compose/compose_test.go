@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/compose"
 	"github.com/weirproject/weir/internal/poll"
@@ -647,7 +648,7 @@ func promTargets(ctx context.Context, prom string) (map[string]string, error) {
 // anything but the output volume.
 func (c *cluster) checkpointsInS3(ctx context.Context, jobID string) {
 	c.t.Helper()
-	s3, err := blob.NewS3(blob.S3Config{Endpoint: "http://" + c.hostPort(ctx, "s3", 7070), Region: "us-east-1",
+	s3, err := s3blob.New(blob.S3Config{Endpoint: "http://" + c.hostPort(ctx, "s3", 7070), Region: "us-east-1",
 		AccessKey: "weir", SecretKey: "weir-dev-secret", PathStyle: "path"})
 	if err != nil {
 		c.t.Fatal(err)

@@ -193,9 +193,9 @@ func DeleteAll(ctx context.Context, dir string) error {
 // DeleteAllIn deletes every object of st under dir.
 func DeleteAllIn(ctx context.Context, st Store, dir string) error {
 	if l, ok := st.(interface {
-		removeAll(ctx context.Context, dir string) error
+		RemoveAll(ctx context.Context, dir string) error
 	}); ok {
-		return l.removeAll(ctx, dir)
+		return l.RemoveAll(ctx, dir)
 	}
 	var errs []error
 	for info, err := range st.List(ctx, dir) {

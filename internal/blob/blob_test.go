@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 )
 
 // stores are the stores every behaviour is checked on: the local file
@@ -43,7 +44,7 @@ func stores(t *testing.T, unconditional bool) map[string]struct {
 		cfg := srv.Config
 		cfg.PartSize = 5 << 20 // the smallest S3 allows: multipart from 5 MiB
 		cfg.AllowUnconditionalCreate = name == "gofakes3 without If-None-Match"
-		s3, err := blob.NewS3(cfg)
+		s3, err := s3blob.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +245,7 @@ func TestCheckBucket(t *testing.T) {
 	srv.MakeBucket(t, "weir-ck")
 	ctx := context.Background()
 	check := func(cfg blob.S3Config, loc string) error {
-		s3, err := blob.NewS3(cfg)
+		s3, err := s3blob.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,12 +286,12 @@ func TestCheckBucket(t *testing.T) {
 func TestRequestMetrics(t *testing.T) {
 	srv := blobtest.Fake(t)
 	srv.MakeBucket(t, "weir-ck")
-	s3, err := blob.NewS3(srv.Config)
+	s3, err := s3blob.New(srv.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(blob.Collectors()...)
+	reg.MustRegister(s3blob.Collectors()...)
 	before := testutil.ToFloat64(counter(t, reg, "put", "ok"))
 	ctx := context.Background()
 	if err := s3.Put(ctx, "s3://weir-ck/m/x", strings.NewReader("x"), 1); err != nil {
@@ -320,7 +321,7 @@ func TestRequestMetrics(t *testing.T) {
 
 func counter(t *testing.T, reg *prometheus.Registry, op, result string) prometheus.Collector {
 	t.Helper()
-	for _, c := range blob.Collectors() {
+	for _, c := range s3blob.Collectors() {
 		if v, ok := c.(*prometheus.CounterVec); ok {
 			return v.WithLabelValues(op, result)
 		}
@@ -400,12 +401,12 @@ func TestReserveFill(t *testing.T) {
 func TestUnconditionalServerRefused(t *testing.T) {
 	srv := blobtest.FakeUnconditional(t)
 	srv.MakeBucket(t, "weir-ck")
-	s3, err := blob.NewS3(srv.Config)
+	s3, err := s3blob.New(srv.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s3.PutIfAbsent(context.Background(), "s3://weir-ck/job/chk-1/_metadata", []byte("x"))
-	if !errors.Is(err, blob.ErrUnconditional) || !strings.Contains(err.Error(), "--s3-allow-unconditional-create") {
+	if !errors.Is(err, s3blob.ErrUnconditional) || !strings.Contains(err.Error(), "--s3-allow-unconditional-create") {
 		t.Fatalf("create-once on a server without conditional writes: %v", err)
 	}
 }

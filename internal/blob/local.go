@@ -223,8 +223,8 @@ func (l Local) walk(dir string, yield func(Info, error) bool) bool {
 	return true
 }
 
-// removeAll deletes the directory dir itself with everything in it.
-func (l Local) removeAll(_ context.Context, dir string) error {
+// RemoveAll deletes the directory dir itself with everything in it.
+func (l Local) RemoveAll(_ context.Context, dir string) error {
 	return l.fs().RemoveAll(LocalPath(dir))
 }
 

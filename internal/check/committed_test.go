@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 )
 
 // Committed output is read the same from a directory and from S3: the
@@ -55,7 +56,7 @@ func TestReadCommittedAt(t *testing.T) {
 	t.Run("s3", func(t *testing.T) {
 		srv := blobtest.Fake(t)
 		srv.MakeBucket(t, "out")
-		st, err := blob.NewS3(srv.Config)
+		st, err := s3blob.New(srv.Config)
 		if err != nil {
 			t.Fatal(err)
 		}

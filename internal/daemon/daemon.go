@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/tlsconfig"
 )
@@ -69,7 +70,7 @@ func (s *Storage) Register(fs *flag.FlagSet) {
 // Configure makes s3:// locations usable in this process.
 func (s *Storage) Configure() error {
 	cfg := s.S3.FromEnv()
-	s3, err := blob.NewS3(cfg)
+	s3, err := s3blob.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/sdktest"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -38,7 +39,7 @@ func localEnv(t *testing.T) *sinkEnv {
 // useS3 points blob.Default and S3Config at srv until the test ends.
 func useS3(t *testing.T, srv *blobtest.Server) {
 	t.Helper()
-	st, err := blob.NewS3(srv.Config)
+	st, err := s3blob.New(srv.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/fault"
 )
 
@@ -113,7 +114,7 @@ type minioMultipart struct {
 
 // newMinioMultipart makes the client the way blob.NewS3 does.
 func newMinioMultipart(cfg blob.S3Config) (*minioMultipart, error) {
-	endpoint, opts, err := cfg.ClientOptions()
+	endpoint, opts, err := s3blob.ClientOptions(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("file-sink: %w", err)
 	}

@@ -232,3 +232,21 @@ func chain(from map[string]string, p string) string {
 	slices.Reverse(c)
 	return strings.Join(c, " → ")
 }
+
+// TestStorageLinksNoObjectStoreClient: checkpoint storage is an interface
+// (internal/blob, with the local file system) and the checkpoint format
+// on it (internal/storage); the S3 implementation is apart
+// (internal/blob/s3blob), linked by what configures it.
+func TestStorageLinksNoObjectStoreClient(t *testing.T) {
+	for _, pkg := range []string{"internal/blob", "internal/storage"} {
+		out, err := exec.Command("go", "list", "-deps", module+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "github.com/minio/minio-go") || dep == module+"internal/blob/s3blob" {
+				t.Errorf("%s links %s: the S3 client belongs to internal/blob/s3blob", pkg, dep)
+			}
+		}
+	}
+}

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/tlsconfig"
 )
 
@@ -91,7 +91,7 @@ func HTTPS(lis net.Listener, r *tlsconfig.Reloader) net.Listener {
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(blob.Collectors()...)
+	reg.MustRegister(s3blob.Collectors()...)
 	return reg
 }
 

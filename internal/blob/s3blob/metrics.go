@@ -1,4 +1,4 @@
-package blob
+package s3blob
 
 import (
 	"net/http"

@@ -1,4 +1,8 @@
-package blob
+// Package s3blob is checkpoint storage in an S3-compatible object store:
+// blob.Store on minio-go, apart from package blob so that what only names
+// locations (the checkpoint metadata, the state backends' handles) links
+// no S3 client.
+package s3blob
 
 import (
 	"bytes"
@@ -11,62 +15,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/weirproject/weir/internal/blob"
+
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
-
-// S3Config is how to reach an S3-compatible object store. FromEnv fills
-// what flags left empty from the standard AWS environment variables.
-type S3Config struct {
-	// Endpoint is a URL (http://host:port, https://host) or host:port
-	// (HTTPS). Empty is AWS's regional endpoint.
-	Endpoint string
-	Region   string
-	// AccessKey and SecretKey are static credentials; empty uses none
-	// (anonymous access), SessionToken goes with temporary ones.
-	AccessKey, SecretKey, SessionToken string
-	// PathStyle: "auto" (path-style for IP addresses, localhost and
-	// anything but AWS and Google, virtual-hosted there), "path" or
-	// "virtual".
-	PathStyle string
-	// PartSize is the part size of multipart uploads, which objects of
-	// that size or larger use; an upload holds at most uploadThreads
-	// parts in memory. 0 is 16 MiB.
-	PartSize uint64
-	// MaxRetries bounds the client's retries of a request that failed
-	// transiently (5xx, 429, timeouts, connection resets), with
-	// exponential backoff and jitter; 0 is 5.
-	MaxRetries int
-	// AllowUnconditionalCreate accepts a server that ignores
-	// If-None-Match on PUT: create-once writes (a checkpoint's _metadata)
-	// then fall back to create-then-verify, which two writers racing for
-	// one object can both pass. Off, such a server is refused.
-	AllowUnconditionalCreate bool
-}
-
-// FromEnv fills empty fields from AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3),
-// AWS_REGION (or AWS_DEFAULT_REGION), AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
-func (c S3Config) FromEnv() S3Config {
-	set := func(dst *string, keys ...string) {
-		for _, k := range keys {
-			if *dst == "" {
-				*dst = os.Getenv(k)
-			}
-		}
-	}
-	set(&c.Endpoint, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-	set(&c.Region, "AWS_REGION", "AWS_DEFAULT_REGION")
-	set(&c.AccessKey, "AWS_ACCESS_KEY_ID")
-	set(&c.SecretKey, "AWS_SECRET_ACCESS_KEY")
-	set(&c.SessionToken, "AWS_SESSION_TOKEN")
-	return c
-}
 
 const (
 	defaultPartSize = 16 << 20
@@ -91,8 +48,8 @@ type S3 struct {
 }
 
 // NewS3 makes the client; it sends nothing until used.
-func NewS3(cfg S3Config) (*S3, error) {
-	endpoint, opts, err := cfg.ClientOptions()
+func New(cfg blob.S3Config) (*S3, error) {
+	endpoint, opts, err := ClientOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +71,7 @@ func NewS3(cfg S3Config) (*S3, error) {
 // uses them (requests counted in the storage metrics), for code that needs
 // minio-go's lower-level API on the same store (the file sink's multipart
 // uploads).
-func (cfg S3Config) ClientOptions() (string, *minio.Options, error) {
+func ClientOptions(cfg blob.S3Config) (string, *minio.Options, error) {
 	endpoint, secure := "s3.amazonaws.com", true
 	if cfg.Region != "" && cfg.Endpoint == "" {
 		endpoint = "s3." + cfg.Region + ".amazonaws.com"
@@ -215,7 +172,7 @@ func (s *S3) PutIfAbsent(ctx context.Context, loc string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	cond, err := s.honoursIfNoneMatch(ctx, Dir(loc))
+	cond, err := s.honoursIfNoneMatch(ctx, blob.Dir(loc))
 	if err != nil {
 		return err
 	}
@@ -230,7 +187,7 @@ func (s *S3) PutIfAbsent(ctx context.Context, loc string, data []byte) error {
 	opts.SetMatchETagExcept("*")
 	_, err = s.client.PutObject(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), opts)
 	if code := minio.ToErrorResponse(err).Code; code == "PreconditionFailed" || code == "ConditionalRequestConflict" {
-		return fmt.Errorf("%w: %s", ErrExists, loc)
+		return fmt.Errorf("%w: %s", blob.ErrExists, loc)
 	}
 	return s.wrap("put", loc, err)
 }
@@ -244,7 +201,7 @@ var ErrUnconditional = errors.New("blob: the S3 server does not honour condition
 // content other than data means another writer raced it.
 func (s *S3) createThenVerify(ctx context.Context, loc string, data []byte) error {
 	if _, err := s.Stat(ctx, loc); err == nil {
-		return fmt.Errorf("%w: %s", ErrExists, loc)
+		return fmt.Errorf("%w: %s", blob.ErrExists, loc)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -261,7 +218,7 @@ func (s *S3) createThenVerify(ctx context.Context, loc string, data []byte) erro
 		return s.wrap("get", loc, err)
 	}
 	if !bytes.Equal(got, data) {
-		return fmt.Errorf("%w: %s (written concurrently)", ErrExists, loc)
+		return fmt.Errorf("%w: %s (written concurrently)", blob.ErrExists, loc)
 	}
 	return nil
 }
@@ -279,7 +236,7 @@ func (s *S3) honoursIfNoneMatch(ctx context.Context, dir string) (bool, error) {
 	if known {
 		return cond, nil
 	}
-	probe := Join(dir, fmt.Sprintf(".weir-probe-%d", time.Now().UnixNano()))
+	probe := blob.Join(dir, fmt.Sprintf(".weir-probe-%d", time.Now().UnixNano()))
 	_, pkey, _ := split(probe)
 	opts := s.putOptions()
 	opts.SetMatchETagExcept("*")
@@ -353,16 +310,16 @@ func (r *s3Reader) Read(p []byte) (int, error) {
 
 func (r *s3Reader) Close() error { return r.obj.Close() }
 
-func (s *S3) Stat(ctx context.Context, loc string) (Info, error) {
+func (s *S3) Stat(ctx context.Context, loc string) (blob.Info, error) {
 	bucket, key, err := split(loc)
 	if err != nil {
-		return Info{}, err
+		return blob.Info{}, err
 	}
 	oi, err := s.client.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 	if err != nil {
-		return Info{}, s.wrap("stat", loc, err)
+		return blob.Info{}, s.wrap("stat", loc, err)
 	}
-	return Info{Location: loc, Size: oi.Size, Modified: oi.LastModified}, nil
+	return blob.Info{Location: loc, Size: oi.Size, Modified: oi.LastModified}, nil
 }
 
 func (s *S3) Delete(ctx context.Context, loc string) error {
@@ -376,11 +333,11 @@ func (s *S3) Delete(ctx context.Context, loc string) error {
 func (s *S3) Mkdir(context.Context, string) error { return nil }
 
 // List yields the objects whose keys start with dir's key and a slash.
-func (s *S3) List(ctx context.Context, dir string) iter.Seq2[Info, error] {
-	return func(yield func(Info, error) bool) {
+func (s *S3) List(ctx context.Context, dir string) iter.Seq2[blob.Info, error] {
+	return func(yield func(blob.Info, error) bool) {
 		bucket, key, err := split(dir)
 		if err != nil {
-			yield(Info{}, err)
+			yield(blob.Info{}, err)
 			return
 		}
 		prefix := strings.TrimSuffix(key, "/") + "/"
@@ -391,10 +348,10 @@ func (s *S3) List(ctx context.Context, dir string) iter.Seq2[Info, error] {
 		defer cancel() // stops the listing goroutine when the loop breaks
 		for oi := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 			if oi.Err != nil {
-				yield(Info{}, s.wrap("list", dir, oi.Err))
+				yield(blob.Info{}, s.wrap("list", dir, oi.Err))
 				return
 			}
-			if !yield(Info{Location: "s3://" + bucket + "/" + oi.Key, Size: oi.Size, Modified: oi.LastModified}, nil) {
+			if !yield(blob.Info{Location: "s3://" + bucket + "/" + oi.Key, Size: oi.Size, Modified: oi.LastModified}, nil) {
 				return
 			}
 		}
@@ -402,7 +359,7 @@ func (s *S3) List(ctx context.Context, dir string) iter.Seq2[Info, error] {
 }
 
 // removeAll deletes every object under dir in batches.
-func (s *S3) removeAll(ctx context.Context, dir string) error {
+func (s *S3) RemoveAll(ctx context.Context, dir string) error {
 	bucket, _, err := split(dir)
 	if err != nil {
 		return err
