@@ -82,6 +82,8 @@ func (t jobTaskManagers) Deploy(ctx context.Context, d jobrun.Deployment) error 
 
 func (t jobTaskManagers) Known(tm string) bool { return t.j.tms[tm] != nil }
 
+// Cancel drops the TaskManager whose connection failed under the call:
+// the one it called, not one that registered again since.
 func (t jobTaskManagers) Cancel(ctx context.Context, x scheduler.Exec) error {
 	tm := t.j.current().tms[x.TaskManager]
 	if tm == nil {
@@ -90,13 +92,10 @@ func (t jobTaskManagers) Cancel(ctx context.Context, x scheduler.Exec) error {
 	ctx, cancel := context.WithTimeout(ctx, t.j.s.cfg.RPCTimeout)
 	defer cancel()
 	_, err := tm.client.CancelTask(ctx, &weirv1.CancelTaskRequest{Attempt: x.Attempt})
-	return err
-}
-
-func (t jobTaskManagers) Unreachable(id string, err error) {
-	if tm := t.j.current().tms[id]; tm != nil {
+	if status.Code(err) == codes.Unavailable {
 		t.j.s.connectionLost(tm, err)
 	}
+	return err
 }
 
 func (c jobCheckpoints) AwaitFinalizations(ctx context.Context) error {

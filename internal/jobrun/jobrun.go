@@ -72,11 +72,11 @@ type TaskManagers[RP comparable] interface {
 	// can still call. On the loop.
 	Known(tm string) bool
 	// Cancel asks x's TaskManager to cancel it; the error carries a gRPC
-	// status, read by rpcpolicy.Cancel. I/O.
+	// status, read by rpcpolicy.Cancel. A connection that failed
+	// (Unavailable) is Cancel's to act on before it returns: the
+	// TaskManager it used is dropped, so nothing is scheduled onto it
+	// again and its subtasks fail over. I/O.
 	Cancel(ctx context.Context, x scheduler.Exec) error
-	// Unreachable: a call to tm failed on its connection, so nothing is
-	// scheduled onto it again. I/O.
-	Unreachable(tm string, err error)
 }
 
 // Checkpoints is the job's checkpoint store and storage, as a restart
@@ -153,10 +153,14 @@ const finalizeWait = 30 * time.Second
 // loop; RP is where a restart deploys from (a checkpoint's metadata and
 // path), opaque to the run.
 type Run[RP comparable] struct {
-	sm     *scheduler.Job
-	d      Deps[RP]
-	log    *slog.Logger
-	timers map[int64]func() bool
+	sm  *scheduler.Job
+	d   Deps[RP]
+	log *slog.Logger
+	// timers are the restart timers, by restart; retries the pauses
+	// before a cancel or a final checkpoint is tried again.
+	timers  map[int64]func() bool
+	retries map[int]func() bool
+	retry   int
 	// from is where each restart deploys from (restart 0: the job's
 	// start), set by its restore.
 	from map[int64]RP
@@ -170,7 +174,7 @@ func New[RP comparable](sm *scheduler.Job, start RP, d Deps[RP]) *Run[RP] {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	return &Run[RP]{sm: sm, d: d, log: d.Logger, timers: map[int64]func() bool{}, from: map[int64]RP{0: start}}
+	return &Run[RP]{sm: sm, d: d, log: d.Logger, timers: map[int64]func() bool{}, retries: map[int]func() bool{}, from: map[int64]RP{0: start}}
 }
 
 // Drain carries out the effects the scheduler decided, and those the
@@ -184,11 +188,16 @@ func (r *Run[RP]) Drain() {
 	}
 }
 
-// StopTimers stops the restart timers: the run stops here.
+// StopTimers stops the restart timers and the retries' pauses: the run
+// stops here.
 func (r *Run[RP]) StopTimers() {
 	for id, stop := range r.timers {
 		stop()
 		delete(r.timers, id)
+	}
+	for n, stop := range r.retries {
+		stop()
+		delete(r.retries, n)
 	}
 }
 
@@ -250,24 +259,28 @@ func (r *Run[RP]) post(f func()) {
 }
 
 // after runs f on the loop once d passed; a timer of the same key (a
-// restart's) is replaced; key 0 is never replaced.
+// restart's) is replaced. Key 0 is a retry's pause, never replaced.
 func (r *Run[RP]) after(d time.Duration, key int64, f func()) {
-	if key != 0 {
-		if stop := r.timers[key]; stop != nil {
-			stop()
-		}
+	if key == 0 {
+		r.retry++
+		n := r.retry
+		r.retries[n] = r.d.Clock.AfterFunc(d, func() {
+			r.post(func() {
+				delete(r.retries, n)
+				f()
+			})
+		})
+		return
 	}
-	stop := r.d.Clock.AfterFunc(d, func() {
+	if stop := r.timers[key]; stop != nil {
+		stop()
+	}
+	r.timers[key] = r.d.Clock.AfterFunc(d, func() {
 		r.post(func() {
-			if key != 0 {
-				delete(r.timers, key)
-			}
+			delete(r.timers, key)
 			f()
 		})
 	})
-	if key != 0 {
-		r.timers[key] = stop
-	}
 }
 
 // deploy sends each deployment of e to its TaskManager; one that fails
@@ -311,10 +324,6 @@ func (r *Run[RP]) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 	r.io(func(ctx context.Context) {
 		err := r.d.TaskManagers.Cancel(ctx, x)
 		verdict := rpcpolicy.Cancel(status.Code(err))
-		if verdict == rpcpolicy.Unreachable {
-			// Do not schedule onto it again.
-			r.d.TaskManagers.Unreachable(x.TaskManager, err)
-		}
 		r.post(func() {
 			switch verdict {
 			case rpcpolicy.Done:
@@ -328,7 +337,11 @@ func (r *Run[RP]) cancel(x scheduler.Exec, backoff rpcpolicy.Backoff) {
 				return // stopped here, or the attempt ended otherwise (its TaskManager was lost)
 			}
 			r.log.Warn("cancelling a subtask did not complete; retrying", "task", x.Name(), "taskmanager_id", x.TaskManager, "err", err)
-			r.after(backoff.Next(), 0, func() { r.cancel(x, backoff) })
+			r.after(backoff.Next(), 0, func() {
+				if r.sm.Holds(x.Attempt, x.TaskManager) {
+					r.cancel(x, backoff)
+				}
+			})
 		})
 	})
 }

@@ -383,15 +383,16 @@ func (t fakeTaskManagers) Deploy(_ context.Context, d Deployment) error {
 
 func (t fakeTaskManagers) Known(tm string) bool { return t.h.known[tm] }
 
+// Cancel drops a TaskManager whose connection failed, as the
+// JobManager's does.
 func (t fakeTaskManagers) Cancel(_ context.Context, x scheduler.Exec) error {
 	err := t.h.answer("cancel", x.TaskManager)
 	t.h.printf("cancel %s on %s: %s", name(x), x.TaskManager, status.Code(err))
+	if status.Code(err) == codes.Unavailable {
+		t.h.printf("%s unreachable", x.TaskManager)
+		t.h.known[x.TaskManager] = false
+	}
 	return err
-}
-
-func (t fakeTaskManagers) Unreachable(tm string, err error) {
-	t.h.printf("%s unreachable", tm)
-	t.h.known[tm] = false
 }
 
 func (c fakeCheckpoints) AwaitFinalizations(ctx context.Context) error {

@@ -90,9 +90,6 @@ type jobManager struct {
 	// takenAsStopped are attempts the JobManager took as cancelled on a
 	// TaskManager's word (NotFound): none of them may run afterwards.
 	takenAsStopped map[string]string
-	// resets are the registrations of TaskManagers whose connection broke
-	// under a call, by TaskManager: Unreachable drops that one.
-	resets map[string]string
 	// ended is the job's terminal state, once it has one.
 	ended weirv1.JobState
 	// lastCompletion is when a checkpoint last completed.
@@ -123,7 +120,7 @@ func newJobManager(w *world, addr string, g *weirv1.JobGraph, start *completed) 
 	}
 	jm := &jobManager{
 		w: w, addr: addr, sched: sched, tms: members.New[struct{}](),
-		metadata: map[string]*weirv1.CheckpointMetadata{}, takenAsStopped: map[string]string{}, resets: map[string]string{},
+		metadata: map[string]*weirv1.CheckpointMetadata{}, takenAsStopped: map[string]string{},
 	}
 	jm.drv = jm.newDriver(g)
 	jm.run = jm.newRun(start)
@@ -136,6 +133,7 @@ func (jm *jobManager) drain() {
 	if jm.deposed {
 		return
 	}
+	jm.placed = true // the slot and stored-graph checks run after this step
 	jm.run.Drain()
 	jm.armCoordinator()
 }

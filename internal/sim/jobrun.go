@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirproject/weir/internal/jobrun"
+	"github.com/weirproject/weir/internal/members"
 	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
@@ -32,8 +33,15 @@ type (
 // start (nil: without state).
 func (jm *jobManager) newRun(start *completed) *jobrun.Run[*completed] {
 	return jobrun.New(jm.sched, start, jobrun.Deps[*completed]{
-		Executor:     executor{jm},
-		Post:         func(f func()) { jm.later("job loop", f) },
+		Executor: executor{jm},
+		// The daemon's loop drains after every message, which also
+		// re-arms the coordinator's timer.
+		Post: func(f func()) {
+			jm.later("job loop", func() {
+				f()
+				jm.drain()
+			})
+		},
 		Clock:        runClock{jm.w},
 		Coordinator:  jm.drv,
 		TaskManagers: simTaskManagers{jm},
@@ -106,20 +114,28 @@ func (t simTaskManagers) Known(tm string) bool { return t.jm.tms.Get(tm) != nil 
 // is a timeout (the simulated network answers no call Unavailable: a
 // crashed host's calls time out).
 //
-// A connection that breaks under the call (connection-reset) answers
-// Unavailable although the TaskManager lives, and may or may not have
-// cancelled the attempt.
+// A connection to a live TaskManager that breaks under the call
+// (connection-reset) answers Unavailable; the cancel may have reached the
+// TaskManager or not. Cancel then drops the registration it called, as
+// the JobManager's connectionLost does: the TaskManager's subtasks fail
+// over, and it registers again, cancelling what it runs first, once a
+// heartbeat is told to.
 func (t simTaskManagers) Cancel(ctx context.Context, x scheduler.Exec) error {
 	jm, a, tm, w := t.jm, x.Attempt, x.TaskManager, t.jm.w
-	var reset bool
+	var reset *members.Member[struct{}]
 	err := jm.await(ctx, 1, func(done func(error)) {
-		if m := jm.tms.Get(tm); m != nil && w.chance(w.cfg.ConnectionResetP) {
-			reset = true
-			jm.resets[tm] = m.Registration
-			if w.rng.IntN(2) == 0 {
-				w.tm(tm).cancelTask(a) //nolint:errcheck // the cancel got there; its answer did not
-			}
+		m := jm.tms.Get(tm)
+		live := m != nil && !jm.deposed && !w.down[tm] && !w.partitioned[tm] && w.tm(tm).leader == jm.addr
+		if live && w.chance(w.cfg.ConnectionResetP) {
+			reset = m
 			w.fault("connection-reset", "the connection to %s breaks under the cancel of %s", tm, a.Key())
+			if w.rng.IntN(2) == 0 {
+				w.send(jm.addr, tm, "cancel "+a.Key()+" (its answer lost)", func() {
+					if w.tm(tm).leader == jm.addr {
+						w.tm(tm).cancelTask(a) //nolint:errcheck // the answer is lost with the connection
+					}
+				})
+			}
 			w.after(w.between(time.Millisecond, 50*time.Millisecond), "cancel "+a.Key()+" reset", func() { done(errUnavailable) })
 			return
 		}
@@ -130,28 +146,17 @@ func (t simTaskManagers) Cancel(ctx context.Context, x scheduler.Exec) error {
 	if err == nil {
 		return nil
 	}
-	if reset && errors.Is(err, errOver) {
-		delete(jm.resets, tm)
+	if reset != nil && errors.Is(err, errUnavailable) {
+		jm.later("connection lost", func() {
+			if jm.tms.Remove(tm, reset.Registration) == nil {
+				return // registered again since
+			}
+			w.logf("jm: %s lost: its connection failed", tm)
+			jm.sched.TaskManagerLost(tm, fmt.Sprintf("taskmanager %s lost: connection failed", tm))
+			jm.drain()
+		})
 	}
 	return status.Error(code(err), err.Error())
-}
-
-// Unreachable drops the TaskManager's registration a call found broken,
-// as the JobManager's connectionLost does: its subtasks fail over, and it
-// registers again, cancelling what it runs first, once a heartbeat is
-// told to.
-func (t simTaskManagers) Unreachable(tm string, _ error) {
-	jm := t.jm
-	jm.later("connection lost", func() {
-		reg, ok := jm.resets[tm]
-		delete(jm.resets, tm)
-		if !ok || jm.tms.Remove(tm, reg) == nil {
-			return // registered again since
-		}
-		jm.w.logf("jm: %s lost: its connection failed", tm)
-		jm.sched.TaskManagerLost(tm, fmt.Sprintf("taskmanager %s lost: connection failed", tm))
-		jm.drain()
-	})
 }
 
 // AwaitFinalizations parks until the Driver learned the outcome of every

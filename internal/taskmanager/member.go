@@ -124,13 +124,16 @@ func (m *member) Fence(e registration.Fence) {
 	s.log.Info("registered with jobmanager", "jobmanager_id", e.JobManagerID, "registration_id", e.Registration)
 }
 
+// Register and Heartbeat take the JobManager's client when they are
+// prepared, on the loop, in the order of the leader changes: a call
+// abandoned with its leader must not switch the connection back to it.
 func (m *member) Register(e registration.Register) func(context.Context) (registration.Registration, error) {
 	s := m.s
 	req := &weirv1.RegisterTaskManagerRequest{
 		TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.httpAddr,
 	}
+	jm, err := s.jobManager(e.Addr)
 	return func(ctx context.Context) (registration.Registration, error) {
-		jm, err := s.jobManager(e.Addr)
 		if err != nil {
 			return registration.Registration{}, err
 		}
@@ -153,8 +156,8 @@ func (m *member) Heartbeat(e registration.Heartbeat) func(context.Context) (bool
 		TaskmanagerId: s.cfg.ID, RegistrationId: e.Registration, Loads: s.measureLoads(time.Now(), m.prev),
 		Running: s.live(),
 	}
+	jm, err := s.jobManager(e.Addr)
 	return func(ctx context.Context) (bool, error) {
-		jm, err := s.jobManager(e.Addr)
 		if err != nil {
 			return false, err
 		}
