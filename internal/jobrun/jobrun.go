@@ -179,13 +179,16 @@ func New[RP comparable](sm *scheduler.Job, start RP, d Deps[RP]) *Run[RP] {
 
 // Drain carries out the effects the scheduler decided, and those the
 // carrying out made it decide (a deployment that cannot be built fails
-// the job), until none is left.
-func (r *Run[RP]) Drain() {
+// the job), until none is left. It reports whether there were any.
+func (r *Run[RP]) Drain() bool {
+	did := false
 	for effects := r.sm.Ready(); len(effects) > 0; effects = r.sm.Ready() {
+		did = true
 		for _, e := range effects {
 			r.process(e)
 		}
 	}
+	return did
 }
 
 // StopTimers stops the restart timers and the retries' pauses: the run

@@ -133,8 +133,9 @@ func (jm *jobManager) drain() {
 	if jm.deposed {
 		return
 	}
-	jm.placed = true // the slot and stored-graph checks run after this step
-	jm.run.Drain()
+	if jm.run.Drain() {
+		jm.placed = true // the slot and stored-graph checks run after this step
+	}
 	jm.armCoordinator()
 }
 
