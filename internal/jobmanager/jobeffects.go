@@ -36,7 +36,7 @@ type deployCall struct {
 	names []string
 }
 
-func (c wallClock) Now() time.Time { return time.Now() }
+func (wallClock) Now() time.Time { return time.Now() }
 
 func (wallClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 

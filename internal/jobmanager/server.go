@@ -252,9 +252,6 @@ func (s *Server) Background(ctx context.Context, info ha.LeaderInfo) {
 	wg.Wait()
 }
 
-// Shutdown suspends the jobs and closes what the Server holds.
-func (s *Server) Shutdown() { s.shutdown() }
-
 // ID is this JobManager's ID.
 func (s *Server) ID() string { return s.id }
 
@@ -276,9 +273,9 @@ func (s *Server) Register(g *grpc.Server) {
 	weirv1grpc.RegisterJobManagerGatewayServiceServer(g, s)
 }
 
-// shutdown stops every coordinator; running tasks lose their JobManager
-// and cancel themselves.
-func (s *Server) shutdown() {
+// Shutdown stops every coordinator and closes what the Server holds;
+// running tasks lose their JobManager and cancel themselves.
+func (s *Server) Shutdown() {
 	s.mu.Lock()
 	jobs := make([]*jobMaster, 0, len(s.mu.jobs))
 	for _, j := range s.mu.jobs {
