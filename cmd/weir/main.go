@@ -1,6 +1,8 @@
 // Command weir is the command-line client of a Weir cluster: it submits job
-// specs to the JobManager and inspects and controls running jobs, their
-// checkpoints and savepoints.
+// specs and SQL scripts to the JobManager and inspects and controls running
+// jobs, their checkpoints and savepoints. It links PostgreSQL's parser
+// through cgo (internal/sql/compile), so unlike the daemons it is built
+// with cgo, linked statically.
 package main
 
 import (
@@ -107,6 +109,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "weir: %s\nRun '%s --help' for usage.\n", msg, cmd.CommandPath())
 		return exitUsage
 	}
+	if se, ok := errors.AsType[*scriptError](err); ok {
+		fmt.Fprintln(stderr, se.msg)
+		return exitError
+	}
 	msg := err.Error()
 	if errors.Is(err, jobgraph.ErrInvalidSpec) {
 		// The CLI's own prefix says where the message comes from.
@@ -161,7 +167,7 @@ The JobManager's address comes from --jobmanager, else from the
 		root.PersistentFlags().StringVar(files[i], f.flag, "", f.usage+"; $"+f.env)
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
-	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand(), a.certsCommand())
+	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand(), a.certsCommand(), a.sqlCommand())
 	a.markStart(root)
 	return root
 }

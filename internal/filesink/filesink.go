@@ -27,9 +27,10 @@ import (
 	"github.com/weirproject/weir/sdk"
 )
 
-// FileSink writes "<key>,<value>" lines into part files under path, a
-// local directory or an S3 prefix (s3://bucket/prefix), with two-phase
-// commit.
+// FileSink writes "<key>,<value>" lines (or, with line: value, the
+// values alone: a SQL sink's rows, CSV or JSON) into part files under
+// path, a local directory or an S3 prefix (s3://bucket/prefix), with
+// two-phase commit.
 //
 // By default (roll on every checkpoint) the records of one checkpoint
 // epoch go to one in-progress part file; the checkpoint's snapshot
@@ -66,6 +67,8 @@ type FileSink struct {
 	// legacy: one file per checkpoint epoch, named after the checkpoint
 	// (the default rolling policy).
 	legacy bool
+	// valueOnly: a line is the record's value alone (line: value).
+	valueOnly bool
 
 	store  partStore
 	cur    partFile  // the in-progress part file, nil when none
@@ -204,6 +207,17 @@ func (f *FileSink) Open(ctx sdk.Context) error {
 	}
 	if f.roll, err = parseRoll(ctx.Config()); err != nil {
 		return err
+	}
+	line, err := ctx.Config().String("line", "key-value")
+	if err != nil {
+		return fmt.Errorf("file-sink: %w", err)
+	}
+	switch line {
+	case "key-value":
+	case "value":
+		f.valueOnly = true
+	default:
+		return fmt.Errorf(`file-sink: config "line": unknown line %q (want key-value or value)`, line)
 	}
 	f.legacy = f.roll.onCheckpoint && f.roll.maxSize == 0 && f.roll.maxAge == 0
 	f.loc, f.subtask, f.attempt = loc, ctx.SubtaskIndex(), ctx.AttemptNumber()
@@ -391,13 +405,16 @@ func (f *FileSink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 		}
 		f.cur, f.opened = cur, f.now()
 	}
-	if f.Format != nil {
+	switch {
+	case f.Format != nil:
 		var err error
 		if f.scratch, err = f.Format(f.scratch[:0], r); err != nil {
 			return fmt.Errorf("file-sink: %w", err)
 		}
 		f.scratch = append(f.scratch, '\n')
-	} else {
+	case f.valueOnly:
+		f.scratch = append(append(f.scratch[:0], r.Value...), '\n')
+	default:
 		f.scratch = append(append(append(append(f.scratch[:0], r.Key...), ','), r.Value...), '\n')
 	}
 	if err := f.cur.write(f.scratch); err != nil {

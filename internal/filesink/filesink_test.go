@@ -315,6 +315,8 @@ func TestFileSinkConfig(t *testing.T) {
 		{"nil path", sdk.Config{"path": nil}, "path is required"},
 		{"path not a string", sdk.Config{"path": 42.0}, `config "path"`},
 		{"path is a file", sdk.Config{"path": file}, "file-sink"},
+		{"unknown line", sdk.Config{"path": file, "line": "key"}, `config "line": unknown line "key"`},
+		{"line not a string", sdk.Config{"path": file, "line": 1.0}, `config "line"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,6 +331,34 @@ func TestFileSinkConfig(t *testing.T) {
 	newSink(t, dir, 0, 1)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Fatalf("output directory not created: %v", err)
+	}
+}
+
+// TestFileSinkValueLines: with line: value a line is the record's value
+// alone, as a SQL sink writes its rows; key-value is the default.
+func TestFileSinkValueLines(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{"", []string{"k,a,1", `k,{"b":2}`}},
+		{"key-value", []string{"k,a,1", `k,{"b":2}`}},
+		{"value", []string{"a,1", `{"b":2}`}},
+	} {
+		dir := t.TempDir()
+		cfg := sdk.Config{"path": dir}
+		if tc.line != "" {
+			cfg["line"] = tc.line
+		}
+		s := openSink(t, sdktest.NewContext("sink", cfg, 0, 1))
+		s.write(t, "a,1", `{"b":2}`)
+		if err := s.sink.SnapshotState(1); err != nil {
+			t.Fatal(err)
+		}
+		s.complete(t, 1)
+		if got, _ := listDir(t, dir); !reflect.DeepEqual(got, map[string][]string{"part-0-1": tc.want}) {
+			t.Errorf("line %q: committed %v, want part-0-1 = %q", tc.line, got, tc.want)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 		RestoreFrom:    c.str(&d.RestoreFrom, "restore-from"),
 		// Chaining is on unless the spec turns it off, as in Flink.
 		DisableChaining: !c.bool(&d.Chaining, "chaining", true),
+		Sql:             c.str(&d.SQL, "sql"),
 	}
 
 	cp := d.Checkpointing
@@ -67,6 +68,7 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 			// Empty is the default group, as in Flink.
 			SlotSharingGroup: c.str(&vd.SlotSharing, p+".slot-sharing-group"),
 			DisableChaining:  !c.bool(&vd.Chaining, p+".chaining", true),
+			Description:      c.str(&vd.Description, p+".description"),
 		}
 		if w := vd.Watermarks; w != nil {
 			wp := p + ".watermarks"

@@ -40,6 +40,7 @@ func FuzzParseSpec(f *testing.F) {
 		"name: j\nvertices:\n  - {name: l, operator: o, watermarks: {max-out-of-orderness: 1s, idle-timeout: 5s}}\n  - {name: r, operator: o, watermarks: {max-out-of-orderness: 1s}}\n  - {name: j, operator: interval-join, inputs: [{from: l, partition: hash}, {from: r, partition: hash}], config: {lower: -1s, upper: 1s}}\n",
 		"name: s\nvertices:\n  - {name: a, operator: o}\n  - {name: b, operator: o, inputs: [{from: a, partition: forward, output: late}]}\n",
 		"name: x\nrestart-strategy: {type: none}\nstate: {backend: heap}\nchaining: false\nvertices:\n  - {name: a, operator: o, chaining: false, slot-sharing-group: g, config: {l: [1, 2.5, \"s\", {k: v}], n: null}}\n",
+		"name: q\nsql: \"SELECT k,\\n  v FROM s;\"\nvertices:\n  - {name: a, operator: o, description: |\n      Calc(where=[v < 10])\n  }\n",
 		"name: &a x\nvertices: [{name: *a, operator: o}]\n",
 		"a: &a [*a]\n",
 		"name: x\nvertices:\n  - {name: a, operator: o, parallelism: 99999999999999999999}\n",

@@ -491,6 +491,7 @@ func TestRoundTrip(t *testing.T) {
 		"tricky strings":  "name: \"123\"\nrestore-from: \"yes\"\nvertices:\n  - {name: \"true\", operator: \"null\", config: {s: \"1\", d: 2024-01-01, f: 0.25, neg: -3, e: {}, l: []}}\n",
 		"unaligned":       "name: u\ncheckpointing: {interval: 250ms, unaligned: true, aligned-checkpoint-timeout: 2s, max-concurrent: 2}\nvertices:\n  - {name: a, operator: o}\n",
 		"backlog":         "name: k\ncheckpointing: {interval: 1s, interval-during-backlog: 0s}\nvertices:\n  - {name: a, operator: o, slot-sharing-group: g}\n",
+		"sql job":         "name: q\nsql: |-\n  INSERT INTO k\n  SELECT a, 'it''s' FROM s  \n  \tWHERE v < 10;\nvertices:\n  - {name: a, operator: o, description: \"Calc(where=[<(v, 10)]): a: b\"}\n  - name: b\n    operator: o\n    description: |\n      two\n      lines\n    inputs: [{from: a}]\n",
 		"broadcast graph": "name: b\nvertices:\n  - {name: a, operator: o, parallelism: 3}\n  - {name: r, operator: o}\n  - {name: j, operator: o, parallelism: 4, inputs: [{from: a, partition: rebalance}, {from: r, partition: broadcast}]}\n",
 	}
 	for name, spec := range specs {

@@ -120,6 +120,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 	if g.DisableChaining {
 		set(root, "chaining", boolNode(false))
 	}
+	if g.Sql != "" {
+		set(root, "sql", strNode(g.Sql))
+	}
 	if c := g.Checkpointing; c != nil {
 		n := mapping()
 		set(n, "interval", m.durationNode("checkpointing.interval", c.Interval))
@@ -175,6 +178,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 		}
 		if v.DisableChaining {
 			set(n, "chaining", boolNode(false))
+		}
+		if v.Description != "" {
+			set(n, "description", strNode(v.Description))
 		}
 		if len(v.Inputs) > 0 {
 			// Flow style keeps each edge on one line, as people write them.

@@ -25,6 +25,8 @@ type specDoc struct {
 	RestartStrategy *restartDoc       `yaml:"restart-strategy"`
 	State           *stateDoc         `yaml:"state"`
 	Vertices        []vertexDoc       `yaml:"vertices"`
+	// SQL is the statement of a job `weir sql` compiled.
+	SQL yaml.Node `yaml:"sql"`
 }
 
 type checkpointingDoc struct {
@@ -66,6 +68,8 @@ type vertexDoc struct {
 	Inputs      []inputDoc `yaml:"inputs"`
 	// Watermarks is a source's watermark strategy.
 	Watermarks *watermarksDoc `yaml:"watermarks"`
+	// Description is the part of a SQL job's plan the vertex runs.
+	Description yaml.Node `yaml:"description"`
 }
 
 type inputDoc struct {

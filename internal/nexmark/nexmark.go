@@ -162,7 +162,17 @@ type Config struct {
 	// The average sizes in bytes the extra field pads the events to
 	// [200, 500, 100].
 	AvgPersonByteSize, AvgAuctionByteSize, AvgBidByteSize int
+	// USStates are the states a person lives in, one drawn uniformly
+	// [PersonGenerator's AZ, CA, ID, OR, WA, WY]. RisingWave's generator
+	// (nexmark-rs) takes the list as nexmark.us.states and writes it
+	// lower-case; a list of another length draws differently and so
+	// changes the rest of each person's random fields too.
+	USStates []string
 }
+
+// DefaultUSStates is the states a person lives in unless configured
+// (PersonGenerator.US_STATES, both suites).
+func DefaultUSStates() []string { return append([]string(nil), usStates...) }
 
 // maxAvgByteSize bounds the average sizes, so the extra field is always a
 // slice of the shared padding text.
@@ -183,6 +193,13 @@ func (c Config) Validate() error {
 	case c.AvgPersonByteSize < 0 || c.AvgAuctionByteSize < 0 || c.AvgBidByteSize < 0 ||
 		c.AvgPersonByteSize > maxAvgByteSize || c.AvgAuctionByteSize > maxAvgByteSize || c.AvgBidByteSize > maxAvgByteSize:
 		return fmt.Errorf("nexmark: average byte sizes must be in (0, %d]", maxAvgByteSize)
+	case len(c.USStates) > math.MaxInt32:
+		return fmt.Errorf("nexmark: too many US states (%d)", len(c.USStates))
+	}
+	for _, s := range c.USStates {
+		if s == "" {
+			return fmt.Errorf("nexmark: US states must be non-empty, got %q", c.USStates)
+		}
 	}
 	return nil
 }
@@ -217,6 +234,9 @@ func (c Config) withDefaults() Config {
 	c.AvgPersonByteSize = min(c.AvgPersonByteSize, maxAvgByteSize)
 	c.AvgAuctionByteSize = min(c.AvgAuctionByteSize, maxAvgByteSize)
 	c.AvgBidByteSize = min(c.AvgBidByteSize, maxAvgByteSize)
+	if len(c.USStates) == 0 || len(c.USStates) > math.MaxInt32 {
+		c.USStates = usStates
+	}
 	return c
 }
 
@@ -321,7 +341,7 @@ func nextPerson(c *Config, n int64, r *rng, ts int64) *Person {
 	p.EmailAddress = nextString(r, 7, ' ') + "@" + nextString(r, 5, ' ') + ".com"
 	p.CreditCard = nextCreditCard(r)
 	p.City = usCities[r.intn(int32(len(usCities)))]
-	p.State = usStates[r.intn(int32(len(usStates)))]
+	p.State = c.USStates[r.intn(int32(len(c.USStates)))]
 	p.Extra = nextExtra(r, PersonBaseSize(p), c.AvgPersonByteSize)
 	return p
 }

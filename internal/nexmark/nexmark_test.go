@@ -3,6 +3,7 @@ package nexmark
 import (
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,11 +265,45 @@ func TestValidate(t *testing.T) {
 	}
 	for _, c := range []Config{
 		{FirstEventRate: -1}, {FirstEventRate: math.NaN()}, {HotAuctionRatio: -1},
-		{NumActivePeople: -3}, {AvgBidByteSize: maxAvgByteSize + 1},
+		{NumActivePeople: -3}, {AvgBidByteSize: maxAvgByteSize + 1}, {USStates: []string{"or", ""}},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
+	}
+}
+
+// USStates: the default list is the Java suites'; a configured one is drawn
+// from instead, the people otherwise a pure function of n and the config.
+func TestUSStates(t *testing.T) {
+	if got := DefaultUSStates(); !slices.Equal(got, []string{"AZ", "CA", "ID", "OR", "WA", "WY"}) {
+		t.Fatalf("default states %q", got)
+	}
+	lower := Config{USStates: []string{"az", "ca", "id", "or", "wa", "wy"}}
+	one := Config{USStates: []string{"or"}}
+	seen := map[string]bool{}
+	for n := int64(0); n < 50*600; n += 50 {
+		def, explicit := Generate(Config{}, n), Generate(Config{USStates: DefaultUSStates()}, n)
+		if !reflect.DeepEqual(def, explicit) {
+			t.Fatalf("event %d: the default list given explicitly differs", n)
+		}
+		l := Generate(lower, n)
+		// Same length: the same draws, so the same person in lower case.
+		if want := *def.Person; l.Person.State != strings.ToLower(want.State) {
+			t.Fatalf("event %d: state %q, default %q", n, l.Person.State, want.State)
+		} else {
+			want.State = l.Person.State
+			if !reflect.DeepEqual(*l.Person, want) {
+				t.Fatalf("event %d: %+v, want %+v", n, *l.Person, want)
+			}
+		}
+		seen[l.Person.State] = true
+		if p := Generate(one, n).Person; p.State != "or" || !reflect.DeepEqual(Generate(one, n), Generate(one, n)) {
+			t.Fatalf("event %d: %+v", n, p)
+		}
+	}
+	if len(seen) != 6 {
+		t.Fatalf("states drawn: %v", seen)
 	}
 }
 

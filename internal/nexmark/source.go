@@ -3,6 +3,7 @@ package nexmark
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/weirproject/weir/internal/splitsource"
@@ -25,6 +26,9 @@ import (
 //	                  first run)
 //	base-time         event time of event 0, RFC 3339 (Config.BaseTime)
 //	hot-auction-ratio, hot-bidder-ratio, hot-seller-ratio
+//	us-states         the states people live in (Config.USStates), a
+//	                  list or a comma-separated string (default AZ, CA,
+//	                  ID, OR, WA, WY)
 //	key               kind (default) or none
 //	kinds             the kinds emitted, a list of person, auction, bid
 //	                  (default all; as the Nexmark suites' person, auction
@@ -96,7 +100,44 @@ func ParseConfig(cfg sdk.Config) (Config, error) {
 		}
 		*f.dst = int(v)
 	}
+	if c.USStates, err = parseStates(cfg["us-states"]); err != nil {
+		return c, err
+	}
 	return c, c.Validate()
+}
+
+// parseStates reads the us-states config: a list of strings, or one string
+// of them comma-separated (as SQL's nexmark.us.states = 'az,ca'), each
+// trimmed of spaces; absent is nil, the default.
+func parseStates(v any) ([]string, error) {
+	var list []string
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		list = strings.Split(v, ",")
+	case []string:
+		list = append(list, v...)
+	case []any:
+		for _, s := range v {
+			s, ok := s.(string)
+			if !ok {
+				return nil, fmt.Errorf("nexmark-source: us-states: want a list of strings, got %v", v)
+			}
+			list = append(list, s)
+		}
+	default:
+		return nil, fmt.Errorf("nexmark-source: us-states: want a list of states or a comma-separated string, got %T", v)
+	}
+	for i, s := range list {
+		if list[i] = strings.TrimSpace(s); list[i] == "" {
+			return nil, fmt.Errorf("nexmark-source: us-states: an empty state in %v", v)
+		}
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("nexmark-source: us-states: an empty list")
+	}
+	return list, nil
 }
 
 func (s *Source) Open(ctx sdk.Context) error {

@@ -193,6 +193,8 @@ func TestSourceConfig(t *testing.T) {
 		{"first-event-rate": float64(0)}, {"base-time": "yesterday"}, {"base-time": float64(3)},
 		{"hot-auction-ratio": float64(0)}, {"hot-bidder-ratio": 1.5}, {"key": "auction"},
 		{"format": "json"}, {"kinds": []any{}}, {"kinds": "bid"}, {"kinds": []any{"bid", "sale"}},
+		{"us-states": ""}, {"us-states": "or,,ca"}, {"us-states": []any{}}, {"us-states": []any{"or", 1.0}},
+		{"us-states": float64(1)},
 	} {
 		if err := (&Source{}).Open(newCtx(cfg, 0, 1)); err == nil {
 			t.Errorf("config %v: no error", cfg)
@@ -205,6 +207,40 @@ func TestSourceConfig(t *testing.T) {
 	}
 	if recs := sub.out.Records; len(recs) != 3 || recs[0].Key != nil || recs[2].Timestamp != DefaultBaseTime.UnixMilli() {
 		t.Fatalf("records %+v", recs)
+	}
+}
+
+// us-states: a list or a comma-separated string, trimmed; absent, the
+// default.
+func TestSourceUSStates(t *testing.T) {
+	want := []string{"az", "ca", "id", "or", "wa", "wy"}
+	for _, v := range []any{"az,ca,id,or,wa,wy", " az, ca ,id,or,wa,wy ", []any{"az", "ca", "id", "or", "wa", "wy"}, want} {
+		c := sub0Gen(t, sdk.Config{"us-states": v})
+		if !slices.Equal(c.USStates, want) {
+			t.Errorf("us-states %q: %q", v, c.USStates)
+		}
+	}
+	if c := sub0Gen(t, sdk.Config{}); c.USStates != nil {
+		t.Errorf("no us-states: %q", c.USStates)
+	}
+	cfg := srcConfig(50, 0, 1)
+	cfg["us-states"] = "or"
+	sub := open(t, newCtx(cfg, 0, 1), nil)
+	if _, err := sub.src.Emit(&sub.out); err != nil {
+		t.Fatal(err)
+	}
+	var people int
+	for _, r := range sub.out.Records {
+		e, err := Decode(r.Value)
+		if err != nil || e.Person != nil && e.Person.State != "or" {
+			t.Fatalf("record %+v: %+v, %v", r, e.Person, err)
+		}
+		if e.Person != nil {
+			people++
+		}
+	}
+	if people == 0 {
+		t.Fatalf("no person among %d records", len(sub.out.Records))
 	}
 }
 

@@ -352,8 +352,14 @@ func openJoin(ctx sdk.Context, pair *Pairer) (sdk.TimerService, [2]sdk.MapState)
 	return ctx.TimerService(), [2]sdk.MapState{ctx.MapState("left"), ctx.MapState("right")}
 }
 
-// Pairer makes the record a joined pair of values emits.
+// Pairer makes the record a joined pair of values emits. It returns
+// SkipPair for a pair that emits none.
 type Pairer func(key, left, right []byte, ts int64) (sdk.Record, error)
+
+// SkipPair, returned by a Pairer, says the pair emits no record: the part
+// of a SQL join's condition that the keys' equality does not cover
+// rejected it. It is no failure, and the join goes on.
+var SkipPair = errors.New("operators: pair skipped")
 
 // joinValues is the built-in joins' pair: the key, "<left>|<right>".
 func joinValues(key, lv, rv []byte, ts int64) (sdk.Record, error) {
@@ -365,6 +371,9 @@ func joinValues(key, lv, rv []byte, ts int64) (sdk.Record, error) {
 // emitPair sends one joined pair downstream.
 func emitPair(pair Pairer, out sdk.Collector, key, lv, rv []byte, ts int64) error {
 	r, err := pair(key, lv, rv, ts)
+	if errors.Is(err, SkipPair) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

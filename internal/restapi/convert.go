@@ -1,6 +1,7 @@
 package restapi
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -215,7 +216,7 @@ func toJobDetailsInfo(info *weirv1.JobInfo, now int64) jobDetailsInfo {
 		JID: info.GetId(), Name: info.GetName(), State: info.GetState().FlinkName(),
 		StartTime: start, EndTime: end, Duration: duration, MaxParallelism: int64(maxPar), Now: now,
 		Timestamps: ts, Vertices: []jobVertexDetailInfo{}, StatusCounts: taskCounts(allSubtasks(info)),
-		FailureCause: info.GetFailureCause(), Restarts: info.GetRestarts(),
+		FailureCause: info.GetFailureCause(), Restarts: info.GetRestarts(), SQL: info.GetGraph().GetSql(),
 		Plan: toJobPlan(info),
 	}
 	if out.MaxParallelism == 0 {
@@ -244,13 +245,15 @@ func toJobDetailsInfo(info *weirv1.JobInfo, now int64) jobDetailsInfo {
 }
 
 // toJobPlan is Flink's JSON plan of the job graph, its nodes under the
-// same REST IDs as the job's vertices.
+// same REST IDs as the job's vertices. A node's description is what the
+// vertex runs: the part of the plan of a SQL job's vertex, as in Flink's
+// SQL jobs, the vertex's name otherwise.
 func toJobPlan(info *weirv1.JobInfo) jobPlan {
 	plan := jobPlan{JID: info.GetId(), Name: info.GetName(), Type: "STREAMING", Nodes: []jobPlanNode{}}
 	for _, gv := range info.GetGraph().GetVertices() {
 		n := jobPlanNode{
 			ID: VertexID(info.GetId(), gv.GetName()), Parallelism: int(gv.GetParallelism()),
-			Operator: gv.GetOperator(), Description: gv.GetName(),
+			Operator: gv.GetOperator(), Description: cmp.Or(gv.GetDescription(), gv.GetName()),
 		}
 		for i, in := range gv.GetInputs() {
 			n.Inputs = append(n.Inputs, jobPlanNodeInput{

@@ -376,6 +376,33 @@ func withoutNow(m map[string]any) map[string]any {
 	return m
 }
 
+// TestSQLJob: a job `weir sql` submitted shows its statement in its
+// details, and each vertex's part of the plan as its plan node's
+// description; other jobs have no statement and their vertices' names.
+func TestSQLJob(t *testing.T) {
+	const stmt = "INSERT INTO out\nSELECT k, v FROM s WHERE v < 10;"
+	api := newFakeAPI()
+	api.job.Graph.Sql = stmt
+	api.job.Graph.Vertices[1].Description = "Calc(where=[v < 10], select=[k, v])"
+	c := serve(t, api)
+	details := c.get("/jobs/"+fakeJob, http.StatusOK)
+	if details["sql"] != stmt {
+		t.Errorf("sql = %v, want the statement", details["sql"])
+	}
+	for _, b := range []map[string]any{details, c.get("/jobs/"+fakeJob+"/plan", http.StatusOK)} {
+		nodes := arr(t, "nodes", obj(t, "plan", b["plan"])["nodes"])
+		for i, want := range []string{"source", "Calc(where=[v < 10], select=[k, v])", "sink"} {
+			if d := obj(t, "node", nodes[i])["description"]; d != want {
+				t.Errorf("nodes[%d].description = %v, want %q", i, d, want)
+			}
+		}
+	}
+
+	if _, ok := serve(t, newFakeAPI()).get("/jobs/"+fakeJob, http.StatusOK)["sql"]; ok {
+		t.Error("a job with no SQL statement has a sql field")
+	}
+}
+
 func TestJobPlan(t *testing.T) {
 	c := serve(t, newFakeAPI())
 	b := c.get("/jobs/"+fakeJob+"/plan", http.StatusOK)

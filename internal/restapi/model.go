@@ -141,6 +141,8 @@ type jobDetailsInfo struct {
 	FailureCause string `json:"failure_cause,omitempty"`
 	// Weir addition: how often the job was restarted.
 	Restarts int32 `json:"restarts"`
+	// Weir addition: the SQL statement of a job `weir sql` submitted.
+	SQL string `json:"sql,omitempty"`
 }
 
 // JobDetailsInfo.JobVertexDetailsInfo.

@@ -752,6 +752,39 @@ vertices:
 		})
 	})
 
+	t.Run("a SQL job shows its statement and what each vertex runs", func(t *testing.T) {
+		b.t, c.t = t, t
+		const stmt = "SELECT k, v\n  FROM s\n  WHERE v < '<b>10</b>'"
+		const calc = "Calc(where=[v < 10], select=[k, v])"
+		id := c.submit(`name: select-1
+sql: ` + strconv.Quote(stmt) + `
+checkpointing: {interval: 1h, timeout: 1m}
+vertices:
+  - {name: source, operator: sequence-source, parallelism: 1, config: {count: 0, keys: 8, rate: 10}}
+  - {name: calc, operator: slow-sink, parallelism: 1, description: '` + calc + `', inputs: [{from: source, partition: forward}]}
+`)
+		t.Cleanup(func() { c.cancel(t, id) })
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + id))
+		b.wait("the statement", `!document.querySelector("#sql-panel").hidden && document.querySelector("#job-sql").textContent === `+q(stmt), 30*time.Second)
+		if n := eval[int](b, `document.querySelectorAll("#job-sql b").length`); n != 0 {
+			t.Errorf("the statement's markup became %d elements", n)
+		}
+		b.wait("the vertex's part of the plan", `document.querySelector('#vertices-table tr[data-vertex="calc"] .vertex-desc')?.textContent === `+q(calc), 30*time.Second)
+		if n := eval[int](b, `document.querySelectorAll('#vertices-table tr[data-vertex="source"] .vertex-desc').length`); n != 0 {
+			t.Errorf("the source, with no description, shows %d", n)
+		}
+		if title := eval[string](b, `document.querySelector('#job-graph-svg .g-vertex[data-vertex="calc"] title').textContent`); !strings.Contains(title, calc) {
+			t.Errorf("graph tooltip = %q, want the description", title)
+		}
+		b.shot("job-sql")
+
+		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job))
+		b.wait("the graph of a job with no SQL", `document.querySelectorAll("#job-graph-svg .g-vertex").length === 3`, 30*time.Second)
+		if !eval[bool](b, `document.querySelector("#sql-panel").hidden && !document.querySelector(".vertex-desc")`) {
+			t.Error("a job with no SQL shows a statement or descriptions")
+		}
+	})
+
 	t.Run("narrow window and dark mode", func(t *testing.T) {
 		b.t, c.t = t, t
 		b.do(chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.base+"/#/"))

@@ -9,6 +9,8 @@ import (
 	"github.com/weirproject/weir/internal/kafka"
 	"github.com/weirproject/weir/internal/nexmark"
 	"github.com/weirproject/weir/internal/operators"
+	"github.com/weirproject/weir/internal/sql/collect"
+	"github.com/weirproject/weir/internal/sql/ops"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -23,4 +25,9 @@ func Register(r *sdk.Registry) {
 	r.RegisterSource("nexmark-source", func() sdk.Source { return &nexmark.Source{} })
 	r.RegisterSource("kafka-source", func() sdk.Source { return &kafka.Source{} })
 	r.RegisterOperator("kafka-sink", func() sdk.Operator { return &kafka.Sink{} })
+	r.RegisterOperator("sql-calc", func() sdk.Operator { return &ops.Calc{} })
+	r.RegisterOperator("sql-window-aggregate", func() sdk.Operator { return &ops.WindowAggregate{} })
+	r.RegisterOperator("sql-join", func() sdk.Operator { return &ops.Join{} })
+	r.RegisterOperator("blackhole", func() sdk.Operator { return ops.Blackhole{} })
+	r.RegisterOperator(collect.Operator, func() sdk.Operator { return &collect.Sink{} })
 }

@@ -4,7 +4,12 @@
 // JobManager) need not either.
 package opspec
 
-import "github.com/weirproject/weir/internal/connector"
+import (
+	"github.com/weirproject/weir/internal/connector"
+	"github.com/weirproject/weir/internal/sql/plan"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	"github.com/weirproject/weir/sdk"
+)
 
 func init() {
 	for _, s := range []connector.Spec{
@@ -33,6 +38,7 @@ func init() {
 				{Name: "hot-auction-ratio", Type: "integer", Default: "2", Doc: "As in the Nexmark generator."},
 				{Name: "hot-bidder-ratio", Type: "integer", Default: "4", Doc: "As in the Nexmark generator."},
 				{Name: "hot-seller-ratio", Type: "integer", Default: "4", Doc: "As in the Nexmark generator."},
+				{Name: "us-states", Type: "list of strings, or one comma-separated string", Default: "AZ, CA, ID, OR, WA, WY", Doc: "The states people live in, drawn uniformly (RisingWave's `nexmark.us.states`; its generator writes them lower-case)."},
 				{Name: "kinds", Type: "list of `person`, `auction`, `bid`", Default: "all", Doc: "The kinds emitted."},
 				{Name: "key", Type: "`kind`, `none`", Default: "kind", Doc: "`none`: records carry an empty key."},
 				{Name: "format", Type: "`binary`, `csv`", Default: "binary", Doc: "How an event is encoded in the value."},
@@ -75,14 +81,76 @@ func init() {
 		{
 			Name: "file-sink", Kind: connector.Sink,
 			Doc: "Writes part files with two-phase commit: a checkpoint's snapshot pre-commits the files closed since " +
-				"the last one and its completion makes them visible (`part-*`); one `<key>,<value>` line per record. " +
+				"the last one and its completion makes them visible (`part-*`); one `<key>,<value>` line per record (or " +
+				"its value alone). " +
 				"In a directory, or in S3 as multipart uploads.",
 			Keys: []connector.Key{
 				{Name: "path", Type: "directory or `s3://bucket/prefix`", Required: true, Doc: "Where the part files go; give every job its own."},
 				{Name: "roll", Type: "{on-checkpoint, max-size, max-age}", Default: "on-checkpoint: true", Doc: "When a part file is closed: at every checkpoint, once it holds `max-size` bytes, or `max-age` after it opened (without `on-checkpoint`, 128MiB and 60s by default)."},
+				{Name: "line", Type: "`key-value`, `value`", Default: "key-value", Doc: "What a line holds: `<key>,<value>`, or the value alone (a SQL sink's CSV or JSON rows)."},
 			},
+		},
+		{
+			Name: "sql-calc", Kind: connector.Transform,
+			Doc: "A SQL query's filter and projection (Flink's Calc), stateless: decodes its input (a SQL operator's " +
+				"rows, CSV or JSON text, or a Nexmark or sequence source's records), keeps the rows the filter is true " +
+				"for, and emits the projected rows.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-calc", func(op *plan.Operator) bool { return op.Calc != nil }),
+		},
+		{
+			Name: "sql-window-aggregate", Kind: connector.Transform,
+			Doc: "A SQL query's aggregate over tumbling, hopping or session windows, per key (the group columns): " +
+				"one row per key and window when the watermark (or the clock) passes the window's end.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-window-aggregate", func(op *plan.Operator) bool { return op.WindowAgg != nil }),
+		},
+		{
+			Name: "sql-join", Kind: connector.Transform,
+			Doc: "A SQL query's inner equi-join of two keyed inputs (left, then right): an interval join, a join of " +
+				"the same windows, or a regular join, whose state grows without bound.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-join", func(op *plan.Operator) bool { return op.Join != nil }),
+		},
+		{
+			Name: "blackhole", Kind: connector.Sink,
+			Doc: "Discards its records (SQL's `blackhole` connector); the vertex's metrics count them.",
+		},
+		{
+			Name: "sql-collect", Kind: connector.Sink,
+			Doc: "The result of a SQL query with no sink, run by `weir sql`: streams each subtask's rows (binary " +
+				"rows of the result's columns) to the client at the plan's address, which prints them; once the " +
+				"client has the rows it wants (a LIMIT), the rest are dropped. At least once: a restarted subtask " +
+				"sends again the rows since its checkpoint. A client that takes no rows for 30s fails the subtask.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-collect", func(op *plan.Operator) bool { return op.Collect != nil }),
 		},
 	} {
 		connector.Register(s)
+	}
+}
+
+// planKey is the one key of the SQL operators.
+var planKey = connector.Key{Name: "plan", Type: "JSON", Required: true, Doc: "The operator's part of a compiled SQL query, as `weir sql` writes it."}
+
+// checkPlan refuses a SQL vertex whose plan does not decode, or holds the
+// configuration of another operator than the vertex's.
+func checkPlan(name string, ours func(*plan.Operator) bool) func(*weirv1.JobGraph, *weirv1.JobVertex) []connector.Problem {
+	return func(_ *weirv1.JobGraph, v *weirv1.JobVertex) []connector.Problem {
+		s, err := sdk.Config(v.GetConfig().AsMap()).String("plan", "")
+		if err != nil {
+			return []connector.Problem{{Path: "plan", Msg: err.Error()}}
+		}
+		if s == "" {
+			return []connector.Problem{{Path: "plan", Msg: "required"}}
+		}
+		op, err := plan.Unmarshal(s)
+		if err != nil {
+			return []connector.Problem{{Path: "plan", Msg: err.Error()}}
+		}
+		if !ours(op) {
+			return []connector.Problem{{Path: "plan", Msg: "not a plan of " + name + ": it configures another SQL operator"}}
+		}
+		return nil
 	}
 }

@@ -55,7 +55,7 @@ export function jobGraph(job, bps, selected) {
     const io = l.reported && rates.length ? rates.join(" · ") : (n.operator || "");
     const load = l.bp == null ? "" : `back-pressured ${pct(l.bp)} · busy ${pct(l.busy)}`;
     boxes.push(html`<g class="g-vertex s-${v.status} bp-${lv}${n.id === selected ? " selected" : ""}" data-vertex="${name}" data-vid="${n.id}" data-bp="${lv}" transform="translate(${to.x},${to.y})" tabindex="0" role="button" aria-label="${name}: back-pressure ${lv}">
-      <title>${name}: ${n.operator} ×${n.parallelism} (${v.status}), back-pressure ${lv === "none" ? "not reported" : lv}</title>
+      <title>${name}: ${n.operator} ×${n.parallelism} (${v.status}), back-pressure ${lv === "none" ? "not reported" : lv}${n.description && n.description !== name ? "\n" + n.description : ""}</title>
       <rect width="${W}" height="${H}" rx="8"/>
       <text x="12" y="22" font-weight="600">${name.length > 20 ? name.slice(0, 19) + "…" : name}</text>
       <text x="${W - 10}" y="22" text-anchor="end" class="bp-tag">${lv === "none" ? "" : lv}</text>

@@ -1,12 +1,12 @@
-// A job's overview tab: the graph coloured by back-pressure, and for the
-// vertex clicked its back-pressure, event time and subtasks; the vertices
-// table; the job's exceptions.
+// A job's overview tab: a SQL job's statement; the graph coloured by
+// back-pressure, and for the vertex clicked its back-pressure, event time
+// and subtasks; the vertices table; the job's exceptions.
 
 import { api } from "./api.js";
 import { levelBadge, subtaskLoadTable } from "./backpressure.js";
 import { exceptionsList } from "./exceptions.js";
 import { jobGraph } from "./graph.js";
-import { html, replaceHTML, setHTML } from "./html.js";
+import { html, replaceHTML, setHTML, setText } from "./html.js";
 import { subtasksTable } from "./subtasks.js";
 import { verticesTable } from "./vertices.js";
 import { watermarkDetails } from "./watermarks.js";
@@ -16,6 +16,7 @@ import { watermarkDetails } from "./watermarks.js";
 export function jobOverviewTab(jid, body) {
   const enc = encodeURIComponent(jid);
   replaceHTML(body, html`
+    <section class="panel" id="sql-panel" hidden><h2>SQL</h2><pre id="job-sql"></pre></section>
     <section class="panel"><h2>Job graph</h2><div class="scroll" id="job-graph"></div>
       <div class="legend" id="bp-legend"><span>Back-pressure (the most back-pressured subtask):</span>
         <span><i class="sw bp-ok"></i>ok ≤ 10%</span><span><i class="sw bp-low"></i>low ≤ 50%</span>
@@ -37,6 +38,8 @@ export function jobOverviewTab(jid, body) {
     if (!last) return;
     const { job, bps, wms, exceptions } = last;
     if (selected && !(job.vertices || []).some((v) => v.id === selected)) selected = null;
+    $("sql-panel").hidden = !job.sql;
+    setText($("job-sql"), job.sql);
     setHTML($("job-graph"), jobGraph(job, bps, selected));
     setHTML($("job-vertices"), verticesTable(job, bps, selected, wms));
     const v = (job.vertices || []).find((x) => x.id === selected);

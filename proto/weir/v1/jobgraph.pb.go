@@ -293,8 +293,11 @@ type JobGraph struct {
 	// `chaining: false`); by default vertices joined by a forward edge at
 	// equal parallelism run chained, as one subtask.
 	DisableChaining bool `protobuf:"varint,8,opt,name=disable_chaining,json=disableChaining,proto3" json:"disable_chaining,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// sql is the SQL statement a job compiled by `weir sql` runs; empty for
+	// other jobs.
+	Sql           string `protobuf:"bytes,9,opt,name=sql,proto3" json:"sql,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobGraph) Reset() {
@@ -383,6 +386,13 @@ func (x *JobGraph) GetDisableChaining() bool {
 	return false
 }
 
+func (x *JobGraph) GetSql() string {
+	if x != nil {
+		return x.Sql
+	}
+	return ""
+}
+
 type JobVertex struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -403,8 +413,11 @@ type JobVertex struct {
 	// disable_chaining keeps this vertex out of any chain, with its input
 	// and with its consumer (vertex spec `chaining: false`).
 	DisableChaining bool `protobuf:"varint,8,opt,name=disable_chaining,json=disableChaining,proto3" json:"disable_chaining,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// description is the part of a SQL job's plan the vertex runs, for the
+	// REST API and the dashboard; empty for vertices of other jobs.
+	Description   string `protobuf:"bytes,9,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobVertex) Reset() {
@@ -491,6 +504,13 @@ func (x *JobVertex) GetDisableChaining() bool {
 		return x.DisableChaining
 	}
 	return false
+}
+
+func (x *JobVertex) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
 }
 
 // WatermarkStrategy is bounded out-of-orderness with idleness, generated
@@ -899,7 +919,7 @@ var File_weir_v1_jobgraph_proto protoreflect.FileDescriptor
 
 const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\n" +
-	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xfe\x02\n" +
+	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x90\x03\n" +
 	"\bJobGraph\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\bvertices\x18\x02 \x03(\v2\x12.weir.v1.JobVertexR\bvertices\x12?\n" +
@@ -908,7 +928,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x10restart_strategy\x18\x05 \x01(\v2\x18.weir.v1.RestartStrategyR\x0frestartStrategy\x121\n" +
 	"\x05state\x18\x06 \x01(\v2\x1b.weir.v1.StateBackendConfigR\x05state\x12!\n" +
 	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\x12)\n" +
-	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\"\xcd\x02\n" +
+	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\x12\x10\n" +
+	"\x03sql\x18\t \x01(\tR\x03sql\"\xef\x02\n" +
 	"\tJobVertex\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
@@ -919,7 +940,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"watermarks\x18\x06 \x01(\v2\x1a.weir.v1.WatermarkStrategyR\n" +
 	"watermarks\x12,\n" +
 	"\x12slot_sharing_group\x18\a \x01(\tR\x10slotSharingGroup\x12)\n" +
-	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\"\xd4\x01\n" +
+	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\x12 \n" +
+	"\vdescription\x18\t \x01(\tR\vdescription\"\xd4\x01\n" +
 	"\x11WatermarkStrategy\x12J\n" +
 	"\x14max_out_of_orderness\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11maxOutOfOrderness\x12<\n" +
 	"\fidle_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x125\n" +

@@ -1,0 +1,386 @@
+// Package compile turns a SQL script into Weir jobs: it parses with
+// PostgreSQL's own grammar (libpg_query through cgo, plus a thin layer
+// for the streaming DDL PostgreSQL lacks, see script.go), resolves names
+// and types, plans (logical plan, filter push-down, constant folding,
+// the join and window kinds the streams allow) and writes each sink's job
+// graph onto the runtime's operators, with the compiled plan of each SQL
+// vertex in its configuration (package sql/plan). Only the CLI links it;
+// the daemons run the plans without a parser.
+package compile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/sql/plan"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// Options are what a script does not say.
+type Options struct {
+	// Parallelism of every vertex (0: 1).
+	Parallelism int
+	// CollectAddress is where a SELECT with no sink sends its rows (the
+	// `weir sql` client's listener).
+	CollectAddress string
+	// CheckpointInterval of the jobs (0: 10s).
+	CheckpointInterval time.Duration
+}
+
+// Result is a script's jobs: one per sink (CREATE SINK, INSERT INTO) and
+// one per SELECT with no sink.
+type Result struct{ Jobs []Job }
+
+// Job is one job of a script.
+type Job struct {
+	// Name is the sink's name, or select-N.
+	Name      string
+	Graph     *weirv1.JobGraph
+	Statement string
+	Explain   Explain
+	// Select is set for a SELECT with no sink, whose rows stream to the
+	// client.
+	Select *Select
+	// ExplainOnly: the statement was EXPLAIN …: print, do not submit.
+	ExplainOnly bool
+}
+
+// Explain is a job's plan at each step.
+type Explain struct{ Logical, Physical, Graph string }
+
+// Select is a SELECT streamed to the client.
+type Select struct {
+	Schema plan.Schema
+	// Limit is the number of rows to show (-1: all).
+	Limit int64
+}
+
+// Script compiles a script. Nothing is submitted: an error (an *Error,
+// with the line and column) means no job.
+func Script(src string, o Options) (*Result, error) {
+	s := &script{src: src}
+	text, ddls, err := s.prepare()
+	if err != nil {
+		return nil, err
+	}
+	tree, err := pg.Parse(text)
+	if err != nil {
+		return nil, s.pgError(err)
+	}
+	c := &compiler{s: s, b: &binder{s: s, cat: &catalog{sources: map[string]*source{}, views: map[string]*view{}}}, o: o}
+	for _, d := range ddls {
+		var raw *pg.RawStmt
+		for _, r := range tree.Stmts {
+			start := int(r.StmtLocation)
+			end := start + int(r.StmtLen)
+			if r.StmtLen == 0 {
+				end = len(text)
+			}
+			if start <= d.stmtEnd && end >= d.stmtStart && strings.TrimSpace(text[start:min(end, len(text))]) != "" {
+				raw = r
+				break
+			}
+		}
+		if err := c.statement(d, raw); err != nil {
+			return nil, err
+		}
+	}
+	if len(c.res.Jobs) == 0 {
+		if len(ddls) == 0 {
+			return nil, &Error{Line: 1, Col: 1, Msg: errNoStatements.Error()}
+		}
+		return nil, s.errAt(ddls[len(ddls)-1].stmtStart, "the script defines no job: add CREATE SINK name AS SELECT …, INSERT INTO, or a SELECT")
+	}
+	return &c.res, nil
+}
+
+// compiler runs a script's statements in order.
+type compiler struct {
+	s       *script
+	b       *binder
+	o       Options
+	res     Result
+	selects int
+}
+
+func (c *compiler) statement(d *ddl, raw *pg.RawStmt) error {
+	cat := c.b.cat
+	if d.kind == "sink" && d.sinkFrom != "" {
+		// CREATE SINK name FROM relation: SELECT * FROM relation.
+		r, err := c.b.relation(d.sinkFrom, d.sinkFromOff)
+		if err != nil {
+			return err
+		}
+		return c.job(d, d.name, r, -1, nil)
+	}
+	if raw == nil {
+		return c.s.errAt(d.stmtStart, "empty statement")
+	}
+	switch st := raw.Stmt.Node.(type) {
+	case *pg.Node_CreateStmt:
+		return c.createSource(d, st.CreateStmt)
+	case *pg.Node_ViewStmt:
+		v := st.ViewStmt
+		name := v.View.Relname
+		if _, dup := cat.sources[name]; dup {
+			return c.s.errAt(d.off, "relation %q already exists", name)
+		}
+		if _, dup := cat.views[name]; dup && !v.Replace {
+			return c.s.errAt(d.off, "relation %q already exists", name)
+		}
+		if len(v.Aliases) > 0 {
+			return c.s.errAt(d.off, "column names after the view's name are not supported: alias the select list")
+		}
+		q := v.Query.GetSelectStmt()
+		if q == nil {
+			return c.s.errAt(d.off, "a view is a SELECT")
+		}
+		if d.kind == "sink" {
+			r, limit, err := c.b.query(q)
+			if err != nil {
+				return err
+			}
+			if limit >= 0 {
+				return c.s.errAt(d.off, "a sink's query cannot have a LIMIT")
+			}
+			return c.job(d, name, r, -1, nil)
+		}
+		// Bind it now, so its errors point at it; it is bound again
+		// where it is read.
+		if _, _, err := c.b.query(q); err != nil {
+			return err
+		}
+		cat.views[name] = &view{name: name, query: q}
+		return nil
+	case *pg.Node_SelectStmt:
+		r, limit, err := c.b.query(st.SelectStmt)
+		if err != nil {
+			return err
+		}
+		c.selects++
+		return c.job(d, fmt.Sprintf("select-%d", c.selects), r, limit, nil)
+	case *pg.Node_InsertStmt:
+		return c.insert(d, st.InsertStmt)
+	case *pg.Node_ExplainStmt:
+		return c.s.errAt(d.stmtStart, "EXPLAIN options are not supported: write EXPLAIN statement")
+	}
+	return c.s.errAt(d.stmtStart, "unsupported statement %s", nodeName(raw.Stmt))
+}
+
+// createSource declares a source (CREATE SOURCE, or CREATE TABLE, which
+// INSERT INTO may write instead).
+func (c *compiler) createSource(d *ddl, cs *pg.CreateStmt) error {
+	name := cs.Relation.Relname
+	if _, dup := c.b.cat.sources[name]; dup {
+		return c.s.errAt(d.off, "relation %q already exists", name)
+	}
+	if _, dup := c.b.cat.views[name]; dup {
+		return c.s.errAt(d.off, "relation %q already exists", name)
+	}
+	src := &source{name: name, off: d.off, options: map[string]option{}, rowtime: -1, proctime: -1, encode: d.encode}
+	for _, o := range d.options {
+		src.options[o.key] = o
+	}
+	if d.format != "" && d.format != "PLAIN" {
+		return c.s.errAt(d.off, "FORMAT %s is not supported: results are append-only (FORMAT PLAIN)", d.format)
+	}
+	for _, el := range cs.TableElts {
+		cd := el.GetColumnDef()
+		if cd == nil {
+			if con := el.GetConstraint(); con != nil && con.Contype == pg.ConstrType_CONSTR_PRIMARY {
+				return c.s.errAt(int(con.Location), "PRIMARY KEY on a source is not supported yet (upsert sources need changelog streams)")
+			}
+			return c.s.errAt(location(el), "only columns are supported in CREATE SOURCE")
+		}
+		t, err := typeOf(cd.TypeName)
+		if err != nil {
+			return c.s.errAt(int(cd.Location), "column %s: %v", cd.Colname, err)
+		}
+		for _, con := range cd.Constraints {
+			if k := con.GetConstraint(); k != nil && k.Contype != pg.ConstrType_CONSTR_NOTNULL && k.Contype != pg.ConstrType_CONSTR_NULL {
+				return c.s.errAt(int(k.Location), "column %s: constraints other than NULL/NOT NULL are not supported", cd.Colname)
+			}
+		}
+		if indexOf(src.cols, cd.Colname) >= 0 {
+			return c.s.errAt(int(cd.Location), "column %q specified more than once", cd.Colname)
+		}
+		src.cols = append(src.cols, plan.Column{Name: cd.Colname, Type: t})
+	}
+	for _, cc := range d.computed {
+		if err := c.computed(src, cc); err != nil {
+			return err
+		}
+	}
+	if d.watermarkCol != "" {
+		if err := c.watermark(src, d); err != nil {
+			return err
+		}
+	}
+	// A table that is only written (INSERT INTO a sink table) need not
+	// be a readable connector: check it when it is read.
+	conn, ok := src.options["connector"]
+	if _, known := connectorOps[conn.value]; ok && !known {
+		return c.s.errAt(conn.off, "%s: unknown connector %q%s", name, conn.value, didYouMean(conn.value, connectorNames()))
+	}
+	if connectorOps[conn.value][0] != "" || !ok {
+		if err := c.s.checkSource(src); err != nil {
+			return err
+		}
+	}
+	c.b.cat.sources[name] = src
+	return nil
+}
+
+// computed declares `name [type] AS PROCTIME()`, the one computed column.
+func (c *compiler) computed(src *source, cc computed) error {
+	tree, err := pg.Parse(cc.exprText)
+	if err != nil {
+		return c.s.pgError(err)
+	}
+	sel := tree.Stmts[0].Stmt.GetSelectStmt()
+	f := sel.TargetList[0].GetResTarget().Val.GetFuncCall()
+	if f == nil || len(f.Args) > 0 || strings.ToLower(f.Funcname[len(f.Funcname)-1].GetString_().GetSval()) != "proctime" {
+		return c.s.errAt(cc.off, "computed column %s: only `%s AS PROCTIME()` (a processing-time column) is supported", cc.name, cc.name)
+	}
+	if src.proctime >= 0 {
+		return c.s.errAt(cc.off, "a source has one PROCTIME() column")
+	}
+	src.proctime = len(src.cols)
+	src.cols = append(src.cols, plan.Column{Name: cc.name, Type: plan.Type{Kind: plan.TimestampTZ}})
+	return nil
+}
+
+// watermark reads WATERMARK FOR col AS col - INTERVAL '…'.
+func (c *compiler) watermark(src *source, d *ddl) error {
+	i := indexOf(src.cols, d.watermarkCol)
+	if i < 0 {
+		return c.s.errAt(d.watermarkOff, "WATERMARK FOR %s: no such column%s", d.watermarkCol, didYouMean(d.watermarkCol, names(src.cols)))
+	}
+	if k := src.cols[i].Type.Kind; k != plan.Timestamp && k != plan.TimestampTZ {
+		return c.s.errAt(d.watermarkOff, "WATERMARK FOR %s: the column is %s, not a TIMESTAMP", d.watermarkCol, src.cols[i].Type)
+	}
+	tree, err := pg.Parse(d.watermarkExpr)
+	if err != nil {
+		return c.s.pgError(err)
+	}
+	n := tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
+	sc := &scope{}
+	for _, col := range src.cols {
+		sc.cols = append(sc.cols, colOf(col))
+	}
+	e, err := c.b.expr(sc, n)
+	if err != nil {
+		return err
+	}
+	var delay int64
+	switch {
+	case e.Op == plan.OpCol && e.Col == i:
+	case e.Op == plan.OpCall && e.Fn == "-" && e.Args[0].Op == plan.OpCol && e.Args[0].Col == i && e.Args[1].Op == plan.OpConst && e.Args[1].Type.Kind == plan.Interval:
+		fmt.Sscan(e.Args[1].Lit, &delay)
+		delay /= 1000
+	default:
+		return c.s.errAt(location(n), "WATERMARK FOR %s AS: want %s - INTERVAL '…' (a bounded out-of-orderness)", d.watermarkCol, d.watermarkCol)
+	}
+	if delay < 0 {
+		return c.s.errAt(location(n), "the watermark's delay must not be negative")
+	}
+	src.rowtime, src.delay = i, delay
+	return nil
+}
+
+func colOf(c plan.Column) col { return col{name: c.Name, t: c.Type} }
+
+// insert is INSERT INTO table SELECT …: the table's connector is the sink.
+func (c *compiler) insert(d *ddl, ins *pg.InsertStmt) error {
+	name := ins.Relation.Relname
+	t, ok := c.b.cat.sources[name]
+	if !ok {
+		return c.s.errAt(int(ins.Relation.Location), "relation %q does not exist%s", name, didYouMean(name, c.b.cat.names()))
+	}
+	q := ins.SelectStmt.GetSelectStmt()
+	if q == nil {
+		return c.s.errAt(d.stmtStart, "INSERT INTO takes a SELECT")
+	}
+	r, limit, err := c.b.query(q)
+	if err != nil {
+		return err
+	}
+	if limit >= 0 {
+		return c.s.errAt(d.stmtStart, "INSERT … SELECT cannot have a LIMIT on a stream")
+	}
+	target := t.cols
+	if len(ins.Cols) > 0 {
+		return c.s.errAt(d.stmtStart, "INSERT INTO %s (columns…) is not supported: select every column of the table in order", name)
+	}
+	if len(r.cols) != len(target) {
+		return c.s.errAt(location(q.TargetList[0]), "INSERT has %d expressions, table %s has %d columns", len(r.cols), name, len(target))
+	}
+	var exprs []plan.Expr
+	var cols []col
+	for i, tc := range target {
+		e, err := c.b.cast(plan.ColRef(i, r.cols[i].t), tc.Type, location(q.TargetList[i]))
+		if err != nil {
+			return c.s.errAt(location(q.TargetList[i]), "column %s is of type %s but expression is of type %s", tc.Name, tc.Type, r.cols[i].t)
+		}
+		exprs = append(exprs, e)
+		cols = append(cols, col{name: tc.Name, t: tc.Type})
+	}
+	out := &rel{n: &calcNode{in: r, project: exprs}, cols: cols, rowtime: -1, proctime: -1}
+	return c.job(d, name, out, -1, t.options)
+}
+
+// job plans one job: the query r into a sink with options (CREATE SINK's
+// when nil), or into the client when it is a SELECT.
+func (c *compiler) job(d *ddl, name string, r *rel, limit int64, opts map[string]option) error {
+	isSelect := d.kind == "select"
+	if opts == nil && !isSelect {
+		opts = map[string]option{}
+		for _, o := range d.options {
+			opts[o.key] = o
+		}
+	}
+	b := newBuilder(name, c.o.Parallelism)
+	st, err := b.build(r)
+	if err != nil {
+		return err
+	}
+	job := Job{Name: name, Statement: strings.TrimSpace(c.s.src[d.stmtStart:d.stmtEnd]), ExplainOnly: d.explain}
+	if isSelect {
+		if c.o.CollectAddress == "" && !d.explain {
+			return c.s.errAt(d.stmtStart, "a SELECT with no sink streams its rows to `weir sql`, which gives it an address: run it there, or write CREATE SINK")
+		}
+		st.enc.Format = plan.FormatRow
+		op := &plan.Operator{Collect: &plan.Collect{In: st.schema, Address: c.o.CollectAddress}, Describe: "Collect: rows to the client"}
+		b.add(b.unique("collect"), "sql-collect", op, &weirv1.JobEdge{Source: st.vertex, Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD})
+		job.Select = &Select{Schema: st.schema, Limit: limit}
+	} else if err := c.s.sinkVertex(b, st, name, opts, d.off); err != nil {
+		return err
+	}
+	g, phys, err := b.finish()
+	if err != nil {
+		return err
+	}
+	g.Sql = job.Statement
+	interval := c.o.CheckpointInterval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
+	g.Checkpointing = &weirv1.CheckpointConfig{Interval: durationpb.New(interval)}
+	jobgraph.ApplyDefaults(g)
+	if err := jobgraph.Validate(g); err != nil {
+		return c.s.errAt(d.off, "the job graph of %s is invalid: %v", name, err)
+	}
+	spec, err := jobgraph.MarshalSpec(g)
+	if err != nil {
+		return err
+	}
+	job.Graph = g
+	job.Explain = Explain{Logical: explainLogical(r), Physical: phys, Graph: string(spec)}
+	c.res.Jobs = append(c.res.Jobs, job)
+	return nil
+}

@@ -1,0 +1,93 @@
+package compile
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/weirproject/weir/internal/sql/nexmarksql"
+)
+
+// The planner's scenarios (testdata/*.txt), one script per case:
+//
+//	plan    — compiles the script; prints each job's logical plan, its
+//	          physical plan and its job graph's vertices and edges
+//	error   — compiles the script, which must fail; prints the error
+//	          with its position and the script's line it points at
+//
+// Run with -rewrite to update the expected output after a deliberate
+// change, and read the diff.
+func TestScenarios(t *testing.T) {
+	paths, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, path := range paths {
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			opts := Options{Parallelism: 2, CollectAddress: "127.0.0.1:1"}
+			res, err := Script(d.Input, opts)
+			switch d.Cmd {
+			case "plan":
+				if err != nil {
+					t.Fatalf("%s: %v", d.Pos, err)
+				}
+				var b strings.Builder
+				for _, j := range res.Jobs {
+					fmt.Fprintf(&b, "job %s\n", j.Name)
+					b.WriteString("logical:\n" + indent(j.Explain.Logical))
+					b.WriteString("physical:\n" + indent(j.Explain.Physical))
+					b.WriteString("edges:\n")
+					for _, v := range j.Graph.Vertices {
+						for _, in := range v.Inputs {
+							fmt.Fprintf(&b, "  %s -> %s (%s)\n", in.Source, v.Name, strings.ToLower(strings.TrimPrefix(in.Partitioner.String(), "PARTITIONER_")))
+						}
+					}
+				}
+				return b.String()
+			case "error":
+				if err == nil {
+					t.Fatalf("%s: compiled, want an error", d.Pos)
+				}
+				e, ok := err.(*Error)
+				if !ok {
+					t.Fatalf("%s: error %v is a %T, not an *Error with a position", d.Pos, err, err)
+				}
+				lines := strings.Split(d.Input, "\n")
+				at := ""
+				if e.Line-1 < len(lines) {
+					at = lines[e.Line-1]
+				}
+				return fmt.Sprintf("%v\n> %s\n", err, at)
+			}
+			t.Fatalf("%s: unknown command %s", d.Pos, d.Cmd)
+			return ""
+		})
+	}
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// TestNexmarkSuiteCompiles plans every Nexmark query of the SQL suite as
+// its script is written (RisingWave's query texts).
+func TestNexmarkSuiteCompiles(t *testing.T) {
+	for _, q := range nexmarksql.Names {
+		src := nexmarksql.Script(q, nexmarksql.ScriptOptions{Events: 1000, Splits: 2})
+		res, err := Script(src, Options{Parallelism: 2})
+		if err != nil {
+			t.Errorf("%s: %v\n%s", q, err, src)
+			continue
+		}
+		if len(res.Jobs) != 1 {
+			t.Errorf("%s: %d jobs, want 1", q, len(res.Jobs))
+		}
+	}
+}

@@ -1,0 +1,397 @@
+package compile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/weirproject/weir/internal/sql/plan"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// The physical planner: a logical plan becomes the vertices of a job
+// graph. Projections and filters fuse into the operator that produces
+// their input where it can take them (a calc after a source decodes and
+// filters the source's records in one step; a calc after a join is the
+// join's own projection), and every edge into a stateful operator is
+// keyed by the columns the operator groups or joins on.
+
+// builder builds one job's graph.
+type builder struct {
+	g        *weirv1.JobGraph
+	par      int32
+	ops      map[string]*plan.Operator
+	order    []string
+	sources  map[*source]string
+	names    map[string]int
+	calcs    int
+}
+
+// stage is a vertex whose output a consumer reads: the consumer sets the
+// encoding the vertex writes (enc points into its operator).
+type stage struct {
+	vertex string
+	schema plan.Schema
+	enc    *plan.Encoding
+	// agg is set when the vertex is a window aggregate whose output
+	// items a projection of plain columns may reorder in place.
+	agg *plan.WindowAgg
+	// join is set when the vertex is a join, whose projection and
+	// filter a calc above it becomes.
+	join *plan.Join
+}
+
+func newBuilder(name string, par int) *builder {
+	if par <= 0 {
+		par = 1
+	}
+	return &builder{
+		g:       &weirv1.JobGraph{Name: name},
+		par:     int32(par),
+		ops:     map[string]*plan.Operator{},
+		sources: map[*source]string{},
+		names:   map[string]int{},
+	}
+}
+
+// unique makes a vertex name unique in the job.
+func (b *builder) unique(name string) string {
+	b.names[name]++
+	if n := b.names[name]; n > 1 {
+		return fmt.Sprintf("%s-%d", name, n)
+	}
+	return name
+}
+
+// add adds a vertex running a SQL operator.
+func (b *builder) add(name, operator string, op *plan.Operator, inputs ...*weirv1.JobEdge) *weirv1.JobVertex {
+	v := &weirv1.JobVertex{Name: name, Operator: operator, Parallelism: b.par, Inputs: inputs}
+	b.g.Vertices = append(b.g.Vertices, v)
+	b.ops[name] = op
+	b.order = append(b.order, name)
+	return v
+}
+
+// edge is an input edge from a stage, keyed by cols (hash) or forward.
+func edge(from *stage, keyed bool) *weirv1.JobEdge {
+	p := weirv1.Partitioner_PARTITIONER_FORWARD
+	if keyed {
+		p = weirv1.Partitioner_PARTITIONER_HASH
+	}
+	return &weirv1.JobEdge{Source: from.vertex, Partitioner: p}
+}
+
+// finish writes each SQL operator's plan into its vertex's config, and
+// returns the physical plan as EXPLAIN prints it.
+func (b *builder) finish() (*weirv1.JobGraph, string, error) {
+	var phys strings.Builder
+	for _, v := range b.g.Vertices {
+		op, ok := b.ops[v.Name]
+		if !ok || op == nil {
+			fmt.Fprintf(&phys, "%s [%s]\n", v.Name, v.Operator)
+			continue
+		}
+		v.Description = op.Describe
+		fmt.Fprintf(&phys, "%s [%s]: %s\n", v.Name, v.Operator, op.Describe)
+		s, err := plan.Marshal(op)
+		if err != nil {
+			return nil, "", err
+		}
+		cfg, err := structpb.NewStruct(map[string]any{"plan": s})
+		if err != nil {
+			return nil, "", err
+		}
+		v.Config = cfg
+	}
+	return b.g, phys.String(), nil
+}
+
+// build turns a relation into the stage producing its rows.
+func (b *builder) build(r *rel) (*stage, error) {
+	switch n := r.n.(type) {
+	case *scanNode:
+		return b.calc(r, nil, nil, r.schema())
+	case *calcNode:
+		return b.calcOver(r, n)
+	case *aggNode:
+		return b.agg(r, n)
+	case *joinNode:
+		return b.join(r, n)
+	case *unionNode:
+		return b.union(r, n)
+	}
+	return nil, fmt.Errorf("sql: unknown plan node %T", r.n)
+}
+
+// calcOver builds a projection and filter over its input, fused into it
+// where possible.
+func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
+	in, filter, project := n.in, n.filter, n.project
+	// A calc over a calc is one calc: substitute the inner's columns.
+	for {
+		inner, ok := in.n.(*calcNode)
+		if !ok {
+			break
+		}
+		if filter != nil {
+			f := substitute(*filter, inner.project)
+			filter = &f
+		}
+		if inner.filter != nil {
+			if filter == nil {
+				filter = inner.filter
+			} else {
+				filter = and([]plan.Expr{*inner.filter, *filter})
+			}
+		}
+		if project == nil {
+			project = inner.project
+		} else if inner.project != nil {
+			ps := make([]plan.Expr, len(project))
+			for i, p := range project {
+				ps[i] = substitute(p, inner.project)
+			}
+			project = ps
+		}
+		in = inner.in
+	}
+	if _, ok := in.n.(*scanNode); ok {
+		return b.calc(in, filter, project, r.schema())
+	}
+	st, err := b.build(in)
+	if err != nil {
+		return nil, err
+	}
+	// Fold into a join: its filter and projection are over the pair.
+	if st.join != nil {
+		j := st.join
+		if filter != nil {
+			f := substitute(*filter, j.Project)
+			if j.Filter == nil {
+				j.Filter = &f
+			} else {
+				j.Filter = and([]plan.Expr{*j.Filter, f})
+			}
+		}
+		if project != nil {
+			ps := make([]plan.Expr, len(project))
+			for i, p := range project {
+				ps[i] = substitute(p, j.Project)
+			}
+			j.Project = ps
+		}
+		j.Out = r.schema()
+		st.schema = j.Out
+		b.ops[st.vertex].Describe = describeJoin(j)
+		return st, nil
+	}
+	// Reorder a window aggregate's output in place.
+	if st.agg != nil && filter == nil && allCols(project) {
+		a := st.agg
+		items := make([]plan.OutputItem, len(project))
+		for i, p := range project {
+			items[i] = a.Output[p.Col]
+		}
+		a.Output, a.Out = items, r.schema()
+		st.schema = a.Out
+		b.ops[st.vertex].Describe = describeAgg(a)
+		return st, nil
+	}
+	if filter == nil && project == nil {
+		return st, nil
+	}
+	st.enc.Format = plan.FormatRow
+	c := &plan.Calc{In: plan.Decoding{Format: plan.FormatRow, Schema: st.schema, Timestamp: -1}, Filter: filter, Project: project, Out: r.schema()}
+	op := &plan.Operator{Calc: c, Describe: describeCalc(c, "")}
+	b.calcs++
+	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
+	b.add(name, "sql-calc", op, edge(st, false))
+	return &stage{vertex: name, schema: c.Out, enc: &c.Enc}, nil
+}
+
+func allCols(es []plan.Expr) bool {
+	if es == nil {
+		return false
+	}
+	for _, e := range es {
+		if e.Op != plan.OpCol {
+			return false
+		}
+	}
+	return true
+}
+
+// substitute replaces column i of e by exprs[i].
+func substitute(e plan.Expr, exprs []plan.Expr) plan.Expr {
+	if exprs == nil {
+		return e
+	}
+	if e.Op == plan.OpCol && e.Fn != "agg" {
+		return exprs[e.Col]
+	}
+	if len(e.Args) > 0 {
+		args := make([]plan.Expr, len(e.Args))
+		for i, a := range e.Args {
+			args[i] = substitute(a, exprs)
+		}
+		e.Args = args
+		return fold(e)
+	}
+	return e
+}
+
+// calc builds the calc that reads a source's records: it decodes them
+// into rows, filters and projects (projection and filter push-down: the
+// rows a query does not want are dropped where they are read).
+func (b *builder) calc(scan *rel, filter *plan.Expr, project []plan.Expr, out plan.Schema) (*stage, error) {
+	src := scan.n.(*scanNode).src
+	sv, dec, err := b.source(src)
+	if err != nil {
+		return nil, err
+	}
+	c := &plan.Calc{In: dec, Filter: filter, Project: project, Out: out}
+	op := &plan.Operator{Calc: c, Describe: describeCalc(c, src.name)}
+	b.calcs++
+	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
+	b.add(name, "sql-calc", op, &weirv1.JobEdge{Source: sv, Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD})
+	return &stage{vertex: name, schema: out, enc: &c.Enc}, nil
+}
+
+// agg builds a window aggregate.
+func (b *builder) agg(r *rel, n *aggNode) (*stage, error) {
+	in, err := b.build(n.in)
+	if err != nil {
+		return nil, err
+	}
+	in.enc.Format, in.enc.Key = plan.FormatRow, n.groups
+	a := &plan.WindowAgg{In: in.schema, Window: n.window, Group: n.groups, Aggs: n.aggs, Out: r.schema()}
+	for i := range n.groups {
+		a.Output = append(a.Output, plan.OutputItem{Kind: "group", Index: i})
+	}
+	a.Output = append(a.Output, plan.OutputItem{Kind: "window_start"}, plan.OutputItem{Kind: "window_end"})
+	for i := range n.aggs {
+		a.Output = append(a.Output, plan.OutputItem{Kind: "agg", Index: i})
+	}
+	op := &plan.Operator{WindowAgg: a, Describe: describeAgg(a)}
+	name := b.unique("window-aggregate-" + digest(a.In, a.Window, a.Group, a.Aggs))
+	b.add(name, "sql-window-aggregate", op, edge(in, true))
+	return &stage{vertex: name, schema: a.Out, enc: &a.Enc, agg: a}, nil
+}
+
+// join builds a join.
+func (b *builder) join(r *rel, n *joinNode) (*stage, error) {
+	l, err := b.build(n.left)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := b.build(n.right)
+	if err != nil {
+		return nil, err
+	}
+	l.enc.Format, l.enc.Key = plan.FormatRow, n.lkeys
+	rt.enc.Format, rt.enc.Key = plan.FormatRow, n.rkeys
+	j := &plan.Join{Kind: n.kind, Left: l.schema, Right: rt.schema, Lower: n.lower, Upper: n.upper, Size: n.size, Filter: n.filter, Out: r.schema()}
+	for i, c := range r.schema() {
+		j.Project = append(j.Project, plan.ColRef(i, c.Type))
+	}
+	op := &plan.Operator{Join: j, Describe: describeJoin(j)}
+	name := b.unique(fmt.Sprintf("%s-join-%s", n.kind, digest(j.Kind, j.Left, j.Right, n.lkeys, n.rkeys, j.Lower, j.Upper, j.Size)))
+	b.add(name, "sql-join", op, edge(l, true), edge(rt, true))
+	return &stage{vertex: name, schema: j.Out, enc: &j.Enc, join: j}, nil
+}
+
+// union builds UNION ALL: one calc reading every branch.
+func (b *builder) union(r *rel, n *unionNode) (*stage, error) {
+	var edges []*weirv1.JobEdge
+	for _, in := range n.inputs {
+		st, err := b.build(in)
+		if err != nil {
+			return nil, err
+		}
+		st.enc.Format = plan.FormatRow
+		edges = append(edges, &weirv1.JobEdge{Source: st.vertex, Partitioner: weirv1.Partitioner_PARTITIONER_REBALANCE})
+	}
+	c := &plan.Calc{In: plan.Decoding{Format: plan.FormatRow, Schema: r.schema(), Timestamp: -1}, Out: r.schema()}
+	op := &plan.Operator{Calc: c, Describe: "UnionAll"}
+	b.calcs++
+	name := b.unique(fmt.Sprintf("union-%d", b.calcs))
+	b.add(name, "sql-calc", op, edges...)
+	return &stage{vertex: name, schema: c.Out, enc: &c.Enc}, nil
+}
+
+// digest names a stateful operator by what its state means, so that the
+// same SQL (or one that changes only projections and filters around it)
+// gives it the same name, and a savepoint's state finds it.
+func digest(parts ...any) string {
+	b, _ := json.Marshal(parts)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:4])
+}
+
+func describeCalc(c *plan.Calc, src string) string {
+	cols := schemaCols(c.In.Schema)
+	var parts []string
+	if src != "" {
+		parts = append(parts, "read "+src)
+	}
+	if c.Filter != nil {
+		parts = append(parts, "filter "+exprString(*c.Filter, cols))
+	}
+	if c.Project != nil {
+		ps := make([]string, len(c.Project))
+		for i, p := range c.Project {
+			ps[i] = exprString(p, cols)
+			if p.Op != plan.OpCol || cols[p.Col].name != c.Out[i].Name {
+				ps[i] += " AS " + c.Out[i].Name
+			}
+		}
+		parts = append(parts, "project "+strings.Join(ps, ", "))
+	}
+	return "Calc: " + strings.Join(parts, "; ")
+}
+
+func describeAgg(a *plan.WindowAgg) string {
+	cols := schemaCols(a.In)
+	return fmt.Sprintf("WindowAggregate %s group by [%s] compute [%s] emit [%s]", windowString(a.Window), colList(cols, a.Group), aggList(a.Aggs, cols), strings.Join(names(a.Out), ", "))
+}
+
+func describeJoin(j *plan.Join) string {
+	both := append(schemaCols(j.Left), schemaCols(j.Right)...)
+	s := joinKindName(j.Kind) + "Join"
+	switch j.Kind {
+	case plan.IntervalJoin:
+		s += fmt.Sprintf(" right.ts in [left.ts%+dms, left.ts%+dms]", j.Lower, j.Upper)
+	case plan.WindowJoin:
+		s += fmt.Sprintf(" per window of %dms", j.Size)
+	case plan.RegularJoin:
+		s += " (state: unbounded)"
+	}
+	if j.Filter != nil {
+		s += " on " + exprString(*j.Filter, both)
+	}
+	ps := make([]string, len(j.Project))
+	for i, p := range j.Project {
+		ps[i] = exprString(p, both)
+	}
+	return s + " project " + strings.Join(ps, ", ")
+}
+
+func schemaCols(s plan.Schema) []col {
+	cols := make([]col, len(s))
+	for i, c := range s {
+		cols[i] = col{name: c.Name, t: c.Type}
+	}
+	return cols
+}
+
+func names(s plan.Schema) []string {
+	out := make([]string, len(s))
+	for i, c := range s {
+		out[i] = c.Name
+	}
+	return out
+}

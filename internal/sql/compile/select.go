@@ -1,0 +1,649 @@
+package compile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/weirproject/weir/internal/sql/plan"
+)
+
+// query binds a SELECT (or UNION ALL of them) into a relation. limit is
+// its LIMIT (-1: none), which only a SELECT streamed to the terminal may
+// have.
+func (b *binder) query(s *pg.SelectStmt) (r *rel, limit int64, err error) {
+	limit = -1
+	if s.LimitCount != nil {
+		c := s.LimitCount.GetAConst()
+		if c == nil || c.GetIval() == nil {
+			return nil, 0, b.s.errAt(location(s.LimitCount), "LIMIT wants a whole number")
+		}
+		limit = int64(c.GetIval().Ival)
+	}
+	if s.LimitOffset != nil {
+		return nil, 0, b.s.errAt(location(s.LimitOffset), "OFFSET is not supported on a stream")
+	}
+	if len(s.SortClause) > 0 {
+		return nil, 0, b.s.errAt(location(s.SortClause[0]), "ORDER BY is not supported on an unbounded stream (a streaming query's rows come in the order they are computed)")
+	}
+	if s.WithClause != nil {
+		return nil, 0, b.s.errAt(int(s.WithClause.Location), "WITH (common table expressions) is not supported yet: use CREATE VIEW")
+	}
+	switch s.Op {
+	case pg.SetOperation_SETOP_NONE:
+	case pg.SetOperation_SETOP_UNION:
+		if !s.All {
+			return nil, 0, b.s.errAt(location(s.Larg.GetTargetList()[0]), "UNION without ALL removes duplicates, which needs results that update: use UNION ALL")
+		}
+		r, err := b.unionAll(s)
+		return r, limit, err
+	default:
+		return nil, 0, b.s.errAt(0, "%s is not supported on streams (UNION ALL is)", strings.TrimPrefix(s.Op.String(), "SETOP_"))
+	}
+	if len(s.ValuesLists) > 0 {
+		return nil, 0, b.s.errAt(location(s.ValuesLists[0]), "VALUES is not supported: read a source")
+	}
+	if len(s.DistinctClause) > 0 {
+		return nil, 0, b.s.errAt(location(s.TargetList[0]), "SELECT DISTINCT is not supported yet: removing duplicates of a stream produces results that update (changelog streams)")
+	}
+	if s.IntoClause != nil {
+		return nil, 0, b.s.errAt(0, "SELECT INTO is not supported: use CREATE SINK")
+	}
+	if len(s.FromClause) == 0 {
+		return nil, 0, b.s.errAt(location(s.TargetList[0]), "a streaming query reads a source: FROM is missing")
+	}
+	from, err := b.fromList(s.FromClause)
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.WhereClause != nil {
+		sc := &scope{cols: from.cols()}
+		w, err := b.expr(sc, s.WhereClause)
+		if err != nil {
+			return nil, 0, err
+		}
+		if w.Type.Kind != plan.Bool && w.Type.Kind != plan.Null {
+			return nil, 0, b.s.errAt(location(s.WhereClause), "argument of WHERE must be boolean, not %s", w.Type)
+		}
+		from.push(conjuncts(w))
+	}
+	in, err := b.finish(from)
+	if err != nil {
+		return nil, 0, err
+	}
+	hasAgg := len(s.GroupClause) > 0 || s.HavingClause != nil || containsAgg(s.TargetList)
+	if in.tvf != nil && !hasAgg {
+		return nil, 0, b.s.errAt(location(s.FromClause[0]), "the rows of a window table function must be aggregated: GROUP BY window_start, window_end (windowed rows without an aggregate are not supported yet)")
+	}
+	if hasAgg {
+		r, err = b.aggregate(s, in)
+	} else {
+		r, err = b.project(s.TargetList, in)
+	}
+	return r, limit, err
+}
+
+// containsAgg reports whether a select list calls an aggregate function.
+func containsAgg(targets []*pg.Node) bool {
+	found := false
+	var walk func(n *pg.Node)
+	walk = func(n *pg.Node) {
+		if n == nil || found {
+			return
+		}
+		if f := n.GetFuncCall(); f != nil {
+			name := strings.ToLower(f.Funcname[len(f.Funcname)-1].GetString_().GetSval())
+			if _, ok := aggFuncs[name]; ok && f.Over == nil {
+				found = true
+				return
+			}
+		}
+		m := n.ProtoReflect()
+		fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("node"))
+		if fd == nil {
+			return
+		}
+		inner := m.Get(fd).Message()
+		fields := inner.Descriptor().Fields()
+		for i := 0; i < fields.Len(); i++ {
+			f := fields.Get(i)
+			if f.Message() == nil || f.Message().FullName() != "pg_query.Node" {
+				continue
+			}
+			if f.IsList() {
+				l := inner.Get(f).List()
+				for j := 0; j < l.Len(); j++ {
+					walk(l.Get(j).Message().Interface().(*pg.Node))
+				}
+			} else if inner.Has(f) {
+				walk(inner.Get(f).Message().Interface().(*pg.Node))
+			}
+		}
+	}
+	for _, t := range targets {
+		walk(t)
+	}
+	return found
+}
+
+// conjuncts splits an AND into its parts.
+func conjuncts(e plan.Expr) []plan.Expr {
+	if e.Op == plan.OpCall && e.Fn == "and" {
+		var out []plan.Expr
+		for _, a := range e.Args {
+			out = append(out, conjuncts(a)...)
+		}
+		return out
+	}
+	return []plan.Expr{e}
+}
+
+func and(es []plan.Expr) *plan.Expr {
+	switch len(es) {
+	case 0:
+		return nil
+	case 1:
+		return &es[0]
+	}
+	e := plan.Call("and", plan.Type{Kind: plan.Bool}, es...)
+	return &e
+}
+
+// fromTree is a FROM clause before its WHERE is pushed down: a relation,
+// or a join of two trees with the conditions that concern both.
+type fromTree struct {
+	leaf        *rel
+	left, right *fromTree
+	conds       []plan.Expr
+	// filters are conditions on the leaf alone, applied above it.
+	filters []plan.Expr
+	off     int
+}
+
+func (t *fromTree) cols() []col {
+	if t.leaf != nil {
+		return t.leaf.cols
+	}
+	return append(append([]col{}, t.left.cols()...), t.right.cols()...)
+}
+
+// push gives each condition to the lowest part of the tree that has all
+// the columns it reads (filter push-down): a leaf's own filter, or the
+// join whose both sides it reads.
+func (t *fromTree) push(conds []plan.Expr) {
+	if t.leaf != nil {
+		t.filters = append(t.filters, conds...)
+		return
+	}
+	nl := len(t.left.cols())
+	var l, r []plan.Expr
+	for _, c := range conds {
+		lo, hi := colRange(c)
+		switch {
+		case hi < 0: // no column: stays here
+			t.conds = append(t.conds, c)
+		case hi < nl:
+			l = append(l, c)
+		case lo >= nl:
+			r = append(r, shift(c, -nl))
+		default:
+			t.conds = append(t.conds, c)
+		}
+	}
+	if len(l) > 0 {
+		t.left.push(l)
+	}
+	if len(r) > 0 {
+		t.right.push(r)
+	}
+}
+
+// colRange is the lowest and highest column an expression reads (-1, -1:
+// none).
+func colRange(e plan.Expr) (lo, hi int) {
+	lo, hi = -1, -1
+	var walk func(e plan.Expr)
+	walk = func(e plan.Expr) {
+		if e.Op == plan.OpCol {
+			if lo < 0 || e.Col < lo {
+				lo = e.Col
+			}
+			if e.Col > hi {
+				hi = e.Col
+			}
+		}
+		for _, a := range e.Args {
+			walk(a)
+		}
+	}
+	walk(e)
+	return lo, hi
+}
+
+// shift moves an expression's column references by d.
+func shift(e plan.Expr, d int) plan.Expr {
+	if e.Op == plan.OpCol {
+		e.Col += d
+		return e
+	}
+	if len(e.Args) > 0 {
+		args := make([]plan.Expr, len(e.Args))
+		for i, a := range e.Args {
+			args[i] = shift(a, d)
+		}
+		e.Args = args
+	}
+	return e
+}
+
+// fromList binds FROM a, b, … (a comma is an inner join whose conditions
+// come from WHERE).
+func (b *binder) fromList(items []*pg.Node) (*fromTree, error) {
+	t, err := b.fromItem(items[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items[1:] {
+		r, err := b.fromItem(it)
+		if err != nil {
+			return nil, err
+		}
+		t = &fromTree{left: t, right: r, off: location(it)}
+	}
+	return t, nil
+}
+
+func (b *binder) fromItem(n *pg.Node) (*fromTree, error) {
+	switch x := n.Node.(type) {
+	case *pg.Node_RangeVar:
+		r, err := b.relation(x.RangeVar.Relname, int(x.RangeVar.Location))
+		if err != nil {
+			return nil, err
+		}
+		qual := x.RangeVar.Relname
+		if x.RangeVar.Alias != nil {
+			qual = x.RangeVar.Alias.Aliasname
+		}
+		return &fromTree{leaf: requalify(r, qual), off: int(x.RangeVar.Location)}, nil
+	case *pg.Node_RangeSubselect:
+		if x.RangeSubselect.Lateral {
+			return nil, b.s.errAt(location(x.RangeSubselect.Subquery), "LATERAL is not supported")
+		}
+		r, limit, err := b.query(x.RangeSubselect.Subquery.GetSelectStmt())
+		if err != nil {
+			return nil, err
+		}
+		if limit >= 0 {
+			return nil, b.s.errAt(location(x.RangeSubselect.Subquery), "LIMIT in a subquery is not supported on streams")
+		}
+		qual := ""
+		if x.RangeSubselect.Alias != nil {
+			qual = x.RangeSubselect.Alias.Aliasname
+		}
+		return &fromTree{leaf: requalify(r, qual), off: location(x.RangeSubselect.Subquery)}, nil
+	case *pg.Node_RangeFunction:
+		r, err := b.windowTVF(x.RangeFunction)
+		if err != nil {
+			return nil, err
+		}
+		return &fromTree{leaf: r}, nil
+	case *pg.Node_JoinExpr:
+		j := x.JoinExpr
+		if j.Jointype != pg.JoinType_JOIN_INNER {
+			return nil, b.s.errAt(location(j.Rarg), "%s JOIN is not supported yet: outer joins produce results that update (changelog streams); inner joins are supported",
+				strings.TrimPrefix(j.Jointype.String(), "JOIN_"))
+		}
+		if j.IsNatural || len(j.UsingClause) > 0 {
+			return nil, b.s.errAt(location(j.Rarg), "NATURAL and USING joins are not supported: write ON")
+		}
+		l, err := b.fromItem(j.Larg)
+		if err != nil {
+			return nil, err
+		}
+		r, err := b.fromItem(j.Rarg)
+		if err != nil {
+			return nil, err
+		}
+		t := &fromTree{left: l, right: r, off: location(j.Rarg)}
+		if j.Quals != nil {
+			on, err := b.expr(&scope{cols: t.cols()}, j.Quals)
+			if err != nil {
+				return nil, err
+			}
+			t.push(conjuncts(on))
+		}
+		return t, nil
+	}
+	return nil, b.s.errAt(location(n), "unsupported FROM item %s", nodeName(n))
+}
+
+// requalify names a relation's columns by qual (a table or an alias).
+func requalify(r *rel, qual string) *rel {
+	out := *r
+	out.cols = make([]col, len(r.cols))
+	for i, c := range r.cols {
+		c.qual = qual
+		out.cols[i] = c
+	}
+	return &out
+}
+
+// relation is a source or view by name.
+func (b *binder) relation(name string, off int) (*rel, error) {
+	if src, ok := b.cat.sources[name]; ok {
+		r := &rel{n: &scanNode{src: src}, rowtime: src.rowtime, proctime: src.proctime, watermarked: src.rowtime >= 0}
+		for _, c := range src.cols {
+			r.cols = append(r.cols, col{name: c.Name, t: c.Type, qual: name})
+		}
+		return r, nil
+	}
+	if v, ok := b.cat.views[name]; ok {
+		r, limit, err := b.query(v.query)
+		if err != nil {
+			return nil, err
+		}
+		if limit >= 0 {
+			return nil, b.s.errAt(off, "view %s has a LIMIT, which streams do not support", name)
+		}
+		return r, nil
+	}
+	return nil, b.s.errAt(off, "relation %q does not exist%s", name, didYouMean(name, b.cat.names()))
+}
+
+// finish turns a FROM tree with its pushed conditions into a relation.
+func (b *binder) finish(t *fromTree) (*rel, error) {
+	if t.leaf != nil {
+		if len(t.filters) == 0 {
+			return t.leaf, nil
+		}
+		if t.leaf.tvf != nil {
+			return nil, b.s.errAt(t.off, "filter the rows of a window table function in a subquery it reads, not in the WHERE of its aggregate")
+		}
+		return filterRel(t.leaf, and(t.filters)), nil
+	}
+	l, err := b.finish(t.left)
+	if err != nil {
+		return nil, err
+	}
+	r, err := b.finish(t.right)
+	if err != nil {
+		return nil, err
+	}
+	return b.join(l, r, t.conds, t.off)
+}
+
+// filterRel is r filtered by f.
+func filterRel(r *rel, f *plan.Expr) *rel {
+	out := &rel{n: &calcNode{in: r, filter: f}, cols: r.cols}
+	m := map[int]int{}
+	for i := range r.cols {
+		m[i] = i
+	}
+	r.carry(out, m)
+	out.tvf = r.tvf
+	return out
+}
+
+// windowTVF binds TUMBLE(t, col, size), HOP(t, col, slide, size) and
+// SESSION(t, col, gap).
+func (b *binder) windowTVF(f *pg.RangeFunction) (*rel, error) {
+	off := 0
+	if len(f.Functions) != 1 {
+		return nil, b.s.errAt(off, "one table function at a time")
+	}
+	call := f.Functions[0].GetList().GetItems()[0].GetFuncCall()
+	if call == nil {
+		return nil, b.s.errAt(off, "unsupported table function")
+	}
+	off = int(call.Location)
+	name := strings.ToLower(call.Funcname[len(call.Funcname)-1].GetString_().GetSval())
+	var kind plan.WindowKind
+	want := 3
+	switch name {
+	case "tumble":
+		kind = plan.Tumble
+	case "hop":
+		kind, want = plan.Hop, 4
+	case "session":
+		kind = plan.Session
+	default:
+		return nil, b.s.errAt(off, "table function %s does not exist (TUMBLE, HOP and SESSION do)", name)
+	}
+	if len(call.Args) != want {
+		usage := map[plan.WindowKind]string{plan.Tumble: "TUMBLE(relation, time_column, size)", plan.Hop: "HOP(relation, time_column, slide, size)", plan.Session: "SESSION(relation, time_column, gap)"}
+		return nil, b.s.errAt(off, "%s takes %d arguments: %s", strings.ToUpper(name), want, usage[kind])
+	}
+	tref := call.Args[0].GetColumnRef()
+	if tref == nil || len(tref.Fields) != 1 {
+		return nil, b.s.errAt(location(call.Args[0]), "the first argument of %s is a source or view by name", strings.ToUpper(name))
+	}
+	tname := tref.Fields[0].GetString_().GetSval()
+	in, err := b.relation(tname, int(tref.Location))
+	if err != nil {
+		return nil, err
+	}
+	qual := tname
+	if f.Alias != nil {
+		qual = f.Alias.Aliasname
+	}
+	in = requalify(in, qual)
+	tc, err := b.expr(&scope{cols: in.cols}, call.Args[1])
+	if err != nil {
+		return nil, err
+	}
+	w := plan.Window{Kind: kind}
+	switch {
+	case tc.Op != plan.OpCol:
+		return nil, b.s.errAt(location(call.Args[1]), "the time column of %s must be a column", strings.ToUpper(name))
+	case tc.Col == in.proctime:
+		w.ProcessingTime = true
+	case tc.Col != in.rowtime:
+		return nil, b.s.errAt(location(call.Args[1]), "%s is not a time attribute of %s: windows need the column its WATERMARK FOR declares (event time) or a PROCTIME() column", in.cols[tc.Col].name, tname)
+	}
+	durs := make([]int64, 0, 2)
+	for _, a := range call.Args[2:] {
+		d, err := b.duration(a)
+		if err != nil {
+			return nil, err
+		}
+		durs = append(durs, d)
+	}
+	switch kind {
+	case plan.Tumble:
+		w.Size, w.Slide = durs[0], durs[0]
+	case plan.Hop:
+		w.Slide, w.Size = durs[0], durs[1]
+		if w.Slide > w.Size {
+			return nil, b.s.errAt(location(call.Args[2]), "HOP slide %s exceeds the window size %s", ms(w.Slide), ms(w.Size))
+		}
+		if w.Size%w.Slide != 0 {
+			return nil, b.s.errAt(location(call.Args[3]), "HOP size %s must be a multiple of its slide %s", ms(w.Size), ms(w.Slide))
+		}
+	case plan.Session:
+		w.Gap = durs[0]
+	}
+	out := &rel{n: in.n, cols: append([]col{}, in.cols...), rowtime: in.rowtime, proctime: in.proctime, watermarked: in.watermarked}
+	ts := plan.Type{Kind: plan.Timestamp}
+	out.cols = append(out.cols, col{name: "window_start", qual: qual, t: ts}, col{name: "window_end", qual: qual, t: ts})
+	out.tvf = &w
+	if !w.ProcessingTime && !in.watermarked {
+		return nil, b.s.errAt(off, "%s has no WATERMARK: event-time windows need one", tname)
+	}
+	return out, nil
+}
+
+func ms(d int64) time.Duration { return time.Duration(d) * time.Millisecond }
+
+// duration is a constant positive INTERVAL in whole milliseconds.
+func (b *binder) duration(n *pg.Node) (int64, error) {
+	e, err := b.expr(&scope{}, n)
+	if err != nil {
+		return 0, err
+	}
+	if e.Op != plan.OpConst || e.Type.Kind != plan.Interval {
+		return 0, b.s.errAt(location(n), "want a constant INTERVAL, e.g. INTERVAL '10' SECOND")
+	}
+	var us int64
+	fmt.Sscan(e.Lit, &us)
+	if us <= 0 || us%1000 != 0 {
+		return 0, b.s.errAt(location(n), "window durations are positive whole milliseconds")
+	}
+	return us / 1000, nil
+}
+
+// project binds a select list without aggregates.
+func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
+	sc := &scope{cols: in.cols}
+	var exprs []plan.Expr
+	var cols []col
+	m := map[int]int{}
+	for _, t := range targets {
+		rt := t.GetResTarget()
+		if star, qual := isStar(rt.Val); star {
+			n := 0
+			for i, c := range in.cols {
+				if qual != "" && c.qual != qual {
+					continue
+				}
+				m[i] = len(exprs)
+				exprs = append(exprs, plan.ColRef(i, c.t))
+				cols = append(cols, col{name: c.name, qual: c.qual, t: c.t})
+				n++
+			}
+			if n == 0 {
+				return nil, b.s.errAt(int(rt.Location), "missing FROM-clause entry for table %q", qual)
+			}
+			continue
+		}
+		e, err := b.expr(sc, rt.Val)
+		if err != nil {
+			return nil, err
+		}
+		name := rt.Name
+		if name == "" {
+			name = defaultName(rt.Val)
+		}
+		if e.Op == plan.OpCol {
+			if _, ok := m[e.Col]; !ok {
+				m[e.Col] = len(exprs)
+			}
+		}
+		exprs = append(exprs, e)
+		cols = append(cols, col{name: name, t: e.Type})
+	}
+	out := &rel{n: &calcNode{in: in, project: exprs}, cols: cols}
+	in.carry(out, m)
+	return out, nil
+}
+
+func isStar(n *pg.Node) (bool, string) {
+	c := n.GetColumnRef()
+	if c == nil {
+		return false, ""
+	}
+	last := c.Fields[len(c.Fields)-1]
+	if _, ok := last.Node.(*pg.Node_AStar); !ok {
+		return false, ""
+	}
+	if len(c.Fields) == 2 {
+		return true, c.Fields[0].GetString_().GetSval()
+	}
+	return true, ""
+}
+
+// defaultName is the name PostgreSQL gives an unnamed select item.
+func defaultName(n *pg.Node) string {
+	switch x := n.Node.(type) {
+	case *pg.Node_ColumnRef:
+		f := x.ColumnRef.Fields
+		return f[len(f)-1].GetString_().GetSval()
+	case *pg.Node_FuncCall:
+		return strings.ToLower(x.FuncCall.Funcname[len(x.FuncCall.Funcname)-1].GetString_().GetSval())
+	case *pg.Node_TypeCast:
+		return defaultName(x.TypeCast.Arg)
+	case *pg.Node_CaseExpr:
+		return "case"
+	case *pg.Node_CoalesceExpr:
+		return "coalesce"
+	}
+	return "?column?"
+}
+
+// unionAll binds a UNION ALL: every branch's columns cast to a common
+// type, by position.
+func (b *binder) unionAll(s *pg.SelectStmt) (*rel, error) {
+	var branches []*rel
+	var collect func(s *pg.SelectStmt) error
+	collect = func(s *pg.SelectStmt) error {
+		if s.Op == pg.SetOperation_SETOP_UNION && s.All {
+			if err := collect(s.Larg); err != nil {
+				return err
+			}
+			return collect(s.Rarg)
+		}
+		if s.Op != pg.SetOperation_SETOP_NONE {
+			return b.s.errAt(0, "only UNION ALL is supported on streams")
+		}
+		r, limit, err := b.query(s)
+		if err != nil {
+			return err
+		}
+		if limit >= 0 {
+			return b.s.errAt(location(s.LimitCount), "LIMIT inside UNION ALL is not supported")
+		}
+		branches = append(branches, r)
+		return nil
+	}
+	if err := collect(s); err != nil {
+		return nil, err
+	}
+	first := branches[0]
+	for _, br := range branches[1:] {
+		if len(br.cols) != len(first.cols) {
+			return nil, b.s.errAt(location(s.Rarg.GetTargetList()[0]), "each UNION ALL query must have the same number of columns (%d and %d)", len(first.cols), len(br.cols))
+		}
+	}
+	types := make([]plan.Type, len(first.cols))
+	for i := range types {
+		types[i] = first.cols[i].t
+		for _, br := range branches[1:] {
+			ts := []plan.Type{types[i], br.cols[i].t}
+			_, res, err := resolveCommon(ts)
+			if err != nil {
+				return nil, b.s.errAt(location(s.Rarg.GetTargetList()[0]), "UNION ALL column %d (%s): types %s and %s cannot be matched", i+1, first.cols[i].name, types[i], br.cols[i].t)
+			}
+			types[i] = res
+		}
+	}
+	var inputs []*rel
+	for _, br := range branches {
+		var exprs []plan.Expr
+		same := true
+		for i, c := range br.cols {
+			e, err := b.cast(plan.ColRef(i, c.t), types[i], 0)
+			if err != nil {
+				return nil, err
+			}
+			same = same && c.t == types[i]
+			exprs = append(exprs, e)
+		}
+		if !same {
+			cols := make([]col, len(br.cols))
+			for i, c := range br.cols {
+				cols[i] = col{name: c.name, t: types[i]}
+			}
+			br = &rel{n: &calcNode{in: br, project: exprs}, cols: cols, rowtime: -1, proctime: -1, watermarked: br.watermarked}
+		}
+		inputs = append(inputs, br)
+	}
+	out := &rel{n: &unionNode{inputs: inputs}, rowtime: -1, proctime: -1}
+	for i, c := range first.cols {
+		out.cols = append(out.cols, col{name: c.name, t: types[i]})
+	}
+	for _, in := range inputs {
+		out.watermarked = out.watermarked || in.watermarked
+	}
+	return out, nil
+}

@@ -1,0 +1,138 @@
+package ops
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/weirproject/weir/internal/sql/plan"
+	"github.com/weirproject/weir/internal/sql/row"
+	"github.com/weirproject/weir/sdk"
+)
+
+// Calc is the operator sql-calc (a plan.Calc): a projection and a filter,
+// stateless. It decodes each input record into a row, keeps the rows its
+// filter is true for, and emits the projection of each in its encoding,
+// at the record's timestamp (or at the row's event-time column's, for a
+// source's records that do not carry it).
+type Calc struct {
+	decode  decoder
+	filter  func(row.Row) (bool, error)
+	project *projection
+	enc     *encoder
+	// tsCol is the event-time column, or -1.
+	tsCol int
+	in    row.Row
+}
+
+func (c *Calc) Open(ctx sdk.Context) error {
+	op, err := loadPlan(ctx, "sql-calc")
+	if err != nil {
+		return err
+	}
+	p := op.Calc
+	if p == nil {
+		return errors.New("sql-calc: the plan is not a calc's")
+	}
+	if err := c.open(p, ctx.TimerService); err != nil {
+		return fmt.Errorf("sql-calc: %w", err)
+	}
+	return nil
+}
+
+// open compiles p; timers is how to reach the subtask's clock, asked for
+// only when a column needs it.
+func (c *Calc) open(p *plan.Calc, timers func() sdk.TimerService) error {
+	s := p.In.Schema
+	c.tsCol = p.In.Timestamp
+	if c.tsCol >= len(s) {
+		return fmt.Errorf("event-time column %d of an input of %d columns", c.tsCol, len(s))
+	}
+	if c.tsCol >= 0 && s[c.tsCol].Type.Kind != plan.Timestamp && s[c.tsCol].Type.Kind != plan.TimestampTZ {
+		return fmt.Errorf("event-time column %s is %s, not a TIMESTAMP", s[c.tsCol].Name, s[c.tsCol].Type)
+	}
+	used := make([]bool, len(s))
+	if c.tsCol >= 0 {
+		used[c.tsCol] = true
+	}
+	if p.Filter != nil {
+		markColumns(used, *p.Filter)
+	}
+	out := s
+	if len(p.Project) > 0 {
+		out = p.Out
+		for _, e := range p.Project {
+			markColumns(used, e)
+		}
+	} else {
+		for i := range used {
+			used[i] = true
+		}
+	}
+	if len(out) != len(p.Out) {
+		return fmt.Errorf("the output has %d columns, the plan's schema %d", len(out), len(p.Out))
+	}
+	var clock sdk.TimerService
+	now := func() int64 {
+		if clock == nil {
+			clock = timers()
+		}
+		return clock.CurrentProcessingTime()
+	}
+	var err error
+	if c.decode, err = newDecoder(p.In, used, now); err != nil {
+		return err
+	}
+	if c.filter, err = predicate(p.Filter); err != nil {
+		return err
+	}
+	if c.project, err = newProjection(p.Project); err != nil {
+		return err
+	}
+	c.enc, err = newEncoder(p.Out, p.Enc)
+	return err
+}
+
+// markColumns marks the columns e reads.
+func markColumns(used []bool, e plan.Expr) {
+	if e.Op == plan.OpCol && e.Col >= 0 && e.Col < len(used) {
+		used[e.Col] = true
+	}
+	for _, a := range e.Args {
+		markColumns(used, a)
+	}
+}
+
+func (c *Calc) ProcessRecord(rec sdk.Record, out sdk.Collector) error {
+	r, ok, err := c.decode(rec, c.in)
+	c.in = r
+	if err != nil {
+		return fmt.Errorf("sql-calc: decode: %w", err)
+	}
+	if !ok {
+		return nil
+	}
+	ts := rec.Timestamp
+	if c.tsCol >= 0 {
+		v := r[c.tsCol]
+		if v.IsNull() {
+			return fmt.Errorf("sql-calc: %w", errNullTime)
+		}
+		ts = floorMs(v.Int())
+	}
+	if c.filter != nil {
+		keep, err := c.filter(r)
+		if err != nil {
+			return fmt.Errorf("sql-calc: filter: %w", err)
+		}
+		if !keep {
+			return nil
+		}
+	}
+	if r, err = c.project.apply(r); err != nil {
+		return fmt.Errorf("sql-calc: %w", err)
+	}
+	out.Collect(c.enc.record(r, ts))
+	return nil
+}
+
+func (c *Calc) Close() error { return nil }

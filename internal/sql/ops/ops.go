@@ -1,0 +1,199 @@
+// Package ops holds the SQL operators a TaskManager runs: each reads its
+// part of a compiled query (a plan.Operator, JSON under its vertex's
+// configuration key "plan", which `weir sql` writes), compiles its
+// expressions once into closures (package sql/expr), and runs on the
+// runtime's own operators: a window aggregate is the window operator of
+// the Go API and the job specs with a SQL aggregator, an interval or
+// window join theirs with a SQL pairer. It links no SQL parser: the
+// planner is apart, in package sql/compile.
+package ops
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/weirproject/weir/internal/sql/expr"
+	"github.com/weirproject/weir/internal/sql/plan"
+	"github.com/weirproject/weir/internal/sql/row"
+	"github.com/weirproject/weir/sdk"
+)
+
+// loadPlan reads the plan of the vertex operator name runs.
+func loadPlan(ctx sdk.Context, name string) (*plan.Operator, error) {
+	s, err := ctx.Config().String("plan", "")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if s == "" {
+		return nil, fmt.Errorf("%s: config \"plan\" is required (the operator's part of a query `weir sql` compiled)", name)
+	}
+	op, err := plan.Unmarshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return op, nil
+}
+
+// projection computes an output row from an input row: nil evals pass the
+// input row through.
+type projection struct {
+	evals []expr.Eval
+	out   row.Row
+}
+
+func newProjection(exprs []plan.Expr) (*projection, error) {
+	p := &projection{}
+	for i, e := range exprs {
+		ev, err := expr.Compile(e)
+		if err != nil {
+			return nil, fmt.Errorf("output column %d: %w", i, err)
+		}
+		p.evals = append(p.evals, ev)
+	}
+	p.out = make(row.Row, len(p.evals))
+	return p, nil
+}
+
+// apply returns the projection of r, in a row reused by the next call.
+func (p *projection) apply(r row.Row) (row.Row, error) {
+	if p.evals == nil {
+		return r, nil
+	}
+	for i, ev := range p.evals {
+		v, err := ev(r)
+		if err != nil {
+			return nil, fmt.Errorf("output column %d: %w", i, err)
+		}
+		p.out[i] = v
+	}
+	return p.out, nil
+}
+
+// predicate compiles an optional filter; nil keeps every row.
+func predicate(e *plan.Expr) (func(row.Row) (bool, error), error) {
+	if e == nil {
+		return nil, nil
+	}
+	f, err := expr.CompilePredicate(*e)
+	if err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	return f, nil
+}
+
+// encoder makes the records an operator emits from its output rows, as
+// its plan.Encoding says.
+type encoder struct {
+	schema plan.Schema
+	enc    plan.Encoding
+	codec  *row.Codec
+	// keySchema and keyRow are the key columns' for a text key.
+	keySchema plan.Schema
+	keyRow    row.Row
+	arena     arena
+}
+
+func newEncoder(s plan.Schema, e plan.Encoding) (*encoder, error) {
+	switch e.Format {
+	case plan.FormatRow, plan.FormatCSV, plan.FormatJSON:
+	default:
+		return nil, fmt.Errorf("output format %q: want %s, %s or %s", e.Format, plan.FormatRow, plan.FormatCSV, plan.FormatJSON)
+	}
+	switch e.KeyFormat {
+	case "", plan.FormatRow, plan.FormatCSV, plan.FormatJSON:
+	default:
+		return nil, fmt.Errorf("key format %q: want %s, %s or %s", e.KeyFormat, plan.FormatRow, plan.FormatCSV, plan.FormatJSON)
+	}
+	c := &encoder{schema: s, enc: e, codec: row.NewCodec(s)}
+	for _, k := range e.Key {
+		if k < 0 || k >= len(s) {
+			return nil, fmt.Errorf("key column %d of an output of %d columns", k, len(s))
+		}
+		c.keySchema = append(c.keySchema, s[k])
+	}
+	c.keyRow = make(row.Row, len(e.Key))
+	return c, nil
+}
+
+// record is r's record at ts. Its bytes are the arena's: downstream may
+// hold them for a while (the exchange batches records, a chained operator
+// may buffer them), so they are never written again.
+func (c *encoder) record(r row.Row, ts int64) sdk.Record {
+	var key []byte
+	if len(c.enc.Key) > 0 {
+		b := c.arena.next()
+		switch c.enc.KeyFormat {
+		case plan.FormatCSV, plan.FormatJSON:
+			for i, k := range c.enc.Key {
+				c.keyRow[i] = r[k]
+			}
+			if c.enc.KeyFormat == plan.FormatCSV {
+				b = row.AppendCSV(b, c.keySchema, c.keyRow)
+			} else {
+				b = row.AppendJSON(b, c.keySchema, c.keyRow)
+			}
+		default:
+			b = c.codec.AppendKey(b, r, c.enc.Key)
+		}
+		key = c.arena.keep(b)
+	}
+	b := c.arena.next()
+	switch c.enc.Format {
+	case plan.FormatCSV:
+		b = row.AppendCSV(b, c.schema, r)
+	case plan.FormatJSON:
+		b = row.AppendJSON(b, c.schema, r)
+	default:
+		b = c.codec.Append(b, r)
+	}
+	return sdk.Record{Key: key, Value: c.arena.keep(b), Timestamp: ts}
+}
+
+// arena hands out the bytes of emitted records from large chunks: one
+// allocation serves many records, and none is ever overwritten (the
+// runtime's contract: an emitted record's slices are downstream's).
+type arena struct {
+	// free is the unused rest of the current chunk.
+	free []byte
+	// last is the length of the last record's bytes, the room the next
+	// one is likely to need.
+	last int
+}
+
+const arenaChunk = 16 << 10
+
+// next is an empty slice to append one record's bytes to; keep takes
+// them.
+func (a *arena) next() []byte {
+	if need := 2*a.last + 16; cap(a.free) < need {
+		a.free = make([]byte, 0, max(arenaChunk, need))
+	}
+	return a.free[:0]
+}
+
+// keep returns b, which next's slice grew into, capped (so that nothing
+// appended to it overwrites the next record); the chunk's room after b is
+// the next record's. When b outgrew the chunk, append moved it to an
+// allocation of its own and the chunk is left as it was.
+func (a *arena) keep(b []byte) []byte {
+	a.last = len(b)
+	if len(b) > 0 && cap(b) == cap(a.free) && &b[0] == &a.free[:1][0] {
+		a.free = a.free[len(b):len(b)]
+	}
+	return b[:len(b):len(b)]
+}
+
+// floorMs is a TIMESTAMP's microseconds as the milliseconds of a record's
+// timestamp: rounded down, as the window of an instant is the one holding
+// its millisecond.
+func floorMs(us int64) int64 {
+	ms := us / 1000
+	if us%1000 < 0 {
+		ms--
+	}
+	return ms
+}
+
+// errNullTime is a row whose event-time column is NULL: it has no time to
+// put the record at (Flink refuses such a row too).
+var errNullTime = errors.New("the event-time column is NULL")
