@@ -22,13 +22,13 @@ import (
 
 // builder builds one job's graph.
 type builder struct {
-	g        *weirv1.JobGraph
-	par      int32
-	ops      map[string]*plan.Operator
-	order    []string
-	sources  map[*source]string
-	names    map[string]int
-	calcs    int
+	g       *weirv1.JobGraph
+	par     int32
+	ops     map[string]*plan.Operator
+	order   []string
+	sources map[*source]string
+	names   map[string]int
+	calcs   int
 }
 
 // stage is a vertex whose output a consumer reads: the consumer sets the
