@@ -4,6 +4,7 @@ GO       ?= go
 BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
+DAEMONS  := jobmanager taskmanager
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
@@ -11,8 +12,16 @@ BINARIES := jobmanager taskmanager weir
 
 all: build
 
+# The daemons are pure Go, static (CGO_ENABLED=0) for the FROM scratch
+# image. weir links PostgreSQL's parser (libpg_query, C, through cgo) for
+# `weir sql`: it is built with cgo and linked statically, so it runs in
+# the same image; the netgo and osusergo tags use Go's resolver and user
+# lookup instead of glibc's, which would load shared libraries at run
+# time. Compiling libpg_query takes minutes once; the build cache keeps it.
+WEIR_BUILD := CGO_ENABLED=1 $(GO) build -trimpath -tags netgo,osusergo -ldflags '-extldflags "-static"'
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(DAEMONS))
+	$(WEIR_BUILD) -o $(BIN)/ ./cmd/weir
 
 # The whole suite, race detector on, end-to-end tests included. Tests build
 # with the fault points compiled in (internal/fault); the binaries `make
@@ -97,11 +106,16 @@ sim:
 # JSON. About 8 minutes. BENCH=B2 (an ID or name, comma-separated) runs
 # only those after the floors and writes bench/results/$(BENCH).json;
 # BENCH_FLAGS=-quick is a smoke run, -profile also saves CPU profiles.
+# The daemons and programs it runs are built as `make build` builds them
+# (no cgo); weir-bench itself links the SQL compiler (N2:
+# internal/sql/compile, libpg_query through cgo), so it is built with cgo.
+# It needs no bin/weir.
 BENCH       ?=
 BENCH_FLAGS ?=
 comma       := ,
-bench: build
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager ./bench/cmd/bench-goapi ./cmd/kafka-dev ./examples/nexmark
+bench:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/jobmanager ./cmd/taskmanager ./bench/cmd/bench-taskmanager ./bench/cmd/bench-jobmanager ./bench/cmd/bench-goapi ./cmd/kafka-dev ./examples/nexmark
+	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/ ./bench/cmd/weir-bench
 	$(if $(filter S3 s3 s3-checkpoints,$(subst $(comma), ,$(BENCH))),cd deploy/s3 && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/versitygw github.com/versity/versitygw/cmd/versitygw)
 	$(BIN)/weir-bench -bin $(BIN) -out bench/results/$(if $(BENCH),$(subst $(comma),-,$(BENCH)),latest).json $(if $(BENCH),-only $(BENCH)) $(BENCH_FLAGS)
 

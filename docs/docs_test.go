@@ -269,6 +269,8 @@ func binary(t *testing.T, name string) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", build.dir+"/", "../cmd/weir", "../cmd/jobmanager", "../cmd/taskmanager")
+		// weir links PostgreSQL's parser through cgo.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		cmd.Stderr = os.Stderr
 		build.err = cmd.Run()
 	})

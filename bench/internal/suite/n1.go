@@ -179,8 +179,15 @@ func n1PollEvery(elapsed time.Duration) time.Duration {
 // ended. A job that does not end is an error; one that ends FAILED or
 // CANCELED is returned as such.
 func n1Run(e *Env, c *harness.Cluster, q, backend string, events int64) (n1Result, error) {
+	return n1Measure(e, c, "N1 "+q+" "+backend, events, func() (string, error) { return n1Submit(e, c, q, backend, events) })
+}
+
+// n1Measure submits a bounded job of events (submit returns its ID) and
+// measures it as n1Run does; what names it in the log. N2 measures its
+// SQL jobs with it.
+func n1Measure(e *Env, c *harness.Cluster, what string, events int64, submit func() (string, error)) (n1Result, error) {
 	var r n1Result
-	job, err := n1Submit(e, c, q, backend, events)
+	job, err := submit()
 	if err != nil {
 		return r, err
 	}
@@ -208,7 +215,7 @@ func n1Run(e *Env, c *harness.Cluster, q, backend string, events int64) (n1Resul
 			}
 		}
 	} else {
-		e.Logf("N1 %s %s: checkpoints: %v", q, backend, err)
+		e.Logf("%s: checkpoints: %v", what, err)
 	}
 	return r, nil
 }

@@ -143,6 +143,9 @@ func (b *builder) source(src *source) (string, plan.Decoding, error) {
 			dec.Format = plan.FormatCSV
 		}
 		dec.Timestamp = src.rowtime
+		if src.proctime >= 0 {
+			dec.Clock = []int{src.proctime}
+		}
 	}
 	if name, ok := b.sources[src]; ok {
 		return name, dec, nil

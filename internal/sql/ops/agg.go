@@ -12,10 +12,24 @@ import (
 	"github.com/weirproject/weir/internal/sql/row"
 )
 
-// The accumulator of a window aggregate is bytes in keyed state: one
-// segment per aggregate call, in the plan's order, each in the layout of
-// its call's accKind. Values in a segment (min, max, distinct) are in
-// valueEncoding.
+// The accumulator of a window aggregate is bytes in keyed state: the
+// byte accFormat, then one segment per aggregate call, in the plan's
+// order, each in the layout of its call's accKind. Values in a segment
+// (min, max, distinct) are in valueEncoding.
+
+// accFormat begins every accumulator, so that none is empty (the window
+// operator takes no bytes for no rows, which the accumulator of no calls,
+// a DISTINCT over windows, would otherwise be), and so that a layout to
+// come can tell itself from this one.
+const accFormat = 1
+
+// accBody is the segments of acc.
+func accBody(acc []byte) ([]byte, error) {
+	if len(acc) == 0 || acc[0] != accFormat {
+		return nil, errCorruptAcc
+	}
+	return acc[1:], nil
+}
 
 // accKind is the layout of one call's segment.
 type accKind uint8

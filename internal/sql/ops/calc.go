@@ -113,11 +113,7 @@ func (c *Calc) ProcessRecord(rec sdk.Record, out sdk.Collector) error {
 	}
 	ts := rec.Timestamp
 	if c.tsCol >= 0 {
-		v := r[c.tsCol]
-		if v.IsNull() {
-			return fmt.Errorf("sql-calc: %w", errNullTime)
-		}
-		ts = floorMs(v.Int())
+		r[c.tsCol] = row.Int(ts * 1000)
 	}
 	if c.filter != nil {
 		keep, err := c.filter(r)

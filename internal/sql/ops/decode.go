@@ -33,16 +33,8 @@ func newDecoder(d plan.Decoding, used []bool, now func() int64) (decoder, error)
 			r, err := codec.Decode(rec.Value, r)
 			return r, true, err
 		}, nil
-	case plan.FormatCSV:
-		return func(rec sdk.Record, r row.Row) (row.Row, bool, error) {
-			r, err := row.ParseCSV(s, rec.Value, r)
-			return r, true, err
-		}, nil
-	case plan.FormatJSON:
-		return func(rec sdk.Record, r row.Row) (row.Row, bool, error) {
-			r, err := row.ParseJSON(s, rec.Value, r)
-			return r, true, err
-		}, nil
+	case plan.FormatCSV, plan.FormatJSON:
+		return newTextDecoder(d, now), nil
 	case plan.FormatNexmarkBid, plan.FormatNexmarkAuction, plan.FormatNexmarkPerson:
 		return newNexmarkDecoder(d, used, now)
 	case plan.FormatSequence:
@@ -361,4 +353,51 @@ func parseDecimal(b []byte) (int64, error) {
 		v = -v
 	}
 	return v, nil
+}
+
+// newTextDecoder reads CSV or JSON rows (a Kafka source's messages): the
+// text holds the columns but the event-time one, which the calc fills
+// from the record's timestamp, and the processing-time ones, which the
+// clock fills.
+func newTextDecoder(d plan.Decoding, now func() int64) decoder {
+	skip := map[int]bool{}
+	if d.Timestamp >= 0 {
+		skip[d.Timestamp] = true
+	}
+	for _, c := range d.Clock {
+		skip[c] = true
+	}
+	var text plan.Schema
+	var at []int
+	for i, c := range d.Schema {
+		if !skip[i] {
+			text = append(text, c)
+			at = append(at, i)
+		}
+	}
+	parse := row.ParseJSON
+	if d.Format == plan.FormatCSV {
+		parse = row.ParseCSV
+	}
+	var tmp row.Row
+	return func(rec sdk.Record, r row.Row) (row.Row, bool, error) {
+		var err error
+		if tmp, err = parse(text, rec.Value, tmp); err != nil {
+			return r, false, err
+		}
+		if cap(r) < len(d.Schema) {
+			r = make(row.Row, len(d.Schema))
+		}
+		r = r[:len(d.Schema)]
+		for j, i := range at {
+			r[i] = tmp[j]
+		}
+		if len(d.Clock) > 0 {
+			t := row.Int(now() * 1000)
+			for _, c := range d.Clock {
+				r[c] = t
+			}
+		}
+		return r, true, nil
+	}
 }

@@ -9,7 +9,6 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/weirproject/weir/internal/sql/expr"
@@ -183,17 +182,3 @@ func (a *arena) keep(b []byte) []byte {
 	return b[:len(b):len(b)]
 }
 
-// floorMs is a TIMESTAMP's microseconds as the milliseconds of a record's
-// timestamp: rounded down, as the window of an instant is the one holding
-// its millisecond.
-func floorMs(us int64) int64 {
-	ms := us / 1000
-	if us%1000 < 0 {
-		ms--
-	}
-	return ms
-}
-
-// errNullTime is a row whose event-time column is NULL: it has no time to
-// put the record at (Flink refuses such a row too).
-var errNullTime = errors.New("the event-time column is NULL")

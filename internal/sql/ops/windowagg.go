@@ -180,7 +180,12 @@ func (g *aggregator) Add(acc []byte, r sdk.Record) ([]byte, error) {
 			return nil, err
 		}
 	}
-	out := g.buf[:0]
+	if acc != nil {
+		if acc, err = accBody(acc); err != nil {
+			return nil, err
+		}
+	}
+	out := append(g.buf[:0], accFormat)
 	for i := range g.calls {
 		a := &g.calls[i]
 		var seg []byte
@@ -217,6 +222,14 @@ func (g *aggregator) Merge(x, y []byte) ([]byte, error) {
 	if turn >= 0 {
 		out = g.merged[turn][:0]
 	}
+	out = append(out, accFormat)
+	x, err := accBody(x)
+	if err != nil {
+		return nil, err
+	}
+	if y, err = accBody(y); err != nil {
+		return nil, err
+	}
 	for i := range g.calls {
 		a := &g.calls[i]
 		sx, rx, err := a.segment(x)
@@ -249,6 +262,9 @@ func (g *aggregator) Result(key []byte, start, end int64, acc []byte) (sdk.Recor
 	if g.keyRow, err = g.keyCodec.Decode(key, g.keyRow); err != nil {
 		return sdk.Record{}, fmt.Errorf("group key: %w", err)
 	}
+	if acc, err = accBody(acc); err != nil {
+		return sdk.Record{}, err
+	}
 	for i := range g.calls {
 		a := &g.calls[i]
 		var seg []byte
@@ -258,6 +274,9 @@ func (g *aggregator) Result(key []byte, start, end int64, acc []byte) (sdk.Recor
 		if g.vals[i], err = a.result(seg); err != nil {
 			return sdk.Record{}, err
 		}
+	}
+	if len(acc) > 0 {
+		return sdk.Record{}, errCorruptAcc
 	}
 	if g.size > 0 {
 		start = end - g.size

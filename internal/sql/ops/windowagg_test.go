@@ -221,6 +221,24 @@ func TestWindowAggregateOutput(t *testing.T) {
 	}
 }
 
+// TestWindowAggregateDistinct: a window aggregate of no aggregate calls
+// (GROUP BY alone, a SELECT DISTINCT per window) emits each group of each
+// window once.
+func TestWindowAggregateDistinct(t *testing.T) {
+	in := schema("g", tVarchar)
+	p := aggPlan(in, plan.Window{Kind: plan.Tumble, Size: 10})
+	r := func(g string, ts int64) event { return rec(rowRecord(in, row.Row{row.Str(g)}, []int{0}, ts)) }
+	events := []event{r("a", 1), r("a", 2), r("b", 3), wm(5), r("a", 12)}
+	want := []string{"19: a,1970-01-01 00:00:00.01,1970-01-01 00:00:00.02", "9: a,1970-01-01 00:00:00,1970-01-01 00:00:00.01",
+		"9: b,1970-01-01 00:00:00,1970-01-01 00:00:00.01"}
+	for _, restoreAfter := range []int{-1, 3} {
+		got := rowLines(t, p.Out, run(t, newWindowAggregate, config(t, &plan.Operator{WindowAgg: p}), events, restoreAfter))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("restored after event %d: rows %q, want %q", restoreAfter, got, want)
+		}
+	}
+}
+
 func TestWindowAggregateOverflow(t *testing.T) {
 	in := schema("g", tBigint, "x", tBigint)
 	for _, tc := range []struct {

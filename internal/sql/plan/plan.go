@@ -178,11 +178,13 @@ type Encoding struct {
 type Decoding struct {
 	Format Format `json:"format"`
 	Schema Schema `json:"schema"`
-	// Timestamp is the column whose value (µs) becomes the record's
-	// timestamp (ms), or -1 to keep the incoming timestamp. A source's
-	// event-time column, when the connector does not stamp records with
-	// it.
+	// Timestamp is a column filled from the record's timestamp (ms, as
+	// µs), or -1: a Kafka source's event-time column, which is the
+	// messages' timestamp, as the watermarks the source generates are.
 	Timestamp int `json:"timestamp"`
+	// Clock lists the columns the subtask's processing time fills
+	// (PROCTIME() columns) when the format has no value for them.
+	Clock []int `json:"clock,omitempty"`
 }
 
 // Operator is the configuration of one SQL vertex: exactly one of its
