@@ -181,4 +181,3 @@ func (a *arena) keep(b []byte) []byte {
 	}
 	return b[:len(b):len(b)]
 }
-
