@@ -191,7 +191,7 @@ func (a *app) runSQL(ctx context.Context, f *sqlFlags, collectAddress string, fo
 	}
 	var recv *collect.Receiver
 	for _, j := range res.Jobs {
-		if j.Select == nil || j.ExplainOnly {
+		if j.Select == nil || j.ExplainOnly || j.Select.Limit == 0 {
 			continue
 		}
 		if _, err := a.client(); err != nil {

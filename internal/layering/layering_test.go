@@ -250,3 +250,21 @@ func TestStorageLinksNoObjectStoreClient(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonsLinkNoSQLParser: the SQL operators, and the daemons that
+// run them, link neither the planner nor PostgreSQL's parser (cgo): a
+// query reaches them compiled, as data, so they stay static binaries.
+func TestDaemonsLinkNoSQLParser(t *testing.T) {
+	for _, pkg := range []string{"internal/sql/ops", "internal/sql/expr", "internal/sql/row", "internal/sql/plan",
+		"internal/operators/all", "cmd/taskmanager", "cmd/jobmanager"} {
+		out, err := exec.Command("go", "list", "-deps", module+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == module+"internal/sql/compile" || strings.HasPrefix(dep, "github.com/pganalyze/pg_query_go") {
+				t.Errorf("%s links %s: the daemons link no SQL parser", pkg, dep)
+			}
+		}
+	}
+}

@@ -10,10 +10,14 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/sdktest"
 	"github.com/weirproject/weir/internal/sql/plan"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+	weirv1grpc "github.com/weirproject/weir/proto/weir/v1/weirv1grpc"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -164,6 +168,33 @@ func TestEnoughRowsDropsTheRest(t *testing.T) {
 		}
 		return late.dropped > 0, nil
 	})
+}
+
+// TestDoneAnswersIdleStreams: the streams of a job whose rows the client
+// no longer wants are answered at once, also those of subtasks that send
+// nothing, so the client can close without breaking them.
+func TestDoneAnswersIdleStreams(t *testing.T) {
+	r := listen(t)
+	conn, err := grpc.NewClient(r.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := weirv1grpc.NewResultSinkServiceClient(conn).PushRows(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&weirv1.PushRowsRequest{JobId: "j", Rows: [][]byte{[]byte("r")}}); err != nil {
+		t.Fatal(err)
+	}
+	q := r.Receive("j")
+	if b := poll.Recv(t, q.Batches(), 10*time.Second, "the row"); string(b.Rows[0]) != "r" {
+		t.Fatalf("got %q", b.Rows)
+	}
+	q.Done()
+	if err := stream.RecvMsg(&weirv1.PushRowsResponse{}); err != nil {
+		t.Errorf("the idle stream ended with %v, want the client's answer", err)
+	}
 }
 
 // failure processes rows until the subtask fails, and returns why.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -92,8 +93,24 @@ func localAddressToward(hostport string) (net.IP, error) {
 // Address is where the TaskManagers reach the receiver.
 func (r *Receiver) Address() string { return r.addr }
 
-// Close stops serving; open streams break.
-func (r *Receiver) Close() { r.srv.Stop() }
+// closeGrace is how long Close lets the answers already given reach
+// the subtasks before it breaks the streams left.
+const closeGrace = time.Second
+
+// Close stops serving.
+func (r *Receiver) Close() {
+	stopped := make(chan struct{})
+	go func() {
+		r.srv.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(closeGrace):
+		r.srv.Stop()
+		<-stopped
+	}
+}
 
 // Batch is rows of one subtask, in the order it sent them.
 type Batch struct {
@@ -189,6 +206,23 @@ func (r *Receiver) PushRows(stream weirv1grpc.ResultSinkService_PushRowsServer) 
 	if q == nil {
 		return stream.SendAndClose(&weirv1.PushRowsResponse{})
 	}
+	// Messages are read apart, so that the stream is answered as soon
+	// as the client wants no more rows, also while the subtask sends none.
+	msgs, failed := make(chan *weirv1.PushRowsRequest), make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	subtask := int(req.GetSubtaskIndex())
 	for {
 		if len(req.GetRows()) > 0 {
@@ -200,13 +234,20 @@ func (r *Receiver) PushRows(stream weirv1grpc.ResultSinkService_PushRowsServer) 
 				return status.FromContextError(ctx.Err()).Err()
 			}
 		}
-		req, err = stream.Recv()
-		if errors.Is(err, io.EOF) {
-			// Answered only now: the subtask's end of input waits for
-			// it, so the job finishes after the client took every row.
-			return stream.SendAndClose(&weirv1.PushRowsResponse{})
-		} else if err != nil {
+		select {
+		case req = <-msgs:
+		case err := <-failed:
+			if errors.Is(err, io.EOF) {
+				// Answered only now: the subtask's end of input waits
+				// for it, so the job finishes after the client took
+				// every row.
+				return stream.SendAndClose(&weirv1.PushRowsResponse{})
+			}
 			return err
+		case <-q.stop:
+			return stream.SendAndClose(&weirv1.PushRowsResponse{})
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
 }

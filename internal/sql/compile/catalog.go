@@ -2,6 +2,7 @@ package compile
 
 import (
 	"fmt"
+	"time"
 	"sort"
 	"strings"
 
@@ -22,6 +23,9 @@ type source struct {
 	rowtime  int
 	delay    int64
 	proctime int
+	// idle and wmInterval are the watermark's idle timeout and interval
+	// (options watermark.idle_timeout, watermark.interval; 0: defaults).
+	idle, wmInterval time.Duration
 	// operator and config are the connector's vertex when read.
 	operator string
 	config   map[string]any

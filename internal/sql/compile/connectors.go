@@ -156,6 +156,12 @@ func (b *builder) source(src *source) (string, plan.Decoding, error) {
 	v := &weirv1.JobVertex{Name: name, Operator: src.operator, Parallelism: b.par, Config: cfg}
 	if src.rowtime >= 0 {
 		v.Watermarks = &weirv1.WatermarkStrategy{MaxOutOfOrderness: durationpb.New(time.Duration(src.delay) * time.Millisecond)}
+		if src.idle > 0 {
+			v.Watermarks.IdleTimeout = durationpb.New(src.idle)
+		}
+		if src.wmInterval > 0 {
+			v.Watermarks.Interval = durationpb.New(src.wmInterval)
+		}
 	}
 	v.Description = "Source " + src.name + " (connector " + src.options["connector"].value + ")"
 	b.g.Vertices = append(b.g.Vertices, v)
@@ -180,6 +186,22 @@ func (s *script) checkSource(src *source) error {
 	}
 	src.operator = ops[0]
 	skip := map[string]bool{}
+	// The watermark strategy's other settings, for any source.
+	for k, yk := range map[string]*time.Duration{"watermark.idle_timeout": &src.idle, "watermark.interval": &src.wmInterval} {
+		o, ok := src.options[k]
+		if !ok {
+			continue
+		}
+		d, err := time.ParseDuration(o.value)
+		if err != nil || d < 0 {
+			return s.errAt(o.off, "source %s: %s wants a duration such as '30s', got %q", src.name, k, o.value)
+		}
+		if src.rowtime < 0 {
+			return s.errAt(o.off, "source %s: %s without a WATERMARK", src.name, k)
+		}
+		*yk = d
+		skip[k] = true
+	}
 	switch c.value {
 	case "nexmark":
 		cfg, err := s.nexmarkConfig(src)
@@ -243,7 +265,7 @@ func (s *script) nexmarkConfig(src *source) (map[string]any, error) {
 		return nil, s.errAt(tt.off, "source %s: nexmark.table.type %q: want Bid, Auction or Person", src.name, tt.value)
 	}
 	cfg := map[string]any{"kinds": []any{kind}}
-	skip := map[string]bool{"nexmark.table.type": true}
+	skip := map[string]bool{"nexmark.table.type": true, "watermark.idle_timeout": true, "watermark.interval": true}
 	ints := map[string]string{"nexmark.split.num": "splits", "nexmark.event.num": "events"}
 	for k, yk := range ints {
 		if o, ok := src.options[k]; ok {

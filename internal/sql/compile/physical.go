@@ -201,6 +201,9 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 		b.ops[st.vertex].Describe = describeAgg(a)
 		return st, nil
 	}
+	if identity(project, st.schema, r.schema()) {
+		project = nil
+	}
 	if filter == nil && project == nil {
 		return st, nil
 	}
@@ -211,6 +214,20 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
 	b.add(name, "sql-calc", op, edge(st, false))
 	return &stage{vertex: name, schema: c.Out, enc: &c.Enc}, nil
+}
+
+// identity reports whether a projection passes its input's columns on
+// as they are, names included, which a calc can skip.
+func identity(es []plan.Expr, in, out plan.Schema) bool {
+	if len(es) != len(in) || len(out) != len(in) {
+		return false
+	}
+	for i, e := range es {
+		if e.Op != plan.OpCol || e.Col != i || e.Fn == "agg" || in[i].Name != out[i].Name {
+			return false
+		}
+	}
+	return true
 }
 
 func allCols(es []plan.Expr) bool {
@@ -249,6 +266,9 @@ func substitute(e plan.Expr, exprs []plan.Expr) plan.Expr {
 // rows a query does not want are dropped where they are read).
 func (b *builder) calc(scan *rel, filter *plan.Expr, project []plan.Expr, out plan.Schema) (*stage, error) {
 	src := scan.n.(*scanNode).src
+	if identity(project, src.cols, out) {
+		project = nil
+	}
 	sv, dec, err := b.source(src)
 	if err != nil {
 		return nil, err
