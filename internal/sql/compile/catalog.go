@@ -2,9 +2,9 @@ package compile
 
 import (
 	"fmt"
-	"time"
 	"sort"
 	"strings"
+	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
