@@ -27,6 +27,7 @@ func Register(r *sdk.Registry) {
 	r.RegisterOperator("kafka-sink", func() sdk.Operator { return &kafka.Sink{} })
 	r.RegisterOperator("sql-calc", func() sdk.Operator { return &ops.Calc{} })
 	r.RegisterOperator("sql-window-aggregate", func() sdk.Operator { return &ops.WindowAggregate{} })
+	r.RegisterOperator("sql-local-aggregate", func() sdk.Operator { return &ops.LocalAggregate{} })
 	r.RegisterOperator("sql-join", func() sdk.Operator { return &ops.Join{} })
 	r.RegisterOperator("blackhole", func() sdk.Operator { return ops.Blackhole{} })
 	r.RegisterOperator(collect.Operator, func() sdk.Operator { return &collect.Sink{} })

@@ -106,6 +106,13 @@ func init() {
 			Check: checkPlan("sql-window-aggregate", func(op *plan.Operator) bool { return op.WindowAgg != nil }),
 		},
 		{
+			Name: "sql-local-aggregate", Kind: connector.Transform,
+			Doc: "The first phase of a two-phase SQL window aggregate: folds its subtask's rows per group and pane, " +
+				"and sends each pane's partial result on when the watermark passes the pane's end.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-local-aggregate", func(op *plan.Operator) bool { return op.LocalAgg != nil }),
+		},
+		{
 			Name: "sql-join", Kind: connector.Transform,
 			Doc: "A SQL query's inner equi-join of two keyed inputs (left, then right): an interval join, a join of " +
 				"the same windows, or a regular join, whose state grows without bound.",

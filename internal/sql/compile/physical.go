@@ -298,6 +298,17 @@ func (b *builder) agg(r *rel, n *aggNode) (*stage, error) {
 	}
 	op := &plan.Operator{WindowAgg: a, Describe: describeAgg(a)}
 	name := b.unique("window-aggregate-" + digest(a.In, a.Window, a.Group, a.Aggs))
+	if twoPhase(a) {
+		// Each subtask folds its rows first, and only a partial per pane
+		// crosses the network to the one subtask that has the whole
+		// stream's group.
+		local := &plan.WindowAgg{In: a.In, Window: a.Window, Group: a.Group, Aggs: a.Aggs, Enc: plan.Encoding{Format: plan.FormatRow, Key: a.Group}}
+		lop := &plan.Operator{LocalAgg: local, Describe: "LocalAggregate " + windowString(a.Window) + " compute [" + aggList(a.Aggs, schemaCols(a.In)) + "] (partial, per pane)"}
+		lname := b.unique("local-aggregate-" + digest(a.In, a.Window, a.Group, a.Aggs))
+		b.add(lname, "sql-local-aggregate", lop, edge(in, false))
+		in = &stage{vertex: lname, enc: &local.Enc}
+		a.Partial = true
+	}
 	b.add(name, "sql-window-aggregate", op, edge(in, true))
 	return &stage{vertex: name, schema: a.Out, enc: &a.Enc, agg: a}, nil
 }
@@ -322,6 +333,17 @@ func (b *builder) join(r *rel, n *joinNode) (*stage, error) {
 	name := b.unique(fmt.Sprintf("%s-join-%s", n.kind, digest(j.Kind, j.Left, j.Right, n.lkeys, n.rkeys, j.Lower, j.Upper, j.Size)))
 	b.add(name, "sql-join", op, edge(l, true), edge(rt, true))
 	return &stage{vertex: name, schema: j.Out, enc: &j.Enc, join: j}, nil
+}
+
+// twoPhase says whether a window aggregate runs in two phases, a local
+// one per subtask and a global one (Flink's local-global aggregation).
+// It pays when the aggregate has no group key: the whole stream goes to
+// one subtask otherwise. With keys, the rows already spread over the
+// subtasks and a local phase mostly adds work. Session windows merge per
+// key and processing-time panes are the clock's, so those stay one phase;
+// a cascade's rows come when their panes are complete, too late to fold.
+func twoPhase(a *plan.WindowAgg) bool {
+	return len(a.Group) == 0 && a.Window.Kind != plan.Session && !a.Window.ProcessingTime && !a.Window.Cascade
 }
 
 // union builds UNION ALL: one calc reading every branch.

@@ -117,10 +117,13 @@ type aggregator struct {
 	buf     []byte
 	merged  [2][]byte
 	scratch []byte
+	// partial: the input records are a local aggregate's accumulators,
+	// merged, not rows added.
+	partial bool
 }
 
 func newAggregator(p *plan.WindowAgg) (*aggregator, error) {
-	g := &aggregator{codec: row.NewCodec(p.In), output: p.Output}
+	g := &aggregator{codec: row.NewCodec(p.In), output: p.Output, partial: p.Partial}
 	var keySchema plan.Schema
 	for _, c := range p.Group {
 		if c < 0 || c >= len(p.In) {
@@ -174,6 +177,12 @@ func newAggregator(p *plan.WindowAgg) (*aggregator, error) {
 }
 
 func (g *aggregator) Add(acc []byte, r sdk.Record) ([]byte, error) {
+	if g.partial {
+		if acc == nil {
+			return r.Value, nil
+		}
+		return g.Merge(acc, r.Value)
+	}
 	var err error
 	if g.decode {
 		if g.in, err = g.codec.Decode(r.Value, g.in); err != nil {

@@ -192,6 +192,12 @@ type Decoding struct {
 type Operator struct {
 	Calc      *Calc      `json:"calc,omitempty"`
 	WindowAgg *WindowAgg `json:"windowAgg,omitempty"`
+	// LocalAgg is the first phase of a two-phase window aggregate: the
+	// subtask folds its own rows per group and pane, and emits each
+	// pane's partial accumulator (the record value, keyed by the group)
+	// when the watermark passes the pane's end, to the WindowAgg that
+	// merges them (Partial). Its Output and Out are unused.
+	LocalAgg  *WindowAgg `json:"localAgg,omitempty"`
 	Join      *Join      `json:"join,omitempty"`
 	Blackhole *Blackhole `json:"blackhole,omitempty"`
 	Collect   *Collect   `json:"collect,omitempty"`
@@ -285,6 +291,9 @@ type WindowAgg struct {
 	Output []OutputItem `json:"output"`
 	Out    Schema       `json:"outSchema"`
 	Enc    Encoding     `json:"enc"`
+	// Partial: the input is a local aggregate's partial accumulators
+	// (the record value), which this, the global phase, merges.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // JoinKind is how a join pairs its inputs' rows in time.
