@@ -268,7 +268,15 @@ func binary(t *testing.T, name string) string {
 		if build.err != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", build.dir+"/", "../cmd/weir", "../cmd/jobmanager", "../cmd/taskmanager")
+		args := []string{"build", "-o", build.dir + "/"}
+		if raceEnabled {
+			// As this test is built: weir links PostgreSQL's parser,
+			// whose C takes minutes to compile, and the test's own
+			// build of it is then reused from the cache.
+			args = append(args, "-race")
+		}
+		args = append(args, "-tags", "failpoints", "../cmd/weir", "../cmd/jobmanager", "../cmd/taskmanager")
+		cmd := exec.Command("go", args...)
 		// weir links PostgreSQL's parser through cgo.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		cmd.Stderr = os.Stderr

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -36,12 +37,46 @@ const jobPollInterval = 500 * time.Millisecond
 type sqlFlags struct {
 	file, inline string
 	parallelism  int
+	interval     time.Duration
+	state        string
+	from         []string
 }
 
 func (f *sqlFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "SQL script file (- for stdin)")
 	cmd.Flags().StringVarP(&f.inline, "execute", "e", "", "SQL script text, instead of -f")
 	cmd.Flags().IntVarP(&f.parallelism, "parallelism", "p", 1, "parallelism of the jobs' vertices")
+	cmd.Flags().DurationVar(&f.interval, "checkpoint-interval", 10*time.Second, "how often the jobs checkpoint (exactly once; their sinks commit then)")
+	cmd.Flags().StringVar(&f.state, "state", "heap", "state backend of the jobs: heap, pebble (incremental checkpoints)")
+	cmd.Flags().StringArrayVar(&f.from, "from", nil, "start a sink's job from a savepoint or retained checkpoint: SINK=PATH, or PATH when the script has one job (repeatable)")
+}
+
+// restoreFrom sets the savepoint each job named by --from starts from.
+func (f *sqlFlags) restoreFrom(res *compile.Result) error {
+	for _, spec := range f.from {
+		name, path, named := strings.Cut(spec, "=")
+		if !named {
+			path = spec
+			if len(res.Jobs) != 1 {
+				return usageErrorf("--from %s: the script has %d jobs: name one, --from SINK=PATH", spec, len(res.Jobs))
+			}
+			name = res.Jobs[0].Name
+		}
+		found := false
+		for _, j := range res.Jobs {
+			if j.Name == name {
+				j.Graph.RestoreFrom, found = path, true
+			}
+		}
+		if !found {
+			var names []string
+			for _, j := range res.Jobs {
+				names = append(names, j.Name)
+			}
+			return usageErrorf("--from %s: the script has no job %q (it has %s)", spec, name, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // script reads the script and names it for error messages.
@@ -81,13 +116,17 @@ func compileScript(name, text string, f *sqlFlags, collectAddress string) (*comp
 	if f.parallelism < 1 {
 		return nil, usageErrorf("--parallelism must be at least 1, got %d", f.parallelism)
 	}
-	res, err := compile.Script(text, compile.Options{Parallelism: f.parallelism, CollectAddress: collectAddress})
+	if f.interval <= 0 {
+		return nil, usageErrorf("--checkpoint-interval must be positive, got %s", f.interval)
+	}
+	res, err := compile.Script(text, compile.Options{Parallelism: f.parallelism, CollectAddress: collectAddress,
+		CheckpointInterval: f.interval, StateBackend: f.state})
 	if ce, ok := errors.AsType[*compile.Error](err); ok {
 		return nil, &scriptError{msg: fmt.Sprintf("%s:%d:%d: %s", name, ce.Line, ce.Col, ce.Msg), err: err}
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return res, nil
+	return res, f.restoreFrom(res)
 }
 
 func (a *app) sqlCommand() *cobra.Command {
@@ -96,7 +135,7 @@ func (a *app) sqlCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sql (-f FILE | -e SQL)",
 		Short: "Run a SQL script: a job per sink, a SELECT's rows to the terminal",
-		Long: `Sql compiles a SQL script and runs it: every statement is compiled
+		Long: `weir sql compiles a SQL script and runs it: every statement is compiled
 first, and nothing is submitted when one has an error, printed as
 FILE:LINE:COL: message. Then each sink's job (CREATE SINK, INSERT INTO) is
 submitted, printing "<sink name>: <job ID>", and each SELECT with no sink
@@ -190,10 +229,7 @@ func (a *app) runSQL(ctx context.Context, f *sqlFlags, collectAddress string, fo
 		return err
 	}
 	var recv *collect.Receiver
-	for _, j := range res.Jobs {
-		if j.Select == nil || j.ExplainOnly || j.Select.Limit == 0 {
-			continue
-		}
+	if slices.ContainsFunc(res.Jobs, streams) {
 		if _, err := a.client(); err != nil {
 			return err
 		}
@@ -205,7 +241,6 @@ func (a *app) runSQL(ctx context.Context, f *sqlFlags, collectAddress string, fo
 		if res, err = compileScript(name, text, f, recv.Address()); err != nil {
 			return err
 		}
-		break
 	}
 
 	// The sinks' jobs first, in order: they run on their own, where a
@@ -229,12 +264,24 @@ func (a *app) runSQL(ctx context.Context, f *sqlFlags, collectAddress string, fo
 			}
 		}
 	}
-	for _, j := range selects {
+	for i, j := range selects {
+		if i > 0 {
+			// A blank line between two results.
+			if _, err := fmt.Fprintln(a.stdout); err != nil {
+				return err
+			}
+		}
 		if err := a.runSelect(ctx, recv, j, format); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// streams says whether j's rows stream to this command: a SELECT with no
+// sink that is run, and not one with LIMIT 0, which has none.
+func streams(j compile.Job) bool {
+	return j.Select != nil && !j.ExplainOnly && j.Select.Limit != 0
 }
 
 func (a *app) submitSQL(ctx context.Context, j compile.Job) (string, error) {

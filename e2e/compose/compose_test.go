@@ -138,7 +138,20 @@ func TestComposeCluster(t *testing.T) {
 	c.refusesStrangers(ctx, rest[leader])
 	phase("a container without a certificate, and requests without a token, are refused")
 
-	out, err := c.exec(ctx, strings.NewReader(jobSpec), cliService, "weir", "job", "submit", "-f", "-")
+	// A SQL query from the CLI's container: weir (cgo, linked statically)
+	// runs on the empty base image, and the TaskManagers send the rows to
+	// its default collect address, its address on the cluster's network.
+	out, err := c.exec(ctx, nil, cliService, "weir", "sql", "-e", `CREATE SOURCE s (k BIGINT, v BIGINT, ts TIMESTAMP) WITH (connector='sequence', count='1000', keys='4');
+SELECT k, v FROM s WHERE v < 10 LIMIT 3;`)
+	if err != nil {
+		t.Fatalf("weir sql: %v", err)
+	}
+	if lines := strings.Split(out, "\n"); len(lines) != 7 || lines[5] != "(3 rows)" {
+		t.Fatalf("weir sql printed %q, want a header, a rule, 3 rows and their count", out)
+	}
+	phase("weir sql printed a SELECT's rows, streamed from the TaskManagers")
+
+	out, err = c.exec(ctx, strings.NewReader(jobSpec), cliService, "weir", "job", "submit", "-f", "-")
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

@@ -30,6 +30,9 @@ type Options struct {
 	CollectAddress string
 	// CheckpointInterval of the jobs (0: 10s).
 	CheckpointInterval time.Duration
+	// StateBackend is "heap" (or "") or "pebble" (incremental
+	// checkpoints).
+	StateBackend string
 }
 
 // Result is a script's jobs: one per sink (CREATE SINK, INSERT INTO) and
@@ -371,6 +374,19 @@ func (c *compiler) job(d *ddl, name string, r *rel, limit int64, opts map[string
 		interval = 10 * time.Second
 	}
 	g.Checkpointing = &weirv1.CheckpointConfig{Interval: durationpb.New(interval)}
+	switch c.o.StateBackend {
+	case "", "heap":
+	case "pebble":
+		g.State = &weirv1.StateBackendConfig{Backend: weirv1.StateBackendConfig_BACKEND_PEBBLE, Incremental: true}
+	default:
+		return fmt.Errorf("state backend %q: want heap or pebble", c.o.StateBackend)
+	}
+	if isSelect {
+		// A SELECT's rows go to a client that may be gone for good:
+		// a few restarts, then the job fails rather than retrying
+		// forever.
+		g.RestartStrategy = &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: 3, Delay: durationpb.New(time.Second)}
+	}
 	jobgraph.ApplyDefaults(g)
 	if err := jobgraph.Validate(g); err != nil {
 		return c.s.errAt(d.off, "the job graph of %s is invalid: %v", name, err)
