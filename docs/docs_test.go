@@ -16,11 +16,11 @@ import (
 	"sync"
 	"testing"
 
-	_ "github.com/weirproject/weir/internal/connector/builtin" // the built-in connectors, for the job graph's validation
-
 	"gopkg.in/yaml.v3"
 
+	_ "github.com/weirproject/weir/internal/connector/builtin" // the built-in connectors, for the job graph's validation
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/sql/compile"
 )
 
 // block is one fenced code block.
@@ -114,6 +114,32 @@ func TestYAMLBlocks(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no YAML block found")
+	}
+}
+
+// TestSQLBlocks: every SQL block compiles into jobs, as `weir sql` would
+// submit them; deploy/kafka-windows.sql, which the docs run on the compose
+// cluster, too.
+func TestSQLBlocks(t *testing.T) {
+	n := 0
+	check := func(where, text string) {
+		n++
+		if _, err := compile.Script(text, compile.Options{CollectAddress: "127.0.0.1:1"}); err != nil {
+			t.Errorf("%s: the script does not compile: %v\n%s", where, err, text)
+		}
+	}
+	for _, b := range blocks(t) {
+		if b.lang == "sql" {
+			check(fmt.Sprintf("%s:%d", b.file, b.line), b.text)
+		}
+	}
+	script, err := os.ReadFile("../deploy/kafka-windows.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("deploy/kafka-windows.sql", string(script))
+	if n < 3 {
+		t.Fatalf("%d SQL blocks found", n)
 	}
 }
 

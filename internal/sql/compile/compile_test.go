@@ -3,6 +3,7 @@ package compile
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,5 +90,44 @@ func TestNexmarkSuiteCompiles(t *testing.T) {
 		if len(res.Jobs) != 1 {
 			t.Errorf("%s: %d jobs, want 1", q, len(res.Jobs))
 		}
+	}
+}
+
+// TestStateIdentity: a stateful vertex is named by what its state means,
+// so a savepoint of a query restores into the query with other
+// projections and filters around its window aggregate and join (the
+// JobManager matches state to vertices by name), and not into one whose
+// aggregate changed (it refuses state of a vertex the job does not have,
+// naming it).
+func TestStateIdentity(t *testing.T) {
+	const src = `CREATE SOURCE s (k BIGINT, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH (connector = 'sequence');
+CREATE SINK out AS SELECT %s FROM TUMBLE(s, ts, INTERVAL '1' SECOND) %s GROUP BY k, window_start, window_end
+WITH (connector = 'blackhole');`
+	stateful := func(sel, where string) []string {
+		t.Helper()
+		res, err := Script(fmt.Sprintf(src, sel, where), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, v := range res.Jobs[0].Graph.Vertices {
+			if strings.HasPrefix(v.Name, "window-aggregate-") || strings.HasPrefix(v.Name, "source-") || strings.HasPrefix(v.Name, "sink-") {
+				names = append(names, v.Name)
+			}
+		}
+		return names
+	}
+	base := stateful("k, count(*) AS n", "")
+	for _, same := range [][2]string{
+		{"k, window_end, count(*) AS n, count(*) * 2 AS twice", ""},
+		{"count(*) AS n", ""},
+	} {
+		if got := stateful(same[0], same[1]); !slices.Equal(got, base) {
+			t.Errorf("SELECT %s %s: stateful vertices %v, want %v", same[0], same[1], got, base)
+		}
+	}
+	if got := stateful("k, sum(v) AS n", ""); slices.Equal(got, base) {
+		t.Errorf("another aggregate kept the vertices' names %v: its state would restore into it", got)
 	}
 }

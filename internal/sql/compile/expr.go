@@ -3,6 +3,7 @@ package compile
 import (
 	"fmt"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -636,6 +637,12 @@ func (b *binder) aggCall(sc *scope, f *pg.FuncCall, fn plan.AggFunc, name string
 			return plan.Expr{}, b.s.errAt(off, "FILTER (WHERE …) must be boolean, not %s", fl.Type)
 		}
 		a.filter = &fl
+	}
+	// The same aggregate twice is computed once.
+	for i, o := range *sc.aggs {
+		if o.fn == a.fn && reflect.DeepEqual(o.arg, a.arg) && reflect.DeepEqual(o.filter, a.filter) {
+			return plan.Expr{Op: plan.OpCol, Col: sc.aggBase + i, Type: o.t, Fn: "agg"}, nil
+		}
 	}
 	*sc.aggs = append(*sc.aggs, a)
 	return plan.Expr{Op: plan.OpCol, Col: sc.aggBase + len(*sc.aggs) - 1, Type: a.t, Fn: "agg"}, nil
