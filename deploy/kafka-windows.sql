@@ -12,7 +12,7 @@
 -- (inside the compose network the broker is kafka:9092).
 
 CREATE SOURCE numbers (k BIGINT, v BIGINT, ts TIMESTAMP)
-WITH (connector = 'sequence', count = '60000', keys = '8', rate = '500',
+WITH (connector = 'sequence', count = '20000', keys = '8', rate = '2000',
       event_time.step = '1ms', event_time.jitter = '20ms');
 
 CREATE SINK numbers_to_kafka AS

@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -174,6 +175,28 @@ SELECT k, v FROM s WHERE v < 10 LIMIT 3;`)
 		t.Fatalf("submit deploy/kafka-windows.yaml: %v", err)
 	}
 	kafkaJobID := strings.TrimSpace(out)
+	// The SQL example of the docs, as a user submits it: its two jobs
+	// run through the kills too.
+	sqlScriptText, sqlCount, sqlKeys, sqlStep, sqlJitter, err := sqlScript(c.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = c.exec(ctx, strings.NewReader(sqlScriptText), cliService, "weir", "sql", "-f", "-")
+	if err != nil {
+		t.Fatalf("weir sql -f deploy/kafka-windows.sql: %v", err)
+	}
+	sqlJobs := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, id, ok := strings.Cut(l, ": ")
+		if !ok {
+			t.Fatalf("weir sql printed %q, want \"<sink>: <job id>\" lines", out)
+		}
+		sqlJobs[name] = id
+	}
+	if sqlJobs["numbers_to_kafka"] == "" || sqlJobs["per_second"] == "" {
+		t.Fatalf("weir sql printed %q, want the jobs numbers_to_kafka and per_second", out)
+	}
+	phase("submitted deploy/kafka-windows.sql: %v", sqlJobs)
 	produced := make(chan error, 1)
 	go func() { produced <- produceEvents(ctx, kafkaAddr) }()
 	phase("submitted the Kafka job %s; producing %d events at %d/s to %s", kafkaJobID, kafkaCount, kafkaRate, kafkaAddr)
@@ -350,6 +373,39 @@ SELECT k, v FROM s WHERE v < 10 LIMIT 3;`)
 		t.Fatalf("cancel the Kafka job: %v", err)
 	}
 	phase("exactly once: %d windows of %d events in Kafka, each once with its sum", len(windows), kafkaCount)
+
+	// The SQL jobs: every closed window of the sequence's records in
+	// sql-windows once, with its count and sum.
+	c.waitFor(ctx, 3*time.Minute, "the SQL example's first job to finish", func() (bool, string) {
+		j, err := c.job(ctx, sqlJobs["numbers_to_kafka"])
+		if err != nil {
+			return false, err.Error()
+		}
+		if j.State == "FAILED" || j.State == "CANCELED" {
+			t.Fatalf("numbers_to_kafka is %s: %s", j.State, j.FailureCause)
+		}
+		return j.State == "FINISHED", j.State
+	})
+	sqlWantWindows, sqlClosed := sqlWant(sqlCount, sqlKeys, sqlStep, sqlJitter, 3000)
+	var sqlGot map[string]string
+	c.waitFor(ctx, 2*time.Minute, "every closed window in sql-windows", func() (bool, string) {
+		if j, err := c.job(ctx, sqlJobs["per_second"]); err == nil && j.State != "RUNNING" {
+			t.Fatalf("per_second is %s: %s", j.State, j.FailureCause)
+		}
+		var err error
+		if sqlGot, err = sqlWindows(ctx, kafkaAddr); err != nil {
+			t.Fatalf("%v", err)
+		}
+		err = checkSQLWindows(sqlGot, sqlWantWindows, sqlClosed)
+		if err != nil && !errors.Is(err, errWindowMissing) {
+			t.Fatalf("sql-windows is not exactly once: %v", err)
+		}
+		return err == nil, fmt.Sprintf("%d windows: %v", len(sqlGot), err)
+	})
+	if _, err := c.exec(ctx, nil, cliService, "weir", "job", "cancel", sqlJobs["per_second"]); err != nil {
+		t.Fatalf("cancel per_second: %v", err)
+	}
+	phase("exactly once: the SQL example wrote %d windows to sql-windows, each once with its count and sum", len(sqlGot))
 
 	// Prometheus scraped every target: both JobManagers, the three
 	// TaskManagers (the killed ones again since their restart), etcd, itself.
