@@ -376,19 +376,12 @@ SELECT k, v FROM s WHERE v < 10 LIMIT 3;`)
 
 	// The SQL jobs: every closed window of the sequence's records in
 	// sql-windows once, with its count and sum.
-	c.waitFor(ctx, 3*time.Minute, "the SQL example's first job to finish", func() (bool, string) {
-		j, err := c.job(ctx, sqlJobs["numbers_to_kafka"])
-		if err != nil {
-			return false, err.Error()
-		}
-		if j.State == "FAILED" || j.State == "CANCELED" {
-			t.Fatalf("numbers_to_kafka is %s: %s", j.State, j.FailureCause)
-		}
-		return j.State == "FINISHED", j.State
-	})
+	// (numbers_to_kafka finished long ago, perhaps before the leader
+	// changed, which forgets finished jobs: the windows say whether all
+	// its records came through.)
 	sqlWantWindows, sqlClosed := sqlWant(sqlCount, sqlKeys, sqlStep, sqlJitter, 3000)
 	var sqlGot map[string]string
-	c.waitFor(ctx, 2*time.Minute, "every closed window in sql-windows", func() (bool, string) {
+	c.waitFor(ctx, 3*time.Minute, "every closed window in sql-windows", func() (bool, string) {
 		if j, err := c.job(ctx, sqlJobs["per_second"]); err == nil && j.State != "RUNNING" {
 			t.Fatalf("per_second is %s: %s", j.State, j.FailureCause)
 		}

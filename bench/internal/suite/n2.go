@@ -44,7 +44,7 @@ import (
 const (
 	// n2DefaultEvents is N unless -nexmark-events says otherwise; -quick
 	// takes n2QuickEvents.
-	n2DefaultEvents  = 4_000_000
+	n2DefaultEvents  = 3_000_000
 	n2QuickEvents    = 500_000
 	n2DefaultSamples = 3
 	// n2GoalGo is the goal on SQL / Go API, n2GoalFlink the goal on SQL
