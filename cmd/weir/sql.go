@@ -145,8 +145,9 @@ cancels the job (Ctrl-C too). An EXPLAIN statement prints its plans.
 
 The TaskManagers send the rows to --collect-address, where this command
 listens: by default this host's address toward the JobManager, on a free
-port; $` + envCollectAddress + ` replaces the default. Delivery is at least
-once: a job that restarts sends the rows since its last checkpoint again.`,
+port; $` + envCollectAddress + ` replaces the default. Delivery is best
+effort: a job that restarts sends the rows since its last checkpoint again,
+and rows on their way when it failed may be lost.`,
 		Args: noSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := parseResultFormat(output)

@@ -127,8 +127,8 @@ func init() {
 			Name: "sql-collect", Kind: connector.Sink,
 			Doc: "The result of a SQL query with no sink, run by `weir sql`: streams each subtask's rows (binary " +
 				"rows of the result's columns) to the client at the plan's address, which prints them; once the " +
-				"client has the rows it wants (a LIMIT), the rest are dropped. At least once: a restarted subtask " +
-				"sends again the rows since its checkpoint. A client that takes no rows for 30s fails the subtask.",
+				"client has the rows it wants (a LIMIT), the rest are dropped. Best effort: a restarted subtask " +
+				"sends again the rows since its checkpoint, and rows queued at a failure may be lost. A client that takes no rows for 30s fails the subtask.",
 			Keys:  []connector.Key{planKey},
 			Check: checkPlan("sql-collect", func(op *plan.Operator) bool { return op.Collect != nil }),
 		},

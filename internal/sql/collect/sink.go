@@ -6,10 +6,12 @@
 //
 // The rows are record values in the binary row format (plan.FormatRow) of
 // plan.Collect.In, passed through as they are: only the client decodes
-// them. Delivery is at least once: a restarted subtask sends again the
-// rows since the checkpoint it restarted from, so the client may print a
-// row twice. That is good enough for a terminal; a result that must be
-// exact goes to a sink.
+// them. Delivery is best effort, neither exactly nor at least once: a
+// restarted subtask sends again the rows since the checkpoint it restarted
+// from, so the client may print a row twice, and rows still queued here
+// when a subtask fails after a checkpoint completed are not sent again (a
+// checkpoint does not wait for the client to have them). That is good
+// enough for a terminal; a result that must be exact goes to a sink.
 package collect
 
 import (

@@ -298,7 +298,7 @@ func (b *builder) agg(r *rel, n *aggNode) (*stage, error) {
 	}
 	op := &plan.Operator{WindowAgg: a, Describe: describeAgg(a)}
 	name := b.unique("window-aggregate-" + digest(a.In, a.Window, a.Group, a.Aggs))
-	if twoPhase(a) {
+	if twoPhase(a) && !idleSource(n.in) {
 		// Each subtask folds its rows first, and only a partial per pane
 		// crosses the network to the one subtask that has the whole
 		// stream's group.
@@ -344,6 +344,30 @@ func (b *builder) join(r *rel, n *joinNode) (*stage, error) {
 // a cascade's rows come when their panes are complete, too late to fold.
 func twoPhase(a *plan.WindowAgg) bool {
 	return len(a.Group) == 0 && a.Window.Kind != plan.Session && !a.Window.ProcessingTime && !a.Window.Cascade
+}
+
+// idleSource reports whether a source below r lets its watermark go
+// idle (watermark.idle_timeout). A local aggregate holds a pane's
+// partial until its own watermark passes the pane, but the global phase's
+// watermark moves on without an idle input: the partial would come late.
+func idleSource(r *rel) bool {
+	switch n := r.n.(type) {
+	case *scanNode:
+		return n.src.idle > 0
+	case *calcNode:
+		return idleSource(n.in)
+	case *aggNode:
+		return idleSource(n.in)
+	case *joinNode:
+		return idleSource(n.left) || idleSource(n.right)
+	case *unionNode:
+		for _, in := range n.inputs {
+			if idleSource(in) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // union builds UNION ALL: one calc reading every branch.

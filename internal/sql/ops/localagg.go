@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,14 +19,15 @@ import (
 // A global aggregate (no GROUP BY key) otherwise sends every row of the
 // stream to one subtask; this way each subtask sends one record per pane.
 //
-// Its partials are operator state: a checkpoint holds the ones not sent
-// yet, and a restore at another parallelism splits them among the
-// subtasks, which send them as the watermark passes, as before.
+// It keeps no state: before a checkpoint's barrier it sends every partial
+// it holds (Flink's local aggregate does the same), which the global
+// phase merges with the pane's later ones. So a checkpoint has them all in
+// the global phase's state, and a restore, at any parallelism, starts
+// with nothing pending.
 type LocalAggregate struct {
 	agg    *aggregator
 	spec   window.Spec
 	timers sdk.TimerService
-	state  sdk.ListState
 	// pending is the partials not sent yet, by pane start and group key.
 	pending map[int64]map[string][]byte
 }
@@ -55,21 +55,7 @@ func (l *LocalAggregate) Open(ctx sdk.Context) error {
 		return fmt.Errorf("sql-local-aggregate: %w", err)
 	}
 	l.timers = ctx.TimerService()
-	l.state = ctx.ListState("partials")
 	l.pending = map[int64]map[string][]byte{}
-	for _, b := range l.state.Get() {
-		pane, n := binary.Varint(b)
-		if n <= 0 {
-			return errors.New("sql-local-aggregate: corrupt partial in state")
-		}
-		b = b[n:]
-		kl, n := binary.Uvarint(b)
-		if n <= 0 || kl > uint64(len(b)-n) {
-			return errors.New("sql-local-aggregate: corrupt partial in state")
-		}
-		key, acc := string(b[n:n+int(kl)]), b[n+int(kl):]
-		l.put(pane, key, acc)
-	}
 	return nil
 }
 
@@ -106,14 +92,27 @@ func (l *LocalAggregate) ProcessRecord(r sdk.Record, out sdk.Collector) error {
 
 // OnWatermark sends the partials of the panes the watermark completed.
 func (l *LocalAggregate) OnWatermark(wm int64, out sdk.Collector) error {
-	var done []int64
+	l.flush(out, func(p int64) bool { return p+l.spec.Pane()-1 <= wm })
+	return nil
+}
+
+// PrepareSnapshotPreBarrier sends every partial before the barrier: the
+// global phase, whose watermark is behind this one's, takes them on time.
+func (l *LocalAggregate) PrepareSnapshotPreBarrier(_ int64, out sdk.Collector) error {
+	l.flush(out, func(int64) bool { return true })
+	return nil
+}
+
+// flush sends the partials of the panes done says, in pane and key order.
+func (l *LocalAggregate) flush(out sdk.Collector, done func(pane int64) bool) {
+	var panes []int64
 	for p := range l.pending {
-		if p+l.spec.Pane()-1 <= wm {
-			done = append(done, p)
+		if done(p) {
+			panes = append(panes, p)
 		}
 	}
-	slices.Sort(done)
-	for _, p := range done {
+	slices.Sort(panes)
+	for _, p := range panes {
 		m := l.pending[p]
 		keys := make([]string, 0, len(m))
 		for k := range m {
@@ -125,21 +124,6 @@ func (l *LocalAggregate) OnWatermark(wm int64, out sdk.Collector) error {
 		}
 		delete(l.pending, p)
 	}
-	return nil
-}
-
-func (l *LocalAggregate) SnapshotState(int64) error {
-	var items [][]byte
-	for p, m := range l.pending {
-		for k, acc := range m {
-			b := binary.AppendVarint(nil, p)
-			b = binary.AppendUvarint(b, uint64(len(k)))
-			b = append(append(b, k...), acc...)
-			items = append(items, b)
-		}
-	}
-	l.state.Update(items)
-	return nil
 }
 
 func (l *LocalAggregate) Close() error { return nil }
