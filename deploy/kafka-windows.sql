@@ -1,11 +1,14 @@
 -- Kafka → windows → Kafka in SQL, on the compose cluster: two jobs.
 --
 -- numbers_to_kafka writes a generated stream (key k of 8, value v, event
--- time ts) to the topic sql-events as JSON, exactly once; per_second reads
--- it back, sums each key's values per second of event time, and writes
--- every window's row to sql-windows exactly once. The event time of a
--- Kafka source is its messages' timestamp, which the first job's sink sets
--- to ts. Submit it from the repository root with
+-- time ts) to the topic sql-events as JSON, exactly once, each message
+-- keyed by k; per_second reads it back, sums each key's values per second
+-- of event time, and writes every window's row to sql-windows exactly
+-- once. The event time of a Kafka source is its messages' timestamp, which
+-- the first job's sink sets to ts, and the watermark trails it in every
+-- partition: a window's row comes once every partition's messages are past
+-- its end by a second (so the last second's windows wait for more
+-- messages, as a stream does). Submit it from the repository root with
 --   docker-compose -p weir -f deploy/docker-compose.yml exec -T jobmanager-1 \
 --     weir sql -f - < deploy/kafka-windows.sql
 -- and read sql-windows with any Kafka client, isolation read_committed
@@ -19,13 +22,12 @@ CREATE SINK numbers_to_kafka AS
 SELECT k, v, ts FROM numbers
 WITH (connector = 'kafka', topic = 'sql-events', properties.bootstrap.server = 'kafka:9092',
       delivery = 'exactly-once', transactional_id_prefix = 'sql-events',
-      format = 'json');
+      primary_key = 'k', format = 'json');
 
 CREATE SOURCE events (k BIGINT, v BIGINT, ts TIMESTAMP,
                       WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
 WITH (connector = 'kafka', topic = 'sql-events', properties.bootstrap.server = 'kafka:9092',
-      scan.startup.mode = 'earliest', isolation = 'read-committed',
-      watermark.idle_timeout = '30s')
+      scan.startup.mode = 'earliest', isolation = 'read-committed')
 FORMAT PLAIN ENCODE JSON;
 
 CREATE SINK per_second AS
