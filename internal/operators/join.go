@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"math/rand/v2"
 
 	"github.com/weirproject/weir/internal/window"
 	"github.com/weirproject/weir/sdk"
@@ -186,9 +187,18 @@ type WindowJoin struct {
 	spec   window.WindowJoinSpec
 	ctx    sdk.Context
 	timers sdk.TimerService
-	// sides are the left and right buffers, laid out as IntervalJoin's.
+	// sides are the left and right buffers: each record its own entry,
+	// at its timestamp's time key followed by a sequence number, so that
+	// a window's records (all at its last millisecond when they are
+	// windows' results) are no one entry that every record copies.
+	// Entries of a time key alone, as IntervalJoin lays them out, are
+	// read too.
 	sides [2]sdk.MapState
 	buf   []byte
+	// seq numbers the entries; it starts anywhere (a random 64-bit
+	// number), so that entries written before a restore, by this subtask
+	// or another, are not overwritten.
+	seq uint64
 }
 
 func (j *WindowJoin) Open(ctx sdk.Context) error {
@@ -203,6 +213,7 @@ func (j *WindowJoin) Open(ctx sdk.Context) error {
 	}
 	j.ctx = ctx
 	j.timers, j.sides = openJoin(ctx, &j.Pair)
+	j.seq = rand.Uint64()
 	return nil
 }
 
@@ -228,7 +239,12 @@ func (j *WindowJoin) ProcessInput(input int, r sdk.Record, _ sdk.Collector) erro
 		j.ctx.EmitLate(r)
 		return nil
 	}
-	j.buf = appendBuffered(j.buf, j.sides[input], r.Timestamp, r.Value)
+	j.buf = binary.BigEndian.AppendUint64(window.TimeKey(j.buf[:0], r.Timestamp), j.seq)
+	j.seq++
+	k := len(j.buf)
+	j.buf = binary.AppendUvarint(j.buf, uint64(len(r.Value)))
+	j.buf = append(j.buf, r.Value...)
+	j.sides[input].Put(j.buf[:k], j.buf[k:])
 	j.timers.RegisterEventTimeTimer(nil, end)
 	return nil
 }
@@ -245,7 +261,7 @@ func (j *WindowJoin) OnTimer(t sdk.Timer, out sdk.Collector) error {
 		dropRight [][]byte
 	)
 	for k, b := range j.sides[rightInput].All() {
-		ts, err := window.ParseTimeKey(k)
+		ts, err := window.ParseTimeKey(k[:min(len(k), 8)])
 		if err != nil {
 			return fmt.Errorf("window-join: state of key %q: %w", t.Key, err)
 		}
@@ -261,7 +277,7 @@ func (j *WindowJoin) OnTimer(t sdk.Timer, out sdk.Collector) error {
 		}
 	}
 	for k, b := range j.sides[leftInput].All() {
-		ts, err := window.ParseTimeKey(k)
+		ts, err := window.ParseTimeKey(k[:min(len(k), 8)])
 		if err != nil {
 			return fmt.Errorf("window-join: state of key %q: %w", t.Key, err)
 		}
