@@ -16,7 +16,8 @@
 
 CREATE SOURCE numbers (k BIGINT, v BIGINT, ts TIMESTAMP)
 WITH (connector = 'sequence', count = '20000', keys = '8', rate = '2000',
-      event_time.step = '1ms', event_time.jitter = '20ms');
+      event_time.step = '1ms', event_time.jitter = '20ms',
+      event_time.start = '2026-01-01T00:00:00Z');
 
 CREATE SINK numbers_to_kafka AS
 SELECT k, v, ts FROM numbers

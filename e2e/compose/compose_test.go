@@ -177,7 +177,7 @@ SELECT k, v FROM s WHERE v < 10 LIMIT 3;`)
 	kafkaJobID := strings.TrimSpace(out)
 	// The SQL example of the docs, as a user submits it: its two jobs
 	// run through the kills too.
-	sqlScriptText, sqlCount, sqlKeys, sqlStep, sqlJitter, err := sqlScript(c.Root)
+	sqlScriptText, sqlCount, sqlKeys, sqlStep, sqlJitter, sqlStart, err := sqlScript(c.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ SELECT k, v FROM s WHERE v < 10 LIMIT 3;`)
 	// (numbers_to_kafka finished long ago, perhaps before the leader
 	// changed, which forgets finished jobs: the windows say whether all
 	// its records came through.)
-	sqlWantWindows, sqlClosed := sqlWant(sqlCount, sqlKeys, sqlStep, sqlJitter, 3000)
+	sqlWantWindows, sqlClosed := sqlWant(sqlCount, sqlKeys, sqlStep, sqlJitter, sqlStart, 3000)
 	var sqlGot map[string]string
 	c.waitFor(ctx, 3*time.Minute, "every closed window in sql-windows", func() (bool, string) {
 		if j, err := c.job(ctx, sqlJobs["per_second"]); err == nil && j.State != "RUNNING" {

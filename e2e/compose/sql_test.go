@@ -22,27 +22,31 @@ import (
 // per key and second of event time into sql-windows.
 const sqlWindowMs = 1000
 
-var sqlOption = regexp.MustCompile(`(count|keys|event_time\.step|event_time\.jitter) = '([^']*)'`)
+var sqlOption = regexp.MustCompile(`(count|keys|event_time\.step|event_time\.jitter|event_time\.start) = '([^']*)'`)
 
 // sqlScript is deploy/kafka-windows.sql, and what it generates: count
-// records over keys, step and jitter ms apart.
-func sqlScript(root string) (script string, count, keys, step, jitter int64, err error) {
+// records over keys, step and jitter ms apart, from start (Unix ms).
+func sqlScript(root string) (script string, count, keys, step, jitter, start int64, err error) {
 	b, err := os.ReadFile(filepath.Join(root, "deploy", "kafka-windows.sql"))
 	if err != nil {
-		return "", 0, 0, 0, 0, err
+		return "", 0, 0, 0, 0, 0, err
 	}
 	opts := map[string]int64{}
 	for _, m := range sqlOption.FindAllStringSubmatch(string(b), -1) {
 		v := m[2]
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			opts[m[1]] = t.UnixMilli()
+			continue
+		}
 		if d, err := time.ParseDuration(v); err == nil {
 			opts[m[1]] = d.Milliseconds()
 			continue
 		}
 		if opts[m[1]], err = strconv.ParseInt(v, 10, 64); err != nil {
-			return "", 0, 0, 0, 0, fmt.Errorf("deploy/kafka-windows.sql: %s = %q", m[1], v)
+			return "", 0, 0, 0, 0, 0, fmt.Errorf("deploy/kafka-windows.sql: %s = %q", m[1], v)
 		}
 	}
-	return string(b), opts["count"], opts["keys"], opts["event_time.step"], opts["event_time.jitter"], nil
+	return string(b), opts["count"], opts["keys"], opts["event_time.step"], opts["event_time.jitter"], opts["event_time.start"], nil
 }
 
 // sqlWindow is a row of sql-windows.
@@ -85,11 +89,12 @@ func sqlWindows(ctx context.Context, published string) (map[string]string, error
 // least closeMs before the newest record's time (the source's
 // out-of-orderness and the records still in flight); the last ones
 // close only when more records come.
-func sqlWant(count, keys, step, jitter, closeMs int64) (want map[string]string, closed []string) {
+func sqlWant(count, keys, step, jitter, start, closeMs int64) (want map[string]string, closed []string) {
 	type acc struct{ n, total int64 }
 	accs := map[string]*acc{}
 	var newest int64
 	for _, r := range check.SequenceRecords(count, keys, step, jitter) {
+		r.Timestamp += start
 		newest = max(newest, r.Timestamp)
 		id := fmt.Sprintf("%s,%d", r.Key, r.Timestamp/sqlWindowMs*sqlWindowMs)
 		a := accs[id]
@@ -140,7 +145,7 @@ func checkSQLWindows(got, want map[string]string, closed []string) error {
 // another count or sum, on a window of no records and on a closed window
 // missing, and passes on the windows themselves (no Docker needed).
 func TestSQLWindowsChecker(t *testing.T) {
-	want, closed := sqlWant(20000, 8, 1, 20, 3000)
+	want, closed := sqlWant(20000, 8, 1, 20, 1767225600000, 3000)
 	if len(closed) == 0 || len(closed) == len(want) {
 		t.Fatalf("%d of %d windows closed: nothing to tell apart", len(closed), len(want))
 	}

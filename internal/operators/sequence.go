@@ -27,7 +27,7 @@ type SequenceSource struct {
 	// reader holds the splits and their positions and paces the records.
 	reader splitsource.Reader
 	// step and period (jitter/step + 1) make the timestamps; step 0: none.
-	step, period int64
+	step, period, start int64
 	// Make, when set, makes record i (with its timestamp) instead of the
 	// decimal key and value: the Go API's generator source.
 	Make func(i, timestamp int64) sdk.Record
@@ -51,7 +51,7 @@ func (s *SequenceSource) Open(ctx sdk.Context) error {
 	if s.count < 0 || s.keys <= 0 || rate < 0 {
 		return fmt.Errorf("sequence-source: need count >= 0, keys > 0, rate >= 0 (got %d, %d, %v)", s.count, s.keys, rate)
 	}
-	if s.step, s.period, err = SequenceEventTime(cfg); err != nil {
+	if s.step, s.period, s.start, err = SequenceEventTime(cfg); err != nil {
 		return err
 	}
 	// As many splits as subtasks: one each on the first run.
@@ -83,32 +83,43 @@ func (s *SequenceSource) Timestamp(i int64) int64 {
 	if s.step == 0 {
 		return 0
 	}
-	return i*s.step - (i%s.period)*s.step
+	return s.start + i*s.step - (i%s.period)*s.step
 }
 
 // SequenceEventTime reads a sequence-source's event-time setting: the
-// step in milliseconds and the period of its jitter (jitter/step + 1);
-// step 0 when absent.
-func SequenceEventTime(cfg sdk.Config) (step, period int64, err error) {
+// step in milliseconds, the period of its jitter (jitter/step + 1) and
+// the time of record 0 (Unix ms); step 0 when absent.
+func SequenceEventTime(cfg sdk.Config) (step, period, start int64, err error) {
 	et, err := cfg.Sub("event-time")
 	if err != nil || et == nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	st, err := et.Duration("step", time.Millisecond)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sequence-source: event-time: %w", err)
+		return 0, 0, 0, fmt.Errorf("sequence-source: event-time: %w", err)
 	}
 	jitter, err := et.Duration("jitter", 0)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sequence-source: event-time: %w", err)
+		return 0, 0, 0, fmt.Errorf("sequence-source: event-time: %w", err)
 	}
 	if st < time.Millisecond || st%time.Millisecond != 0 {
-		return 0, 0, fmt.Errorf("sequence-source: event-time.step must be a positive whole number of milliseconds, got %s", st)
+		return 0, 0, 0, fmt.Errorf("sequence-source: event-time.step must be a positive whole number of milliseconds, got %s", st)
 	}
 	if jitter < 0 || jitter%st != 0 {
-		return 0, 0, fmt.Errorf("sequence-source: event-time.jitter must be a non-negative multiple of step (%s), got %s", st, jitter)
+		return 0, 0, 0, fmt.Errorf("sequence-source: event-time.jitter must be a non-negative multiple of step (%s), got %s", st, jitter)
 	}
-	return st.Milliseconds(), int64(jitter/st) + 1, nil
+	startText, err := et.String("start", "")
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("sequence-source: event-time: %w", err)
+	}
+	if startText != "" {
+		t, err := time.Parse(time.RFC3339Nano, startText)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("sequence-source: event-time.start must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z, got %q", startText)
+		}
+		start = t.UnixMilli()
+	}
+	return st.Milliseconds(), int64(jitter/st) + 1, start, nil
 }
 
 // SnapshotState stores the splits' positions: the runtime calls it right

@@ -21,7 +21,7 @@ func init() {
 				{Name: "count", Type: "integer", Default: "0", Doc: "How many records; 0: unbounded."},
 				{Name: "keys", Type: "integer", Default: "16", Doc: "How many distinct keys."},
 				{Name: "rate", Type: "records/s", Default: "0", Doc: "At most this many records per second per subtask; 0: as fast as it can."},
-				{Name: "event-time", Type: "{step, jitter}", Doc: "Record `i` carries the timestamp `i*step − (i mod (jitter/step + 1))*step`: at most `jitter` behind the newest. Without it, timestamps are 0."},
+				{Name: "event-time", Type: "{step, jitter, start}", Doc: "Record `i` carries the timestamp `start + i*step − (i mod (jitter/step + 1))*step`: at most `jitter` behind the newest; `start` is an RFC 3339 time (default the Unix epoch). Without it, timestamps are 0."},
 			},
 		},
 		{
