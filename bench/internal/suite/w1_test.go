@@ -34,7 +34,7 @@ func TestW1Sessions(t *testing.T) {
 	if j.key != "session" || j.jitter != "101ms" || !strings.Contains(j.config, "gap: 1100ms") {
 		t.Fatalf("session job changed: %+v", j)
 	}
-	step, period, err := operators.SequenceEventTime(sdk.Config{"event-time": map[string]any{"step": "1ms", "jitter": j.jitter}})
+	step, period, _, err := operators.SequenceEventTime(sdk.Config{"event-time": map[string]any{"step": "1ms", "jitter": j.jitter}})
 	if err != nil {
 		t.Fatal(err)
 	}
