@@ -209,6 +209,7 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 	}
 	st.enc.Format = plan.FormatRow
 	c := &plan.Calc{In: plan.Decoding{Format: plan.FormatRow, Schema: st.schema, Timestamp: -1}, Filter: filter, Project: project, Out: r.schema()}
+	share(c)
 	op := &plan.Operator{Calc: c, Describe: describeCalc(c, "")}
 	b.calcs++
 	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
@@ -274,6 +275,7 @@ func (b *builder) calc(scan *rel, filter *plan.Expr, project []plan.Expr, out pl
 		return nil, err
 	}
 	c := &plan.Calc{In: dec, Filter: filter, Project: project, Out: out}
+	share(c)
 	op := &plan.Operator{Calc: c, Describe: describeCalc(c, src.name)}
 	b.calcs++
 	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
@@ -404,6 +406,9 @@ func describeCalc(c *plan.Calc, src string) string {
 	if src != "" {
 		parts = append(parts, "read "+src)
 	}
+	for i, e := range c.Shared {
+		parts = append(parts, fmt.Sprintf("$%d = %s", len(cols)+i, exprString(e, cols)))
+	}
 	if c.Filter != nil {
 		parts = append(parts, "filter "+exprString(*c.Filter, cols))
 	}
@@ -460,4 +465,99 @@ func names(s plan.Schema) []string {
 		out[i] = c.Name
 	}
 	return out
+}
+
+// pure are the functions that cannot fail at run time, whose calls a
+// calc may evaluate once for the whole row: a shared call runs for every
+// row, where a CASE or AND might have skipped it.
+var pure = map[string]bool{
+	"regexp_match_group": true, "regexp_extract": true, "lower": true, "upper": true, "split_part": true,
+	"substr": true, "char_length": true, "trim": true, "ltrim": true, "rtrim": true, "replace": true,
+	"position": true, "concat": true, "||": true, "to_char": true, "date_trunc": true, "extract": true,
+	"like": true, "not_like": true, "ilike": true,
+}
+
+// share finds the calls a calc's filter and projection repeat (Nexmark
+// q21 matches one regular expression in both) and has the calc evaluate
+// each once per row (common-subexpression elimination): they become
+// Shared, columns after the input's.
+func share(c *plan.Calc) {
+	count := map[string]int{}
+	var isPure func(e plan.Expr) bool
+	isPure = func(e plan.Expr) bool {
+		if e.Op == plan.OpCall {
+			if !pure[e.Fn] {
+				return false
+			}
+			for _, a := range e.Args {
+				if !isPure(a) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	var walk func(e plan.Expr)
+	walk = func(e plan.Expr) {
+		if e.Op != plan.OpCall {
+			return
+		}
+		if isPure(e) {
+			count[key(e)]++
+		}
+		for _, a := range e.Args {
+			walk(a)
+		}
+	}
+	all := append([]plan.Expr{}, c.Project...)
+	if c.Filter != nil {
+		all = append(all, *c.Filter)
+	}
+	for _, e := range all {
+		walk(e)
+	}
+	n := len(c.In.Schema)
+	at := map[string]int{}
+	var rewrite func(e plan.Expr) plan.Expr
+	rewrite = func(e plan.Expr) plan.Expr {
+		if e.Op != plan.OpCall {
+			return e
+		}
+		k := key(e)
+		if count[k] >= 2 && isPure(e) {
+			i, ok := at[k]
+			if !ok {
+				i = len(c.Shared)
+				at[k] = i
+				c.Shared = append(c.Shared, e)
+			}
+			return plan.ColRef(n+i, e.Type)
+		}
+		args := make([]plan.Expr, len(e.Args))
+		for i, a := range e.Args {
+			args[i] = rewrite(a)
+		}
+		e.Args = args
+		return e
+	}
+	if c.Filter != nil {
+		f := rewrite(*c.Filter)
+		c.Filter = &f
+	}
+	if len(c.Shared) > 0 && c.Project == nil {
+		// The output is the input's columns, not the widened row.
+		for i, col := range c.In.Schema {
+			c.Project = append(c.Project, plan.ColRef(i, col.Type))
+		}
+	}
+	ps := make([]plan.Expr, len(c.Project))
+	for i, e := range c.Project {
+		ps[i] = rewrite(e)
+	}
+	c.Project = ps
+}
+
+func key(e plan.Expr) string {
+	b, _ := json.Marshal(e)
+	return string(b)
 }

@@ -22,6 +22,10 @@ type Calc struct {
 	// tsCol is the event-time column, or -1.
 	tsCol int
 	in    row.Row
+	// shared computes the plan's shared expressions, which wide is the
+	// row with (the decoded row, then their values).
+	shared *projection
+	wide   row.Row
 }
 
 func (c *Calc) Open(ctx sdk.Context) error {
@@ -57,6 +61,9 @@ func (c *Calc) open(p *plan.Calc, timers func() sdk.TimerService) error {
 	if p.Filter != nil {
 		markColumns(used, *p.Filter)
 	}
+	for _, e := range p.Shared {
+		markColumns(used, e)
+	}
 	out := s
 	if len(p.Project) > 0 {
 		out = p.Out
@@ -81,6 +88,11 @@ func (c *Calc) open(p *plan.Calc, timers func() sdk.TimerService) error {
 	var err error
 	if c.decode, err = newDecoder(p.In, used, now); err != nil {
 		return err
+	}
+	if len(p.Shared) > 0 {
+		if c.shared, err = newProjection(p.Shared); err != nil {
+			return fmt.Errorf("shared expressions: %w", err)
+		}
 	}
 	if c.filter, err = predicate(p.Filter); err != nil {
 		return err
@@ -114,6 +126,14 @@ func (c *Calc) ProcessRecord(rec sdk.Record, out sdk.Collector) error {
 	ts := rec.Timestamp
 	if c.tsCol >= 0 {
 		r[c.tsCol] = row.Int(ts * 1000)
+	}
+	if c.shared != nil {
+		vals, err := c.shared.apply(r)
+		if err != nil {
+			return fmt.Errorf("sql-calc: %w", err)
+		}
+		c.wide = append(append(c.wide[:0], r...), vals...)
+		r = c.wide
 	}
 	if c.filter != nil {
 		keep, err := c.filter(r)

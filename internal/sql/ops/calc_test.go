@@ -315,3 +315,24 @@ func TestCalcNexmarkGenerated(t *testing.T) {
 		}
 	}
 }
+
+// TestCalcShared evaluates a shared expression once per row, as column
+// len(input) for the filter and the projection.
+func TestCalcShared(t *testing.T) {
+	in := schema("s", tVarchar, "n", tBigint)
+	upper := plan.Call("upper", tVarchar, col(0, tVarchar))
+	s := openCalc(t, &plan.Calc{
+		In:      plan.Decoding{Format: plan.FormatRow, Schema: in, Timestamp: -1},
+		Shared:  []plan.Expr{upper},
+		Filter:  cmp("<>", col(2, tVarchar), lit(tVarchar, "NO")),
+		Project: []plan.Expr{col(2, tVarchar), col(1, tBigint)},
+		Out:     schema("u", tVarchar, "n", tBigint),
+		Enc:     plan.Encoding{Format: plan.FormatCSV},
+	})
+	for i, v := range []string{"yes", "no", "maybe"} {
+		s.record(-1, rowRecord(in, row.Row{row.Str(v), row.Int(int64(i))}, nil, 1))
+	}
+	if got := csvLines(s.take()); !reflect.DeepEqual(got, []string{"1: YES,0", "1: MAYBE,2"}) {
+		t.Fatalf("rows %q", got)
+	}
+}

@@ -209,8 +209,13 @@ type Operator struct {
 // Calc decodes its input, keeps the rows Filter is true for, and emits
 // Project of each (Flink's Calc: a projection and a filter, stateless).
 type Calc struct {
-	In     Decoding `json:"in"`
-	Filter *Expr    `json:"filter,omitempty"`
+	In Decoding `json:"in"`
+	// Shared are expressions over the decoded row that Filter and
+	// Project both use (or one of them twice): each is evaluated once per
+	// row and appended to it, as column len(In.Schema)+i, before Filter
+	// and Project run.
+	Shared []Expr `json:"shared,omitempty"`
+	Filter *Expr  `json:"filter,omitempty"`
 	// Project computes the output columns from the input row; empty: the
 	// input row as it is.
 	Project []Expr   `json:"project,omitempty"`
