@@ -359,8 +359,8 @@ func q12(events iter.Seq[nexmark.Event]) []string {
 // q14 is the bids with 1,000,000 < 0.908 * price < 50,000,000 (compared
 // exactly, as NUMERIC), with that product (NUMERIC, scale 3) and the time
 // of day of the UTC hour (8–18 dayTime, ≤ 6 or ≥ 20 nightTime, else
-// otherTime): auction, bidder, price, bidTimeType, date_time. (RisingWave's
-// text has the suite's count_char(extra, 'c') column commented out.)
+// otherTime): auction, bidder, price, bidTimeType, date_time. (The suite's
+// count_char(extra, 'c') column is left out.)
 func q14(events iter.Seq[nexmark.Event]) []string {
 	return eachBid(events, func(r *row, b *nexmark.Bid) bool {
 		price := b.Price * 908 // thousandths

@@ -155,9 +155,9 @@ GROUP BY bidder, window_start, window_end`},
 FROM TUMBLE(bid, p_time, INTERVAL '10' SECOND)
 GROUP BY bidder, window_start, window_end`},
 
-	// q14 as RisingWave's benchmark had it before count_char, a SQL UDF,
-	// was added (commit 17005c4f of ci/scripts/sql/nexmark/q14.sql): the
-	// suite's c_counts column left out, its comment kept.
+	// q14 as RisingWave's benchmark had it before count_char, a SQL
+	// function, was added: without the suite's c_counts column (Weir has
+	// no SQL functions).
 	"q14": {body: `SELECT auction,
        bidder,
        0.908 * price as price,
@@ -173,10 +173,6 @@ GROUP BY bidder, window_start, window_end`},
            ELSE 'otherTime'
            END       AS bidTimeType,
        date_time
-       -- extra
-       -- TODO: count_char is an UDF, add it back when we support similar functionality.
-       -- https://github.com/nexmark/nexmark/blob/master/nexmark-flink/src/main/java/com/github/nexmark/flink/udf/CountChar.java
-       -- count_char(extra, 'c') AS c_counts
 FROM bid
 WHERE 0.908 * price > 1000000
   AND 0.908 * price < 50000000`},
