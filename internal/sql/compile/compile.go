@@ -272,11 +272,7 @@ func (c *compiler) watermark(src *source, d *ddl) error {
 		return c.s.pgError(err)
 	}
 	n := tree.Stmts[0].Stmt.GetSelectStmt().TargetList[0].GetResTarget().Val
-	sc := &scope{}
-	for _, col := range src.cols {
-		sc.cols = append(sc.cols, colOf(col))
-	}
-	e, err := c.b.expr(sc, n)
+	e, err := c.b.expr(&scope{cols: schemaCols(src.cols)}, n)
 	if err != nil {
 		return err
 	}
@@ -295,8 +291,6 @@ func (c *compiler) watermark(src *source, d *ddl) error {
 	src.rowtime, src.delay = i, delay
 	return nil
 }
-
-func colOf(c plan.Column) col { return col{name: c.Name, t: c.Type} }
 
 // insert is INSERT INTO table SELECT …: the table's connector is the sink.
 func (c *compiler) insert(d *ddl, ins *pg.InsertStmt) error {

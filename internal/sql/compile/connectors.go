@@ -166,7 +166,6 @@ func (b *builder) source(src *source) (string, plan.Decoding, error) {
 	v.Description = "Source " + src.name + " (connector " + src.options["connector"].value + ")"
 	b.g.Vertices = append(b.g.Vertices, v)
 	b.ops[name] = nil
-	b.order = append(b.order, name)
 	return name, dec, nil
 }
 
@@ -395,7 +394,6 @@ func (s *script) sinkVertex(b *builder, st *stage, name string, opts map[string]
 		Inputs:      []*weirv1.JobEdge{{Source: st.vertex, Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}},
 		Description: fmt.Sprintf("Sink %s (connector %s, %s)", name, c.value, st.enc.Format)}
 	b.g.Vertices = append(b.g.Vertices, v)
-	b.order = append(b.order, v.Name)
 	return nil
 }
 

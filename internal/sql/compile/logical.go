@@ -130,8 +130,6 @@ func explainLogical(r *rel) string {
 		case *scanNode:
 			fmt.Fprintf(&b, "%sScan %s [%s]\n", ind, n.src.name, strings.Join(names, ", "))
 		case *calcNode:
-			in := r.cols
-			_ = in
 			var parts []string
 			if n.filter != nil {
 				parts = append(parts, "filter: "+exprString(*n.filter, n.in.cols))

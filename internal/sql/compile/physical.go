@@ -25,7 +25,6 @@ type builder struct {
 	g       *weirv1.JobGraph
 	par     int32
 	ops     map[string]*plan.Operator
-	order   []string
 	sources map[*source]string
 	names   map[string]int
 	calcs   int
@@ -72,7 +71,6 @@ func (b *builder) add(name, operator string, op *plan.Operator, inputs ...*weirv
 	v := &weirv1.JobVertex{Name: name, Operator: operator, Parallelism: b.par, Inputs: inputs}
 	b.g.Vertices = append(b.g.Vertices, v)
 	b.ops[name] = op
-	b.order = append(b.order, name)
 	return v
 }
 
