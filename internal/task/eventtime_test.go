@@ -2,6 +2,7 @@ package task_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,8 +257,9 @@ func TestWindowStateStaysFlat(t *testing.T) {
 			// event time are state too (bounded by the queues, but not flat).
 			vs := windowJob(0, 64, 2000, cfg, 2, 0, filepath.Join(dir, "out"))
 			j := startJob(t, vs, dir, jobOptions{})
+			const samples = 10
 			var sizes []int64
-			for id := int64(1); len(sizes) < 8 && id < 40; id++ {
+			for id := int64(1); len(sizes) < samples && id < 50; id++ {
 				time.Sleep(100 * time.Millisecond) // the checkpoint interval
 				r := j.checkpoint(id, checkpointOptions("aligned", 0), 10*time.Second)
 				if !r.completed {
@@ -269,12 +271,19 @@ func TestWindowStateStaysFlat(t *testing.T) {
 				}
 				sizes = append(sizes, size)
 			}
-			if len(sizes) < 8 {
+			if len(sizes) < samples {
 				t.Fatalf("only %d checkpoints completed", len(sizes))
 			}
-			// The job keeps producing; the state must not grow with it.
-			first, last := sizes[2], sizes[len(sizes)-1]
-			if last > 2*first+4096 {
+			// The job keeps producing; the state must not grow with it. A
+			// stall of the machine holds the watermark back for a moment and
+			// one checkpoint catches the panes of that span: a spike, not
+			// growth. Growth raises every later checkpoint, so the smallest
+			// of the last three is compared with the largest of the early
+			// ones (a leak of the ~200 records per interval adds kilobytes
+			// per checkpoint and still fails).
+			early := slices.Max(sizes[1:4])
+			late := slices.Min(sizes[len(sizes)-3:])
+			if late > 2*early+4096 {
 				t.Fatalf("window state grows: %v bytes at successive checkpoints", sizes)
 			}
 			t.Logf("window state at successive checkpoints: %v bytes", sizes)
