@@ -26,6 +26,8 @@ type Calc struct {
 	// row with (the decoded row, then their values).
 	shared *projection
 	wide   row.Row
+	// changelog: the input records carry row kinds.
+	changelog bool
 }
 
 func (c *Calc) Open(ctx sdk.Context) error {
@@ -48,6 +50,10 @@ func (c *Calc) Open(ctx sdk.Context) error {
 func (c *Calc) open(p *plan.Calc, timers func() sdk.TimerService) error {
 	s := p.In.Schema
 	c.tsCol = p.In.Timestamp
+	c.changelog = p.In.Changelog
+	if c.changelog && p.In.Format != plan.FormatRow {
+		return fmt.Errorf("a changelog input in format %q: changelogs between operators are rows", p.In.Format)
+	}
 	if c.tsCol >= len(s) {
 		return fmt.Errorf("event-time column %d of an input of %d columns", c.tsCol, len(s))
 	}
@@ -115,6 +121,13 @@ func markColumns(used []bool, e plan.Expr) {
 }
 
 func (c *Calc) ProcessRecord(rec sdk.Record, out sdk.Collector) error {
+	kind := row.Insert
+	if c.changelog {
+		var err error
+		if kind, rec.Value, err = row.SplitKind(rec.Value); err != nil {
+			return fmt.Errorf("sql-calc: %w", err)
+		}
+	}
 	r, ok, err := c.decode(rec, c.in)
 	c.in = r
 	if err != nil {
@@ -147,7 +160,19 @@ func (c *Calc) ProcessRecord(rec sdk.Record, out sdk.Collector) error {
 	if r, err = c.project.apply(r); err != nil {
 		return fmt.Errorf("sql-calc: %w", err)
 	}
-	out.Collect(c.enc.record(r, ts))
+	c.enc.emit(out, kind, r, ts)
+	return nil
+}
+
+// PrepareSnapshotPreBarrier writes what the encoder holds back, so that
+// no change straddles a checkpoint.
+func (c *Calc) PrepareSnapshotPreBarrier(_ int64, out sdk.Collector) error {
+	c.enc.flush(out)
+	return nil
+}
+
+func (c *Calc) EndInput(out sdk.Collector) error {
+	c.enc.flush(out)
 	return nil
 }
 

@@ -9,6 +9,8 @@
 package ops
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/weirproject/weir/internal/sql/expr"
@@ -90,6 +92,10 @@ type encoder struct {
 	keySchema plan.Schema
 	keyRow    row.Row
 	arena     arena
+	// pending is the key of an upsert output's -U, held until the next
+	// change says whether its +U follows.
+	pending   []byte
+	pendingTs int64
 }
 
 func newEncoder(s plan.Schema, e plan.Encoding) (*encoder, error) {
@@ -103,6 +109,21 @@ func newEncoder(s plan.Schema, e plan.Encoding) (*encoder, error) {
 	default:
 		return nil, fmt.Errorf("key format %q: want %s, %s or %s", e.KeyFormat, plan.FormatRow, plan.FormatCSV, plan.FormatJSON)
 	}
+	switch e.Sink {
+	case "", plan.SinkForceAppend, plan.SinkDebezium:
+	case plan.SinkUpsert:
+		if len(e.Key) == 0 {
+			return nil, errors.New("an upsert output needs a key")
+		}
+	default:
+		return nil, fmt.Errorf("sink mode %q: want %s, %s or %s", e.Sink, plan.SinkForceAppend, plan.SinkUpsert, plan.SinkDebezium)
+	}
+	if e.Changelog && (e.Format != plan.FormatRow || e.Sink != "") {
+		return nil, errors.New("a changelog output between operators is in the row format")
+	}
+	if e.Sink == plan.SinkDebezium && e.Format != plan.FormatJSON {
+		return nil, errors.New("a Debezium output is JSON")
+	}
 	c := &encoder{schema: s, enc: e, codec: row.NewCodec(s)}
 	for _, k := range e.Key {
 		if k < 0 || k >= len(s) {
@@ -112,6 +133,86 @@ func newEncoder(s plan.Schema, e plan.Encoding) (*encoder, error) {
 	}
 	c.keyRow = make(row.Row, len(e.Key))
 	return c, nil
+}
+
+// emit writes the change kind of row r at ts, as the encoding says: the
+// record of a changelog between operators, or of a sink's mode. An
+// append-only output (no Changelog, no Sink) takes inserts only.
+func (c *encoder) emit(out sdk.Collector, kind row.Kind, r row.Row, ts int64) {
+	switch {
+	case c.enc.Changelog:
+		out.Collect(c.recordKind(kind, r, ts))
+		return
+	case c.enc.Sink == plan.SinkForceAppend:
+		if kind.Adds() {
+			out.Collect(c.record(r, ts))
+		}
+		return
+	case c.enc.Sink == plan.SinkDebezium:
+		out.Collect(c.debezium(kind, r, ts))
+		return
+	case c.enc.Sink == plan.SinkUpsert:
+		c.upsert(out, kind, r, ts)
+		return
+	}
+	out.Collect(c.record(r, ts))
+}
+
+// flush writes what emit holds back (an upsert output's -U waiting for
+// its +U): before a checkpoint barrier and at the end of the input.
+func (c *encoder) flush(out sdk.Collector) {
+	if c.pending != nil {
+		out.Collect(sdk.Record{Key: c.pending, Timestamp: c.pendingTs})
+		c.pending = nil
+	}
+}
+
+// upsert writes a change to an upsert output: a -U is held until the next
+// change, which is its +U (of the same key: drop it, the +U overwrites)
+// or not (then the key's row is gone: a tombstone).
+func (c *encoder) upsert(out sdk.Collector, kind row.Kind, r row.Row, ts int64) {
+	rec := c.record(r, ts)
+	if c.pending != nil {
+		if kind != row.UpdateAfter || !bytes.Equal(c.pending, rec.Key) {
+			out.Collect(sdk.Record{Key: c.pending, Timestamp: c.pendingTs})
+		}
+		c.pending = nil
+	}
+	switch kind {
+	case row.UpdateBefore:
+		c.pending, c.pendingTs = rec.Key, ts
+	case row.Delete:
+		out.Collect(sdk.Record{Key: rec.Key, Timestamp: ts})
+	default:
+		out.Collect(rec)
+	}
+}
+
+// recordKind is the changelog record of r: its kind's byte, then the row.
+func (c *encoder) recordKind(kind row.Kind, r row.Row, ts int64) sdk.Record {
+	var key []byte
+	if len(c.enc.Key) > 0 {
+		key = c.arena.keep(c.codec.AppendKey(c.arena.next(), r, c.enc.Key))
+	}
+	b := append(c.arena.next(), byte(kind))
+	return sdk.Record{Key: key, Value: c.arena.keep(c.codec.Append(b, r)), Timestamp: ts}
+}
+
+// debezium is r's Debezium JSON envelope.
+func (c *encoder) debezium(kind row.Kind, r row.Row, ts int64) sdk.Record {
+	rec := c.record(r, ts) // the key, if any
+	b := c.arena.next()
+	if kind.Adds() {
+		b = append(b, `{"before":null,"after":`...)
+		b = row.AppendJSON(b, c.schema, r)
+		b = append(b, `,"op":"c"}`...)
+	} else {
+		b = append(b, `{"before":`...)
+		b = row.AppendJSON(b, c.schema, r)
+		b = append(b, `,"after":null,"op":"d"}`...)
+	}
+	rec.Value = c.arena.keep(b)
+	return rec
 }
 
 // record is r's record at ts. Its bytes are the arena's: downstream may

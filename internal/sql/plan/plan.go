@@ -170,7 +170,49 @@ type Encoding struct {
 	// KeyFormat is the key's format when not FormatRow: a Kafka sink's
 	// key as text (FormatCSV of the key columns) or JSON.
 	KeyFormat Format `json:"keyFormat,omitempty"`
+	// Changelog: the rows are a changelog stream's, each record's value
+	// the row's kind (package sql/row's Kind byte) and then the row
+	// (FormatRow only). Between SQL operators.
+	Changelog bool `json:"changelog,omitempty"`
+	// Sink is how the last operator before a sink writes a changelog
+	// stream's rows (Changelog is then false): empty for an append-only
+	// stream.
+	Sink SinkMode `json:"sink,omitempty"`
 }
+
+// Mode is how a stream's rows change the result they make up (Flink's
+// changelog mode), which the planner derives for every operator.
+type Mode string
+
+const (
+	// AppendOnly: every row is an insert.
+	AppendOnly Mode = "append-only"
+	// Retract: rows carry their kind; an update is the old row (-U) and
+	// then the new (+U), a delete (-D) carries the whole row.
+	Retract Mode = "retract"
+	// Upsert: rows carry their kind and a unique key; an update is the
+	// new row alone, a delete needs only the key (an upsert Kafka
+	// source's stream, before it is normalized).
+	Upsert Mode = "upsert"
+)
+
+// SinkMode is how a changelog stream's rows become a sink's records.
+type SinkMode string
+
+const (
+	// SinkForceAppend writes the rows that add (+I, +U) as plain rows and
+	// drops the rest (RisingWave's force_append_only).
+	SinkForceAppend SinkMode = "force-append"
+	// SinkUpsert keys each record by the primary key (Encoding.Key):
+	// +I and +U write the row, -D writes a tombstone (the key with no
+	// value), and a -U is dropped when the +U of the same key follows it
+	// (else it is a tombstone too).
+	SinkUpsert SinkMode = "upsert"
+	// SinkDebezium writes each row as a Debezium JSON envelope: adds as
+	// {"before":null,"after":row,"op":"c"}, retractions as
+	// {"before":row,"after":null,"op":"d"} (Flink's debezium-json).
+	SinkDebezium SinkMode = "debezium"
+)
 
 // Decoding is how an operator reads its input records: their format and
 // the schema it decodes them into. For FormatCSV and FormatJSON the
@@ -185,6 +227,9 @@ type Decoding struct {
 	// Clock lists the columns the subtask's processing time fills
 	// (PROCTIME() columns) when the format has no value for them.
 	Clock []int `json:"clock,omitempty"`
+	// Changelog: the records are a changelog stream's (Encoding's
+	// Changelog), FormatRow only.
+	Changelog bool `json:"changelog,omitempty"`
 }
 
 // Operator is the configuration of one SQL vertex: exactly one of its
@@ -199,11 +244,15 @@ type Operator struct {
 	// merges them (Partial). Its Output and Out are unused.
 	LocalAgg  *WindowAgg `json:"localAgg,omitempty"`
 	Join      *Join      `json:"join,omitempty"`
+	GroupAgg  *GroupAgg  `json:"groupAgg,omitempty"`
+	TopN      *TopN      `json:"topN,omitempty"`
 	Blackhole *Blackhole `json:"blackhole,omitempty"`
 	Collect   *Collect   `json:"collect,omitempty"`
 	// Describe is the part of the plan the vertex runs, for EXPLAIN, the
 	// REST API and the dashboard.
 	Describe string `json:"describe,omitempty"`
+	// Mode is the changelog mode of the rows the vertex emits.
+	Mode Mode `json:"mode,omitempty"`
 }
 
 // Calc decodes its input, keeps the rows Filter is true for, and emits
@@ -333,6 +382,62 @@ type Join struct {
 	Project []Expr   `json:"project"`
 	Out     Schema   `json:"outSchema"`
 	Enc     Encoding `json:"enc"`
+}
+
+// GroupAgg is an unbounded GROUP BY (Flink's GroupAggregate): it keeps
+// an accumulator per group and emits every change of a group's result as
+// a changelog (+I for a new group, -U/+U for a changed one, -D when its
+// last row is retracted). Its input is keyed by the group columns
+// upstream. Out is the group columns, then the aggregates.
+type GroupAgg struct {
+	In Schema `json:"in"`
+	// InChangelog: the input is a retract stream, whose -U and -D rows
+	// the aggregates take back; else it is append-only.
+	InChangelog bool      `json:"inChangelog,omitempty"`
+	Group       []int     `json:"group,omitempty"`
+	Aggs        []AggCall `json:"aggs"`
+	Out         Schema    `json:"outSchema"`
+	Enc         Encoding  `json:"enc"`
+	// TTL, in milliseconds of processing time, drops a group's state
+	// when no row touched it for that long (0: kept forever).
+	TTL       int64     `json:"ttl,omitempty"`
+	MiniBatch MiniBatch `json:"miniBatch,omitempty"`
+}
+
+// MiniBatch folds the changes of a group within a batch into one (Flink's
+// mini-batch aggregation): a group updated a hundred times between two
+// flushes emits one -U/+U pair. A batch ends when it holds Size groups,
+// Latency milliseconds after its first change, before every checkpoint
+// barrier and at the end of the input. Size 0: off, every change is
+// emitted as it happens.
+type MiniBatch struct {
+	Size    int   `json:"size,omitempty"`
+	Latency int64 `json:"latency,omitempty"`
+}
+
+// SortKey is one ORDER BY item of a TopN.
+type SortKey struct {
+	Col        int  `json:"c"`
+	Desc       bool `json:"desc,omitempty"`
+	NullsFirst bool `json:"nullsFirst,omitempty"`
+}
+
+// TopN keeps the first Limit rows of each partition in Order (ROW_NUMBER()
+// OVER (PARTITION BY … ORDER BY …) with WHERE rn <= Limit; Limit 1 is a
+// deduplication) and emits the changes of that set as a changelog. Rows
+// equal in Order rank in arrival order (ROW_NUMBER's ties are
+// arbitrary). The input is keyed by the partition columns upstream. Out
+// is the input's columns, then, when Rank, the row number (BIGINT).
+type TopN struct {
+	In          Schema    `json:"in"`
+	InChangelog bool      `json:"inChangelog,omitempty"`
+	Partition   []int     `json:"partition,omitempty"`
+	Order       []SortKey `json:"order"`
+	Limit       int64     `json:"limit"`
+	Rank        bool      `json:"rank,omitempty"`
+	Out         Schema    `json:"outSchema"`
+	Enc         Encoding  `json:"enc"`
+	TTL         int64     `json:"ttl,omitempty"`
 }
 
 // Blackhole discards rows, counting them (connector 'blackhole').
