@@ -9,10 +9,11 @@ import (
 	"github.com/weirproject/weir/internal/sql/plan"
 )
 
-// aggregate binds a SELECT with GROUP BY or aggregates over in. Only
-// window aggregates are append-only, so the GROUP BY must name the
-// window: window_start or window_end of a window table function, or of a
-// relation whose rows are windows' results (a cascade).
+// aggregate binds a SELECT with GROUP BY or aggregates over in. A GROUP
+// BY naming a window (window_start or window_end of a window table
+// function, or of a relation whose rows are windows' results: a cascade)
+// is a window aggregate, append-only; any other is an unbounded
+// aggregate, whose results update.
 func (b *binder) aggregate(s *pg.SelectStmt, in *rel) (*rel, error) {
 	off := location(s.TargetList[0])
 	if len(s.GroupClause) > 0 {
@@ -51,11 +52,16 @@ func (b *binder) aggregate(s *pg.SelectStmt, in *rel) (*rel, error) {
 		}
 		keys = append(keys, g)
 	}
+	if !windowed && in.tvf != nil {
+		return nil, b.s.errAt(off, "GROUP BY over a window table function must include window_start or window_end")
+	}
 	if !windowed {
-		if in.tvf != nil {
-			return nil, b.s.errAt(off, "GROUP BY over a window table function must include window_start or window_end")
-		}
-		return nil, b.s.errAt(off, "GROUP BY without a window is not supported yet: an unbounded aggregate's results update (changelog streams); group by window_start/window_end of TUMBLE, HOP or SESSION")
+		// window_start and window_end of an input of windows' results
+		// are plain columns to an unbounded aggregate.
+		ws, we = -1, -1
+	}
+	if windowed && in.updating() {
+		return nil, b.s.errAt(off, "a window aggregate over results that update (%s) is not supported", in.why)
 	}
 	if w.Cascade && w.Kind == plan.Session {
 		return nil, b.s.errAt(off, "an aggregate over session windows' results is not supported")
@@ -134,22 +140,39 @@ func (b *binder) aggregate(s *pg.SelectStmt, in *rel) (*rel, error) {
 	for i := range keys {
 		groupIdx[i] = i
 	}
+	preRel.mode, preRel.why = in.mode, in.why
 	ts := plan.Type{Kind: plan.Timestamp}
-	out := &rel{n: &aggNode{in: preRel, window: w, groups: groupIdx, aggs: calls}, rowtime: -1, proctime: -1, watermarked: in.watermarked}
-	out.cols = append(out.cols, preCols[:len(keys)]...)
-	out.cols = append(out.cols, col{name: "window_start", t: ts}, col{name: "window_end", t: ts})
+	var out *rel
+	// aggAt is where the aggregates' columns begin in the output.
+	aggAt := len(keys) + 2
+	if windowed {
+		out = &rel{n: &aggNode{in: preRel, window: w, groups: groupIdx, aggs: calls}, rowtime: -1, proctime: -1, watermarked: in.watermarked}
+		out.cols = append(out.cols, preCols[:len(keys)]...)
+		out.cols = append(out.cols, col{name: "window_start", t: ts}, col{name: "window_end", t: ts})
+		w.Cascade = false
+		out.win = &winAttr{w: w, start: len(keys), end: len(keys) + 1}
+	} else {
+		// An unbounded aggregate: its results update, one row per
+		// group, which the group's keys identify.
+		aggAt = len(keys)
+		out = &rel{n: &groupAggNode{in: preRel, groups: groupIdx, aggs: calls}, rowtime: -1, proctime: -1, watermarked: in.watermarked,
+			mode: plan.Retract, ukey: groupIdx}
+		out.why = "GROUP BY without a window"
+		if len(keys) > 0 {
+			out.why = "GROUP BY " + colList(preCols, groupIdx) + " without a window"
+		}
+		out.cols = append(out.cols, preCols[:len(keys)]...)
+	}
 	for i, a := range calls {
 		out.cols = append(out.cols, col{name: string(a.Fn), t: aggs[i].t})
 	}
-	w.Cascade = false
-	out.win = &winAttr{w: w, start: len(keys), end: len(keys) + 1}
 
 	// Lift the select list and HAVING onto the aggregate's output.
 	k := len(keys)
 	var lift func(e plan.Expr, off int) (plan.Expr, error)
 	lift = func(e plan.Expr, off int) (plan.Expr, error) {
 		if e.Op == plan.OpCol && e.Fn == "agg" {
-			return plan.ColRef(k+2+e.Col-len(in.cols), e.Type), nil
+			return plan.ColRef(aggAt+e.Col-len(in.cols), e.Type), nil
 		}
 		for i, g := range keys {
 			if reflect.DeepEqual(e, g) {

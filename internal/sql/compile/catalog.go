@@ -29,6 +29,10 @@ type source struct {
 	// operator and config are the connector's vertex when read.
 	operator string
 	config   map[string]any
+	// pk is the PRIMARY KEY … NOT ENFORCED the table declares, which a
+	// sink writing it keys its records by (nil: none).
+	pk    []string
+	pkOff int
 }
 
 // view is a CREATE VIEW (or CREATE SINK … AS query's query).

@@ -10,6 +10,7 @@ package compile
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,10 +110,108 @@ type compiler struct {
 	o       Options
 	res     Result
 	selects int
+	// set is what the SET statements so far said, for the jobs after
+	// them.
+	set settings
+}
+
+// settings are a script's SET options (Flink's names).
+type settings struct {
+	// ttl is table.exec.state.ttl in milliseconds (0: state kept).
+	ttl int64
+	// miniBatch is table.exec.mini-batch.*: on when enabled and a size
+	// is set.
+	miniBatch plan.MiniBatch
+	miniOn    bool
+	miniSize  int
+	miniLat   int64
+}
+
+// apply takes SET key = value.
+func (c *compiler) apply(d *ddl) error {
+	v := d.setValue
+	dur := func() (int64, error) {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return n, nil // milliseconds, as Flink reads a bare number
+		}
+		t, err := parseDuration(v)
+		if err != nil || t < 0 {
+			return 0, c.s.errAt(d.setValueOff, "%s wants a duration such as '1 h', '30 min' or '10s', got %q", d.setKey, v)
+		}
+		return t.Milliseconds(), nil
+	}
+	var err error
+	switch d.setKey {
+	case "table.exec.state.ttl":
+		c.set.ttl, err = dur()
+	case "table.exec.mini-batch.enabled":
+		on, perr := strconv.ParseBool(v)
+		if perr != nil {
+			return c.s.errAt(d.setValueOff, "%s wants true or false, got %q", d.setKey, v)
+		}
+		c.set.miniOn = on
+	case "table.exec.mini-batch.size":
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n <= 0 {
+			return c.s.errAt(d.setValueOff, "%s wants a positive number of groups, got %q", d.setKey, v)
+		}
+		c.set.miniSize = n
+	case "table.exec.mini-batch.allow-latency":
+		c.set.miniLat, err = dur()
+	default:
+		return c.s.errAt(d.off, "unknown setting %q%s",
+			d.setKey, didYouMean(d.setKey, []string{"table.exec.state.ttl", "table.exec.mini-batch.enabled", "table.exec.mini-batch.size", "table.exec.mini-batch.allow-latency"}))
+	}
+	if err != nil {
+		return err
+	}
+	c.set.miniBatch = plan.MiniBatch{}
+	if c.set.miniOn {
+		// Flink's mini-batch needs its latency and size; here a size
+		// alone, or a latency alone (5000 groups), will do.
+		size := c.set.miniSize
+		if size == 0 {
+			size = 5000
+		}
+		c.set.miniBatch = plan.MiniBatch{Size: size, Latency: c.set.miniLat}
+	}
+	return nil
+}
+
+// parseDuration reads Flink's and PostgreSQL's ways of writing a
+// duration: '10s', '1 h', '30 min', '2 hours', '500 ms', '1d'.
+func parseDuration(v string) (time.Duration, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	if d, err := time.ParseDuration(s); err == nil {
+		return d, nil
+	}
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	n, err := strconv.ParseFloat(s[:i], 64)
+	if err != nil {
+		return 0, err
+	}
+	units := map[string]time.Duration{
+		"ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond, "millisecond": time.Millisecond, "milliseconds": time.Millisecond,
+		"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+		"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+		"h": time.Hour, "hour": time.Hour, "hours": time.Hour,
+		"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+	}
+	u, ok := units[strings.TrimSpace(s[i:])]
+	if !ok {
+		return 0, fmt.Errorf("unknown unit %q", s[i:])
+	}
+	return time.Duration(n * float64(u)), nil
 }
 
 func (c *compiler) statement(d *ddl, raw *pg.RawStmt) error {
 	cat := c.b.cat
+	if d.kind == "set" {
+		return c.apply(d)
+	}
 	if d.kind == "sink" && d.sinkFrom != "" {
 		// CREATE SINK name FROM relation: SELECT * FROM relation.
 		r, err := c.b.relation(d.sinkFrom, d.sinkFromOff)
@@ -196,7 +295,14 @@ func (c *compiler) createSource(d *ddl, cs *pg.CreateStmt) error {
 		cd := el.GetColumnDef()
 		if cd == nil {
 			if con := el.GetConstraint(); con != nil && con.Contype == pg.ConstrType_CONSTR_PRIMARY {
-				return c.s.errAt(int(con.Location), "PRIMARY KEY on a source is not supported yet (upsert sources need changelog streams)")
+				if src.pk != nil {
+					return c.s.errAt(int(con.Location), "multiple primary keys for table %q are not allowed", name)
+				}
+				src.pkOff = int(con.Location)
+				for _, k := range con.Keys {
+					src.pk = append(src.pk, k.GetString_().GetSval())
+				}
+				continue
 			}
 			return c.s.errAt(location(el), "only columns are supported in CREATE SOURCE")
 		}
@@ -205,14 +311,27 @@ func (c *compiler) createSource(d *ddl, cs *pg.CreateStmt) error {
 			return c.s.errAt(int(cd.Location), "column %s: %v", cd.Colname, err)
 		}
 		for _, con := range cd.Constraints {
-			if k := con.GetConstraint(); k != nil && k.Contype != pg.ConstrType_CONSTR_NOTNULL && k.Contype != pg.ConstrType_CONSTR_NULL {
-				return c.s.errAt(int(k.Location), "column %s: constraints other than NULL/NOT NULL are not supported", cd.Colname)
+			k := con.GetConstraint()
+			if k != nil && k.Contype == pg.ConstrType_CONSTR_PRIMARY {
+				if src.pk != nil {
+					return c.s.errAt(int(k.Location), "multiple primary keys for table %q are not allowed", name)
+				}
+				src.pk, src.pkOff = []string{cd.Colname}, int(k.Location)
+				continue
+			}
+			if k != nil && k.Contype != pg.ConstrType_CONSTR_NOTNULL && k.Contype != pg.ConstrType_CONSTR_NULL {
+				return c.s.errAt(int(k.Location), "column %s: constraints other than NULL/NOT NULL and PRIMARY KEY are not supported", cd.Colname)
 			}
 		}
 		if indexOf(src.cols, cd.Colname) >= 0 {
 			return c.s.errAt(int(cd.Location), "column %q specified more than once", cd.Colname)
 		}
 		src.cols = append(src.cols, plan.Column{Name: cd.Colname, Type: t})
+	}
+	for _, k := range src.pk {
+		if indexOf(src.cols, k) < 0 {
+			return c.s.errAt(src.pkOff, "column %q named in key does not exist%s", k, didYouMean(k, names(src.cols)))
+		}
 	}
 	for _, cc := range d.computed {
 		if err := c.computed(src, cc); err != nil {
@@ -327,21 +446,30 @@ func (c *compiler) insert(d *ddl, ins *pg.InsertStmt) error {
 		exprs = append(exprs, e)
 		cols = append(cols, col{name: tc.Name, t: tc.Type})
 	}
-	out := &rel{n: &calcNode{in: r, project: exprs}, cols: cols, rowtime: -1, proctime: -1}
-	return c.job(d, name, out, -1, t.options)
+	out := &rel{n: &calcNode{in: r, project: exprs}, cols: cols, rowtime: -1, proctime: -1, mode: r.mode, why: r.why, ukey: r.ukey}
+	return c.job(d, name, out, -1, t)
 }
 
 // job plans one job: the query r into a sink with options (CREATE SINK's
 // when nil), or into the client when it is a SELECT.
-func (c *compiler) job(d *ddl, name string, r *rel, limit int64, opts map[string]option) error {
+func (c *compiler) job(d *ddl, name string, r *rel, limit int64, table *source) error {
 	isSelect := d.kind == "select"
+	var opts map[string]option
+	var pk []string
+	pkOff := d.off
+	if table != nil {
+		opts, pk, pkOff = table.options, table.pk, table.pkOff
+	}
 	if opts == nil && !isSelect {
 		opts = map[string]option{}
 		for _, o := range d.options {
 			opts[o.key] = o
 		}
 	}
-	b := newBuilder(name, c.o.Parallelism)
+	if n := unboundedRank(r); n != nil {
+		return c.s.errAt(n.off, "ROW_NUMBER() OVER (…) needs WHERE rn <= N in the query around it: a TopN keeps the first N rows of each partition (numbering every row is not supported)")
+	}
+	b := newBuilder(name, c.o.Parallelism, c.set)
 	st, err := b.build(r)
 	if err != nil {
 		return err
@@ -351,11 +479,17 @@ func (c *compiler) job(d *ddl, name string, r *rel, limit int64, opts map[string
 		if c.o.CollectAddress == "" && !d.explain {
 			return c.s.errAt(d.stmtStart, "a SELECT with no sink streams its rows to `weir sql`, which gives it an address: run it there, or write CREATE SINK")
 		}
-		st.enc.Format = plan.FormatRow
-		op := &plan.Operator{Collect: &plan.Collect{In: st.schema, Address: c.o.CollectAddress}, Describe: "Collect: rows to the client"}
+		st.enc.Format, st.enc.Changelog = plan.FormatRow, false
+		schema := st.schema
+		if r.updating() {
+			// The terminal shows a changelog: each row with its kind.
+			st.enc.Sink = plan.SinkKindColumn
+			schema = append(plan.Schema{{Name: "op", Type: plan.Type{Kind: plan.Varchar}}}, schema...)
+		}
+		op := &plan.Operator{Collect: &plan.Collect{In: schema, Address: c.o.CollectAddress}, Describe: "Collect: rows to the client"}
 		b.add(b.unique("collect"), "sql-collect", op, &weirv1.JobEdge{Source: st.vertex, Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD})
-		job.Select = &Select{Schema: st.schema, Limit: limit}
-	} else if err := c.s.sinkVertex(b, st, name, opts, d.off); err != nil {
+		job.Select = &Select{Schema: schema, Limit: limit}
+	} else if err := c.s.sinkVertex(b, st, sinkTarget{name: name, opts: opts, off: d.off, format: d.format, encode: d.encode, pk: pk, pkOff: pkOff, r: r}); err != nil {
 		return err
 	}
 	g, phys, err := b.finish()
@@ -392,5 +526,33 @@ func (c *compiler) job(d *ddl, name string, r *rel, limit int64, opts map[string
 	job.Graph = g
 	job.Explain = Explain{Logical: explainLogical(r), Physical: phys, Graph: string(spec)}
 	c.res.Jobs = append(c.res.Jobs, job)
+	return nil
+}
+
+// unboundedRank is a ROW_NUMBER() below r that no WHERE bounded.
+func unboundedRank(r *rel) *rankNode {
+	var ins []*rel
+	switch n := r.n.(type) {
+	case *rankNode:
+		if n.limit == 0 {
+			return n
+		}
+		ins = []*rel{n.in}
+	case *calcNode:
+		ins = []*rel{n.in}
+	case *aggNode:
+		ins = []*rel{n.in}
+	case *groupAggNode:
+		ins = []*rel{n.in}
+	case *joinNode:
+		ins = []*rel{n.left, n.right}
+	case *unionNode:
+		ins = n.inputs
+	}
+	for _, in := range ins {
+		if n := unboundedRank(in); n != nil {
+			return n
+		}
+	}
 	return nil
 }

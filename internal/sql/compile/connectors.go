@@ -323,9 +323,26 @@ func (s *script) nexmarkConfig(src *source) (map[string]any, error) {
 	return cfg, nil
 }
 
+// sinkTarget is what a sink is given: the query's relation and the
+// sink's declaration.
+type sinkTarget struct {
+	name string
+	opts map[string]option
+	off  int
+	// format and encode are FORMAT x ENCODE y.
+	format, encode string
+	// pk is a declared primary key (PRIMARY KEY … NOT ENFORCED of the
+	// table INSERT INTO writes), nil if none.
+	pk    []string
+	pkOff int
+	// r is the query's relation: its changelog mode and unique key.
+	r *rel
+}
+
 // sinkVertex adds the vertex writing a sink's rows and sets the format
 // the stage before it encodes them in.
-func (s *script) sinkVertex(b *builder, st *stage, name string, opts map[string]option, off int) error {
+func (s *script) sinkVertex(b *builder, st *stage, t sinkTarget) error {
+	name, opts, off := t.name, t.opts, t.off
 	c, ok := opts["connector"]
 	if !ok {
 		return s.errAt(off, "sink %s: WITH (connector = '…') is missing (blackhole, file or kafka)", name)
@@ -337,19 +354,119 @@ func (s *script) sinkVertex(b *builder, st *stage, name string, opts map[string]
 	if ops[1] == "" {
 		return s.errAt(c.off, "sink %s: connector %s is a source, it cannot be written", name, c.value)
 	}
-	if t, ok := opts["type"]; ok && t.value != "append-only" {
-		return s.errAt(t.off, "sink %s: type %q is not supported yet: this query's results are append-only (type = 'append-only'); upsert sinks need changelog streams", name, t.value)
-	}
 	skip := map[string]bool{}
-	st.enc.Format = plan.FormatCSV
+	st.enc.Format, st.enc.Changelog = plan.FormatCSV, false
 	if f, ok := opts["format"]; ok {
 		switch strings.ToLower(f.value) {
 		case "csv":
 		case "json":
 			st.enc.Format = plan.FormatJSON
+		case "debezium-json":
+			// Flink's name for the Debezium changelog format.
+			st.enc.Format = plan.FormatJSON
+			if _, ok := opts["type"]; !ok {
+				opts["type"] = option{key: "type", value: "debezium", off: f.off}
+			}
 		default:
-			return s.errAt(f.off, "sink %s: format %q: want 'csv' or 'json'", name, f.value)
+			return s.errAt(f.off, "sink %s: format %q: want 'csv', 'json' or 'debezium-json'", name, f.value)
 		}
+	}
+	switch t.encode {
+	case "":
+	case "JSON":
+		st.enc.Format = plan.FormatJSON
+	case "CSV":
+		st.enc.Format = plan.FormatCSV
+	default:
+		return s.errAt(off, "sink %s: ENCODE %s is not supported (JSON or CSV)", name, t.encode)
+	}
+	// How the rows are written: RisingWave's type = '…' (or its FORMAT
+	// PLAIN|UPSERT|DEBEZIUM), append-only by default.
+	typ, typOff := "append-only", off
+	if o, ok := opts["type"]; ok {
+		typ, typOff = strings.ToLower(o.value), o.off
+	}
+	switch t.format {
+	case "":
+	case "PLAIN":
+		typ = "append-only"
+	case "UPSERT":
+		typ = "upsert"
+	case "DEBEZIUM":
+		typ = "debezium"
+	default:
+		return s.errAt(off, "sink %s: FORMAT %s is not supported (PLAIN, UPSERT or DEBEZIUM)", name, t.format)
+	}
+	force := false
+	if o, ok := opts["force_append_only"]; ok {
+		v, err := strconv.ParseBool(o.value)
+		if err != nil {
+			return s.errAt(o.off, "sink %s: force_append_only wants true or false", name)
+		}
+		force = v
+	}
+	var pk []int
+	pkNames := t.pk
+	pkOff := t.pkOff
+	if k, ok := opts["primary_key"]; ok {
+		skip["primary_key"] = true
+		pkNames, pkOff = nil, k.off
+		for _, n := range strings.Split(k.value, ",") {
+			pkNames = append(pkNames, strings.TrimSpace(n))
+		}
+	}
+	for _, n := range pkNames {
+		i := indexOf(st.schema, n)
+		if i < 0 {
+			return s.errAt(pkOff, "sink %s: primary key column %q is not in the query's columns%s", name, n, didYouMean(n, names(st.schema)))
+		}
+		pk = append(pk, i)
+	}
+	updating := t.r.updating()
+	if c.value == "blackhole" {
+		// Its rows are discarded: any type will do, and no key.
+		typ, pk = "append-only", nil
+		force = true
+	}
+	switch typ {
+	case "append-only":
+		switch {
+		case updating && force:
+			st.enc.Sink = plan.SinkForceAppend
+		case updating:
+			return s.errAt(typOff, "sink %s: the query's results update (%s), which an append-only sink cannot take: write type = 'upsert' (with a primary key), type = 'debezium' (a changelog), or force_append_only = 'true' (keep only the rows added)", name, t.r.why)
+		}
+	case "upsert":
+		if c.value == "file" {
+			return s.errAt(typOff, "sink %s: a file cannot be updated in place: write type = 'debezium', a changelog of every change", name)
+		}
+		if pk == nil {
+			if t.r.ukey == nil {
+				return s.errAt(typOff, "sink %s: an upsert sink needs a primary key, and the query's rows have none the planner can derive: give primary_key = 'col, …'", name)
+			}
+			pk = t.r.ukey
+		} else if t.r.ukey != nil && !containsAll(pk, t.r.ukey) {
+			return s.errAt(pkOff, "sink %s: the primary key (%s) does not identify the query's rows, whose unique key is (%s): rows of one key would overwrite each other", name, strings.Join(pkNames, ", "), strings.Join(colNames(st.schema, t.r.ukey), ", "))
+		}
+		if len(pk) == 0 {
+			return s.errAt(typOff, "sink %s: the query has one row, with no column to key it by: an upsert sink needs a primary key column", name)
+		}
+		st.enc.Sink = plan.SinkUpsert
+	case "debezium":
+		st.enc.Sink, st.enc.Format = plan.SinkDebezium, plan.FormatJSON
+		if pk == nil && t.r.ukey != nil && len(t.r.ukey) > 0 {
+			pk = t.r.ukey
+		}
+	default:
+		return s.errAt(typOff, "sink %s: type %q: want 'append-only', 'upsert' or 'debezium'", name, typ)
+	}
+	if !updating && st.enc.Sink == plan.SinkForceAppend {
+		st.enc.Sink = ""
+	}
+	if pk != nil && c.value == "kafka" {
+		// The message key: the primary key's columns, in the value's
+		// encoding (a tombstone is the key alone).
+		st.enc.Key, st.enc.KeyFormat = pk, st.enc.Format
 	}
 	cfg := map[string]any{}
 	switch c.value {
@@ -364,18 +481,6 @@ func (s *script) sinkVertex(b *builder, st *stage, name string, opts map[string]
 			if v, ok := opts["properties.bootstrap.server"]; ok {
 				opts["bootstrap_servers"] = option{key: "bootstrap_servers", value: v.value, off: v.off}
 				skip["properties.bootstrap.server"] = true
-			}
-			if k, ok := opts["primary_key"]; ok {
-				skip["primary_key"] = true
-				var keys []int
-				for _, n := range strings.Split(k.value, ",") {
-					i := indexOf(st.schema, strings.TrimSpace(n))
-					if i < 0 {
-						return s.errAt(k.off, "sink %s: primary_key column %q is not in the query's columns%s", name, strings.TrimSpace(n), didYouMean(n, names(st.schema)))
-					}
-					keys = append(keys, i)
-				}
-				st.enc.Key, st.enc.KeyFormat = keys, st.enc.Format
 			}
 		}
 		var err error
@@ -392,9 +497,44 @@ func (s *script) sinkVertex(b *builder, st *stage, name string, opts map[string]
 	}
 	v := &weirv1.JobVertex{Name: b.unique("sink-" + name), Operator: ops[1], Parallelism: b.par, Config: cs,
 		Inputs:      []*weirv1.JobEdge{{Source: st.vertex, Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD}},
-		Description: fmt.Sprintf("Sink %s (connector %s, %s)", name, c.value, st.enc.Format)}
+		Description: fmt.Sprintf("Sink %s (connector %s, %s)", name, c.value, sinkFormat(st.enc))}
 	b.g.Vertices = append(b.g.Vertices, v)
 	return nil
+}
+
+// sinkFormat says how a sink's records are written.
+func sinkFormat(e *plan.Encoding) string {
+	f := string(e.Format)
+	switch e.Sink {
+	case plan.SinkUpsert:
+		f = "upsert " + f
+	case plan.SinkDebezium:
+		f = "Debezium JSON"
+	case plan.SinkForceAppend:
+		f += ", the added rows only"
+	}
+	return f
+}
+
+func containsAll(set, sub []int) bool {
+	for _, x := range sub {
+		found := false
+		for _, y := range set {
+			found = found || x == y
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func colNames(s plan.Schema, idx []int) []string {
+	out := make([]string, len(idx))
+	for i, j := range idx {
+		out[i] = s[j].Name
+	}
+	return out
 }
 
 func indexOf(s plan.Schema, name string) int {

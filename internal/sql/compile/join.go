@@ -20,6 +20,11 @@ import (
 // emits are exactly the ones SQL defines (the keys and time bounds only
 // say which rows can meet).
 func (b *binder) join(l, r *rel, conds []plan.Expr, off int) (*rel, error) {
+	for _, in := range []*rel{l, r} {
+		if in.updating() {
+			return nil, b.s.errAt(off, "a join of results that update (%s) is not supported yet: joins take append-only inputs", in.why)
+		}
+	}
 	nl := len(l.cols)
 	var lkeys, rkeys []int
 	windowEq := false

@@ -48,11 +48,33 @@ type joinNode struct {
 // unionNode is UNION ALL of inputs of one schema.
 type unionNode struct{ inputs []*rel }
 
-func (*scanNode) isNode()  {}
-func (*calcNode) isNode()  {}
-func (*aggNode) isNode()   {}
-func (*joinNode) isNode()  {}
-func (*unionNode) isNode() {}
+// groupAggNode is an unbounded GROUP BY: as aggNode without a window, its
+// output is the group keys, then the aggregates, and it updates.
+type groupAggNode struct {
+	in     *rel
+	groups []int
+	aggs   []plan.AggCall
+}
+
+// rankNode is ROW_NUMBER() OVER (PARTITION BY … ORDER BY …): its output is
+// its input's columns and the row number. Only the first limit rows of
+// each partition can be kept (a TopN), so a WHERE on the row number must
+// set limit.
+type rankNode struct {
+	in        *rel
+	partition []int
+	order     []plan.SortKey
+	limit     int64
+	off       int
+}
+
+func (*scanNode) isNode()     {}
+func (*calcNode) isNode()     {}
+func (*aggNode) isNode()      {}
+func (*joinNode) isNode()     {}
+func (*unionNode) isNode()    {}
+func (*groupAggNode) isNode() {}
+func (*rankNode) isNode()     {}
 
 // col is a column of a relation as names see it.
 type col struct {
@@ -83,7 +105,27 @@ type rel struct {
 	tvf *plan.Window
 	// watermarked: some source below has a WATERMARK.
 	watermarked bool
+	// mode is how the rows change the result: "" or plan.AppendOnly, or
+	// plan.Retract for results that update, which why says the cause of
+	// (for errors).
+	mode plan.Mode
+	why  string
+	// ukey is a unique key of an updating relation's rows (columns), nil
+	// when none is known; empty for a relation of one row.
+	ukey []int
+	// rank is the row number column of a ROW_NUMBER() whose WHERE is
+	// still to come.
+	rank *rankAttr
 }
+
+// rankAttr points at a ROW_NUMBER() column and the node computing it.
+type rankAttr struct {
+	col  int
+	node *rankNode
+}
+
+// updating reports whether r's results update (a changelog).
+func (r *rel) updating() bool { return r.mode == plan.Retract }
 
 func (r *rel) schema() plan.Schema {
 	s := make(plan.Schema, len(r.cols))
@@ -98,6 +140,24 @@ func (r *rel) schema() plan.Schema {
 func (r *rel) carry(out *rel, m map[int]int) {
 	out.rowtime, out.proctime = -1, -1
 	out.watermarked = r.watermarked
+	out.mode, out.why, out.ukey, out.rank = r.mode, r.why, nil, nil
+	if r.ukey != nil {
+		k := []int{}
+		for _, c := range r.ukey {
+			j, ok := m[c]
+			if !ok {
+				k = nil
+				break
+			}
+			k = append(k, j)
+		}
+		out.ukey = k
+	}
+	if r.rank != nil {
+		if j, ok := m[r.rank.col]; ok {
+			out.rank = &rankAttr{col: j, node: r.rank.node}
+		}
+	}
 	if j, ok := m[r.rowtime]; ok && r.rowtime >= 0 {
 		out.rowtime = j
 	}
@@ -169,6 +229,12 @@ func explainLogical(r *rel) string {
 			fmt.Fprintf(&b, "%s%sJoin on %s%s%s\n", ind, joinKindName(n.kind), strings.Join(keys, " AND "), extra, cond)
 			walk(n.left, depth+1)
 			walk(n.right, depth+1)
+		case *groupAggNode:
+			fmt.Fprintf(&b, "%sGroupAggregate group: [%s] aggs: [%s]\n", ind, colList(n.in.cols, n.groups), aggList(n.aggs, n.in.cols))
+			walk(n.in, depth+1)
+		case *rankNode:
+			fmt.Fprintf(&b, "%sTopN %d per [%s] order by [%s]\n", ind, n.limit, colList(n.in.cols, n.partition), orderList(n.order, n.in.cols))
+			walk(n.in, depth+1)
 		case *unionNode:
 			fmt.Fprintf(&b, "%sUnionAll\n", ind)
 			for _, in := range n.inputs {
@@ -206,6 +272,24 @@ func windowString(w plan.Window) string {
 		return fmt.Sprintf("hop(size %dms, slide %dms, %s%s)", w.Size, w.Slide, t, c)
 	}
 	return fmt.Sprintf("session(gap %dms, %s)", w.Gap, t)
+}
+
+func orderList(order []plan.SortKey, cols []col) string {
+	s := make([]string, len(order))
+	for i, k := range order {
+		s[i] = cols[k.Col].name
+		if k.Desc {
+			s[i] += " DESC"
+		}
+		if k.NullsFirst != k.Desc {
+			if k.NullsFirst {
+				s[i] += " NULLS FIRST"
+			} else {
+				s[i] += " NULLS LAST"
+			}
+		}
+	}
+	return strings.Join(s, ", ")
 }
 
 func colList(cols []col, idx []int) string {

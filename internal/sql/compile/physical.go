@@ -22,6 +22,7 @@ import (
 
 // builder builds one job's graph.
 type builder struct {
+	set     settings
 	g       *weirv1.JobGraph
 	par     int32
 	ops     map[string]*plan.Operator
@@ -42,9 +43,25 @@ type stage struct {
 	// join is set when the vertex is a join, whose projection and
 	// filter a calc above it becomes.
 	join *plan.Join
+	// mode is the changelog mode of the rows the vertex emits.
+	mode plan.Mode
 }
 
-func newBuilder(name string, par int) *builder {
+// rows has the stage write rows for another SQL operator: the row
+// format, with their kinds when they are a changelog.
+func (st *stage) rows() {
+	st.enc.Format = plan.FormatRow
+	st.enc.Changelog = st.updating()
+}
+
+func (st *stage) updating() bool { return st.mode == plan.Retract }
+
+// decoding is how an operator reads the stage's rows.
+func (st *stage) decoding() plan.Decoding {
+	return plan.Decoding{Format: plan.FormatRow, Schema: st.schema, Timestamp: -1, Changelog: st.updating()}
+}
+
+func newBuilder(name string, par int, set settings) *builder {
 	if par <= 0 {
 		par = 1
 	}
@@ -53,6 +70,7 @@ func newBuilder(name string, par int) *builder {
 		par:     int32(par),
 		ops:     map[string]*plan.Operator{},
 		sources: map[*source]string{},
+		set:     set,
 		names:   map[string]int{},
 	}
 }
@@ -94,6 +112,9 @@ func (b *builder) finish() (*weirv1.JobGraph, string, error) {
 			continue
 		}
 		v.Description = op.Describe
+		if op.Mode == "" {
+			op.Mode = plan.AppendOnly
+		}
 		fmt.Fprintf(&phys, "%s [%s]: %s\n", v.Name, v.Operator, op.Describe)
 		s, err := plan.Marshal(op)
 		if err != nil {
@@ -121,6 +142,10 @@ func (b *builder) build(r *rel) (*stage, error) {
 		return b.join(r, n)
 	case *unionNode:
 		return b.union(r, n)
+	case *groupAggNode:
+		return b.groupAgg(r, n)
+	case *rankNode:
+		return b.topN(r, n, true)
 	}
 	return nil, fmt.Errorf("sql: unknown plan node %T", r.n)
 }
@@ -160,7 +185,22 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 	if _, ok := in.n.(*scanNode); ok {
 		return b.calc(in, filter, project, r.schema())
 	}
-	st, err := b.build(in)
+	var st *stage
+	var err error
+	if rk, ok := in.n.(*rankNode); ok {
+		// The row number is an output column of the TopN only when the
+		// calc reads it.
+		used := make([]bool, len(in.cols))
+		if filter != nil {
+			markCols(used, *filter)
+		}
+		for _, p := range project {
+			markCols(used, p)
+		}
+		st, err = b.topN(in, rk, project == nil || used[len(in.cols)-1])
+	} else {
+		st, err = b.build(in)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -205,14 +245,24 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 	if filter == nil && project == nil {
 		return st, nil
 	}
-	st.enc.Format = plan.FormatRow
-	c := &plan.Calc{In: plan.Decoding{Format: plan.FormatRow, Schema: st.schema, Timestamp: -1}, Filter: filter, Project: project, Out: r.schema()}
+	st.rows()
+	c := &plan.Calc{In: st.decoding(), Filter: filter, Project: project, Out: r.schema()}
 	share(c)
-	op := &plan.Operator{Calc: c, Describe: describeCalc(c, "")}
+	op := &plan.Operator{Calc: c, Describe: describeCalc(c, ""), Mode: st.mode}
 	b.calcs++
 	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
 	b.add(name, "sql-calc", op, edge(st, false))
-	return &stage{vertex: name, schema: c.Out, enc: &c.Enc}, nil
+	return &stage{vertex: name, schema: c.Out, enc: &c.Enc, mode: st.mode}, nil
+}
+
+// markCols marks the columns e reads.
+func markCols(used []bool, e plan.Expr) {
+	if e.Op == plan.OpCol && e.Fn != "agg" && e.Col < len(used) {
+		used[e.Col] = true
+	}
+	for _, a := range e.Args {
+		markCols(used, a)
+	}
 }
 
 // identity reports whether a projection passes its input's columns on
@@ -287,7 +337,11 @@ func (b *builder) agg(r *rel, n *aggNode) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.enc.Format, in.enc.Key = plan.FormatRow, n.groups
+	if in.updating() {
+		return nil, fmt.Errorf("sql: a window aggregate over results that update")
+	}
+	in.rows()
+	in.enc.Key = n.groups
 	a := &plan.WindowAgg{In: in.schema, Window: n.window, Group: n.groups, Aggs: n.aggs, Out: r.schema()}
 	for i := range n.groups {
 		a.Output = append(a.Output, plan.OutputItem{Kind: "group", Index: i})
@@ -323,9 +377,16 @@ func (b *builder) join(r *rel, n *joinNode) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.enc.Format, l.enc.Key = plan.FormatRow, n.lkeys
-	rt.enc.Format, rt.enc.Key = plan.FormatRow, n.rkeys
+	if l.updating() || rt.updating() {
+		return nil, fmt.Errorf("sql: a join of results that update")
+	}
+	l.rows()
+	rt.rows()
+	l.enc.Key, rt.enc.Key = n.lkeys, n.rkeys
 	j := &plan.Join{Kind: n.kind, Left: l.schema, Right: rt.schema, Lower: n.lower, Upper: n.upper, Size: n.size, Filter: n.filter, Out: r.schema()}
+	if n.kind == plan.RegularJoin {
+		j.TTL = b.set.ttl
+	}
 	for i, c := range r.schema() {
 		j.Project = append(j.Project, plan.ColRef(i, c.Type))
 	}
@@ -373,20 +434,79 @@ func idleSource(r *rel) bool {
 // union builds UNION ALL: one calc reading every branch.
 func (b *builder) union(r *rel, n *unionNode) (*stage, error) {
 	var edges []*weirv1.JobEdge
+	var stages []*stage
+	mode := plan.AppendOnly
 	for _, in := range n.inputs {
 		st, err := b.build(in)
 		if err != nil {
 			return nil, err
 		}
-		st.enc.Format = plan.FormatRow
-		edges = append(edges, &weirv1.JobEdge{Source: st.vertex, Partitioner: weirv1.Partitioner_PARTITIONER_REBALANCE})
+		if st.updating() {
+			mode = plan.Retract
+		}
+		stages = append(stages, st)
 	}
-	c := &plan.Calc{In: plan.Decoding{Format: plan.FormatRow, Schema: r.schema(), Timestamp: -1}, Out: r.schema()}
-	op := &plan.Operator{Calc: c, Describe: "UnionAll"}
+	for _, st := range stages {
+		// Every input is read as a changelog when one is: an append-only
+		// one's rows are inserts.
+		st.enc.Format, st.enc.Changelog = plan.FormatRow, mode == plan.Retract
+		p := weirv1.Partitioner_PARTITIONER_REBALANCE
+		if mode == plan.Retract {
+			// A row's retraction must follow it: the same path.
+			p = weirv1.Partitioner_PARTITIONER_FORWARD
+		}
+		edges = append(edges, &weirv1.JobEdge{Source: st.vertex, Partitioner: p})
+	}
+	c := &plan.Calc{In: plan.Decoding{Format: plan.FormatRow, Schema: r.schema(), Timestamp: -1, Changelog: mode == plan.Retract}, Out: r.schema()}
+	op := &plan.Operator{Calc: c, Describe: "UnionAll", Mode: mode}
 	b.calcs++
 	name := b.unique(fmt.Sprintf("union-%d", b.calcs))
 	b.add(name, "sql-calc", op, edges...)
-	return &stage{vertex: name, schema: c.Out, enc: &c.Enc}, nil
+	return &stage{vertex: name, schema: c.Out, enc: &c.Enc, mode: mode}, nil
+}
+
+// groupAgg builds an unbounded GROUP BY.
+func (b *builder) groupAgg(r *rel, n *groupAggNode) (*stage, error) {
+	in, err := b.build(n.in)
+	if err != nil {
+		return nil, err
+	}
+	in.rows()
+	in.enc.Key = n.groups
+	a := &plan.GroupAgg{In: in.schema, InChangelog: in.updating(), Group: n.groups, Aggs: n.aggs, Out: r.schema(),
+		Enc: plan.Encoding{Format: plan.FormatRow, Changelog: true}, TTL: b.set.ttl, MiniBatch: b.set.miniBatch}
+	a.Enc.Key = make([]int, len(n.groups))
+	for i := range n.groups {
+		a.Enc.Key[i] = i
+	}
+	op := &plan.Operator{GroupAgg: a, Describe: describeGroupAgg(a), Mode: plan.Retract}
+	name := b.unique("group-aggregate-" + digest(a.In, a.Group, a.Aggs, a.InChangelog))
+	b.add(name, "sql-group-aggregate", op, edge(in, true))
+	return &stage{vertex: name, schema: a.Out, enc: &a.Enc, mode: plan.Retract}, nil
+}
+
+// topN builds a TopN (ROW_NUMBER() with WHERE rn <= N); rank says
+// whether the row number is an output column.
+func (b *builder) topN(r *rel, n *rankNode, rank bool) (*stage, error) {
+	if n.limit == 0 {
+		return nil, fmt.Errorf("ROW_NUMBER() OVER (…) needs WHERE rn <= N in the query around it: a TopN keeps the first N rows of each partition (unbounded numbering is not supported)")
+	}
+	in, err := b.build(n.in)
+	if err != nil {
+		return nil, err
+	}
+	in.rows()
+	in.enc.Key = n.partition
+	out := r.schema()
+	if !rank {
+		out = out[:len(out)-1]
+	}
+	t := &plan.TopN{In: in.schema, InChangelog: in.updating(), Partition: n.partition, Order: n.order, Limit: n.limit, Rank: rank,
+		Out: out, Enc: plan.Encoding{Format: plan.FormatRow, Changelog: true}, TTL: b.set.ttl}
+	op := &plan.Operator{TopN: t, Describe: describeTopN(t), Mode: plan.Retract}
+	name := b.unique("top-n-" + digest(t.In, t.Partition, t.Order, t.Limit, t.InChangelog))
+	b.add(name, "sql-top-n", op, edge(in, true))
+	return &stage{vertex: name, schema: t.Out, enc: &t.Enc, mode: plan.Retract}, nil
 }
 
 // digest names a stateful operator by what its state means, so that the
@@ -428,6 +548,39 @@ func describeAgg(a *plan.WindowAgg) string {
 	return fmt.Sprintf("WindowAggregate %s group by [%s] compute [%s] emit [%s]", windowString(a.Window), colList(cols, a.Group), aggList(a.Aggs, cols), strings.Join(names(a.Out), ", "))
 }
 
+func describeGroupAgg(a *plan.GroupAgg) string {
+	cols := schemaCols(a.In)
+	s := fmt.Sprintf("GroupAggregate group by [%s] compute [%s] emit [%s]", colList(cols, a.Group), aggList(a.Aggs, cols), strings.Join(names(a.Out), ", "))
+	if a.InChangelog {
+		s += " retracting"
+	}
+	if a.MiniBatch.Size > 0 {
+		s += fmt.Sprintf(" (mini-batch of %d groups, %s)", a.MiniBatch.Size, ms(a.MiniBatch.Latency))
+	}
+	return s + " " + stateNote(a.TTL, "one accumulator per group")
+}
+
+func describeTopN(t *plan.TopN) string {
+	cols := schemaCols(t.In)
+	s := fmt.Sprintf("TopN %d per [%s] order by [%s]", t.Limit, colList(cols, t.Partition), orderList(t.Order, cols))
+	if t.Rank {
+		s += " with row_number"
+	}
+	what := fmt.Sprintf("up to %d rows per partition", t.Limit)
+	if t.InChangelog {
+		what = "every row of each partition (the input updates)"
+	}
+	return s + " " + stateNote(t.TTL, what)
+}
+
+// stateNote says how an operator's state is bounded.
+func stateNote(ttl int64, what string) string {
+	if ttl > 0 {
+		return fmt.Sprintf("(state: %s, each dropped %s after its last change)", what, ms(ttl))
+	}
+	return fmt.Sprintf("(state: unbounded, %s, kept forever; SET table.exec.state.ttl bounds it)", what)
+}
+
 func describeJoin(j *plan.Join) string {
 	both := append(schemaCols(j.Left), schemaCols(j.Right)...)
 	s := joinKindName(j.Kind) + "Join"
@@ -446,7 +599,11 @@ func describeJoin(j *plan.Join) string {
 	for i, p := range j.Project {
 		ps[i] = exprString(p, both)
 	}
-	return s + " project " + strings.Join(ps, ", ")
+	s += " project " + strings.Join(ps, ", ")
+	if j.Kind == plan.RegularJoin && j.TTL > 0 {
+		s += " " + stateNote(j.TTL, "every row of both inputs")
+	}
+	return s
 }
 
 func schemaCols(s plan.Schema) []col {

@@ -94,6 +94,9 @@ type ddl struct {
 	sinkFrom    string
 	sinkFromOff int
 	explain     bool
+	// setKey and setValue are SET key = value's.
+	setKey, setValue string
+	setValueOff      int
 	// stmtStart, stmtEnd delimit the statement in the script.
 	stmtStart, stmtEnd int
 }
@@ -173,6 +176,29 @@ func (s *script) statement(st []token, blank func(int, int), out []byte) (*ddl, 
 		d.stmtStart = st[0].start
 	}
 	switch {
+	case st[0].is("SET"):
+		// SET key = value (or TO), the key dotted names or a quoted
+		// string (Flink's SET 'table.exec.state.ttl' = '1 h'): none of
+		// it is left for PostgreSQL.
+		d.kind = "set"
+		blank(st[0].start, st[len(st)-1].end)
+		if d.explain {
+			return nil, s.errAt(d.off, "EXPLAIN SET: nothing to explain")
+		}
+		i := 1
+		var key strings.Builder
+		for i < len(st) && st[i].text != "=" && !st[i].is("TO") {
+			key.WriteString(strings.Trim(unquote(st[i].text), `"`))
+			i++
+		}
+		if i >= len(st)-1 || key.Len() == 0 {
+			return nil, s.errAt(d.off, "SET wants key = 'value'")
+		}
+		if i+2 != len(st) {
+			return nil, s.errAt(st[i+1].start, "SET %s: one value, quoted", key.String())
+		}
+		d.setKey, d.setValue, d.setValueOff = strings.ToLower(key.String()), unquote(st[i+1].text), st[i+1].start
+		return d, nil
 	case st[0].is("SELECT") || st[0].is("WITH") || st[0].text == "(" || st[0].is("VALUES"):
 		d.kind = "select"
 		return d, nil
@@ -221,6 +247,13 @@ func (s *script) source(d *ddl, st []token, i int, blank func(int, int)) error {
 		end, err := s.matching(st, i)
 		if err != nil {
 			return err
+		}
+		// PRIMARY KEY … NOT ENFORCED (Flink's): PostgreSQL's keys are
+		// enforced, and Weir's are not, so the words go.
+		for k := i + 1; k+1 < end; k++ {
+			if st[k].is("NOT") && st[k+1].is("ENFORCED") {
+				blank(st[k].start, st[k+1].end)
+			}
 		}
 		if err := s.columns(d, st[i+1:end], blank); err != nil {
 			return err

@@ -34,10 +34,11 @@ func (b *binder) query(s *pg.SelectStmt) (r *rel, limit int64, err error) {
 	switch s.Op {
 	case pg.SetOperation_SETOP_NONE:
 	case pg.SetOperation_SETOP_UNION:
-		if !s.All {
-			return nil, 0, b.s.errAt(location(s.Larg.GetTargetList()[0]), "UNION without ALL removes duplicates, which needs results that update: use UNION ALL")
-		}
 		r, err := b.unionAll(s)
+		if err == nil && !s.All {
+			// UNION removes duplicates: UNION ALL, then DISTINCT.
+			r = distinctRel(r)
+		}
 		return r, limit, err
 	default:
 		return nil, 0, b.s.errAt(0, "%s is not supported on streams (UNION ALL is)", strings.TrimPrefix(s.Op.String(), "SETOP_"))
@@ -45,8 +46,9 @@ func (b *binder) query(s *pg.SelectStmt) (r *rel, limit int64, err error) {
 	if len(s.ValuesLists) > 0 {
 		return nil, 0, b.s.errAt(location(s.ValuesLists[0]), "VALUES is not supported: read a source")
 	}
-	if len(s.DistinctClause) > 0 {
-		return nil, 0, b.s.errAt(location(s.TargetList[0]), "SELECT DISTINCT is not supported yet: removing duplicates of a stream produces results that update (changelog streams)")
+	distinct := len(s.DistinctClause) > 0
+	if distinct && (len(s.DistinctClause) > 1 || s.DistinctClause[0].Node != nil) {
+		return nil, 0, b.s.errAt(location(s.DistinctClause[0]), "DISTINCT ON is not supported: use ROW_NUMBER() OVER (PARTITION BY …) … WHERE rn = 1")
 	}
 	if s.IntoClause != nil {
 		return nil, 0, b.s.errAt(0, "SELECT INTO is not supported: use CREATE SINK")
@@ -82,7 +84,22 @@ func (b *binder) query(s *pg.SelectStmt) (r *rel, limit int64, err error) {
 	} else {
 		r, err = b.project(s.TargetList, in)
 	}
+	if err == nil && distinct {
+		r = distinctRel(r)
+	}
 	return r, limit, err
+}
+
+// distinctRel is SELECT DISTINCT of r: an unbounded aggregate grouping
+// by every column, with no aggregate.
+func distinctRel(r *rel) *rel {
+	all := make([]int, len(r.cols))
+	for i := range all {
+		all[i] = i
+	}
+	out := &rel{n: &groupAggNode{in: r, groups: all}, cols: append([]col{}, r.cols...), rowtime: -1, proctime: -1,
+		watermarked: r.watermarked, mode: plan.Retract, ukey: all, why: "DISTINCT"}
+	return out
 }
 
 // containsAgg reports whether a select list calls an aggregate function.
@@ -333,6 +350,9 @@ func requalify(r *rel, qual string) *rel {
 // relation is a source or view by name.
 func (b *binder) relation(name string, off int) (*rel, error) {
 	if src, ok := b.cat.sources[name]; ok {
+		if src.pk != nil {
+			return nil, b.s.errAt(off, "reading %s, a table with a PRIMARY KEY (an upsert source), is not supported yet: its PRIMARY KEY is for writing it (INSERT INTO)", name)
+		}
 		r := &rel{n: &scanNode{src: src}, rowtime: src.rowtime, proctime: src.proctime, watermarked: src.rowtime >= 0}
 		for _, c := range src.cols {
 			r.cols = append(r.cols, col{name: c.Name, t: c.Type, qual: name})
@@ -354,6 +374,13 @@ func (b *binder) relation(name string, off int) (*rel, error) {
 
 // finish turns a FROM tree with its pushed conditions into a relation.
 func (b *binder) finish(t *fromTree) (*rel, error) {
+	if t.leaf != nil && t.leaf.rank != nil {
+		rest, r, err := b.topN(t.leaf, t.filters, t.off)
+		if err != nil {
+			return nil, err
+		}
+		t = &fromTree{leaf: r, filters: rest, off: t.off}
+	}
 	if t.leaf != nil {
 		if len(t.filters) == 0 {
 			return t.leaf, nil
@@ -429,6 +456,9 @@ func (b *binder) windowTVF(f *pg.RangeFunction) (*rel, error) {
 		qual = f.Alias.Aliasname
 	}
 	in = requalify(in, qual)
+	if in.updating() {
+		return nil, b.s.errAt(off, "%s over results that update (%s) is not supported: windows take append-only rows", strings.ToUpper(name), in.why)
+	}
 	tc, err := b.expr(&scope{cols: in.cols}, call.Args[1])
 	if err != nil {
 		return nil, err
@@ -495,6 +525,23 @@ func (b *binder) duration(n *pg.Node) (int64, error) {
 
 // project binds a select list without aggregates.
 func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
+	// ROW_NUMBER() OVER (…) numbers the rows of in: a rank node adds the
+	// number as a column, which the select item reads.
+	ranked := false
+	for _, t := range targets {
+		f := t.GetResTarget().Val.GetFuncCall()
+		if f == nil || f.Over == nil {
+			continue
+		}
+		if ranked {
+			return nil, b.s.errAt(int(f.Location), "one ROW_NUMBER() per SELECT")
+		}
+		r, err := b.rowNumber(in, f)
+		if err != nil {
+			return nil, err
+		}
+		in, ranked = r, true
+	}
 	sc := &scope{cols: in.cols}
 	var exprs []plan.Expr
 	var cols []col
@@ -517,9 +564,14 @@ func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
 			}
 			continue
 		}
-		e, err := b.expr(sc, rt.Val)
-		if err != nil {
-			return nil, err
+		var e plan.Expr
+		if f := rt.Val.GetFuncCall(); f != nil && f.Over != nil {
+			e = plan.ColRef(in.rank.col, in.cols[in.rank.col].t)
+		} else {
+			var err error
+			if e, err = b.expr(sc, rt.Val); err != nil {
+				return nil, err
+			}
 		}
 		name := rt.Name
 		if name == "" {
@@ -536,6 +588,119 @@ func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
 	out := &rel{n: &calcNode{in: in, project: exprs}, cols: cols}
 	in.carry(out, m)
 	return out, nil
+}
+
+// rowNumber binds ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) over in:
+// in's columns and the row number, which a WHERE rn <= N above must
+// bound (a TopN).
+func (b *binder) rowNumber(in *rel, f *pg.FuncCall) (*rel, error) {
+	off := int(f.Location)
+	name := strings.ToLower(f.Funcname[len(f.Funcname)-1].GetString_().GetSval())
+	if name != "row_number" || len(f.Args) > 0 {
+		return nil, b.s.errAt(off, "window function %s() OVER (…) is not supported: ROW_NUMBER() OVER (PARTITION BY … ORDER BY …), filtered by WHERE rn <= N in the query around it, is (a TopN)", name)
+	}
+	if in.tvf != nil {
+		return nil, b.s.errAt(off, "ROW_NUMBER() over a window table function's rows is not supported")
+	}
+	w := f.Over
+	if w.Refname != "" {
+		return nil, b.s.errAt(off, "named windows (OVER %s) are not supported: write OVER (PARTITION BY … ORDER BY …)", w.Refname)
+	}
+	if len(w.OrderClause) == 0 {
+		return nil, b.s.errAt(off, "ROW_NUMBER() OVER needs an ORDER BY: which rows come first")
+	}
+	sc := &scope{cols: in.cols}
+	n := &rankNode{in: in, off: off}
+	for _, p := range w.PartitionClause {
+		e, err := b.expr(sc, p)
+		if err != nil {
+			return nil, err
+		}
+		if e.Op != plan.OpCol {
+			return nil, b.s.errAt(location(p), "PARTITION BY a column (compute expressions in a subquery)")
+		}
+		n.partition = append(n.partition, e.Col)
+	}
+	for _, o := range w.OrderClause {
+		sb := o.GetSortBy()
+		e, err := b.expr(sc, sb.Node)
+		if err != nil {
+			return nil, err
+		}
+		if e.Op != plan.OpCol {
+			return nil, b.s.errAt(location(sb.Node), "ORDER BY a column in OVER (compute expressions in a subquery)")
+		}
+		k := plan.SortKey{Col: e.Col, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC}
+		switch sb.SortbyNulls {
+		case pg.SortByNulls_SORTBY_NULLS_FIRST:
+			k.NullsFirst = true
+		case pg.SortByNulls_SORTBY_NULLS_LAST:
+		default:
+			// PostgreSQL's default: NULLs are larger than any value.
+			k.NullsFirst = k.Desc
+		}
+		if sb.UseOp != nil {
+			return nil, b.s.errAt(location(sb.Node), "ORDER BY … USING is not supported")
+		}
+		n.order = append(n.order, k)
+	}
+	out := &rel{n: n, cols: append(append([]col{}, in.cols...), col{name: "row_number", t: plan.Type{Kind: plan.Int64}}),
+		rowtime: -1, proctime: -1, watermarked: in.watermarked, mode: plan.Retract, why: "ROW_NUMBER() OVER (…)"}
+	out.rank = &rankAttr{col: len(in.cols), node: n}
+	// Partition and row number identify a row.
+	out.ukey = append(append([]int{}, n.partition...), len(in.cols))
+	return out, nil
+}
+
+// topN applies the conditions on a ROW_NUMBER() column to its node: rn <=
+// N, rn < N or rn = 1 bound it; the rest stay filters. A limit of 1 makes
+// the partition a unique key (the row number is always 1).
+func (b *binder) topN(r *rel, conds []plan.Expr, off int) ([]plan.Expr, *rel, error) {
+	var rest []plan.Expr
+	rn := r.rank.col
+	for _, c := range conds {
+		lo, hi := colRange(c)
+		if lo != rn || hi != rn {
+			if lo <= rn && rn <= hi {
+				return nil, nil, b.s.errAt(off, "a condition on the row number must be alone: rn <= N")
+			}
+			rest = append(rest, c)
+			continue
+		}
+		x, y := c.Args[0], c.Args[1]
+		fn := c.Fn
+		if x.Op == plan.OpConst {
+			x, y = y, x
+			fn = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[fn]
+		}
+		var n int64
+		if y.Op != plan.OpConst || y.IsNull || !y.Type.Numeric() || y.Type.Kind == plan.Decimal || x.Op != plan.OpCol {
+			return nil, nil, b.s.errAt(off, "the row number's condition must be rn <= N, rn < N or rn = 1 with a whole number N")
+		}
+		fmt.Sscan(y.Lit, &n)
+		switch {
+		case fn == "<=":
+		case fn == "<":
+			n--
+		case fn == "=" && n == 1:
+		default:
+			return nil, nil, b.s.errAt(off, "the row number's condition must be rn <= N, rn < N or rn = 1 (a TopN keeps the first N rows)")
+		}
+		if n < 1 {
+			return nil, nil, b.s.errAt(off, "a TopN of %d rows keeps nothing", n)
+		}
+		node := r.rank.node
+		if node.limit == 0 || n < node.limit {
+			node.limit = n
+		}
+	}
+	out := *r
+	out.rank = nil
+	if r.rank.node.limit == 1 && r.ukey != nil {
+		// ukey is the partition and the row number, which is 1.
+		out.ukey = r.ukey[:len(r.ukey)-1]
+	}
+	return rest, &out, nil
 }
 
 func isStar(n *pg.Node) (bool, string) {
@@ -576,15 +741,24 @@ func defaultName(n *pg.Node) string {
 func (b *binder) unionAll(s *pg.SelectStmt) (*rel, error) {
 	var branches []*rel
 	var collect func(s *pg.SelectStmt) error
+	all := s.All
 	collect = func(s *pg.SelectStmt) error {
-		if s.Op == pg.SetOperation_SETOP_UNION && s.All {
+		if s.Op == pg.SetOperation_SETOP_UNION && s.All == all {
 			if err := collect(s.Larg); err != nil {
 				return err
 			}
 			return collect(s.Rarg)
 		}
 		if s.Op != pg.SetOperation_SETOP_NONE {
-			return b.s.errAt(0, "only UNION ALL is supported on streams")
+			r, limit, err := b.query(s)
+			if err != nil {
+				return err
+			}
+			if limit >= 0 {
+				return b.s.errAt(location(s.LimitCount), "LIMIT inside UNION is not supported")
+			}
+			branches = append(branches, r)
+			return nil
 		}
 		r, limit, err := b.query(s)
 		if err != nil {
@@ -642,8 +816,11 @@ func (b *binder) unionAll(s *pg.SelectStmt) (*rel, error) {
 	for i, c := range first.cols {
 		out.cols = append(out.cols, col{name: c.name, t: types[i]})
 	}
-	for _, in := range inputs {
+	for _, in := range branches {
 		out.watermarked = out.watermarked || in.watermarked
+		if in.updating() {
+			out.mode, out.why = plan.Retract, in.why
+		}
 	}
 	return out, nil
 }

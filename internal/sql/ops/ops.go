@@ -96,6 +96,9 @@ type encoder struct {
 	// change says whether its +U follows.
 	pending   []byte
 	pendingTs int64
+	// wide and withKind are a kind-column output's codec and row.
+	wide     *row.Codec
+	withKind row.Row
 }
 
 func newEncoder(s plan.Schema, e plan.Encoding) (*encoder, error) {
@@ -110,7 +113,7 @@ func newEncoder(s plan.Schema, e plan.Encoding) (*encoder, error) {
 		return nil, fmt.Errorf("key format %q: want %s, %s or %s", e.KeyFormat, plan.FormatRow, plan.FormatCSV, plan.FormatJSON)
 	}
 	switch e.Sink {
-	case "", plan.SinkForceAppend, plan.SinkDebezium:
+	case "", plan.SinkForceAppend, plan.SinkDebezium, plan.SinkKindColumn:
 	case plan.SinkUpsert:
 		if len(e.Key) == 0 {
 			return nil, errors.New("an upsert output needs a key")
@@ -125,6 +128,12 @@ func newEncoder(s plan.Schema, e plan.Encoding) (*encoder, error) {
 		return nil, errors.New("a Debezium output is JSON")
 	}
 	c := &encoder{schema: s, enc: e, codec: row.NewCodec(s)}
+	if e.Sink == plan.SinkKindColumn {
+		if e.Format != plan.FormatRow || len(e.Key) > 0 {
+			return nil, errors.New("a changelog with its kinds as a column is in the row format, unkeyed")
+		}
+		c.wide = row.NewCodec(append(plan.Schema{{Name: "op", Type: plan.Type{Kind: plan.Varchar}}}, s...))
+	}
 	for _, k := range e.Key {
 		if k < 0 || k >= len(s) {
 			return nil, fmt.Errorf("key column %d of an output of %d columns", k, len(s))
@@ -153,6 +162,10 @@ func (c *encoder) emit(out sdk.Collector, kind row.Kind, r row.Row, ts int64) {
 		return
 	case c.enc.Sink == plan.SinkUpsert:
 		c.upsert(out, kind, r, ts)
+		return
+	case c.enc.Sink == plan.SinkKindColumn:
+		c.withKind = append(append(c.withKind[:0], row.Str(kind.String())), r...)
+		out.Collect(sdk.Record{Value: c.arena.keep(c.wide.Append(c.arena.next(), c.withKind)), Timestamp: ts})
 		return
 	}
 	out.Collect(c.record(r, ts))

@@ -212,6 +212,10 @@ const (
 	// {"before":null,"after":row,"op":"c"}, retractions as
 	// {"before":row,"after":null,"op":"d"} (Flink's debezium-json).
 	SinkDebezium SinkMode = "debezium"
+	// SinkKindColumn writes each row in the row format with its kind
+	// ("+I", "-U", "+U", "-D") as a first VARCHAR column named op: what a
+	// terminal shows of a changelog.
+	SinkKindColumn SinkMode = "kind-column"
 )
 
 // Decoding is how an operator reads its input records: their format and
@@ -382,6 +386,10 @@ type Join struct {
 	Project []Expr   `json:"project"`
 	Out     Schema   `json:"outSchema"`
 	Enc     Encoding `json:"enc"`
+	// TTL, in milliseconds of processing time, drops a regular join's
+	// rows of a key when the key saw no row for that long (0: kept
+	// forever).
+	TTL int64 `json:"ttl,omitempty"`
 }
 
 // GroupAgg is an unbounded GROUP BY (Flink's GroupAggregate): it keeps
