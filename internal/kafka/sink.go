@@ -359,6 +359,11 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 		return err
 	}
 	rec := &kgo.Record{Key: r.Key, Value: r.Value}
+	if s.cfg.Tombstones && len(r.Value) == 0 {
+		// A record's empty value may have crossed the network as an
+		// empty slice: Kafka's null is nil.
+		rec.Value = nil
+	}
 	rec.Topic, rec.Headers = s.route(r.Headers)
 	if r.Timestamp != 0 {
 		rec.Timestamp = time.UnixMilli(r.Timestamp)

@@ -593,3 +593,47 @@ func TestPartitionsLoadedWaitsOutAnUnknownTopic(t *testing.T) {
 		return partitionsLoaded(cl, "late"), "not loaded"
 	})
 }
+
+// TestSinkTombstones: with tombstones, a record with an empty value (as
+// one arrives from the network: an empty slice, not nil) is written with
+// a null value; without, it stays an empty value.
+func TestSinkTombstones(t *testing.T) {
+	for _, tomb := range []bool{true, false} {
+		addr, _ := newBroker(t, kfake.SeedTopics(1, "out"))
+		cfg := eoConfig(addr)
+		if tomb {
+			cfg["tombstones"] = true
+		}
+		s, _ := openSink(t, cfg, 0, 1, nil)
+		for _, r := range []sdk.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("k"), Value: []byte{}}} {
+			if err := s.ProcessRecord(r, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SnapshotState(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.NotifyCheckpointComplete(1); err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []*kgo.Record
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		for len(got) < 2 {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("read %d records, want two", len(got))
+			}
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, r) })
+		}
+		cancel()
+		cl.Close()
+		if string(got[0].Value) != "v" || (got[1].Value == nil) != tomb {
+			t.Fatalf("tombstones %v: values %q and %q (nil: %v)", tomb, got[0].Value, got[1].Value, got[1].Value == nil)
+		}
+	}
+}

@@ -45,6 +45,9 @@ type SinkConfig struct {
 	// commits or aborts it: the broker would abort it at
 	// TransactionTimeout, losing its records.
 	TransactionMaxAge time.Duration
+	// Tombstones: a record with an empty value is written with a null
+	// value, a tombstone (an upsert SQL sink's deletion of its key).
+	Tombstones bool
 }
 
 // DefaultTransactionTimeout is Kafka's default upper bound for a
@@ -66,6 +69,13 @@ func ParseSinkConfig(cfg sdk.Config) (SinkConfig, error) {
 	}
 	if c.TopicHeader, err = cfg.String("topic-header", ""); err != nil {
 		return c, err
+	}
+	switch v := cfg["tombstones"].(type) {
+	case nil:
+	case bool:
+		c.Tombstones = v
+	default:
+		return c, fmt.Errorf(`config "tombstones": want true or false, got %v`, v)
 	}
 	d, err := cfg.String("delivery", "exactly-once")
 	if err != nil {

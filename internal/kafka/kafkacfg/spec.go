@@ -58,6 +58,7 @@ func init() {
 		Keys: append([]connector.Key{
 			{Name: "topic", Type: "string", Required: true, Doc: "The topic written."},
 			{Name: "topic-header", Type: "header name", Doc: "A record carrying this header goes to the topic it names (the header is not written)."},
+			{Name: "tombstones", Type: "bool", Default: "false", Doc: "A record with an empty value is written with a null value: a tombstone, deleting its key from a compacted topic (an upsert SQL sink sets it)."},
 			{Name: "delivery", Type: "`exactly-once`, `at-least-once`, `none`", Default: "exactly-once", Doc: "What the sink promises."},
 			{Name: "transactional-id-prefix", Type: "string", Doc: "Required for exactly-once; one running job at a time may use a prefix."},
 			{Name: "transaction-timeout", Type: "duration", Default: "15m", Doc: "The brokers abort a transaction older than this. Must exceed the checkpoint timeout plus the restart strategy's longest delay."},

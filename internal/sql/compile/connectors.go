@@ -490,6 +490,9 @@ func (s *script) sinkVertex(b *builder, st *stage, t sinkTarget) error {
 		if c.value == "file" {
 			cfg["line"] = "value"
 		}
+		if c.value == "kafka" && st.enc.Sink == plan.SinkUpsert {
+			cfg["tombstones"] = true
+		}
 	}
 	cs, err := structpb.NewStruct(cfg)
 	if err != nil {
