@@ -29,6 +29,8 @@ func Register(r *sdk.Registry) {
 	r.RegisterOperator("sql-window-aggregate", func() sdk.Operator { return &ops.WindowAggregate{} })
 	r.RegisterOperator("sql-local-aggregate", func() sdk.Operator { return &ops.LocalAggregate{} })
 	r.RegisterOperator("sql-join", func() sdk.Operator { return &ops.Join{} })
+	r.RegisterOperator("sql-group-aggregate", func() sdk.Operator { return &ops.GroupAggregate{} })
+	r.RegisterOperator("sql-top-n", func() sdk.Operator { return &ops.TopN{} })
 	r.RegisterOperator("blackhole", func() sdk.Operator { return ops.Blackhole{} })
 	r.RegisterOperator(collect.Operator, func() sdk.Operator { return &collect.Sink{} })
 }

@@ -113,6 +113,23 @@ func init() {
 			Check: checkPlan("sql-local-aggregate", func(op *plan.Operator) bool { return op.LocalAgg != nil }),
 		},
 		{
+			Name: "sql-group-aggregate", Kind: connector.Transform,
+			Doc: "A SQL query's unbounded GROUP BY (or DISTINCT), per key (the group columns): keeps an accumulator " +
+				"per group and emits every change of a group's row as a changelog (+I, -U/+U, -D), taking back the " +
+				"retractions of an updating input; optionally folds a batch's changes per group (mini-batch) and " +
+				"drops groups idle for the state TTL.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-group-aggregate", func(op *plan.Operator) bool { return op.GroupAgg != nil }),
+		},
+		{
+			Name: "sql-top-n", Kind: connector.Transform,
+			Doc: "A SQL query's ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) with WHERE rn <= N, per key (the " +
+				"partition columns): keeps the first N rows of each partition and emits their changes as a changelog; " +
+				"N = 1 deduplicates.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-top-n", func(op *plan.Operator) bool { return op.TopN != nil }),
+		},
+		{
 			Name: "sql-join", Kind: connector.Transform,
 			Doc: "A SQL query's inner equi-join of two keyed inputs (left, then right): an interval join, a join of " +
 				"the same windows, or a regular join, whose state grows without bound.",

@@ -33,6 +33,9 @@ type source struct {
 	// sink writing it keys its records by (nil: none).
 	pk    []string
 	pkOff int
+	// readErr is why the table cannot be read, found when it was
+	// declared (its options are a sink's).
+	readErr error
 }
 
 // view is a CREATE VIEW (or CREATE SINK … AS query's query).

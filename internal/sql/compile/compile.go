@@ -351,7 +351,13 @@ func (c *compiler) createSource(d *ddl, cs *pg.CreateStmt) error {
 	}
 	if connectorOps[conn.value][0] != "" || !ok {
 		if err := c.s.checkSource(src); err != nil {
-			return err
+			if !ok || connectorOps[conn.value][1] == "" || src.rowtime >= 0 || src.proctime >= 0 {
+				return err
+			}
+			// A table of a connector that reads and writes may carry
+			// the sink's options (INSERT INTO it): it fails only when
+			// read.
+			src.readErr = err
 		}
 	}
 	c.b.cat.sources[name] = src

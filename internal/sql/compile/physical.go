@@ -108,6 +108,10 @@ func (b *builder) finish() (*weirv1.JobGraph, string, error) {
 	for _, v := range b.g.Vertices {
 		op, ok := b.ops[v.Name]
 		if !ok || op == nil {
+			if strings.HasPrefix(v.Description, "Sink ") {
+				fmt.Fprintf(&phys, "%s [%s]: %s\n", v.Name, v.Operator, v.Description)
+				continue
+			}
 			fmt.Fprintf(&phys, "%s [%s]\n", v.Name, v.Operator)
 			continue
 		}
@@ -115,7 +119,11 @@ func (b *builder) finish() (*weirv1.JobGraph, string, error) {
 		if op.Mode == "" {
 			op.Mode = plan.AppendOnly
 		}
-		fmt.Fprintf(&phys, "%s [%s]: %s\n", v.Name, v.Operator, op.Describe)
+		mode := ""
+		if op.Mode != plan.AppendOnly {
+			mode = " → changelog (" + string(op.Mode) + ")"
+		}
+		fmt.Fprintf(&phys, "%s [%s]: %s%s\n", v.Name, v.Operator, op.Describe, mode)
 		s, err := plan.Marshal(op)
 		if err != nil {
 			return nil, "", err
@@ -567,6 +575,9 @@ func describeTopN(t *plan.TopN) string {
 		s += " with row_number"
 	}
 	what := fmt.Sprintf("up to %d rows per partition", t.Limit)
+	if t.Limit == 1 {
+		what = "one row per partition"
+	}
 	if t.InChangelog {
 		what = "every row of each partition (the input updates)"
 	}
@@ -704,6 +715,9 @@ func share(c *plan.Calc) {
 		for i, col := range c.In.Schema {
 			c.Project = append(c.Project, plan.ColRef(i, col.Type))
 		}
+	}
+	if c.Project == nil {
+		return
 	}
 	ps := make([]plan.Expr, len(c.Project))
 	for i, e := range c.Project {

@@ -350,6 +350,9 @@ func requalify(r *rel, qual string) *rel {
 // relation is a source or view by name.
 func (b *binder) relation(name string, off int) (*rel, error) {
 	if src, ok := b.cat.sources[name]; ok {
+		if src.readErr != nil {
+			return nil, src.readErr
+		}
 		if src.pk != nil {
 			return nil, b.s.errAt(off, "reading %s, a table with a PRIMARY KEY (an upsert source), is not supported yet: its PRIMARY KEY is for writing it (INSERT INTO)", name)
 		}
@@ -551,7 +554,7 @@ func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
 		if star, qual := isStar(rt.Val); star {
 			n := 0
 			for i, c := range in.cols {
-				if qual != "" && c.qual != qual {
+				if qual != "" && c.qual != qual || ranked && i == in.rank.col {
 					continue
 				}
 				m[i] = len(exprs)
