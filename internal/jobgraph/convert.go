@@ -69,6 +69,7 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 			SlotSharingGroup: c.str(&vd.SlotSharing, p+".slot-sharing-group"),
 			DisableChaining:  !c.bool(&vd.Chaining, p+".chaining", true),
 			Description:      c.str(&vd.Description, p+".description"),
+			ChangelogMode:    c.str(&vd.ChangelogMode, p+".changelog-mode"),
 		}
 		if w := vd.Watermarks; w != nil {
 			wp := p + ".watermarks"

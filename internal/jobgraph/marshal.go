@@ -182,6 +182,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 		if v.Description != "" {
 			set(n, "description", strNode(v.Description))
 		}
+		if v.ChangelogMode != "" {
+			set(n, "changelog-mode", strNode(v.ChangelogMode))
+		}
 		if len(v.Inputs) > 0 {
 			// Flow style keeps each edge on one line, as people write them.
 			inputs := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}

@@ -70,6 +70,8 @@ type vertexDoc struct {
 	Watermarks *watermarksDoc `yaml:"watermarks"`
 	// Description is the part of a SQL job's plan the vertex runs.
 	Description yaml.Node `yaml:"description"`
+	// ChangelogMode is a SQL vertex's output's changelog mode.
+	ChangelogMode yaml.Node `yaml:"changelog-mode"`
 }
 
 type inputDoc struct {

@@ -254,6 +254,7 @@ func toJobPlan(info *weirv1.JobInfo) jobPlan {
 		n := jobPlanNode{
 			ID: VertexID(info.GetId(), gv.GetName()), Parallelism: int(gv.GetParallelism()),
 			Operator: gv.GetOperator(), Description: cmp.Or(gv.GetDescription(), gv.GetName()),
+			ChangelogMode: gv.GetChangelogMode(),
 		}
 		for i, in := range gv.GetInputs() {
 			n.Inputs = append(n.Inputs, jobPlanNodeInput{

@@ -384,6 +384,7 @@ func TestSQLJob(t *testing.T) {
 	api := newFakeAPI()
 	api.job.Graph.Sql = stmt
 	api.job.Graph.Vertices[1].Description = "Calc(where=[v < 10], select=[k, v])"
+	api.job.Graph.Vertices[1].ChangelogMode = "retract"
 	c := serve(t, api)
 	details := c.get("/jobs/"+fakeJob, http.StatusOK)
 	if details["sql"] != stmt {
@@ -395,6 +396,13 @@ func TestSQLJob(t *testing.T) {
 			if d := obj(t, "node", nodes[i])["description"]; d != want {
 				t.Errorf("nodes[%d].description = %v, want %q", i, d, want)
 			}
+		}
+		// A SQL vertex's changelog mode; none for others.
+		if m := obj(t, "node", nodes[1])["changelog_mode"]; m != "retract" {
+			t.Errorf("nodes[1].changelog_mode = %v, want retract", m)
+		}
+		if m, ok := obj(t, "node", nodes[0])["changelog_mode"]; ok {
+			t.Errorf("nodes[0].changelog_mode = %v, want none", m)
 		}
 	}
 

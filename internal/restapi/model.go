@@ -191,11 +191,13 @@ type jobPlan struct {
 }
 
 type jobPlanNode struct {
-	ID                  string             `json:"id"`
-	Parallelism         int                `json:"parallelism"`
-	Operator            string             `json:"operator"`
-	OperatorStrategy    string             `json:"operator_strategy"`
-	Description         string             `json:"description"`
+	ID               string `json:"id"`
+	Parallelism      int    `json:"parallelism"`
+	Operator         string `json:"operator"`
+	OperatorStrategy string `json:"operator_strategy"`
+	Description      string `json:"description"`
+	// ChangelogMode is a SQL vertex's: append-only or retract.
+	ChangelogMode       string             `json:"changelog_mode,omitempty"`
 	Inputs              []jobPlanNodeInput `json:"inputs,omitempty"`
 	OptimizerProperties struct{}           `json:"optimizer_properties"`
 }

@@ -119,6 +119,7 @@ func (b *builder) finish() (*weirv1.JobGraph, string, error) {
 		if op.Mode == "" {
 			op.Mode = plan.AppendOnly
 		}
+		v.ChangelogMode = string(op.Mode)
 		mode := ""
 		if op.Mode != plan.AppendOnly {
 			mode = " → changelog (" + string(op.Mode) + ")"

@@ -15,7 +15,8 @@ function ioCell(m, key) {
 // descriptions, which for other vertices are only their names.
 function descriptions(job) {
   const names = new Map((job.vertices || []).map((v) => [v.id, v.name]));
-  return new Map((job.plan?.nodes || []).filter((n) => n.description && n.description !== names.get(n.id)).map((n) => [n.id, n.description]));
+  return new Map((job.plan?.nodes || []).filter((n) => n.description && n.description !== names.get(n.id))
+    .map((n) => [n.id, n.changelog_mode === "retract" ? `${n.description} · changelog: retract (-U/+U, -D)` : n.description]));
 }
 
 export function verticesTable(job, bps, selected, wms) {

@@ -415,7 +415,11 @@ type JobVertex struct {
 	DisableChaining bool `protobuf:"varint,8,opt,name=disable_chaining,json=disableChaining,proto3" json:"disable_chaining,omitempty"`
 	// description is the part of a SQL job's plan the vertex runs, for the
 	// REST API and the dashboard; empty for vertices of other jobs.
-	Description   string `protobuf:"bytes,9,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,9,opt,name=description,proto3" json:"description,omitempty"`
+	// changelog_mode is how a SQL vertex's output rows change its result:
+	// "append-only", or "retract" for results that update (an unbounded
+	// GROUP BY, a TopN: -U/+U pairs and -D). Empty for other vertices.
+	ChangelogMode string `protobuf:"bytes,10,opt,name=changelog_mode,json=changelogMode,proto3" json:"changelog_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,6 +513,13 @@ func (x *JobVertex) GetDisableChaining() bool {
 func (x *JobVertex) GetDescription() string {
 	if x != nil {
 		return x.Description
+	}
+	return ""
+}
+
+func (x *JobVertex) GetChangelogMode() string {
+	if x != nil {
+		return x.ChangelogMode
 	}
 	return ""
 }
@@ -929,7 +940,7 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\v2\x1b.weir.v1.StateBackendConfigR\x05state\x12!\n" +
 	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\x12)\n" +
 	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\x12\x10\n" +
-	"\x03sql\x18\t \x01(\tR\x03sql\"\xef\x02\n" +
+	"\x03sql\x18\t \x01(\tR\x03sql\"\x96\x03\n" +
 	"\tJobVertex\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
@@ -941,7 +952,9 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"watermarks\x12,\n" +
 	"\x12slot_sharing_group\x18\a \x01(\tR\x10slotSharingGroup\x12)\n" +
 	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\x12 \n" +
-	"\vdescription\x18\t \x01(\tR\vdescription\"\xd4\x01\n" +
+	"\vdescription\x18\t \x01(\tR\vdescription\x12%\n" +
+	"\x0echangelog_mode\x18\n" +
+	" \x01(\tR\rchangelogMode\"\xd4\x01\n" +
 	"\x11WatermarkStrategy\x12J\n" +
 	"\x14max_out_of_orderness\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11maxOutOfOrderness\x12<\n" +
 	"\fidle_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x125\n" +
