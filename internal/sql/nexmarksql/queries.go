@@ -2,7 +2,10 @@
 // (its benchmark's ci/scripts/sql/nexmark/qN.sql), as scripts for Weir's
 // SQL front end, and plain-Go oracles that compute each query's exact
 // output over the same generated events, so an end-to-end test can compare
-// what a job's sink committed with what it should have.
+// what a job's sink committed with what it should have. The queries of
+// Names only append; those of UpdatingNames update their results, and
+// their oracles give the final result, which a replay of the sink's
+// changelog (internal/sql/changelog) must leave: CheckFinal compares.
 //
 // The query bodies are RisingWave's, clause for clause, so that they run
 // unchanged; only the DDL before them is ours. RisingWave's benchmark reads
@@ -24,13 +27,23 @@ import (
 	"github.com/weirproject/weir/internal/nexmark"
 )
 
-// Names are the queries, in the order of the Nexmark suite.
+// Names are the queries whose results only grow (append-only: every row
+// they output is final), in the order of the Nexmark suite.
 var Names = []string{"q0", "q1", "q2", "q3", "q5", "q7", "q8", "q10", "q11", "q12", "q14", "q20", "q21", "q22"}
+
+// UpdatingNames are the queries whose results update (an unbounded GROUP
+// BY, a TopN by ROW_NUMBER), in the order of the Nexmark suite: their
+// sinks write a changelog, keyed by Key(q), whose final state Oracle
+// gives and CheckFinal checks.
+var UpdatingNames = []string{"q4", "q9", "q15", "q16", "q17", "q18", "q19"}
 
 type query struct {
 	body string
 	// procTime: the query reads bid's p_time, so its script declares it.
 	procTime bool
+	// key is the primary key of an updating query's result: the columns
+	// its sink's changelog is keyed by.
+	key []string
 }
 
 var queries = map[string]query{
@@ -59,6 +72,17 @@ FROM auction AS A
          INNER JOIN person AS P on A.seller = P.id
 WHERE A.category = 10
   and (P.state = 'or' OR P.state = 'id' OR P.state = 'ca')`},
+
+	"q4": {key: []string{"category"}, body: `SELECT Q.category,
+       AVG(Q.final) as avg
+FROM (SELECT MAX(B.price) AS final,
+             A.category
+      FROM auction A,
+           bid B
+      WHERE A.id = B.auction
+        AND B.date_time BETWEEN A.date_time AND A.expires
+      GROUP BY A.id, A.category) Q
+GROUP BY Q.category`},
 
 	"q5": {body: `SELECT
     AuctionBids.auction, AuctionBids.num
@@ -131,6 +155,31 @@ FROM (SELECT id,
     AND P.starttime = A.starttime
     AND P.endtime = A.endtime`},
 
+	"q9": {key: []string{"id"}, body: `SELECT id,
+       item_name,
+       description,
+       initial_bid,
+       reserve,
+       date_time,
+       expires,
+       seller,
+       category,
+       auction,
+       bidder,
+       price,
+       bid_date_time
+FROM (SELECT A.*,
+             B.auction,
+             B.bidder,
+             B.price,
+             B.date_time AS bid_date_time,
+             ROW_NUMBER() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.date_time ASC) AS rownum
+      FROM auction A,
+           bid B
+      WHERE A.id = B.auction
+        AND B.date_time BETWEEN A.date_time AND A.expires) tmp
+WHERE rownum <= 1`},
+
 	"q10": {body: `SELECT auction,
        bidder,
        price,
@@ -176,6 +225,76 @@ GROUP BY bidder, window_start, window_end`},
 FROM bid
 WHERE 0.908 * price > 1000000
   AND 0.908 * price < 50000000`},
+
+	"q15": {key: []string{"day"}, body: `SELECT to_char(date_time, 'YYYY-MM-DD') as "day",
+       count(*) AS total_bids,
+       count(*) filter (where price < 10000) AS rank1_bids,
+       count(*) filter (where price >= 10000 and price < 1000000) AS rank2_bids,
+       count(*) filter (where price >= 1000000) AS rank3_bids,
+       count(distinct bidder) AS total_bidders,
+       count(distinct bidder) filter (where price < 10000) AS rank1_bidders,
+       count(distinct bidder) filter (where price >= 10000 and price < 1000000) AS rank2_bidders,
+       count(distinct bidder) filter (where price >= 1000000) AS rank3_bidders,
+       count(distinct auction) AS total_auctions,
+       count(distinct auction) filter (where price < 10000) AS rank1_auctions,
+       count(distinct auction) filter (where price >= 10000 and price < 1000000) AS rank2_auctions,
+       count(distinct auction) filter (where price >= 1000000) AS rank3_auctions
+FROM bid
+GROUP BY to_char(date_time, 'YYYY-MM-DD')`},
+
+	// q16's "minute" is what PostgreSQL's to_char makes of 'HH:mm': HH is
+	// the hour of the 12-hour clock and mm is MM, the month (the patterns
+	// are caseless), so it is really hh12:month.
+	"q16": {key: []string{"channel", "day"}, body: `SELECT channel,
+       to_char(date_time, 'YYYY-MM-DD') as "day",
+       max(to_char(date_time, 'HH:mm')) as "minute",
+       count(*) AS total_bids,
+       count(*) filter (where price < 10000) AS rank1_bids,
+       count(*) filter (where price >= 10000 and price < 1000000) AS rank2_bids,
+       count(*) filter (where price >= 1000000) AS rank3_bids,
+       count(distinct bidder) AS total_bidders,
+       count(distinct bidder) filter (where price < 10000) AS rank1_bidders,
+       count(distinct bidder) filter (where price >= 10000 and price < 1000000) AS rank2_bidders,
+       count(distinct bidder) filter (where price >= 1000000) AS rank3_bidders,
+       count(distinct auction) AS total_auctions,
+       count(distinct auction) filter (where price < 10000) AS rank1_auctions,
+       count(distinct auction) filter (where price >= 10000 and price < 1000000) AS rank2_auctions,
+       count(distinct auction) filter (where price >= 1000000) AS rank3_auctions
+FROM bid
+GROUP BY to_char(date_time, 'YYYY-MM-DD'), channel`},
+
+	"q17": {key: []string{"auction", "day"}, body: `SELECT auction,
+       to_char(date_time, 'YYYY-MM-DD') AS day,
+       count(*) AS total_bids,
+       count(*) filter (where price < 10000) AS rank1_bids,
+       count(*) filter (where price >= 10000 and price < 1000000) AS rank2_bids,
+       count(*) filter (where price >= 1000000) AS rank3_bids,
+       min(price) AS min_price,
+       max(price) AS max_price,
+       avg(price) AS avg_price,
+       sum(price) AS sum_price
+FROM bid
+GROUP BY auction, to_char(date_time, 'YYYY-MM-DD')`},
+
+	"q18": {key: []string{"bidder", "auction"}, body: `SELECT auction, bidder, price, channel, url, date_time
+FROM (SELECT *,
+             ROW_NUMBER() OVER (
+                 PARTITION BY bidder, auction
+                 ORDER BY date_time DESC
+                 ) AS rank_number
+      FROM bid)
+WHERE rank_number <= 1`},
+
+	// q19's SELECT * is bid's columns and rank_number: p_time too in a
+	// Suite that has q12 (which declares it on bid).
+	"q19": {key: []string{"auction", "rank_number"}, body: `SELECT *
+FROM (SELECT *,
+             ROW_NUMBER() OVER (
+                 PARTITION BY auction
+                 ORDER BY price DESC
+                 ) AS rank_number
+      FROM bid)
+WHERE rank_number <= 10`},
 
 	"q20": {body: `SELECT auction,
        bidder,
@@ -225,13 +344,20 @@ FROM bid`},
 
 // Body is query q's SELECT, as RisingWave's CREATE SINK nexmark_qN AS has
 // it (q11, which RisingWave has not, written with the SESSION table
-// function). It panics on a name not in Names.
+// function). It panics on a name in neither Names nor UpdatingNames.
 func Body(q string) string { return lookup(q).body }
+
+// Key is the primary key of updating query q's result (q in
+// UpdatingNames): the columns that identify a row of it, by which its
+// sink's changelog updates and which a replay of it keys its state by. It
+// is nil for an append-only query (q in Names), and panics on a name in
+// neither list.
+func Key(q string) []string { return slices.Clone(lookup(q).key) }
 
 func lookup(q string) query {
 	d, ok := queries[q]
 	if !ok {
-		panic(fmt.Sprintf("nexmarksql: unknown query %q (have %v)", q, Names))
+		panic(fmt.Sprintf("nexmarksql: unknown query %q (have %v and %v)", q, Names, UpdatingNames))
 	}
 	return d
 }
@@ -330,14 +456,15 @@ func withStates(cfg nexmark.Config) nexmark.Config {
 
 // Script is query q's whole script: the three sources and CREATE SINK
 // nexmark_qN AS the body, with the sink o configures. It panics on a name
-// not in Names.
+// in neither Names nor UpdatingNames.
 func Script(q string, o ScriptOptions) string { return Suite([]string{q}, o, nil) }
 
 // Suite is one script of several queries: the three sources once, then one
 // CREATE SINK nexmark_qN AS the body per query, in the order given, each
 // with the WITH options sink(q) returns (connector included); a nil sink,
 // or a nil return, is the sink o configures. Bid has p_time only when q12
-// is among the queries. It panics on a name not in Names or given twice.
+// is among the queries (and q19's SELECT * then outputs it too). It panics
+// on a name in neither Names nor UpdatingNames, or given twice.
 func Suite(names []string, o ScriptOptions, sink func(q string) []Option) string {
 	procTime := false
 	for i, q := range names {
