@@ -390,7 +390,24 @@ type Join struct {
 	// rows of a key when the key saw no row for that long (0: kept
 	// forever).
 	TTL int64 `json:"ttl,omitempty"`
+	// Type is a regular join's: inner (empty), or an outer join, whose
+	// rows without a match pair with NULLs.
+	Type JoinType `json:"type,omitempty"`
+	// LeftChangelog and RightChangelog: that input of a regular join is a
+	// retract stream (its records carry row kinds).
+	LeftChangelog  bool `json:"leftChangelog,omitempty"`
+	RightChangelog bool `json:"rightChangelog,omitempty"`
 }
+
+// JoinType is which rows without a match a regular join keeps.
+type JoinType string
+
+const (
+	InnerJoin JoinType = ""
+	LeftJoin  JoinType = "left"
+	RightJoin JoinType = "right"
+	FullJoin  JoinType = "full"
+)
 
 // GroupAgg is an unbounded GROUP BY (Flink's GroupAggregate): it keeps
 // an accumulator per group and emits every change of a group's result as
