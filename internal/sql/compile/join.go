@@ -3,6 +3,7 @@ package compile
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/weirproject/weir/internal/sql/plan"
 )
@@ -19,12 +20,7 @@ import (
 // Every condition stays in the join's filter as well, so the pairs it
 // emits are exactly the ones SQL defines (the keys and time bounds only
 // say which rows can meet).
-func (b *binder) join(l, r *rel, conds []plan.Expr, off int) (*rel, error) {
-	for _, in := range []*rel{l, r} {
-		if in.updating() {
-			return nil, b.s.errAt(off, "a join of results that update (%s) is not supported yet: joins take append-only inputs", in.why)
-		}
-	}
+func (b *binder) join(l, r *rel, conds []plan.Expr, jtype plan.JoinType, off int) (*rel, error) {
 	nl := len(l.cols)
 	var lkeys, rkeys []int
 	windowEq := false
@@ -73,8 +69,26 @@ func (b *binder) join(l, r *rel, conds []plan.Expr, off int) (*rel, error) {
 			lower, upper = max(lower, floorMs(d)), min(upper, ceilMs(d))
 		}
 	}
-	j := &joinNode{left: l, right: r, lkeys: lkeys, rkeys: rkeys, filter: and(conds)}
+	j := &joinNode{left: l, right: r, lkeys: lkeys, rkeys: rkeys, filter: and(conds), jtype: jtype}
 	out := &rel{n: j, cols: append(append([]col{}, l.cols...), r.cols...), rowtime: -1, proctime: -1, watermarked: l.watermarked || r.watermarked}
+	if jtype != plan.InnerJoin || l.updating() || r.updating() {
+		// Only a regular join takes results that update, or pads with
+		// NULLs; its output updates.
+		if len(lkeys) == 0 {
+			return nil, b.s.errAt(off, "a join needs an equality of the two sides' columns (of the same type): cross joins and joins on expressions alone are not supported")
+		}
+		j.kind = plan.RegularJoin
+		out.mode = plan.Retract
+		switch {
+		case jtype != plan.InnerJoin:
+			out.why = strings.ToUpper(string(jtype)) + " OUTER JOIN"
+		case l.updating():
+			out.why = "a join of " + l.why
+		default:
+			out.why = "a join of " + r.why
+		}
+		return out, nil
+	}
 	switch {
 	case windowEq:
 		j.kind, j.size = plan.WindowJoin, l.win.w.Slide

@@ -43,6 +43,7 @@ type joinNode struct {
 	lower, upper int64
 	size         int64
 	filter       *plan.Expr
+	jtype        plan.JoinType
 }
 
 // unionNode is UNION ALL of inputs of one schema.
@@ -226,7 +227,11 @@ func explainLogical(r *rel) string {
 			if n.filter != nil {
 				cond = " filter: " + exprString(*n.filter, both)
 			}
-			fmt.Fprintf(&b, "%s%sJoin on %s%s%s\n", ind, joinKindName(n.kind), strings.Join(keys, " AND "), extra, cond)
+			outer := ""
+			if n.jtype != plan.InnerJoin {
+				outer = outerName(n.jtype)
+			}
+			fmt.Fprintf(&b, "%s%s%sJoin on %s%s%s\n", ind, joinKindName(n.kind), outer, strings.Join(keys, " AND "), extra, cond)
 			walk(n.left, depth+1)
 			walk(n.right, depth+1)
 		case *groupAggNode:

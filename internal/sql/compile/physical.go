@@ -213,8 +213,9 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Fold into a join: its filter and projection are over the pair.
-	if st.join != nil {
+	// Fold into a join: its filter and projection are over the pair
+	// (not an outer join's filter: it holds after the NULLs pad).
+	if st.join != nil && (filter == nil || st.join.Type == plan.InnerJoin) {
 		j := st.join
 		if filter != nil {
 			f := substitute(*filter, j.Project)
@@ -386,23 +387,33 @@ func (b *builder) join(r *rel, n *joinNode) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.updating() || rt.updating() {
-		return nil, fmt.Errorf("sql: a join of results that update")
+	if (l.updating() || rt.updating()) && n.kind != plan.RegularJoin {
+		return nil, fmt.Errorf("sql: a time-bounded join of results that update")
 	}
 	l.rows()
 	rt.rows()
 	l.enc.Key, rt.enc.Key = n.lkeys, n.rkeys
 	j := &plan.Join{Kind: n.kind, Left: l.schema, Right: rt.schema, Lower: n.lower, Upper: n.upper, Size: n.size, Filter: n.filter, Out: r.schema()}
+	mode := plan.AppendOnly
 	if n.kind == plan.RegularJoin {
-		j.TTL = b.set.ttl
+		j.TTL, j.Type, j.LeftChangelog, j.RightChangelog = b.set.ttl, n.jtype, l.updating(), rt.updating()
+		if j.Type != plan.InnerJoin || j.LeftChangelog || j.RightChangelog {
+			mode = plan.Retract
+			j.Enc.Changelog = true
+		}
 	}
 	for i, c := range r.schema() {
 		j.Project = append(j.Project, plan.ColRef(i, c.Type))
 	}
-	op := &plan.Operator{Join: j, Describe: describeJoin(j)}
-	name := b.unique(fmt.Sprintf("%s-join-%s", n.kind, digest(j.Kind, j.Left, j.Right, n.lkeys, n.rkeys, j.Lower, j.Upper, j.Size)))
+	op := &plan.Operator{Join: j, Describe: describeJoin(j), Mode: mode}
+	parts := []any{j.Kind, j.Left, j.Right, n.lkeys, n.rkeys, j.Lower, j.Upper, j.Size}
+	if mode == plan.Retract {
+		// Another state layout than an append-only inner join's.
+		parts = append(parts, j.Type, j.LeftChangelog, j.RightChangelog)
+	}
+	name := b.unique(fmt.Sprintf("%s-join-%s", n.kind, digest(parts...)))
 	b.add(name, "sql-join", op, edge(l, true), edge(rt, true))
-	return &stage{vertex: name, schema: j.Out, enc: &j.Enc, join: j}, nil
+	return &stage{vertex: name, schema: j.Out, enc: &j.Enc, join: j, mode: mode}, nil
 }
 
 // twoPhase says whether a window aggregate runs in two phases, a local
@@ -557,6 +568,11 @@ func describeAgg(a *plan.WindowAgg) string {
 	return fmt.Sprintf("WindowAggregate %s group by [%s] compute [%s] emit [%s]", windowString(a.Window), colList(cols, a.Group), aggList(a.Aggs, cols), strings.Join(names(a.Out), ", "))
 }
 
+// outerName is "LeftOuter", "RightOuter" or "FullOuter".
+func outerName(t plan.JoinType) string {
+	return strings.ToUpper(string(t[:1])) + string(t[1:]) + "Outer"
+}
+
 func describeGroupAgg(a *plan.GroupAgg) string {
 	cols := schemaCols(a.In)
 	s := fmt.Sprintf("GroupAggregate group by [%s] compute [%s] emit [%s]", colList(cols, a.Group), aggList(a.Aggs, cols), strings.Join(names(a.Out), ", "))
@@ -596,13 +612,21 @@ func stateNote(ttl int64, what string) string {
 func describeJoin(j *plan.Join) string {
 	both := append(schemaCols(j.Left), schemaCols(j.Right)...)
 	s := joinKindName(j.Kind) + "Join"
+	if j.Type != plan.InnerJoin {
+		s = joinKindName(j.Kind) + outerName(j.Type) + "Join"
+	}
+	if j.LeftChangelog || j.RightChangelog {
+		s += " of changelogs"
+	}
 	switch j.Kind {
 	case plan.IntervalJoin:
 		s += fmt.Sprintf(" right.ts in [left.ts%+dms, left.ts%+dms]", j.Lower, j.Upper)
 	case plan.WindowJoin:
 		s += fmt.Sprintf(" per window of %dms", j.Size)
 	case plan.RegularJoin:
-		s += " (state: unbounded)"
+		if j.TTL == 0 {
+			s += " (state: unbounded)"
+		}
 	}
 	if j.Filter != nil {
 		s += " on " + exprString(*j.Filter, both)
@@ -615,6 +639,7 @@ func describeJoin(j *plan.Join) string {
 	if j.Kind == plan.RegularJoin && j.TTL > 0 {
 		s += " " + stateNote(j.TTL, "every row of both inputs")
 	}
+
 	return s
 }
 

@@ -177,6 +177,24 @@ type fromTree struct {
 	// filters are conditions on the leaf alone, applied above it.
 	filters []plan.Expr
 	off     int
+	// jtype is an outer join's type; above are the WHERE conditions on
+	// its side that NULLs pad, which hold only after the join.
+	jtype plan.JoinType
+	above []plan.Expr
+}
+
+// preserves reports whether an outer join keeps every row of side (0
+// left, 1 right).
+func (t *fromTree) preserves(side int) bool {
+	switch t.jtype {
+	case plan.LeftJoin:
+		return side == 0
+	case plan.RightJoin:
+		return side == 1
+	case plan.FullJoin:
+		return true
+	}
+	return false
 }
 
 func (t *fromTree) cols() []col {
@@ -199,6 +217,10 @@ func (t *fromTree) push(conds []plan.Expr) {
 	for _, c := range conds {
 		lo, hi := colRange(c)
 		switch {
+		case t.jtype != plan.InnerJoin && (hi < 0 || hi < nl && !t.preserves(0) || lo >= nl && !t.preserves(1) || lo < nl && hi >= nl):
+			// A WHERE condition reading a side NULLs may pad holds
+			// after the join, not before.
+			t.above = append(t.above, c)
 		case hi < 0: // no column: stays here
 			t.conds = append(t.conds, c)
 		case hi < nl:
@@ -308,9 +330,17 @@ func (b *binder) fromItem(n *pg.Node) (*fromTree, error) {
 		return &fromTree{leaf: r}, nil
 	case *pg.Node_JoinExpr:
 		j := x.JoinExpr
-		if j.Jointype != pg.JoinType_JOIN_INNER {
-			return nil, b.s.errAt(location(j.Rarg), "%s JOIN is not supported yet: outer joins produce results that update (changelog streams); inner joins are supported",
-				strings.TrimPrefix(j.Jointype.String(), "JOIN_"))
+		jtype := plan.InnerJoin
+		switch j.Jointype {
+		case pg.JoinType_JOIN_INNER:
+		case pg.JoinType_JOIN_LEFT:
+			jtype = plan.LeftJoin
+		case pg.JoinType_JOIN_RIGHT:
+			jtype = plan.RightJoin
+		case pg.JoinType_JOIN_FULL:
+			jtype = plan.FullJoin
+		default:
+			return nil, b.s.errAt(location(j.Rarg), "%s JOIN is not supported", strings.TrimPrefix(j.Jointype.String(), "JOIN_"))
 		}
 		if j.IsNatural || len(j.UsingClause) > 0 {
 			return nil, b.s.errAt(location(j.Rarg), "NATURAL and USING joins are not supported: write ON")
@@ -324,12 +354,38 @@ func (b *binder) fromItem(n *pg.Node) (*fromTree, error) {
 			return nil, err
 		}
 		t := &fromTree{left: l, right: r, off: location(j.Rarg)}
+		if j.Quals == nil && jtype != plan.InnerJoin {
+			return nil, b.s.errAt(location(j.Rarg), "an outer join needs ON")
+		}
 		if j.Quals != nil {
 			on, err := b.expr(&scope{cols: t.cols()}, j.Quals)
 			if err != nil {
 				return nil, err
 			}
-			t.push(conjuncts(on))
+			if jtype == plan.InnerJoin {
+				t.push(conjuncts(on))
+			} else {
+				// ON selects the matches: a condition on the side NULLs
+				// pad filters it before the join; any other stays the
+				// join's.
+				nl := len(l.cols())
+				var down []plan.Expr
+				for _, c := range conjuncts(on) {
+					lo, hi := colRange(c)
+					switch {
+					case hi >= 0 && hi < nl && !(jtype == plan.LeftJoin || jtype == plan.FullJoin):
+						l.push([]plan.Expr{c})
+					case lo >= nl && !(jtype == plan.RightJoin || jtype == plan.FullJoin):
+						down = append(down, shift(c, -nl))
+					default:
+						t.conds = append(t.conds, c)
+					}
+				}
+				if len(down) > 0 {
+					r.push(down)
+				}
+			}
+			t.jtype = jtype
 		}
 		return t, nil
 	}
@@ -401,7 +457,11 @@ func (b *binder) finish(t *fromTree) (*rel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.join(l, r, t.conds, t.off)
+	j, err := b.join(l, r, t.conds, t.jtype, t.off)
+	if err != nil || len(t.above) == 0 {
+		return j, err
+	}
+	return filterRel(j, and(t.above)), nil
 }
 
 // filterRel is r filtered by f.
