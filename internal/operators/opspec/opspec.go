@@ -122,6 +122,14 @@ func init() {
 			Check: checkPlan("sql-group-aggregate", func(op *plan.Operator) bool { return op.GroupAgg != nil }),
 		},
 		{
+			Name: "sql-normalize", Kind: connector.Transform,
+			Doc: "Turns an upsert source's stream (each message its key's latest row, an empty one its deletion) into " +
+				"a changelog whose retractions carry the rows they take back (Flink's ChangelogNormalize), keeping the " +
+				"latest row per key.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-normalize", func(op *plan.Operator) bool { return op.Normalize != nil }),
+		},
+		{
 			Name: "sql-top-n", Kind: connector.Transform,
 			Doc: "A SQL query's ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) with WHERE rn <= N, per key (the " +
 				"partition columns): keeps the first N rows of each partition and emits their changes as a changelog; " +

@@ -33,6 +33,9 @@ type source struct {
 	// sink writing it keys its records by (nil: none).
 	pk    []string
 	pkOff int
+	// upsert: the source is an upsert stream of its primary key (FORMAT
+	// UPSERT): a message is its key's latest row, an empty one deletes.
+	upsert bool
 	// readErr is why the table cannot be read, found when it was
 	// declared (its options are a sink's).
 	readErr error

@@ -288,8 +288,12 @@ func (c *compiler) createSource(d *ddl, cs *pg.CreateStmt) error {
 	for _, o := range d.options {
 		src.options[o.key] = o
 	}
-	if d.format != "" && d.format != "PLAIN" {
-		return c.s.errAt(d.off, "FORMAT %s is not supported: results are append-only (FORMAT PLAIN)", d.format)
+	switch d.format {
+	case "", "PLAIN":
+	case "UPSERT":
+		src.upsert = true
+	default:
+		return c.s.errAt(d.off, "FORMAT %s is not supported for a source: FORMAT PLAIN, or UPSERT (with a PRIMARY KEY)", d.format)
 	}
 	for _, el := range cs.TableElts {
 		cd := el.GetColumnDef()
@@ -332,6 +336,12 @@ func (c *compiler) createSource(d *ddl, cs *pg.CreateStmt) error {
 		if indexOf(src.cols, k) < 0 {
 			return c.s.errAt(src.pkOff, "column %q named in key does not exist%s", k, didYouMean(k, names(src.cols)))
 		}
+	}
+	if src.upsert && src.pk == nil {
+		return c.s.errAt(d.off, "FORMAT UPSERT needs a PRIMARY KEY (…) NOT ENFORCED: the message key's columns")
+	}
+	if conn := src.options["connector"].value; src.upsert && conn != "kafka" {
+		return c.s.errAt(d.off, "FORMAT UPSERT reads Kafka (connector = 'kafka'), not %s", conn)
 	}
 	for _, cc := range d.computed {
 		if err := c.computed(src, cc); err != nil {

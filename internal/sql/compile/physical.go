@@ -142,6 +142,9 @@ func (b *builder) finish() (*weirv1.JobGraph, string, error) {
 func (b *builder) build(r *rel) (*stage, error) {
 	switch n := r.n.(type) {
 	case *scanNode:
+		if n.src.upsert {
+			return b.upsertScan(r, n.src)
+		}
 		return b.calc(r, nil, nil, r.schema())
 	case *calcNode:
 		return b.calcOver(r, n)
@@ -191,7 +194,7 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 		}
 		in = inner.in
 	}
-	if _, ok := in.n.(*scanNode); ok {
+	if sc, ok := in.n.(*scanNode); ok && !sc.src.upsert {
 		return b.calc(in, filter, project, r.schema())
 	}
 	var st *stage
@@ -339,6 +342,30 @@ func (b *builder) calc(scan *rel, filter *plan.Expr, project []plan.Expr, out pl
 	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
 	b.add(name, "sql-calc", op, &weirv1.JobEdge{Source: sv, Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD})
 	return &stage{vertex: name, schema: out, enc: &c.Enc}, nil
+}
+
+// upsertScan reads an upsert source: a calc decodes each message into
+// its key's latest row (+U) or, for a tombstone, the key's deletion (-D),
+// and a normalize keyed by the primary key turns that into a retract
+// stream, whose retractions carry the rows they take back. Filters and
+// projections come after it: an update that a filter drops must still
+// take the key's old row back.
+func (b *builder) upsertScan(r *rel, src *source) (*stage, error) {
+	sv, dec, err := b.source(src)
+	if err != nil {
+		return nil, err
+	}
+	dec.Key, dec.KeyFormat = r.ukey, dec.Format
+	c := &plan.Calc{In: dec, Out: src.cols, Enc: plan.Encoding{Format: plan.FormatRow, Changelog: true, Key: r.ukey}}
+	op := &plan.Operator{Calc: c, Describe: "Calc: read " + src.name + " (upsert by " + colList(schemaCols(src.cols), r.ukey) + ")", Mode: plan.Upsert}
+	b.calcs++
+	name := b.unique(fmt.Sprintf("calc-%d", b.calcs))
+	b.add(name, "sql-calc", op, &weirv1.JobEdge{Source: sv, Partitioner: weirv1.Partitioner_PARTITIONER_FORWARD})
+	nz := &plan.Normalize{In: src.cols, Key: r.ukey, Enc: plan.Encoding{Format: plan.FormatRow, Changelog: true}, TTL: b.set.ttl}
+	nop := &plan.Operator{Normalize: nz, Describe: "Normalize: the latest row per [" + colList(schemaCols(src.cols), r.ukey) + "] " + stateNote(nz.TTL, "one row per key"), Mode: plan.Retract}
+	nname := b.unique("normalize-" + digest(nz.In, nz.Key))
+	b.add(nname, "sql-normalize", nop, &weirv1.JobEdge{Source: name, Partitioner: weirv1.Partitioner_PARTITIONER_HASH})
+	return &stage{vertex: nname, schema: src.cols, enc: &nz.Enc, mode: plan.Retract}, nil
 }
 
 // agg builds a window aggregate.

@@ -409,12 +409,18 @@ func (b *binder) relation(name string, off int) (*rel, error) {
 		if src.readErr != nil {
 			return nil, src.readErr
 		}
-		if src.pk != nil {
-			return nil, b.s.errAt(off, "reading %s, a table with a PRIMARY KEY (an upsert source), is not supported yet: its PRIMARY KEY is for writing it (INSERT INTO)", name)
+		if src.pk != nil && !src.upsert {
+			return nil, b.s.errAt(off, "%s has a PRIMARY KEY but its messages are not upserts: declare it FORMAT UPSERT ENCODE JSON (a message is its key's latest row, an empty one deletes it), or drop the key", name)
 		}
 		r := &rel{n: &scanNode{src: src}, rowtime: src.rowtime, proctime: src.proctime, watermarked: src.rowtime >= 0}
 		for _, c := range src.cols {
 			r.cols = append(r.cols, col{name: c.Name, t: c.Type, qual: name})
+		}
+		if src.upsert {
+			r.mode, r.why = plan.Retract, "the upsert source "+name
+			for _, k := range src.pk {
+				r.ukey = append(r.ukey, indexOf(src.cols, k))
+			}
 		}
 		return r, nil
 	}

@@ -28,6 +28,12 @@ type Calc struct {
 	wide   row.Row
 	// changelog: the input records carry row kinds.
 	changelog bool
+	// upsertKey decodes an upsert source's message key into the key's
+	// columns, which keyAt places in the row of width columns.
+	upsertKey decoder
+	keyAt     []int
+	keyRow    row.Row
+	width     int
 }
 
 func (c *Calc) Open(ctx sdk.Context) error {
@@ -51,6 +57,20 @@ func (c *Calc) open(p *plan.Calc, timers func() sdk.TimerService) error {
 	s := p.In.Schema
 	c.tsCol = p.In.Timestamp
 	c.changelog = p.In.Changelog
+	if len(p.In.Key) > 0 {
+		var ks plan.Schema
+		for _, k := range p.In.Key {
+			if k < 0 || k >= len(s) {
+				return fmt.Errorf("key column %d of an input of %d columns", k, len(s))
+			}
+			ks = append(ks, s[k])
+		}
+		if p.Filter != nil || len(p.Project) > 0 || len(p.Shared) > 0 {
+			return errors.New("an upsert source's rows are normalized before they are filtered or projected")
+		}
+		c.upsertKey = newTextDecoder(plan.Decoding{Format: p.In.KeyFormat, Schema: ks, Timestamp: -1}, nil)
+		c.keyAt, c.width = p.In.Key, len(s)
+	}
 	if c.changelog && p.In.Format != plan.FormatRow {
 		return fmt.Errorf("a changelog input in format %q: changelogs between operators are rows", p.In.Format)
 	}
@@ -127,6 +147,27 @@ func (c *Calc) ProcessRecord(rec sdk.Record, out sdk.Collector) error {
 		if kind, rec.Value, err = row.SplitKind(rec.Value); err != nil {
 			return fmt.Errorf("sql-calc: %w", err)
 		}
+	}
+	if c.upsertKey != nil {
+		if len(rec.Value) == 0 {
+			// A tombstone: the key's deletion, its columns from the
+			// message key.
+			var err error
+			if c.keyRow, _, err = c.upsertKey(sdk.Record{Value: rec.Key}, c.keyRow); err != nil {
+				return fmt.Errorf("sql-calc: decode the key of a tombstone: %w", err)
+			}
+			if cap(c.in) < c.width {
+				c.in = make(row.Row, c.width)
+			}
+			c.in = c.in[:c.width]
+			clear(c.in)
+			for j, i := range c.keyAt {
+				c.in[i] = c.keyRow[j]
+			}
+			c.enc.emit(out, row.Delete, c.in, rec.Timestamp)
+			return nil
+		}
+		kind = row.UpdateAfter
 	}
 	r, ok, err := c.decode(rec, c.in)
 	c.in = r

@@ -16,7 +16,8 @@ import (
 // columns, pairing rows with a SQL pairer. A pair's row is the left row's
 // columns then the right row's; the pairer drops the pairs the rest of
 // the join condition (Filter) rejects and emits the projection of the
-// others.
+// others. A regular join of a changelog input, an outer one or one with a
+// state TTL runs on regularJoin instead, which emits a changelog.
 type Join struct {
 	op joinOperator
 
@@ -60,7 +61,17 @@ func (j *Join) open(p *plan.Join) error {
 		}
 		j.op = &operators.WindowJoin{Spec: &window.WindowJoinSpec{Size: p.Size}, Pair: j.pairRows}
 	case plan.RegularJoin:
-		j.op = &operators.HashJoin{Pair: j.pairRows}
+		if !usesRegularJoin(p) {
+			// An append-only inner join without a TTL: the runtime's hash
+			// join, whose state savepoints hold.
+			j.op = &operators.HashJoin{Pair: j.pairRows}
+			break
+		}
+		rj, err := newRegularJoin(j, p)
+		if err != nil {
+			return err
+		}
+		j.op = rj
 	default:
 		return fmt.Errorf("unknown join kind %q", p.Kind)
 	}
@@ -114,14 +125,33 @@ func (j *Join) ProcessInput(input int, r sdk.Record, out sdk.Collector) error {
 	return j.op.ProcessInput(input, r, out)
 }
 
-// OnTimer is the interval and window joins' clean-up and firing; a
-// regular join sets no timers.
+// OnTimer is the interval and window joins' clean-up and firing, and a
+// regular join's state TTL; the hash join sets no timers.
 func (j *Join) OnTimer(t sdk.Timer, out sdk.Collector) error {
 	h, ok := j.op.(sdk.TimerHandler)
 	if !ok {
 		return errors.New("sql-join: a timer fired for a regular join, which sets none")
 	}
 	return h.OnTimer(t, out)
+}
+
+// PrepareSnapshotPreBarrier is the regular join's (of a changelog, outer
+// or with a TTL): what its encoder holds back goes before the barrier.
+// The other joins hold nothing back.
+func (j *Join) PrepareSnapshotPreBarrier(id int64, out sdk.Collector) error {
+	if h, ok := j.op.(sdk.PreBarrierHook); ok {
+		return h.PrepareSnapshotPreBarrier(id, out)
+	}
+	return nil
+}
+
+// EndInput is the regular join's (of a changelog, outer or with a TTL),
+// as PrepareSnapshotPreBarrier.
+func (j *Join) EndInput(out sdk.Collector) error {
+	if e, ok := j.op.(sdk.InputEnder); ok {
+		return e.EndInput(out)
+	}
+	return nil
 }
 
 func (j *Join) Close() error { return j.op.Close() }

@@ -234,6 +234,12 @@ type Decoding struct {
 	// Changelog: the records are a changelog stream's (Encoding's
 	// Changelog), FormatRow only.
 	Changelog bool `json:"changelog,omitempty"`
+	// Key is an upsert source's primary key (Kafka's message key, its
+	// columns in KeyFormat, CSV or JSON): a record is the latest row of
+	// its key (read as +U), or, with an empty value, the key's deletion
+	// (a tombstone, read as -D with only the key's columns).
+	Key       []int  `json:"key,omitempty"`
+	KeyFormat Format `json:"keyFormat,omitempty"`
 }
 
 // Operator is the configuration of one SQL vertex: exactly one of its
@@ -249,6 +255,7 @@ type Operator struct {
 	LocalAgg  *WindowAgg `json:"localAgg,omitempty"`
 	Join      *Join      `json:"join,omitempty"`
 	GroupAgg  *GroupAgg  `json:"groupAgg,omitempty"`
+	Normalize *Normalize `json:"normalize,omitempty"`
 	TopN      *TopN      `json:"topN,omitempty"`
 	Blackhole *Blackhole `json:"blackhole,omitempty"`
 	Collect   *Collect   `json:"collect,omitempty"`
@@ -427,6 +434,18 @@ type GroupAgg struct {
 	// when no row touched it for that long (0: kept forever).
 	TTL       int64     `json:"ttl,omitempty"`
 	MiniBatch MiniBatch `json:"miniBatch,omitempty"`
+}
+
+// Normalize turns an upsert stream into a retract stream (Flink's
+// ChangelogNormalize): it keeps the latest row of each key (its input is
+// keyed by Key upstream) and emits +I for a new key, -U/+U when the row
+// changes (nothing when it does not), -D with the whole row for a
+// deletion of a key it has.
+type Normalize struct {
+	In  Schema   `json:"in"`
+	Key []int    `json:"key"`
+	Enc Encoding `json:"enc"`
+	TTL int64    `json:"ttl,omitempty"`
 }
 
 // MiniBatch folds the changes of a group within a batch into one (Flink's
