@@ -434,9 +434,10 @@ func (b *builder) join(r *rel, n *joinNode) (*stage, error) {
 	}
 	op := &plan.Operator{Join: j, Describe: describeJoin(j), Mode: mode}
 	parts := []any{j.Kind, j.Left, j.Right, n.lkeys, n.rkeys, j.Lower, j.Upper, j.Size}
-	if mode == plan.Retract {
-		// Another state layout than an append-only inner join's.
-		parts = append(parts, j.Type, j.LeftChangelog, j.RightChangelog)
+	if mode == plan.Retract || j.TTL > 0 {
+		// Another operator, and state layout, than an append-only
+		// inner join's without a TTL.
+		parts = append(parts, j.Type, j.LeftChangelog, j.RightChangelog, j.TTL > 0)
 	}
 	name := b.unique(fmt.Sprintf("%s-join-%s", n.kind, digest(parts...)))
 	b.add(name, "sql-join", op, edge(l, true), edge(rt, true))

@@ -193,10 +193,11 @@ func (rj *regularJoin) process(s int, r sdk.Record, out sdk.Collector) error {
 		if rj.other, err = rj.codecs(o).Decode(k, rj.other); err != nil {
 			return fmt.Errorf("%s state of key %x: %w: %w", sideNames[o], r.Key, errCorruptJoin, err)
 		}
-		if ok, err := rj.match(s); err != nil || !ok {
-			if err != nil {
-				return err
-			}
+		ok, err := rj.match(s)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
 		matches += e.count

@@ -373,7 +373,10 @@ const (
 	// windowed rows, of the same windows), when the window fires.
 	WindowJoin JoinKind = "window"
 	// RegularJoin pairs every row of a key with every row of the other
-	// input seen so far: both inputs append-only, state unbounded.
+	// input seen so far, and takes back the pairs of a row its input
+	// retracts: its state is every row of both inputs, unbounded but for
+	// a TTL. The only kind an outer join, or a join of results that
+	// update, can be.
 	RegularJoin JoinKind = "regular"
 )
 
