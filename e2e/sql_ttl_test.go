@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// TestSQLStateTTLFlat: a regular join on a key space that never repeats
+// (every record a new key) keeps every row forever; with
+// table.exec.state.ttl the same join drops each key's rows once idle for
+// the TTL, and its checkpointed state stays flat. Both jobs run side by
+// side for WEIR_SQL_TTL_SOAK (20s by default; `make soak-sql-ttl` runs
+// minutes) and the join vertex's state size is sampled at checkpoints: the
+// job without TTL must grow (which shows the test measures something),
+// the one with it must not.
+func TestSQLStateTTLFlat(t *testing.T) {
+	soak := 20 * time.Second
+	if v := os.Getenv("WEIR_SQL_TTL_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("WEIR_SQL_TTL_SOAK=%q: %v", v, err)
+		}
+		soak = d
+	}
+	c := startCluster(t, 1)
+	// Key i on both sides, at 500 records/s per subtask: each key joins
+	// once and is never seen again.
+	const sources = `CREATE SOURCE a (k BIGINT, v BIGINT, ts TIMESTAMP) WITH (connector = 'sequence', keys = '1000000000000', rate = '500');
+CREATE SOURCE b (k BIGINT, v BIGINT, ts TIMESTAMP) WITH (connector = 'sequence', keys = '1000000000000', rate = '500');
+`
+	script := sources + `CREATE SINK grows AS SELECT a.k, a.v, b.v AS w FROM a JOIN b ON a.k = b.k WITH (connector = 'blackhole');
+SET table.exec.state.ttl = '2s';
+CREATE SINK flat AS SELECT a.k, a.v, b.v AS w FROM a JOIN b ON a.k = b.k WITH (connector = 'blackhole');`
+	out, err := c.weir("sql", "-p", "1", "--checkpoint-interval", "1s", "-e", script)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	ids := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, id, _ := strings.Cut(l, ": ")
+		ids[name] = strings.TrimSpace(id)
+	}
+	if ids["grows"] == "" || ids["flat"] == "" {
+		t.Fatalf("weir sql printed %q", out)
+	}
+	client, ctx := c.client()
+	// joinState is the join vertex's state in the job's latest completed
+	// checkpoint, and the checkpoint's ID.
+	joinState := func(job string) (int64, int64) {
+		cps, err := client.ListCheckpoints(ctx, &weirv1.ListCheckpointsRequest{JobId: job})
+		if err != nil || cps.GetLatestCompleted() == nil {
+			return 0, 0
+		}
+		id := cps.GetLatestCompleted().GetId()
+		cp, err := client.GetCheckpoint(ctx, &weirv1.GetCheckpointRequest{JobId: job, CheckpointId: id})
+		if err != nil {
+			return 0, 0
+		}
+		var size int64
+		for _, s := range cp.GetSubtasks() {
+			if strings.HasPrefix(s.GetVertex(), "regular-join-") {
+				size += s.GetStateSize()
+			}
+		}
+		return id, size
+	}
+	samples := map[string][]int64{}
+	start := time.Now()
+	last := map[string]int64{}
+	for time.Since(start) < soak {
+		// One sample per completed checkpoint of each job, waited for.
+		c.waitFor(30*time.Second, "the next checkpoints", func() (bool, error) {
+			done := true
+			for name, id := range ids {
+				cp, size := joinState(id)
+				if cp > last[name] {
+					if last[name] != 0 || cp > 0 {
+						samples[name] = append(samples[name], size)
+					}
+					last[name] = cp
+				} else {
+					done = false
+				}
+			}
+			return done, nil
+		})
+	}
+	for _, id := range ids {
+		if _, err := c.weir("job", "cancel", id); err != nil {
+			t.Logf("cancel %s: %v", id, err)
+		}
+	}
+	g, f := samples["grows"], samples["flat"]
+	t.Logf("join state without TTL: %v", g)
+	t.Logf("join state with a TTL of 2s: %v", f)
+	if len(g) < 8 || len(f) < 8 {
+		t.Fatalf("only %d and %d checkpoints in %v", len(g), len(f), soak)
+	}
+	// Without TTL the state grows with the keys seen: the last sample
+	// well above the one a quarter in.
+	if q := g[len(g)/4]; g[len(g)-1] < q+q/2 {
+		t.Fatalf("the join without TTL did not grow (%v): the test measures nothing", g)
+	}
+	// With it, the state after the TTL has passed is the rows of the
+	// last TTL and a bit: flat. The smallest of the last three is
+	// compared with the largest of the early ones (after the first TTL),
+	// so that a slow checkpoint's spike is not growth.
+	early := f[3]
+	for _, v := range f[3:6] {
+		early = max(early, v)
+	}
+	late := min(f[len(f)-1], f[len(f)-2], f[len(f)-3])
+	if late > 2*early+64<<10 {
+		t.Fatalf("the join's state with a TTL grows: %v", f)
+	}
+}
