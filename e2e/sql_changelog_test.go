@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,12 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	"github.com/weirproject/weir/internal/nexmark"
 	"github.com/weirproject/weir/internal/sql/changelog"
 	"github.com/weirproject/weir/internal/sql/nexmarksql"
-	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
 // TestSQLNexmarkChangelog runs the Nexmark queries whose results update
@@ -63,52 +59,7 @@ func TestSQLNexmarkChangelog(t *testing.T) {
 		t.Fatalf("%v\nstdout:\n%s", err, stdout)
 	}
 	ids := sqlJobIDs(t, string(stdout), names)
-	client, ctx := c.client()
-	for _, q := range names {
-		if _, err := client.ConfigureCheckpointing(ctx, &weirv1.ConfigureCheckpointingRequest{JobId: ids[q], Interval: durationpb.New(time.Second)}); err != nil {
-			t.Fatalf("%s: configure checkpointing of job %s: %v", q, ids[q], err)
-		}
-	}
-	c.waitFor(2*time.Minute, "two checkpoints of every job", func() (bool, error) {
-		for _, q := range names {
-			job, err := client.GetJob(ctx, &weirv1.GetJobRequest{JobId: ids[q]})
-			if err != nil {
-				return false, nil
-			}
-			switch st := job.GetJob().GetState(); st {
-			case weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED:
-				return false, fmt.Errorf("%s: job %s ended %v before the kill (%s): make the run longer", q, ids[q], st, job.GetJob().GetFailureCause())
-			}
-			cps, err := client.ListCheckpoints(ctx, &weirv1.ListCheckpointsRequest{JobId: ids[q]})
-			if err != nil || cps.GetCounts().GetCompleted() < 2 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	t.Logf("every job completed two checkpoints %v after the start: killing a TaskManager", time.Since(start).Round(time.Millisecond))
-	victim := c.procs[1]
-	c.kill(victim)
-	c.startTaskManager(victim.Name, "tm-k0")
-
-	failed := false
-	deadline := time.Now().Add(3 * time.Minute)
-	for _, q := range names {
-		job := c.waitJob(ids[q], max(time.Until(deadline), time.Second))
-		switch {
-		case job.State != "FINISHED":
-			failed = true
-			exc, _ := c.weir("job", "exceptions", ids[q])
-			t.Errorf("%s: job %s ended %s: %s\nexceptions:\n%s", q, ids[q], job.State, job.FailureCause, exc)
-		case job.Restarts < 1:
-			failed = true
-			t.Errorf("%s: job %s restarted %d times after a kill of a TaskManager holding half its slots", q, ids[q], job.Restarts)
-		}
-	}
-	t.Logf("every job ended %v after the start", time.Since(start).Round(time.Millisecond))
-	if failed {
-		t.FailNow()
-	}
+	killMidRun(t, c, names, ids, start)
 
 	logs := map[string][]string{}
 	for _, q := range names {

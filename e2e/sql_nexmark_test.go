@@ -83,54 +83,7 @@ func TestSQLNexmark(t *testing.T) {
 	ids := sqlJobIDs(t, string(stdout), names)
 	t.Logf("%d jobs submitted %v after the start", len(ids), time.Since(start).Round(time.Millisecond))
 
-	client, ctx := c.client()
-	for _, q := range names {
-		if _, err := client.ConfigureCheckpointing(ctx, &weirv1.ConfigureCheckpointingRequest{JobId: ids[q], Interval: durationpb.New(time.Second)}); err != nil {
-			t.Fatalf("%s: configure checkpointing of job %s: %v", q, ids[q], err)
-		}
-	}
-
-	// Every job two checkpoints, then one TaskManager killed and replaced.
-	c.waitFor(2*time.Minute, "two checkpoints of every job", func() (bool, error) {
-		for _, q := range names {
-			job, err := client.GetJob(ctx, &weirv1.GetJobRequest{JobId: ids[q]})
-			if err != nil {
-				return false, nil // the JobManager may be busy
-			}
-			switch st := job.GetJob().GetState(); st {
-			case weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED:
-				return false, fmt.Errorf("%s: job %s ended %v before the kill (%s): make the run longer", q, ids[q], st, job.GetJob().GetFailureCause())
-			}
-			cps, err := client.ListCheckpoints(ctx, &weirv1.ListCheckpointsRequest{JobId: ids[q]})
-			if err != nil || cps.GetCounts().GetCompleted() < 2 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	t.Logf("every job completed two checkpoints %v after the start: killing a TaskManager", time.Since(start).Round(time.Millisecond))
-	victim := c.procs[1]
-	c.kill(victim)
-	c.startTaskManager(victim.Name, "tm-k0")
-
-	failed := false
-	deadline := time.Now().Add(3 * time.Minute)
-	for _, q := range names {
-		job := c.waitJob(ids[q], max(time.Until(deadline), time.Second))
-		switch {
-		case job.State != "FINISHED":
-			failed = true
-			exc, _ := c.weir("job", "exceptions", ids[q])
-			t.Errorf("%s: job %s ended %s: %s\nexceptions:\n%s", q, ids[q], job.State, job.FailureCause, exc)
-		case job.Restarts < 1:
-			failed = true
-			t.Errorf("%s: job %s restarted %d times after a kill of a TaskManager holding half its slots", q, ids[q], job.Restarts)
-		}
-	}
-	t.Logf("every job ended %v after the start", time.Since(start).Round(time.Millisecond))
-	if failed {
-		t.FailNow()
-	}
+	killMidRun(t, c, names, ids, start)
 
 	got := map[string][]string{}
 	for _, q := range names {
@@ -255,4 +208,61 @@ func committedPart(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// killMidRun sets the jobs of the queries names (their IDs in ids) to
+// checkpoint every second, kills a TaskManager once every job completed
+// two checkpoints and replaces it, and waits for every job to finish
+// after at least one restart; it fails the test otherwise.
+func killMidRun(t *testing.T, c *cluster, names []string, ids map[string]string, start time.Time) {
+	t.Helper()
+	client, ctx := c.client()
+	for _, q := range names {
+		if _, err := client.ConfigureCheckpointing(ctx, &weirv1.ConfigureCheckpointingRequest{JobId: ids[q], Interval: durationpb.New(time.Second)}); err != nil {
+			t.Fatalf("%s: configure checkpointing of job %s: %v", q, ids[q], err)
+		}
+	}
+
+	// Every job two checkpoints, then one TaskManager killed and replaced.
+	c.waitFor(2*time.Minute, "two checkpoints of every job", func() (bool, error) {
+		for _, q := range names {
+			job, err := client.GetJob(ctx, &weirv1.GetJobRequest{JobId: ids[q]})
+			if err != nil {
+				return false, nil // the JobManager may be busy
+			}
+			switch st := job.GetJob().GetState(); st {
+			case weirv1.JobState_JOB_STATE_FINISHED, weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED:
+				return false, fmt.Errorf("%s: job %s ended %v before the kill (%s): make the run longer", q, ids[q], st, job.GetJob().GetFailureCause())
+			}
+			cps, err := client.ListCheckpoints(ctx, &weirv1.ListCheckpointsRequest{JobId: ids[q]})
+			if err != nil || cps.GetCounts().GetCompleted() < 2 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	t.Logf("every job completed two checkpoints %v after the start: killing a TaskManager", time.Since(start).Round(time.Millisecond))
+	victim := c.procs[1]
+	c.kill(victim)
+	c.startTaskManager(victim.Name, "tm-k0")
+
+	failed := false
+	deadline := time.Now().Add(3 * time.Minute)
+	for _, q := range names {
+		job := c.waitJob(ids[q], max(time.Until(deadline), time.Second))
+		switch {
+		case job.State != "FINISHED":
+			failed = true
+			exc, _ := c.weir("job", "exceptions", ids[q])
+			t.Errorf("%s: job %s ended %s: %s\nexceptions:\n%s", q, ids[q], job.State, job.FailureCause, exc)
+		case job.Restarts < 1:
+			failed = true
+			t.Errorf("%s: job %s restarted %d times after a kill of a TaskManager holding half its slots", q, ids[q], job.Restarts)
+		}
+	}
+	t.Logf("every job ended %v after the start", time.Since(start).Round(time.Millisecond))
+	if failed {
+		t.FailNow()
+	}
+
 }
