@@ -73,3 +73,35 @@ SELECT k, v FROM s WHERE v < 10 LIMIT 5;`
 		t.Errorf("the sink's job ended %s (%s), want FINISHED", j.State, j.FailureCause)
 	}
 }
+
+// TestSQLChangelogSelect: a SELECT whose results update streams its
+// changelog to the terminal, each row with its kind in an op column.
+func TestSQLChangelogSelect(t *testing.T) {
+	c := startCluster(t, 1)
+	const script = `CREATE SOURCE s (k BIGINT, v BIGINT, ts TIMESTAMP) WITH (connector='sequence', count='1000', keys='4');
+SELECT k, count(*) AS n FROM s GROUP BY k LIMIT 6;`
+	out, err := c.weir("sql", "-p", "1", "-e", script)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != 9 {
+		t.Fatalf("weir sql printed %d lines, want a header, a rule, 6 rows and the count:\n%s", len(lines), out)
+	}
+	if f := strings.Fields(lines[0]); len(f) != 3 || f[0] != "op" || f[1] != "k" || f[2] != "n" {
+		t.Errorf("header %q, want op k n", lines[0])
+	}
+	inserts := 0
+	for _, l := range lines[2:8] {
+		f := strings.Fields(l)
+		if len(f) != 3 || (f[0] != "+I" && f[0] != "-U" && f[0] != "+U") {
+			t.Errorf("row %q, want an op (+I, -U or +U), k and n", l)
+		}
+		if len(f) > 0 && f[0] == "+I" {
+			inserts++
+		}
+	}
+	if inserts == 0 {
+		t.Errorf("no +I among the first rows:\n%s", out)
+	}
+}

@@ -495,7 +495,7 @@ func (c *compiler) job(d *ddl, name string, r *rel, limit int64, table *source) 
 		if c.o.CollectAddress == "" && !d.explain {
 			return c.s.errAt(d.stmtStart, "a SELECT with no sink streams its rows to `weir sql`, which gives it an address: run it there, or write CREATE SINK")
 		}
-		st.enc.Format, st.enc.Changelog = plan.FormatRow, false
+		st.enc.Format, st.enc.Changelog, st.enc.Key = plan.FormatRow, false, nil
 		schema := st.schema
 		if r.updating() {
 			// The terminal shows a changelog: each row with its kind.

@@ -355,7 +355,8 @@ func (s *script) sinkVertex(b *builder, st *stage, t sinkTarget) error {
 		return s.errAt(c.off, "sink %s: connector %s is a source, it cannot be written", name, c.value)
 	}
 	skip := map[string]bool{}
-	st.enc.Format, st.enc.Changelog = plan.FormatCSV, false
+	// The record key is the primary key's, set below, or none.
+	st.enc.Format, st.enc.Changelog, st.enc.Key = plan.FormatCSV, false, nil
 	if f, ok := opts["format"]; ok {
 		switch strings.ToLower(f.value) {
 		case "csv":
