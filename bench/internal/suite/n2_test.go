@@ -32,19 +32,33 @@ func TestN2OnDemand(t *testing.T) {
 	}
 }
 
-// TestN2Scripts checks every SQL query compiles into one job graph as N2
-// submits it: p=2 everywhere, heap state, N1's checkpoint interval, the
-// sources bounded to the events and split p ways, the blackhole sink; and
-// that every query has Flink's number, and RisingWave's only where the
-// N1 table has it.
+// TestN2Scripts checks every SQL query, the updating ones included,
+// compiles into one job graph as N2 submits it: p=2 everywhere, heap
+// state, N1's checkpoint interval, the sources bounded to the events and
+// split p ways, the blackhole sink (append-only, as RisingWave's
+// benchmark); that every query has Flink's number, and RisingWave's at
+// least where the Go API has a twin or the result updates.
 func TestN2Scripts(t *testing.T) {
 	const events = 1000
-	for _, q := range nexmarksql.Names {
+	names := n2Names()
+	if len(names) != len(nexmarksql.Names)+len(nexmarksql.UpdatingNames) {
+		t.Fatalf("n2Names %v, want Names %v and UpdatingNames %v", names, nexmarksql.Names, nexmarksql.UpdatingNames)
+	}
+	for i, q := range names {
+		if i > 0 && n2Number(names[i-1]) >= n2Number(q) {
+			t.Errorf("n2Names %v: not in the suite's order", names)
+		}
+		if n2Updating(q) != slices.Contains(nexmarksql.UpdatingNames, q) {
+			t.Errorf("%s: updating %v", q, n2Updating(q))
+		}
 		if n2Flink(q) <= 0 {
 			t.Errorf("%s: no Flink number", q)
 		}
-		if _, ok := n2RisingWave[q]; ok != n2Twin(q) {
-			t.Errorf("%s: RisingWave's number %v, Go API twin %v", q, ok, n2Twin(q))
+		if _, ok := n2RisingWave[q]; !ok && (n2Twin(q) || n2Updating(q)) {
+			t.Errorf("%s: no RisingWave number (twin %v, updating %v)", q, n2Twin(q), n2Updating(q))
+		}
+		if !strings.Contains(n2Script(q, events), "force_append_only") {
+			t.Errorf("%s: the sink is not forced append-only:\n%s", q, n2Script(q, events))
 		}
 		g, err := n2Graph(q, events)
 		if err != nil {
@@ -76,15 +90,20 @@ func TestN2Scripts(t *testing.T) {
 			t.Errorf("%s: %d sources, %d sinks", q, sources, sinks)
 		}
 	}
+	for q := range n2RisingWave {
+		if !slices.Contains(names, q) {
+			t.Errorf("RisingWave's number of %s, which N2 does not run", q)
+		}
+	}
 	// The twins are exactly the queries both have.
 	var twins []string
-	for _, q := range nexmarksql.Names {
+	for _, q := range names {
 		if n2Twin(q) {
 			twins = append(twins, q)
 		}
 	}
 	for _, q := range queries.Names {
-		if slices.Contains(nexmarksql.Names, q) != slices.Contains(twins, q) {
+		if slices.Contains(names, q) != slices.Contains(twins, q) {
 			t.Errorf("%s: twin %v", q, slices.Contains(twins, q))
 		}
 	}

@@ -43,7 +43,7 @@ var All = []Spec{
 	{"S3", "s3-checkpoints", "checkpoints of 1 GiB of Pebble state (full and incremental) to S3 (versitygw on loopback) vs the local disk, against minio-go PutObject to the same server; TaskManager peak RSS (on demand: BENCH=S3)", runS3},
 	{"R1", "local-recovery", "restore after a task failure of 1 GiB of Pebble state checkpointed to S3 (versitygw on loopback), TaskManagers without --local-recovery (download from S3) vs with it (local copy), same TaskManagers; TaskManager peak RSS (on demand: BENCH=R1)", runR1},
 	{"N1", "nexmark", "Nexmark q0 q1 q2 q3 q4 q5 q7 q8 (Go API, examples/nexmark) on heap and incremental Pebble state: N events as fast as they go, p=2, checkpoints every 10 s, 1 TaskManager × 2 slots; events/s, cores, events/s/core, Cores × Time (on demand: BENCH=N1)", runN1},
-	{"N2", "nexmark-sql", "Nexmark q0 q1 q2 q3 q5 q7 q8 q10 q11 q12 q14 q20 q21 q22 as SQL (internal/sql/nexmarksql, RisingWave's texts, compiled by internal/sql/compile) on stock TaskManagers, heap state, measured as N1 and run by turns with the Go API's twin where it has one (q0 q1 q2 q3 q5 q7 q8); events/s/core, SQL / Go API, × Flink (on demand: BENCH=N2)", runN2},
+	{"N2", "nexmark-sql", "Nexmark q0–q5 q7–q12 q14–q22 as SQL (internal/sql/nexmarksql, RisingWave's texts, the updating q4 q9 q15–q19 included, compiled by internal/sql/compile) on stock TaskManagers, heap state, measured as N1 and run by turns with the Go API's twin where it has one (q0 q1 q2 q3 q4 q5 q7 q8); events/s/core, SQL / Go API, × Flink (on demand: BENCH=N2)", runN2},
 }
 
 // Env is what benchmarks share.
@@ -63,8 +63,8 @@ type Env struct {
 	// NexmarkSamples is how many times N2 measures each query on each
 	// side (SQL, Go API); 0 for its default (3; -quick: 1).
 	NexmarkSamples int
-	// NexmarkQueries restricts N2 to these queries (of
-	// nexmarksql.Names); empty for all.
+	// NexmarkQueries restricts N2 to these queries (of nexmarksql.Names
+	// and nexmarksql.UpdatingNames); empty for all.
 	NexmarkQueries []string
 	// QuietWait bounds how long, in the whole run, to wait before
 	// benchmarks for the rest of the host to use less than QuietCores of

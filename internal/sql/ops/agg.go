@@ -400,7 +400,9 @@ func ratio(m int64, scale int, d uint64, t plan.Type) (row.Value, error) {
 		return row.Float(f), nil
 	}
 	q := m
-	if d != 1 || to != scale {
+	if n, ok := ratio64(m, to-scale, d); ok {
+		q = n
+	} else if d != 1 || to != scale {
 		// m·10^to / (d·10^scale), through big integers: the product and
 		// the divisor may pass 64 bits where the quotient does not.
 		num := new(big.Int).Mul(big.NewInt(m), pow10Big(to))
@@ -418,6 +420,33 @@ func ratio(m int64, scale int, d uint64, t plan.Type) (row.Value, error) {
 		return row.Value{}, outOfRange(t)
 	}
 	return row.Int(q), nil
+}
+
+// ratio64 is m·10^shift / d rounded half away from zero, computed in 64
+// bits when nothing overflows (an average's usual case: every result an
+// unbounded aggregate emits computes one); ok is false otherwise, and the
+// caller takes big integers.
+func ratio64(m int64, shift int, d uint64) (int64, bool) {
+	if shift < 0 || shift > 18 || d == 0 || d > math.MaxInt64 {
+		return 0, false
+	}
+	num, ok := mulPow10(m, shift)
+	if !ok {
+		return 0, false
+	}
+	den := int64(d)
+	q, r := num/den, num%den
+	if r < 0 {
+		r = -r
+	}
+	if r >= den-r { // 2r >= den, without overflowing
+		if num < 0 {
+			q--
+		} else {
+			q++
+		}
+	}
+	return q, true
 }
 
 func pow10Big(k int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(k)), nil) }
