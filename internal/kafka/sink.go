@@ -359,10 +359,20 @@ func (s *Sink) ProcessRecord(r sdk.Record, _ sdk.Collector) error {
 		return err
 	}
 	rec := &kgo.Record{Key: r.Key, Value: r.Value}
-	if s.cfg.Tombstones && len(r.Value) == 0 {
-		// A record's empty value may have crossed the network as an
-		// empty slice: Kafka's null is nil.
-		rec.Value = nil
+	if s.cfg.Tombstones {
+		if len(r.Value) == 0 {
+			// A tombstone's empty value is an empty slice from a chained
+			// operator (nil through the network): Kafka's null is nil.
+			rec.Value = nil
+		}
+		if rec.Key == nil {
+			// An upsert output's key is never absent, but an empty one
+			// (a CSV key of a NULL) crosses the network as nil, which
+			// would be Kafka's null key: another partition than the
+			// key's other records (the sticky partitioner's), and a
+			// record a compacted topic refuses.
+			rec.Key = []byte{}
+		}
 	}
 	rec.Topic, rec.Headers = s.route(r.Headers)
 	if r.Timestamp != 0 {

@@ -46,7 +46,9 @@ type SinkConfig struct {
 	// TransactionTimeout, losing its records.
 	TransactionMaxAge time.Duration
 	// Tombstones: a record with an empty value is written with a null
-	// value, a tombstone (an upsert SQL sink's deletion of its key).
+	// value, a tombstone (an upsert SQL sink's deletion of its key); and
+	// a record without a key with the empty key, never Kafka's null one
+	// (an empty key crosses the network as none).
 	Tombstones bool
 }
 

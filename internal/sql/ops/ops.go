@@ -197,6 +197,12 @@ func (c *encoder) upsert(out sdk.Collector, kind row.Kind, r row.Row, ts int64) 
 	case row.Delete:
 		out.Collect(sdk.Record{Key: rec.Key, Timestamp: ts})
 	default:
+		if len(rec.Value) == 0 {
+			// An empty value is a tombstone. Only CSV encodes a row to
+			// nothing, a row of one NULL column (SELECT DISTINCT of a
+			// nullable column): a blank line, which CSV reads as it.
+			rec.Value = c.arena.keep(append(c.arena.next(), '\n'))
+		}
 		out.Collect(rec)
 	}
 }
