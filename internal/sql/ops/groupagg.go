@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/weirproject/weir/internal/sql/plan"
 	"github.com/weirproject/weir/internal/sql/row"
@@ -40,7 +39,7 @@ import (
 //     Calls over one column share its entries (Nexmark q15's FILTERs).
 //   - MapState "minmax" (min and max over a changelog only): user key the
 //     aggregate's index (uvarint) and the value in an order-preserving
-//     encoding (gaAppendOrdered); value a uvarint multiplicity. The entries
+//     encoding (appendOrdered); value a uvarint multiplicity. The entries
 //     come in value order, so when the extreme goes the next one is the
 //     first (min) or last (max) entry of its prefix.
 //
@@ -523,7 +522,7 @@ func (g *GroupAggregate) setExtreme(i int, s *gaAgg, enc []byte) {
 // the first (min) or last (max) of the values left.
 func (g *GroupAggregate) applyMinmax(i int, s *gaAgg, v row.Value, adds bool) error {
 	a := &g.calls[i]
-	g.ukBuf = gaAppendOrdered(append(g.ukBuf[:0], g.prefix[i]...), a.arg.Kind, v)
+	g.ukBuf = appendOrdered(append(g.ukBuf[:0], g.prefix[i]...), a.arg.Kind, v)
 	m, present, err := gaMultiplicity(g.minmaxMap, g.ukBuf)
 	if err != nil {
 		return err
@@ -567,7 +566,7 @@ func (g *GroupAggregate) applyMinmax(i int, s *gaAgg, v row.Value, adds bool) er
 		s.has, s.ext = false, nil
 		return nil
 	}
-	next, err := gaDecodeOrdered(a.arg.Kind, found[len(prefix):])
+	next, err := decodeOrdered(a.arg.Kind, found[len(prefix):])
 	if err != nil {
 		return fmt.Errorf("minmax entry %x: %w", found, err)
 	}
@@ -863,95 +862,4 @@ func (g *GroupAggregate) Close() error { return nil }
 func gaSub64(a, b int64) (int64, bool) {
 	c := a - b
 	return c, (c < a) == (b > 0)
-}
-
-// gaAppendOrdered appends an encoding of v whose byte order is SQL's
-// order of the values (compareEncoded's): integers and everything in an
-// int64 but floats as 8 big-endian bytes with the sign bit flipped;
-// floats as the 8 big-endian bytes of their bits, all flipped for a
-// negative number and the sign bit for a positive one (zero as +0 and
-// NaN as one NaN, above +Inf); a BOOLEAN as 0 or 1; a VARCHAR as its
-// bytes with each 0 escaped as 0 0xff, then 0 1.
-func gaAppendOrdered(dst []byte, k plan.Kind, v row.Value) []byte {
-	switch k {
-	case plan.Float32, plan.Float64:
-		f := v.Float()
-		switch {
-		case f == 0:
-			f = 0
-		case f != f:
-			f = math.NaN()
-		}
-		u := math.Float64bits(f)
-		if u>>63 == 1 {
-			u = ^u
-		} else {
-			u |= 1 << 63
-		}
-		return binary.BigEndian.AppendUint64(dst, u)
-	case plan.Bool:
-		if v.Bool() {
-			return append(dst, 1)
-		}
-		return append(dst, 0)
-	case plan.Varchar:
-		s := v.Str()
-		for {
-			i := strings.IndexByte(s, 0)
-			if i < 0 {
-				break
-			}
-			dst = append(append(dst, s[:i]...), 0, 0xff)
-			s = s[i+1:]
-		}
-		return append(append(dst, s...), 0, 1)
-	}
-	return binary.BigEndian.AppendUint64(dst, uint64(v.Int())^(1<<63))
-}
-
-// gaDecodeOrdered is the value gaAppendOrdered encoded as b, all of it.
-func gaDecodeOrdered(k plan.Kind, b []byte) (row.Value, error) {
-	switch k {
-	case plan.Float32, plan.Float64:
-		if len(b) != 8 {
-			return row.Value{}, errCorruptAcc
-		}
-		u := binary.BigEndian.Uint64(b)
-		if u>>63 == 1 {
-			u &^= 1 << 63
-		} else {
-			u = ^u
-		}
-		return row.Float(math.Float64frombits(u)), nil
-	case plan.Bool:
-		if len(b) != 1 || b[0] > 1 {
-			return row.Value{}, errCorruptAcc
-		}
-		return row.Bool(b[0] == 1), nil
-	case plan.Varchar:
-		var s []byte
-		for {
-			i := bytes.IndexByte(b, 0)
-			if i < 0 || i+1 >= len(b) {
-				return row.Value{}, errCorruptAcc
-			}
-			s = append(s, b[:i]...)
-			switch b[i+1] {
-			case 0xff:
-				s = append(s, 0)
-				b = b[i+2:]
-				continue
-			case 1:
-				if i+2 != len(b) {
-					return row.Value{}, errCorruptAcc
-				}
-				return row.Str(string(s)), nil
-			}
-			return row.Value{}, errCorruptAcc
-		}
-	}
-	if len(b) != 8 {
-		return row.Value{}, errCorruptAcc
-	}
-	return row.Int(int64(binary.BigEndian.Uint64(b) ^ (1 << 63))), nil
 }

@@ -722,12 +722,12 @@ func TestGroupAggregateValues(t *testing.T) {
 			in := plan.Schema{{Name: "g", Type: tBigint}, {Name: "v", Type: tc.t}}
 			p := gaPlan(in, true, []int{0}, agg(plan.Min, 1, -1, tc.t), agg(plan.Max, 1, -1, tc.t))
 			for i, v := range tc.vals {
-				enc := gaAppendOrdered(nil, tc.t.Kind, v)
-				d, err := gaDecodeOrdered(tc.t.Kind, enc)
+				enc := appendOrdered(nil, tc.t.Kind, v)
+				d, err := decodeOrdered(tc.t.Kind, enc)
 				if err != nil || compareEncoded(tc.t.Kind, appendValue(nil, tc.t.Kind, d), appendValue(nil, tc.t.Kind, v)) != 0 {
 					t.Errorf("value %d decodes as %v, %v", i, d, err)
 				}
-				if i > 0 && string(gaAppendOrdered(nil, tc.t.Kind, tc.vals[i-1])) >= string(enc) {
+				if i > 0 && string(appendOrdered(nil, tc.t.Kind, tc.vals[i-1])) >= string(enc) {
 					t.Errorf("value %d does not encode above value %d", i, i-1)
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/weirproject/weir/internal/sql/plan"
 	"github.com/weirproject/weir/internal/sql/row"
@@ -570,17 +569,9 @@ func (t *TopN) Close() error { return nil }
 
 // appendSortKey appends the sort key of r: per ORDER BY item, a byte
 // placing NULL (0 first, 2 last) around the other values (1), then for
-// a value its order-preserving encoding, every byte inverted for DESC.
-// Each item's encoding is prefix-free, so the keys' byte order is the
-// rows' SQL order:
-//   - integers, NUMERIC mantissas (one scale per column), DATE,
-//     TIMESTAMP(TZ), INTERVAL: 8 bytes big-endian, the sign bit flipped;
-//   - floats: the float64's 8 bytes big-endian, the sign bit flipped for
-//     positives and every bit for negatives (zero always +0, NaN always
-//     the same positive NaN: above every number, as PostgreSQL has it);
-//   - BOOLEAN: a byte, 0 or 1;
-//   - VARCHAR: the bytes (the C collation), each 0 escaped as 0 0xff,
-//     and 0 1 at the end.
+// a value its order-preserving encoding (appendOrdered), every byte
+// inverted for DESC. Each item's encoding is prefix-free, so the keys'
+// byte order is the rows' SQL order.
 func (t *TopN) appendSortKey(dst []byte, r row.Row) []byte {
 	for _, k := range t.keys {
 		v := r[k.col]
@@ -594,42 +585,7 @@ func (t *TopN) appendSortKey(dst []byte, r row.Row) []byte {
 		}
 		dst = append(dst, 1)
 		at := len(dst)
-		switch k.kind {
-		case plan.Bool:
-			if v.Bool() {
-				dst = append(dst, 1)
-			} else {
-				dst = append(dst, 0)
-			}
-		case plan.Float32, plan.Float64:
-			f := v.Float()
-			switch {
-			case f == 0:
-				f = 0
-			case f != f:
-				f = math.NaN()
-			}
-			b := math.Float64bits(f)
-			if b>>63 != 0 {
-				b = ^b
-			} else {
-				b |= 1 << 63
-			}
-			dst = binary.BigEndian.AppendUint64(dst, b)
-		case plan.Varchar:
-			s := v.Str()
-			for {
-				i := strings.IndexByte(s, 0)
-				if i < 0 {
-					break
-				}
-				dst = append(append(dst, s[:i]...), 0, 0xff)
-				s = s[i+1:]
-			}
-			dst = append(append(dst, s...), 0, 1)
-		default:
-			dst = binary.BigEndian.AppendUint64(dst, uint64(v.Int())^(1<<63))
-		}
+		dst = appendOrdered(dst, k.kind, v)
 		if k.desc {
 			for i := at; i < len(dst); i++ {
 				dst[i] = ^dst[i]
