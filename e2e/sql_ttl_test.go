@@ -72,21 +72,20 @@ CREATE SINK flat AS SELECT a.k, a.v, b.v AS w FROM a JOIN b ON a.k = b.k WITH (c
 	start := time.Now()
 	last := map[string]int64{}
 	for time.Since(start) < soak {
-		// One sample per completed checkpoint of each job, waited for.
+		// A sample per job at its next completed checkpoint: each job's
+		// taken as soon as it comes, until both have theirs.
+		advanced := map[string]bool{}
 		c.waitFor(30*time.Second, "the next checkpoints", func() (bool, error) {
-			done := true
 			for name, id := range ids {
-				cp, size := joinState(id)
-				if cp > last[name] {
-					if last[name] != 0 || cp > 0 {
-						samples[name] = append(samples[name], size)
-					}
-					last[name] = cp
-				} else {
-					done = false
+				if advanced[name] {
+					continue
+				}
+				if cp, size := joinState(id); cp > last[name] {
+					samples[name] = append(samples[name], size)
+					last[name], advanced[name] = cp, true
 				}
 			}
-			return done, nil
+			return len(advanced) == len(ids), nil
 		})
 	}
 	for _, id := range ids {
