@@ -209,17 +209,14 @@ func (c *encoder) upsert(out sdk.Collector, kind row.Kind, r row.Row, ts int64) 
 
 // recordKind is the changelog record of r: its kind's byte, then the row.
 func (c *encoder) recordKind(kind row.Kind, r row.Row, ts int64) sdk.Record {
-	var key []byte
-	if len(c.enc.Key) > 0 {
-		key = c.arena.keep(c.codec.AppendKey(c.arena.next(), r, c.enc.Key))
-	}
+	key := c.key(r)
 	b := append(c.arena.next(), byte(kind))
 	return sdk.Record{Key: key, Value: c.arena.keep(c.codec.Append(b, r)), Timestamp: ts}
 }
 
 // debezium is r's Debezium JSON envelope.
 func (c *encoder) debezium(kind row.Kind, r row.Row, ts int64) sdk.Record {
-	rec := c.record(r, ts) // the key, if any
+	rec := sdk.Record{Key: c.key(r), Timestamp: ts}
 	b := c.arena.next()
 	if kind.Adds() {
 		b = append(b, `{"before":null,"after":`...)
@@ -234,28 +231,34 @@ func (c *encoder) debezium(kind row.Kind, r row.Row, ts int64) sdk.Record {
 	return rec
 }
 
+// key is r's record key in the encoding's key format, nil when the
+// encoding has no key columns.
+func (c *encoder) key(r row.Row) []byte {
+	if len(c.enc.Key) == 0 {
+		return nil
+	}
+	b := c.arena.next()
+	switch c.enc.KeyFormat {
+	case plan.FormatCSV, plan.FormatJSON:
+		for i, k := range c.enc.Key {
+			c.keyRow[i] = r[k]
+		}
+		if c.enc.KeyFormat == plan.FormatCSV {
+			b = row.AppendCSV(b, c.keySchema, c.keyRow)
+		} else {
+			b = row.AppendJSON(b, c.keySchema, c.keyRow)
+		}
+	default:
+		b = c.codec.AppendKey(b, r, c.enc.Key)
+	}
+	return c.arena.keep(b)
+}
+
 // record is r's record at ts. Its bytes are the arena's: downstream may
 // hold them for a while (the exchange batches records, a chained operator
 // may buffer them), so they are never written again.
 func (c *encoder) record(r row.Row, ts int64) sdk.Record {
-	var key []byte
-	if len(c.enc.Key) > 0 {
-		b := c.arena.next()
-		switch c.enc.KeyFormat {
-		case plan.FormatCSV, plan.FormatJSON:
-			for i, k := range c.enc.Key {
-				c.keyRow[i] = r[k]
-			}
-			if c.enc.KeyFormat == plan.FormatCSV {
-				b = row.AppendCSV(b, c.keySchema, c.keyRow)
-			} else {
-				b = row.AppendJSON(b, c.keySchema, c.keyRow)
-			}
-		default:
-			b = c.codec.AppendKey(b, r, c.enc.Key)
-		}
-		key = c.arena.keep(b)
-	}
+	key := c.key(r)
 	b := c.arena.next()
 	switch c.enc.Format {
 	case plan.FormatCSV:
