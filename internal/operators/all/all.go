@@ -31,6 +31,7 @@ func Register(r *sdk.Registry) {
 	r.RegisterOperator("sql-join", func() sdk.Operator { return &ops.Join{} })
 	r.RegisterOperator("sql-group-aggregate", func() sdk.Operator { return &ops.GroupAggregate{} })
 	r.RegisterOperator("sql-top-n", func() sdk.Operator { return &ops.TopN{} })
+	r.RegisterOperator("sql-over-aggregate", func() sdk.Operator { return &ops.OverAggregate{} })
 	r.RegisterOperator("sql-normalize", func() sdk.Operator { return &ops.Normalize{} })
 	r.RegisterOperator("blackhole", func() sdk.Operator { return ops.Blackhole{} })
 	r.RegisterOperator(collect.Operator, func() sdk.Operator { return &collect.Sink{} })

@@ -138,6 +138,14 @@ func init() {
 			Check: checkPlan("sql-top-n", func(op *plan.Operator) bool { return op.TopN != nil }),
 		},
 		{
+			Name: "sql-over-aggregate", Kind: connector.Transform,
+			Doc: "A SQL query's aggregates OVER (PARTITION BY … ORDER BY … ROWS BETWEEN …), per key (the partition " +
+				"columns): each row's aggregates over the frame of rows around it; a row added or taken back updates " +
+				"the rows whose frames it enters or leaves, as a changelog.",
+			Keys:  []connector.Key{planKey},
+			Check: checkPlan("sql-over-aggregate", func(op *plan.Operator) bool { return op.OverAgg != nil }),
+		},
+		{
 			Name: "sql-join", Kind: connector.Transform,
 			Doc: "A SQL query's inner equi-join of two keyed inputs (left, then right): an interval join, a join of " +
 				"the same windows, or a regular join, whose state grows without bound.",

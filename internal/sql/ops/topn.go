@@ -573,7 +573,12 @@ func (t *TopN) Close() error { return nil }
 // inverted for DESC. Each item's encoding is prefix-free, so the keys'
 // byte order is the rows' SQL order.
 func (t *TopN) appendSortKey(dst []byte, r row.Row) []byte {
-	for _, k := range t.keys {
+	return appendRowSortKey(dst, t.keys, r)
+}
+
+// appendRowSortKey appends the sort key of r by keys.
+func appendRowSortKey(dst []byte, keys []topNSortKey, r row.Row) []byte {
+	for _, k := range keys {
 		v := r[k.col]
 		if v.IsNull() || k.kind == plan.Null {
 			if k.nullsFirst {

@@ -257,6 +257,7 @@ type Operator struct {
 	GroupAgg  *GroupAgg  `json:"groupAgg,omitempty"`
 	Normalize *Normalize `json:"normalize,omitempty"`
 	TopN      *TopN      `json:"topN,omitempty"`
+	OverAgg   *OverAgg   `json:"overAgg,omitempty"`
 	Blackhole *Blackhole `json:"blackhole,omitempty"`
 	Collect   *Collect   `json:"collect,omitempty"`
 	// Describe is the part of the plan the vertex runs, for EXPLAIN, the
@@ -482,6 +483,28 @@ type TopN struct {
 	Order       []SortKey `json:"order"`
 	Limit       int64     `json:"limit"`
 	Rank        bool      `json:"rank,omitempty"`
+	Out         Schema    `json:"outSchema"`
+	Enc         Encoding  `json:"enc"`
+	TTL         int64     `json:"ttl,omitempty"`
+}
+
+// OverAgg computes aggregates over a frame of rows around each row of
+// its partition (aggregate() OVER (PARTITION BY … ORDER BY … ROWS
+// BETWEEN …)): the frame of the row at position i of its partition, in
+// Order, is the rows at i+Lo … i+Hi. Rows equal in Order are ordered by
+// their values, so that the result does not depend on arrival order. A
+// row added or taken back changes the results of the rows whose frames
+// it enters or leaves, which are emitted as updates: the output is a
+// changelog. The input is keyed by the partition columns upstream. Out
+// is the input's columns, then the aggregates.
+type OverAgg struct {
+	In          Schema    `json:"in"`
+	InChangelog bool      `json:"inChangelog,omitempty"`
+	Partition   []int     `json:"partition,omitempty"`
+	Order       []SortKey `json:"order"`
+	Lo          int64     `json:"lo"`
+	Hi          int64     `json:"hi"`
+	Aggs        []AggCall `json:"aggs"`
 	Out         Schema    `json:"outSchema"`
 	Enc         Encoding  `json:"enc"`
 	TTL         int64     `json:"ttl,omitempty"`
