@@ -57,7 +57,7 @@ type OverAggregate struct {
 	ring  overRing
 	after [][]byte
 	win   [][]byte
-	dec []row.Row
+	dec   []row.Row
 	// oldSeq and newSeq index win: the partition's rows around the change
 	// before and after it.
 	oldSeq, newSeq []int
