@@ -560,6 +560,8 @@ func unboundedRank(r *rel) *rankNode {
 		ins = []*rel{n.in}
 	case *groupAggNode:
 		ins = []*rel{n.in}
+	case *overNode:
+		ins = []*rel{n.in}
 	case *joinNode:
 		ins = []*rel{n.left, n.right}
 	case *unionNode:

@@ -69,7 +69,19 @@ type rankNode struct {
 	off       int
 }
 
+// overNode is aggregates over a ROWS frame (aggregate() OVER (PARTITION
+// BY … ORDER BY … ROWS BETWEEN …)): its output is its input's columns,
+// then the aggregates, and it updates.
+type overNode struct {
+	in        *rel
+	partition []int
+	order     []plan.SortKey
+	lo, hi    int64
+	aggs      []plan.AggCall
+}
+
 func (*scanNode) isNode()     {}
+func (*overNode) isNode()     {}
 func (*calcNode) isNode()     {}
 func (*aggNode) isNode()      {}
 func (*joinNode) isNode()     {}
@@ -240,6 +252,10 @@ func explainLogical(r *rel) string {
 		case *rankNode:
 			fmt.Fprintf(&b, "%sTopN %d per [%s] order by [%s]\n", ind, n.limit, colList(n.in.cols, n.partition), orderList(n.order, n.in.cols))
 			walk(n.in, depth+1)
+		case *overNode:
+			fmt.Fprintf(&b, "%sOverAggregate per [%s] order by [%s] rows %s compute [%s]\n", ind, colList(n.in.cols, n.partition),
+				orderList(n.order, n.in.cols), frameString(n.lo, n.hi), aggList(n.aggs, n.in.cols))
+			walk(n.in, depth+1)
 		case *unionNode:
 			fmt.Fprintf(&b, "%sUnionAll\n", ind)
 			for _, in := range n.inputs {
@@ -402,4 +418,18 @@ func decimalText(mant string, scale int8) string {
 		s = "-" + s
 	}
 	return s
+}
+
+// frameString writes a ROWS frame as SQL does.
+func frameString(lo, hi int64) string {
+	bound := func(n int64) string {
+		switch {
+		case n < 0:
+			return fmt.Sprintf("%d PRECEDING", -n)
+		case n > 0:
+			return fmt.Sprintf("%d FOLLOWING", n)
+		}
+		return "CURRENT ROW"
+	}
+	return "BETWEEN " + bound(lo) + " AND " + bound(hi)
 }

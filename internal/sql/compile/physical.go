@@ -158,6 +158,8 @@ func (b *builder) build(r *rel) (*stage, error) {
 		return b.groupAgg(r, n)
 	case *rankNode:
 		return b.topN(r, n, true)
+	case *overNode:
+		return b.overAgg(r, n)
 	}
 	return nil, fmt.Errorf("sql: unknown plan node %T", r.n)
 }
@@ -555,6 +557,29 @@ func (b *builder) topN(r *rel, n *rankNode, rank bool) (*stage, error) {
 	name := b.unique("top-n-" + digest(t.In, t.Partition, t.Order, t.Limit, t.InChangelog))
 	b.add(name, "sql-top-n", op, edge(in, true))
 	return &stage{vertex: name, schema: t.Out, enc: &t.Enc, mode: plan.Retract}, nil
+}
+
+// overAgg builds aggregates over a ROWS frame.
+func (b *builder) overAgg(r *rel, n *overNode) (*stage, error) {
+	in, err := b.build(n.in)
+	if err != nil {
+		return nil, err
+	}
+	in.rows()
+	in.enc.Key = n.partition
+	a := &plan.OverAgg{In: in.schema, InChangelog: in.updating(), Partition: n.partition, Order: n.order, Lo: n.lo, Hi: n.hi,
+		Aggs: n.aggs, Out: r.schema(), Enc: plan.Encoding{Format: plan.FormatRow, Changelog: true}, TTL: b.set.ttl}
+	op := &plan.Operator{OverAgg: a, Describe: describeOverAgg(a), Mode: plan.Retract}
+	name := b.unique("over-aggregate-" + digest(a.In, a.Partition, a.Order, a.Lo, a.Hi, a.Aggs, a.InChangelog))
+	b.add(name, "sql-over-aggregate", op, edge(in, true))
+	return &stage{vertex: name, schema: a.Out, enc: &a.Enc, mode: plan.Retract}, nil
+}
+
+func describeOverAgg(a *plan.OverAgg) string {
+	cols := schemaCols(a.In)
+	s := fmt.Sprintf("OverAggregate per [%s] order by [%s] rows %s compute [%s]", colList(cols, a.Partition), orderList(a.Order, cols),
+		frameString(a.Lo, a.Hi), aggList(a.Aggs, cols))
+	return s + " " + stateNote(a.TTL, "every row of each partition")
 }
 
 // digest names a stateful operator by what its state means, so that the

@@ -2,6 +2,7 @@ package compile
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,7 +83,7 @@ func (b *binder) query(s *pg.SelectStmt) (r *rel, limit int64, err error) {
 	if hasAgg {
 		r, err = b.aggregate(s, in)
 	} else {
-		r, err = b.project(s.TargetList, in)
+		r, err = b.project(s.TargetList, s.WindowClause, in)
 	}
 	if err == nil && distinct {
 		r = distinctRel(r)
@@ -592,24 +593,44 @@ func (b *binder) duration(n *pg.Node) (int64, error) {
 	return us / 1000, nil
 }
 
-// project binds a select list without aggregates.
-func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
-	// ROW_NUMBER() OVER (…) numbers the rows of in: a rank node adds the
-	// number as a column, which the select item reads.
-	ranked := false
+// project binds a select list without aggregates; windows are the
+// SELECT's WINDOW clause.
+func (b *binder) project(targets, windows []*pg.Node, in *rel) (*rel, error) {
+	// Window functions add their results as columns past in's, which
+	// the select items read: ROW_NUMBER() numbers the rows (a TopN),
+	// aggregates OVER a ROWS frame compute over the rows around each.
+	var overs []*pg.FuncCall
+	numbered := false
 	for _, t := range targets {
 		f := t.GetResTarget().Val.GetFuncCall()
 		if f == nil || f.Over == nil {
 			continue
 		}
-		if ranked {
-			return nil, b.s.errAt(int(f.Location), "one ROW_NUMBER() per SELECT")
-		}
-		r, err := b.rowNumber(in, f)
+		w, err := b.namedWindow(f, windows)
 		if err != nil {
 			return nil, err
 		}
-		in, ranked = r, true
+		f.Over = w
+		overs = append(overs, f)
+		numbered = numbered || funcName(f) == "row_number"
+	}
+	inCols := len(in.cols)
+	overCol := map[*pg.FuncCall]int{}
+	switch {
+	case numbered && len(overs) > 1:
+		return nil, b.s.errAt(int(overs[1].Location), "one window function per SELECT when it is ROW_NUMBER()")
+	case numbered:
+		r, err := b.rowNumber(in, overs[0])
+		if err != nil {
+			return nil, err
+		}
+		in, overCol[overs[0]] = r, r.rank.col
+	case len(overs) > 0:
+		r, err := b.overAgg(in, overs, overCol)
+		if err != nil {
+			return nil, err
+		}
+		in = r
 	}
 	sc := &scope{cols: in.cols}
 	var exprs []plan.Expr
@@ -620,7 +641,7 @@ func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
 		if star, qual := isStar(rt.Val); star {
 			n := 0
 			for i, c := range in.cols {
-				if qual != "" && c.qual != qual || ranked && i == in.rank.col {
+				if qual != "" && c.qual != qual || i >= inCols {
 					continue
 				}
 				m[i] = len(exprs)
@@ -635,7 +656,7 @@ func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
 		}
 		var e plan.Expr
 		if f := rt.Val.GetFuncCall(); f != nil && f.Over != nil {
-			e = plan.ColRef(in.rank.col, in.cols[in.rank.col].t)
+			e = plan.ColRef(overCol[f], in.cols[overCol[f]].t)
 		} else {
 			var err error
 			if e, err = b.expr(sc, rt.Val); err != nil {
@@ -664,40 +685,93 @@ func (b *binder) project(targets []*pg.Node, in *rel) (*rel, error) {
 // bound (a TopN).
 func (b *binder) rowNumber(in *rel, f *pg.FuncCall) (*rel, error) {
 	off := int(f.Location)
-	name := strings.ToLower(f.Funcname[len(f.Funcname)-1].GetString_().GetSval())
-	if name != "row_number" || len(f.Args) > 0 {
+	if name := funcName(f); name != "row_number" || len(f.Args) > 0 {
 		return nil, b.s.errAt(off, "window function %s() OVER (…) is not supported: ROW_NUMBER() OVER (PARTITION BY … ORDER BY …), filtered by WHERE rn <= N in the query around it, is (a TopN)", name)
 	}
 	if in.tvf != nil {
 		return nil, b.s.errAt(off, "ROW_NUMBER() over a window table function's rows is not supported")
 	}
-	w := f.Over
-	if w.Refname != "" {
-		return nil, b.s.errAt(off, "named windows (OVER %s) are not supported: write OVER (PARTITION BY … ORDER BY …)", w.Refname)
+	partition, order, err := b.window(in, f, "ROW_NUMBER() OVER needs an ORDER BY: which rows come first")
+	if err != nil {
+		return nil, err
 	}
+	n := &rankNode{in: in, off: off, partition: partition, order: order}
+	out := &rel{n: n, cols: append(append([]col{}, in.cols...), col{name: "row_number", t: plan.Type{Kind: plan.Int64}}),
+		rowtime: -1, proctime: -1, watermarked: in.watermarked, mode: plan.Retract, why: "ROW_NUMBER() OVER (…)"}
+	out.rank = &rankAttr{col: len(in.cols), node: n}
+	// Partition and row number identify a row.
+	out.ukey = append(append([]int{}, n.partition...), len(in.cols))
+	return out, nil
+}
+
+// namedWindow resolves the window f names from the WINDOW clause: OVER
+// w is w's definition, OVER (w ROWS …) w's with its own frame.
+func (b *binder) namedWindow(f *pg.FuncCall, windows []*pg.Node) (*pg.WindowDef, error) {
+	w := f.Over
+	name := w.Refname
+	if name == "" && len(w.PartitionClause) == 0 && len(w.OrderClause) == 0 {
+		name = w.Name
+	}
+	if name == "" {
+		return w, nil
+	}
+	for _, d := range windows {
+		def := d.GetWindowDef()
+		if def == nil || def.Name != name {
+			continue
+		}
+		if w.Refname == "" {
+			return def, nil
+		}
+		if len(w.PartitionClause) > 0 || len(w.OrderClause) > 0 && len(def.OrderClause) > 0 {
+			return nil, b.s.errAt(int(f.Location), "OVER (%s …) cannot override window %s's PARTITION BY or ORDER BY", name, name)
+		}
+		r := &pg.WindowDef{PartitionClause: def.PartitionClause, OrderClause: def.OrderClause, FrameOptions: def.FrameOptions,
+			StartOffset: def.StartOffset, EndOffset: def.EndOffset, Location: w.Location}
+		if len(w.OrderClause) > 0 {
+			r.OrderClause = w.OrderClause
+		}
+		if w.FrameOptions&frameNonDefault != 0 {
+			r.FrameOptions, r.StartOffset, r.EndOffset = w.FrameOptions, w.StartOffset, w.EndOffset
+		}
+		return r, nil
+	}
+	return nil, b.s.errAt(int(f.Location), "window %q does not exist", name)
+}
+
+func funcName(f *pg.FuncCall) string {
+	return strings.ToLower(f.Funcname[len(f.Funcname)-1].GetString_().GetSval())
+}
+
+// window binds the PARTITION BY and ORDER BY of f's OVER clause over in;
+// noOrder is the error when there is no ORDER BY.
+func (b *binder) window(in *rel, f *pg.FuncCall, noOrder string) ([]int, []plan.SortKey, error) {
+	off := int(f.Location)
+	w := f.Over
 	if len(w.OrderClause) == 0 {
-		return nil, b.s.errAt(off, "ROW_NUMBER() OVER needs an ORDER BY: which rows come first")
+		return nil, nil, b.s.errAt(off, "%s", noOrder)
 	}
 	sc := &scope{cols: in.cols}
-	n := &rankNode{in: in, off: off}
+	var partition []int
 	for _, p := range w.PartitionClause {
 		e, err := b.expr(sc, p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if e.Op != plan.OpCol {
-			return nil, b.s.errAt(location(p), "PARTITION BY a column (compute expressions in a subquery)")
+			return nil, nil, b.s.errAt(location(p), "PARTITION BY a column (compute expressions in a subquery)")
 		}
-		n.partition = append(n.partition, e.Col)
+		partition = append(partition, e.Col)
 	}
+	var order []plan.SortKey
 	for _, o := range w.OrderClause {
 		sb := o.GetSortBy()
 		e, err := b.expr(sc, sb.Node)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if e.Op != plan.OpCol {
-			return nil, b.s.errAt(location(sb.Node), "ORDER BY a column in OVER (compute expressions in a subquery)")
+			return nil, nil, b.s.errAt(location(sb.Node), "ORDER BY a column in OVER (compute expressions in a subquery)")
 		}
 		k := plan.SortKey{Col: e.Col, Desc: sb.SortbyDir == pg.SortByDir_SORTBY_DESC}
 		switch sb.SortbyNulls {
@@ -709,16 +783,150 @@ func (b *binder) rowNumber(in *rel, f *pg.FuncCall) (*rel, error) {
 			k.NullsFirst = k.Desc
 		}
 		if sb.UseOp != nil {
-			return nil, b.s.errAt(location(sb.Node), "ORDER BY … USING is not supported")
+			return nil, nil, b.s.errAt(location(sb.Node), "ORDER BY … USING is not supported")
 		}
-		n.order = append(n.order, k)
+		order = append(order, k)
 	}
-	out := &rel{n: n, cols: append(append([]col{}, in.cols...), col{name: "row_number", t: plan.Type{Kind: plan.Int64}}),
-		rowtime: -1, proctime: -1, watermarked: in.watermarked, mode: plan.Retract, why: "ROW_NUMBER() OVER (…)"}
-	out.rank = &rankAttr{col: len(in.cols), node: n}
-	// Partition and row number identify a row.
-	out.ukey = append(append([]int{}, n.partition...), len(in.cols))
+	return partition, order, nil
+}
+
+// PostgreSQL's frame options (parsenodes.h's FRAMEOPTION_* bits).
+const (
+	frameNonDefault      = 0x1
+	frameRows            = 0x4
+	frameStartUnbounded  = 0x20 | 0x80
+	frameEndUnbounded    = 0x40 | 0x100
+	frameStartCurrent    = 0x200
+	frameEndCurrent      = 0x400
+	frameStartPreceding  = 0x800
+	frameEndPreceding    = 0x1000
+	frameStartFollowing  = 0x2000
+	frameEndFollowing    = 0x4000
+	frameExcludeAnything = 0x8000 | 0x10000 | 0x20000
+)
+
+// maxFrame bounds a frame's offsets: every change folds the frames of
+// the rows around it again (the operator's limit).
+const maxFrame = 10000
+
+// overAgg binds aggregates OVER a ROWS frame, fs, over in: in's columns
+// and one per aggregate, whose index it records in cols. The calls must
+// share one window.
+func (b *binder) overAgg(in *rel, fs []*pg.FuncCall, cols map[*pg.FuncCall]int) (*rel, error) {
+	var n *overNode
+	sc := &scope{cols: in.cols}
+	for _, f := range fs {
+		off := int(f.Location)
+		name := funcName(f)
+		fn, ok := aggFuncs[name]
+		if !ok {
+			return nil, b.s.errAt(off, "window function %s() OVER (…) is not supported: ROW_NUMBER() (a TopN, with WHERE rn <= N around it) and the aggregates count, sum, min, max and avg over a ROWS frame are", name)
+		}
+		if in.tvf != nil {
+			return nil, b.s.errAt(off, "an aggregate OVER a window table function's rows is not supported")
+		}
+		if f.AggDistinct || f.AggFilter != nil || len(f.AggOrder) > 0 {
+			return nil, b.s.errAt(off, "DISTINCT, FILTER and ORDER BY inside an aggregate OVER (…) are not supported")
+		}
+		partition, order, err := b.window(in, f, "an aggregate OVER (…) needs an ORDER BY and a ROWS frame: OVER (PARTITION BY … ORDER BY … ROWS BETWEEN n PRECEDING AND CURRENT ROW)")
+		if err != nil {
+			return nil, err
+		}
+		lo, hi, err := b.frame(f)
+		if err != nil {
+			return nil, err
+		}
+		if n == nil {
+			n = &overNode{in: in, partition: partition, order: order, lo: lo, hi: hi}
+		} else if !slices.Equal(n.partition, partition) || !slices.Equal(n.order, order) || n.lo != lo || n.hi != hi {
+			return nil, b.s.errAt(off, "aggregates OVER different windows in one SELECT are not supported: one window per SELECT (nest the others in subqueries)")
+		}
+		call := plan.AggCall{Fn: fn, Arg: -1, Filter: -1}
+		switch {
+		case f.AggStar:
+			if fn != plan.Count {
+				return nil, b.s.errAt(off, "%s(*) is not a function: only count(*) is", name)
+			}
+			call.Type = plan.Type{Kind: plan.Int64}
+		case len(f.Args) != 1:
+			return nil, b.s.errAt(off, "%s takes one argument", name)
+		default:
+			arg, err := b.expr(sc, f.Args[0])
+			if err != nil {
+				return nil, err
+			}
+			if arg.Op != plan.OpCol {
+				return nil, b.s.errAt(location(f.Args[0]), "the argument of an aggregate OVER (…) must be a column (compute it in a subquery)")
+			}
+			call.Arg = arg.Col
+			if call.Type, err = aggType(fn, arg.Type); err != nil {
+				return nil, b.s.errAt(off, "%v", err)
+			}
+		}
+		i := slices.Index(n.aggs, call)
+		if i < 0 {
+			i = len(n.aggs)
+			n.aggs = append(n.aggs, call)
+		}
+		cols[f] = len(in.cols) + i
+	}
+	out := &rel{n: n, cols: slices.Clone(in.cols), rowtime: -1, proctime: -1, watermarked: in.watermarked,
+		mode: plan.Retract, why: "an aggregate OVER (… ROWS …)", ukey: in.ukey}
+	for _, a := range n.aggs {
+		out.cols = append(out.cols, col{name: string(a.Fn), t: a.Type})
+	}
 	return out, nil
+}
+
+// frame is the ROWS frame of f's OVER clause, as offsets from the current
+// row: lo … hi.
+func (b *binder) frame(f *pg.FuncCall) (lo, hi int64, err error) {
+	off := int(f.Location)
+	o := f.Over.FrameOptions
+	switch {
+	case o&frameNonDefault == 0:
+		return 0, 0, b.s.errAt(off, "an aggregate OVER (…) needs a ROWS frame, e.g. ROWS BETWEEN 10 PRECEDING AND CURRENT ROW (the default frame, RANGE UNBOUNDED PRECEDING, is not supported: each row would update every row after it)")
+	case o&frameRows == 0:
+		return 0, 0, b.s.errAt(off, "RANGE and GROUPS frames are not supported: ROWS BETWEEN n PRECEDING AND … is")
+	case o&frameExcludeAnything != 0:
+		return 0, 0, b.s.errAt(off, "EXCLUDE in a frame is not supported")
+	case o&(frameStartUnbounded|frameEndUnbounded) != 0:
+		return 0, 0, b.s.errAt(off, "UNBOUNDED frames are not supported (each row would update every row after it): bound the frame, e.g. ROWS BETWEEN 100 PRECEDING AND CURRENT ROW")
+	}
+	bound := func(n *pg.Node, preceding, following, current bool) (int64, error) {
+		if current {
+			return 0, nil
+		}
+		e, err := b.expr(&scope{}, n)
+		if err != nil {
+			return 0, err
+		}
+		var v int64
+		if e.Op != plan.OpConst || e.IsNull || !e.Type.Numeric() || e.Type.Kind == plan.Decimal {
+			return 0, b.s.errAt(location(n), "a frame's offset must be a constant whole number")
+		}
+		fmt.Sscan(e.Lit, &v)
+		if v < 0 || v > maxFrame {
+			return 0, b.s.errAt(location(n), "a frame's offset must be 0 to %d, not %d", maxFrame, v)
+		}
+		if preceding {
+			return -v, nil
+		}
+		return v, nil
+	}
+	if lo, err = bound(f.Over.StartOffset, o&frameStartPreceding != 0, o&frameStartFollowing != 0, o&frameStartCurrent != 0); err != nil {
+		return 0, 0, err
+	}
+	if hi, err = bound(f.Over.EndOffset, o&frameEndPreceding != 0, o&frameEndFollowing != 0, o&frameEndCurrent != 0); err != nil {
+		return 0, 0, err
+	}
+	if lo > hi {
+		return 0, 0, b.s.errAt(off, "the frame starts after it ends (%s)", frameString(lo, hi))
+	}
+	if hi-lo >= maxFrame {
+		return 0, 0, b.s.errAt(off, "a frame of %d rows: at most %d", hi-lo+1, maxFrame)
+	}
+	return lo, hi, nil
 }
 
 // topN applies the conditions on a ROW_NUMBER() column to its node: rn <=
