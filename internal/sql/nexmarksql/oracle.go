@@ -92,6 +92,7 @@ var oracles = map[string]oracle{
 
 	// The updating queries' final results (oracle_updating.go).
 	"q4":  {auctionsAndBids, q4},
+	"q6":  {auctionsAndBids, q6},
 	"q9":  {auctionsAndBids, q9},
 	"q15": {bidsOnly, q15},
 	"q16": {bidsOnly, q16},

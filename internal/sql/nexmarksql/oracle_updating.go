@@ -90,6 +90,137 @@ func q4(events iter.Seq[nexmark.Event]) []string {
 	return out
 }
 
+// q6Win is an auction's row of q6's Q: its lowest qualifying price, and
+// the dates its winning bid may have (sorted, distinct): more than one
+// when bids tie on that price, which ROW_NUMBER ranks arbitrarily.
+type q6Win struct {
+	price int64
+	dates []int64
+}
+
+// q6Wins are the rows of q6's Q per seller.
+func q6Wins(events iter.Seq[nexmark.Event]) map[int64][]q6Win {
+	auctions, bids := joinedBids(events)
+	per := map[int64][]q6Win{}
+	for id, bs := range bids {
+		w := q6Win{price: bs[0].Price}
+		for _, b := range bs {
+			switch {
+			case b.Price < w.price:
+				w = q6Win{price: b.Price, dates: []int64{b.DateTime}}
+			case b.Price == w.price:
+				w.dates = append(w.dates, b.DateTime)
+			}
+		}
+		slices.Sort(w.dates)
+		w.dates = slices.Compact(w.dates)
+		seller := auctions[id].Seller
+		per[seller] = append(per[seller], w)
+	}
+	return per
+}
+
+// q6Lines are q6's rows of one seller whose auctions' winning bids have
+// the dates pick chooses (an index into each win's dates): per row of Q,
+// in the order of date_time (then price: the operator orders rows equal
+// in ORDER BY by all their values), the seller and the average price of
+// it and the 10 rows before it (NUMERIC, scale 6).
+func q6Lines(r *row, seller int64, wins []q6Win, pick []int) []string {
+	type qrow struct{ date, price int64 }
+	rows := make([]qrow, len(wins))
+	for i, w := range wins {
+		rows[i] = qrow{w.dates[pick[i]], w.price}
+	}
+	slices.SortFunc(rows, func(a, b qrow) int {
+		return cmp.Or(cmp.Compare(a.date, b.date), cmp.Compare(a.price, b.price))
+	})
+	out := make([]string, len(rows))
+	for i := range rows {
+		var sum int64
+		from := max(0, i-10)
+		for _, q := range rows[from : i+1] {
+			sum += q.price
+		}
+		out[i] = r.reset().i64(seller).num(avgScaled(sum, int64(i+1-from), 6), 6).String()
+	}
+	return out
+}
+
+// q6 is, per seller with auctions that have a qualifying bid
+// (joinedBids), a row per such auction: the seller and the average of
+// the lowest qualifying prices of that auction and the seller's 10
+// before it by the winning bid's date (q6Lines); of bids tied on the
+// lowest price, the earliest is taken here.
+func q6(events iter.Seq[nexmark.Event]) []string {
+	var out []string
+	var r row
+	for seller, wins := range q6Wins(events) {
+		out = append(out, q6Lines(&r, seller, wins, make([]int, len(wins)))...)
+	}
+	return out
+}
+
+// maxQ6Choices bounds the choices of tied winning bids checkQ6 tries per
+// seller; past it, only the seller's row count is checked.
+const maxQ6Choices = 1 << 12
+
+// checkQ6: per seller, the rows must be q6Lines of one choice of each
+// auction's tied winning bids, and no rows of other sellers.
+func checkQ6(events iter.Seq[nexmark.Event], p *problems, got []string) {
+	bySeller := map[int64][]string{}
+	for _, l := range got {
+		f := splitCSV(l)
+		seller, err := strconv.ParseInt(f[0], 10, 64)
+		if len(f) != 2 || err != nil {
+			p.add("row %q is not a seller and an average", l)
+			continue
+		}
+		bySeller[seller] = append(bySeller[seller], l)
+	}
+	var r row
+	for seller, wins := range q6Wins(events) {
+		have := slices.Sorted(slices.Values(bySeller[seller]))
+		delete(bySeller, seller)
+		choices := 1
+		for _, w := range wins {
+			choices = min(choices*len(w.dates), maxQ6Choices+1)
+		}
+		pick := make([]int, len(wins))
+		if choices > maxQ6Choices {
+			if len(have) != len(wins) {
+				p.add("seller %d: %d rows, want %d", seller, len(have), len(wins))
+			}
+			continue
+		}
+		var first []string
+		for {
+			want := q6Lines(&r, seller, wins, pick)
+			slices.Sort(want)
+			if first == nil {
+				first = want
+			}
+			if slices.Equal(have, want) {
+				break
+			}
+			// The next choice, as an odometer.
+			i := 0
+			for ; i < len(pick); i++ {
+				if pick[i]++; pick[i] < len(wins[i].dates) {
+					break
+				}
+				pick[i] = 0
+			}
+			if i == len(pick) {
+				diffLines(p, have, first)
+				break
+			}
+		}
+	}
+	for seller, ls := range bySeller {
+		p.add("unexpected rows of seller %d, who has no auction with a qualifying bid: %q", seller, ls)
+	}
+}
+
 // q9Before reports whether bid b ranks before c in q9's ORDER BY B.price
 // DESC, B.date_time ASC.
 func q9Before(b, c *nexmark.Bid) bool {
@@ -340,6 +471,9 @@ func q19(events iter.Seq[nexmark.Event]) []string {
 // order: a replayed changelog's rows. Where the result is determined (q4,
 // q15, q16, q17) got must be Oracle's lines; where ROW_NUMBER ranks ties
 // it must be one of the results a correct ROW_NUMBER gives:
+//   - q6: per seller, q6's rows for one choice of each auction's winning
+//     bid among its qualifying bids of the lowest price (rows without a
+//     key: a multiset);
 //   - q9: per auction with a qualifying bid, the auction and one of its
 //     qualifying bids of the highest price and, among those, the
 //     earliest;
@@ -350,7 +484,7 @@ func q19(events iter.Seq[nexmark.Event]) []string {
 //     each row is a bid of the auction, no bid taken more often than the
 //     stream has it (bids are told apart by all their columns).
 //
-// Each key (Key(q)) must be there once, no other. The error lists the
+// Each key (Key(q)) must be there once, no other (q6 has none). The error lists the
 // first differences found.
 func CheckFinal(q string, cfg nexmark.Config, events int64, got []string) error {
 	if !slices.Contains(UpdatingNames, q) {
@@ -367,11 +501,12 @@ func CheckFinal(q string, cfg nexmark.Config, events int64, got []string) error 
 
 // keyColumns are the columns of Key(q) in q's output.
 var keyColumns = map[string][]int{
-	"q4": {0}, "q9": {0}, "q15": {0}, "q16": {0, 1}, "q17": {0, 1}, "q18": {1, 0}, "q19": {0, 7},
+	"q4": {0}, "q6": nil, "q9": {0}, "q15": {0}, "q16": {0, 1}, "q17": {0, 1}, "q18": {1, 0}, "q19": {0, 7},
 }
 
 // checkers check the queries whose results have ties.
 var checkers = map[string]func(events iter.Seq[nexmark.Event], p *problems, got []string){
+	"q6":  checkQ6,
 	"q9":  checkQ9,
 	"q18": checkQ18,
 	"q19": checkQ19,
