@@ -51,10 +51,13 @@ func TestN2Scripts(t *testing.T) {
 		if n2Updating(q) != slices.Contains(nexmarksql.UpdatingNames, q) {
 			t.Errorf("%s: updating %v", q, n2Updating(q))
 		}
-		if n2Flink(q) <= 0 {
+		if _, none := n2NoPeers[q]; none {
+			if n2Flink(q) > 0 {
+				t.Errorf("%s: a Flink number and a reason for none", q)
+			}
+		} else if n2Flink(q) <= 0 {
 			t.Errorf("%s: no Flink number", q)
-		}
-		if _, ok := n2RisingWave[q]; !ok && (n2Twin(q) || n2Updating(q)) {
+		} else if _, ok := n2RisingWave[q]; !ok && (n2Twin(q) || n2Updating(q)) {
 			t.Errorf("%s: no RisingWave number (twin %v, updating %v)", q, n2Twin(q), n2Updating(q))
 		}
 		if !strings.Contains(n2Script(q, events), "force_append_only") {
