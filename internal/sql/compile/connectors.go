@@ -425,9 +425,12 @@ func (s *script) sinkVertex(b *builder, st *stage, t sinkTarget) error {
 	}
 	updating := t.r.updating()
 	if c.value == "blackhole" {
-		// Its rows are discarded: any type will do, and no key.
+		// Its rows are discarded: any type will do, and no key; and no
+		// text to write them in (as Flink's blackhole, which takes its
+		// rows without serializing them), the runtime's binary encoding.
 		typ, pk = "append-only", nil
 		force = true
+		st.enc.Format = plan.FormatRow
 	}
 	switch typ {
 	case "append-only":
