@@ -16,7 +16,8 @@ import (
 
 // TestSQLNexmarkChangelog runs the Nexmark queries whose results update
 // (unbounded GROUP BY, ROW_NUMBER TopN and deduplication, an aggregate
-// over an aggregate's changelog) as RisingWave writes them, each into a
+// over an aggregate's changelog, q6's aggregate OVER a frame of a TopN's
+// changelog) as RisingWave writes them, each into a
 // file sink of type 'debezium': a changelog, committed with the file
 // sink's two-phase commit. ONE `weir sql` submits them to a JobManager and
 // two TaskManagers; after two checkpoints of every job a TaskManager is
@@ -26,7 +27,8 @@ import (
 // fails the test (a duplicated or lost transition), and the final state,
 // the latest row per key, must be one the query can produce over the
 // events (nexmarksql.CheckFinal: exactly the oracle's, or for the TopN
-// queries one of the rows their ties allow).
+// queries one of the rows their ties allow; q6's rows have no key, and
+// replay as a multiset).
 func TestSQLNexmarkChangelog(t *testing.T) {
 	const (
 		events         = 40_000
