@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -36,9 +38,10 @@ type Heap struct {
 	// gen counts snapshots, from 1: a value allocated in this generation
 	// is in no snapshot.
 	gen uint64
-	// maps holds map state: state name → key → user key → value. A
-	// snapshot copies the per-key maps, as Put changes them in place.
-	maps  map[string]map[string]map[string][]byte
+	// maps holds map state: state name → key → its entries (mapCell).
+	// A snapshot shares the per-key maps; the first change of one after
+	// it copies it (copy on write, by generation, as values do).
+	maps  map[string]map[string]*mapCell
 	lists operatorLists
 	// inline is Config.InlineThreshold.
 	inline int
@@ -56,7 +59,7 @@ func NewHeap(maxParallelism int, keyGroups keygroup.Range) *Heap {
 		keyGroups:      keyGroups,
 		values:         map[string]map[string]*valueCell{},
 		gen:            1,
-		maps:           map[string]map[string]map[string][]byte{},
+		maps:           map[string]map[string]*mapCell{},
 		lists:          operatorLists{},
 	}
 }
@@ -107,7 +110,7 @@ func (h *Heap) ValueState(name string) sdk.ValueState {
 func (h *Heap) MapState(name string) sdk.MapState {
 	m, ok := h.maps[name]
 	if !ok {
-		m = map[string]map[string][]byte{}
+		m = map[string]*mapCell{}
 		h.maps[name] = m
 	}
 	return &mapState{h: h, m: m}
@@ -127,11 +130,11 @@ func (h *Heap) ListState(name string, union bool) sdk.ListState {
 // ScanMap implements Backend. Entries of keys outside the backend's key
 // groups, which it never holds after a Restore, are skipped all the same.
 func (h *Heap) ScanMap(name string, fn func(key, userKey, value []byte) error) error {
-	for k, um := range h.maps[name] {
+	for k, c := range h.maps[name] {
 		if !h.keyGroups.Contains(keygroup.Of([]byte(k), h.maxParallelism)) {
 			continue
 		}
-		for uk, v := range um {
+		for uk, v := range c.m {
 			if err := fn([]byte(k), []byte(uk), bytes.Clone(v)); err != nil {
 				return err
 			}
@@ -190,49 +193,120 @@ func (v *valueState) Clear() { delete(v.m, v.h.currentKey) }
 
 type mapState struct {
 	h *Heap
-	m map[string]map[string][]byte
+	m map[string]*mapCell
+}
+
+// mapCell is one key's map state: its entries, and what makes
+// snapshotting and iterating them cheap.
+type mapCell struct {
+	m map[string][]byte
+	// gen is the snapshot generation m belongs to: a snapshot of an
+	// earlier one shares m, so a change copies m first.
+	gen uint64
+	// sorted are m's user keys in order, once All needed them, kept in
+	// order by Put and Remove so that the next All need not sort them.
+	sorted []string
+	// iterating counts the iterations running over m and sorted, which a
+	// change copies first (once: copied says it was) so that they see
+	// the entries as they were when they began.
+	iterating int
+	copied    bool
+}
+
+// cell is the current key's cell; with create, a new empty one if none.
+func (s *mapState) cell(create bool) *mapCell {
+	c := s.m[s.h.currentKey]
+	if c == nil && create {
+		c = &mapCell{m: map[string][]byte{}, gen: s.h.gen}
+		s.m[s.h.currentKey] = c
+	}
+	return c
+}
+
+// writable makes c's entries its own to change: not shared with a
+// snapshot or a running iteration.
+func (c *mapCell) writable(gen uint64) {
+	if c.iterating > 0 && !c.copied {
+		c.m, c.sorted, c.gen, c.copied = maps.Clone(c.m), slices.Clone(c.sorted), gen, true
+		return
+	}
+	if c.gen != gen {
+		c.m, c.gen = maps.Clone(c.m), gen
+	}
 }
 
 func (s *mapState) Get(uk []byte) ([]byte, bool) {
-	v, ok := s.m[s.h.currentKey][string(uk)]
+	c := s.m[s.h.currentKey]
+	if c == nil {
+		return nil, false
+	}
+	v, ok := c.m[string(uk)]
 	return v, ok
 }
 
 func (s *mapState) Put(uk, v []byte) {
-	um, ok := s.m[s.h.currentKey]
-	if !ok {
-		um = map[string][]byte{}
-		s.m[s.h.currentKey] = um
+	c := s.cell(true)
+	c.writable(s.h.gen)
+	k := string(uk)
+	if _, had := c.m[k]; !had && c.sorted != nil {
+		i, _ := slices.BinarySearch(c.sorted, k)
+		c.sorted = slices.Insert(c.sorted, i, k)
 	}
-	um[string(uk)] = bytes.Clone(v)
+	c.m[k] = bytes.Clone(v)
 }
 
 func (s *mapState) Remove(uk []byte) {
-	um, ok := s.m[s.h.currentKey]
-	if !ok {
+	c := s.m[s.h.currentKey]
+	if c == nil {
 		return
 	}
-	delete(um, string(uk))
-	if len(um) == 0 {
+	k := string(uk)
+	if _, had := c.m[k]; !had {
+		return
+	}
+	if len(c.m) == 1 {
 		delete(s.m, s.h.currentKey)
+		return
+	}
+	c.writable(s.h.gen)
+	delete(c.m, k)
+	if c.sorted != nil {
+		if i, found := slices.BinarySearch(c.sorted, k); found {
+			c.sorted = slices.Delete(c.sorted, i, i+1)
+		}
 	}
 }
 
-func (s *mapState) Contains(uk []byte) bool { _, ok := s.m[s.h.currentKey][string(uk)]; return ok }
-func (s *mapState) IsEmpty() bool           { return len(s.m[s.h.currentKey]) == 0 }
-func (s *mapState) Clear()                  { delete(s.m, s.h.currentKey) }
+func (s *mapState) Contains(uk []byte) bool {
+	_, ok := s.Get(uk)
+	return ok
+}
+func (s *mapState) IsEmpty() bool { c := s.m[s.h.currentKey]; return c == nil || len(c.m) == 0 }
+func (s *mapState) Clear()        { delete(s.m, s.h.currentKey) }
 
-// All sorts the user keys, so both backends iterate in the same order.
+// All iterates in the order of the user keys, so both backends iterate in
+// the same order: the keys sorted once, then kept in order.
 func (s *mapState) All() iter.Seq2[[]byte, []byte] {
-	um := s.m[s.h.currentKey]
-	keys := sortedKeys(um)
-	vals := make([][]byte, len(keys))
-	for i, k := range keys {
-		vals[i] = um[k]
-	}
+	c := s.m[s.h.currentKey]
 	return func(yield func([]byte, []byte) bool) {
-		for i, k := range keys {
-			if !yield([]byte(k), bytes.Clone(vals[i])) {
+		if c == nil || len(c.m) == 0 {
+			return
+		}
+		if c.sorted == nil {
+			c.sorted = sortedKeys(c.m)
+		}
+		keys, um := c.sorted, c.m
+		// A change from now on copies the entries away from this
+		// iteration (even when an outer one had them copied already).
+		c.iterating++
+		c.copied = false
+		defer func() {
+			if c.iterating--; c.iterating == 0 {
+				c.copied = false
+			}
+		}()
+		for _, k := range keys {
+			if !yield([]byte(k), bytes.Clone(um[k])) {
 				return
 			}
 		}
@@ -288,12 +362,8 @@ func (h *Heap) Snapshot() *Snapshot {
 	h.gen++
 	for name, m := range h.maps {
 		c := make(map[string]map[string][]byte, len(m))
-		for k, um := range m {
-			cu := make(map[string][]byte, len(um))
-			for uk, v := range um {
-				cu[uk] = v
-			}
-			c[k] = cu
+		for k, cell := range m {
+			c[k] = cell.m
 		}
 		s.maps[name] = c
 	}
@@ -383,15 +453,15 @@ func (h *Heap) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) er
 			if e.kind == weirv1.KeyedStateEntry_KIND_MAP {
 				m, ok := h.maps[e.state]
 				if !ok {
-					m = map[string]map[string][]byte{}
+					m = map[string]*mapCell{}
 					h.maps[e.state] = m
 				}
-				um, ok := m[string(e.key)]
+				c, ok := m[string(e.key)]
 				if !ok {
-					um = map[string][]byte{}
-					m[string(e.key)] = um
+					c = &mapCell{m: map[string][]byte{}, gen: h.gen}
+					m[string(e.key)] = c
 				}
-				um[string(e.userKey)] = e.value
+				c.m[string(e.userKey)] = e.value
 				return nil
 			}
 			m, ok := h.values[e.state]

@@ -2,7 +2,11 @@ package state
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/weirproject/weir/internal/keygroup"
@@ -124,5 +128,83 @@ func TestHeapUpdatesInPlaceOnlyWhatNobodyHolds(t *testing.T) {
 	}
 	if got, _ := r.Get(); string(got) != "7" {
 		t.Fatalf("reduced to %q, want 7", got)
+	}
+}
+
+// A key's map entries are shared with a snapshot and with a running
+// iteration, and copied by the first change after either: the snapshot
+// and the iteration see the entries as they were, the next iteration as
+// they are, in order.
+func TestHeapMapCopiesOnWrite(t *testing.T) {
+	h := NewHeap(16, keygroup.RangeFor(16, 1, 0))
+	m := h.MapState("m")
+	h.SetCurrentKey([]byte("k"))
+	entries := func() string {
+		var b strings.Builder
+		for k, v := range m.All() {
+			fmt.Fprintf(&b, "%s=%s ", k, v)
+		}
+		return b.String()
+	}
+	for _, k := range []string{"c", "a", "b"} {
+		m.Put([]byte(k), []byte(k+"1"))
+	}
+	if got := entries(); got != "a=a1 b=b1 c=c1 " {
+		t.Fatalf("entries %q", got)
+	}
+	snap := h.Snapshot()
+	m.Put([]byte("b"), []byte("b2"))
+	m.Remove([]byte("c"))
+	m.Put([]byte("aa"), []byte("aa2"))
+	if got := fmt.Sprint(snap.maps["m"]["k"]); got != "map[a:[97 49] b:[98 49] c:[99 49]]" {
+		t.Fatalf("the snapshot holds %s after changes", got)
+	}
+	if got := entries(); got != "a=a1 aa=aa2 b=b2 " {
+		t.Fatalf("entries after changes %q", got)
+	}
+
+	// Changes in the loop are not seen by it, and are there after it.
+	var seen []string
+	for k, v := range m.All() {
+		seen = append(seen, string(k)+"="+string(v))
+		if string(k) == "a" {
+			m.Put([]byte("b"), []byte("b3"))
+			m.Remove([]byte("aa"))
+			m.Put([]byte("ab"), []byte("ab3"))
+		}
+	}
+	if got := strings.Join(seen, " "); got != "a=a1 aa=aa2 b=b2" {
+		t.Fatalf("the loop saw %q", got)
+	}
+	if got := entries(); got != "a=a1 ab=ab3 b=b3 " {
+		t.Fatalf("entries after the loop %q", got)
+	}
+
+	// Random changes keep the order All gives that of a fresh sort.
+	rng := rand.New(rand.NewPCG(1, 2))
+	model := map[string]string{"a": "a1", "ab": "ab3", "b": "b3"}
+	for i := range 2000 {
+		k := fmt.Sprintf("%03d", rng.IntN(200))
+		switch rng.IntN(3) {
+		case 0:
+			m.Remove([]byte(k))
+			delete(model, k)
+		default:
+			v := fmt.Sprint(i)
+			m.Put([]byte(k), []byte(v))
+			model[k] = v
+		}
+		if i%97 == 0 {
+			h.Snapshot()
+		}
+		if i%13 == 0 {
+			var want strings.Builder
+			for _, k := range slices.Sorted(maps.Keys(model)) {
+				fmt.Fprintf(&want, "%s=%s ", k, model[k])
+			}
+			if got := entries(); got != want.String() {
+				t.Fatalf("step %d: entries\n%s\nwant\n%s", i, got, want.String())
+			}
+		}
 	}
 }
