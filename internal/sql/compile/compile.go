@@ -486,6 +486,7 @@ func (c *compiler) job(d *ddl, name string, r *rel, limit int64, table *source) 
 		return c.s.errAt(n.off, "ROW_NUMBER() OVER (…) needs WHERE rn <= N in the query around it: a TopN keeps the first N rows of each partition (numbering every row is not supported)")
 	}
 	b := newBuilder(name, c.o.Parallelism, c.set)
+	b.needed = neededColumns(r)
 	st, err := b.build(r)
 	if err != nil {
 		return err

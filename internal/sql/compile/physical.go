@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -29,6 +30,9 @@ type builder struct {
 	sources map[*source]string
 	names   map[string]int
 	calcs   int
+	// needed says which of each relation's columns some operator above
+	// reads (neededColumns); a source's calc writes NULL for the others.
+	needed map[*rel][]bool
 }
 
 // stage is a vertex whose output a consumer reads: the consumer sets the
@@ -145,7 +149,7 @@ func (b *builder) build(r *rel) (*stage, error) {
 		if n.src.upsert {
 			return b.upsertScan(r, n.src)
 		}
-		return b.calc(r, nil, nil, r.schema())
+		return b.calc(r, r, nil, nil, r.schema())
 	case *calcNode:
 		return b.calcOver(r, n)
 	case *aggNode:
@@ -197,7 +201,7 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 		in = inner.in
 	}
 	if sc, ok := in.n.(*scanNode); ok && !sc.src.upsert {
-		return b.calc(in, filter, project, r.schema())
+		return b.calc(r, in, filter, project, r.schema())
 	}
 	var st *stage
 	var err error
@@ -270,6 +274,132 @@ func (b *builder) calcOver(r *rel, n *calcNode) (*stage, error) {
 	return &stage{vertex: name, schema: c.Out, enc: &c.Enc, mode: st.mode}, nil
 }
 
+// pruneColumns writes NULL for the columns of a source's calc (project,
+// nil for all of its input's, which out then lists) that nothing above
+// reads (needed false), so that joins, TopNs and aggregates above keep
+// and decode only what the query uses, as Flink prunes columns: a
+// regular join of Nexmark's bids and auctions otherwise keeps every
+// bid's url and extra forever. The schema stays the same, so state
+// written with the columns still restores.
+func pruneColumns(project []plan.Expr, out plan.Schema, needed []bool) []plan.Expr {
+	if !slices.Contains(needed, false) {
+		return project
+	}
+	ps := make([]plan.Expr, len(out))
+	for i, c := range out {
+		switch {
+		case !needed[i]:
+			ps[i] = plan.Expr{Op: plan.OpConst, IsNull: true, Type: c.Type}
+		case project == nil:
+			ps[i] = plan.ColRef(i, c.Type)
+		default:
+			ps[i] = project[i]
+		}
+	}
+	return ps
+}
+
+// neededColumns computes, from root down, which columns of each relation
+// an operator above reads: all of root's (the sink's), and below each
+// node what it computes its used columns from, its keys and its filter.
+// A TopN and an OVER aggregate read all their input's (they tell rows
+// apart by all their values).
+func neededColumns(root *rel) map[*rel][]bool {
+	need := map[*rel][]bool{}
+	var walk func(r *rel, used []bool)
+	walk = func(r *rel, used []bool) {
+		if prev, ok := need[r]; ok {
+			grew := false
+			for i, u := range used {
+				if u && !prev[i] {
+					prev[i], grew = true, true
+				}
+			}
+			if !grew {
+				return
+			}
+			used = prev
+		} else {
+			used = slices.Clone(used)
+			need[r] = used
+		}
+		all := func(in *rel) []bool {
+			a := make([]bool, len(in.cols))
+			for i := range a {
+				a[i] = true
+			}
+			return a
+		}
+		switch n := r.n.(type) {
+		case *calcNode:
+			in := make([]bool, len(n.in.cols))
+			if n.filter != nil {
+				markCols(in, *n.filter)
+			}
+			for i, p := range n.project {
+				if i < len(used) && used[i] {
+					markCols(in, p)
+				}
+			}
+			if n.project == nil {
+				copy(in, used)
+			}
+			walk(n.in, in)
+		case *aggNode:
+			walk(n.in, aggInputs(len(n.in.cols), n.groups, n.aggs))
+		case *groupAggNode:
+			walk(n.in, aggInputs(len(n.in.cols), n.groups, n.aggs))
+		case *joinNode:
+			nl := len(n.left.cols)
+			both := make([]bool, nl+len(n.right.cols))
+			copy(both, used)
+			for _, k := range n.lkeys {
+				both[k] = true
+			}
+			for _, k := range n.rkeys {
+				both[nl+k] = true
+			}
+			if n.filter != nil {
+				markCols(both, *n.filter)
+			}
+			walk(n.left, both[:nl])
+			walk(n.right, both[nl:])
+		case *unionNode:
+			for _, in := range n.inputs {
+				walk(in, used)
+			}
+		case *rankNode:
+			walk(n.in, all(n.in))
+		case *overNode:
+			walk(n.in, all(n.in))
+		}
+	}
+	all := make([]bool, len(root.cols))
+	for i := range all {
+		all[i] = true
+	}
+	walk(root, all)
+	return need
+}
+
+// aggInputs are the input columns an aggregate reads: its groups, its
+// calls' arguments and FILTERs.
+func aggInputs(n int, groups []int, aggs []plan.AggCall) []bool {
+	in := make([]bool, n)
+	for _, g := range groups {
+		in[g] = true
+	}
+	for _, a := range aggs {
+		if a.Arg >= 0 {
+			in[a.Arg] = true
+		}
+		if a.Filter >= 0 {
+			in[a.Filter] = true
+		}
+	}
+	return in
+}
+
 // markCols marks the columns e reads.
 func markCols(used []bool, e plan.Expr) {
 	if e.Op == plan.OpCol && e.Fn != "agg" && e.Col < len(used) {
@@ -328,8 +458,9 @@ func substitute(e plan.Expr, exprs []plan.Expr) plan.Expr {
 // calc builds the calc that reads a source's records: it decodes them
 // into rows, filters and projects (projection and filter push-down: the
 // rows a query does not want are dropped where they are read).
-func (b *builder) calc(scan *rel, filter *plan.Expr, project []plan.Expr, out plan.Schema) (*stage, error) {
+func (b *builder) calc(r, scan *rel, filter *plan.Expr, project []plan.Expr, out plan.Schema) (*stage, error) {
 	src := scan.n.(*scanNode).src
+	project = pruneColumns(project, out, b.needed[r])
 	if identity(project, src.cols, out) {
 		project = nil
 	}
