@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/weirproject/weir/internal/window"
 	"github.com/weirproject/weir/sdk"
@@ -50,7 +51,7 @@ func (j *HashJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) erro
 	if input != leftInput && input != rightInput {
 		return fmt.Errorf("hash-join: record from input %d; a join reads input 0 (left) and 1 (right)", input)
 	}
-	for k, b := range j.sides[1-input].All() {
+	for k, b := range entries(j.sides[1-input]) {
 		ts, v, n, err := parseHashJoinEntry(k, b)
 		if err != nil {
 			return fmt.Errorf("hash-join: state of key %q: %w", r.Key, err)
@@ -80,6 +81,21 @@ func (j *HashJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) erro
 	j.buf = binary.AppendUvarint(j.buf, n+1)
 	side.Put(j.buf[:key], j.buf[key:])
 	return nil
+}
+
+// ascender is a map state that iterates from a user key on, lending its
+// slices instead of copying them (both backends are).
+type ascender interface {
+	Ascend(from []byte) iter.Seq2[[]byte, []byte]
+}
+
+// entries iterates m's entries in order, as All does, without copies
+// where m lends them: the join only reads a record while it pairs it.
+func entries(m sdk.MapState) iter.Seq2[[]byte, []byte] {
+	if a, ok := m.(ascender); ok {
+		return a.Ascend(nil)
+	}
+	return m.All()
 }
 
 // parseHashJoinEntry reads one record of a side: its timestamp, its value

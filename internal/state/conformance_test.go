@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"sort"
@@ -425,4 +426,59 @@ func TestPebbleIncrementalReferencesConfirmedFiles(t *testing.T) {
 	if _, ok := r.ValueState("sum").Value(); !ok {
 		t.Fatal("k4-19999 lost")
 	}
+}
+
+// Ascend and Descend iterate a key's map entries from a user key on, in
+// order or backwards, on every backend alike, seeing neither another
+// key's entries nor writes made during the loop.
+func TestConformanceMapSeek(t *testing.T) {
+	type seeker interface {
+		Ascend(from []byte) iter.Seq2[[]byte, []byte]
+		Descend(below []byte) iter.Seq2[[]byte, []byte]
+	}
+	forEachBackend(t, func(t *testing.T, k backendKind) {
+		b := newBackend(t, k, t.TempDir(), 1, 0)
+		m := b.MapState("m")
+		b.SetCurrentKey([]byte("other"))
+		m.Put([]byte("b"), []byte("x"))
+		b.SetCurrentKey([]byte("k"))
+		for _, uk := range []string{"d", "b", "f", "bb"} {
+			m.Put([]byte(uk), []byte(uk+"!"))
+		}
+		s, ok := m.(seeker)
+		if !ok {
+			t.Fatalf("%T has no Ascend and Descend", m)
+		}
+		list := func(seq iter.Seq2[[]byte, []byte]) string {
+			var parts []string
+			for k, v := range seq {
+				parts = append(parts, string(k)+"="+string(v))
+				m.Put([]byte("c"), []byte("new")) // not seen by this loop
+			}
+			m.Remove([]byte("c"))
+			return strings.Join(parts, " ")
+		}
+		for _, c := range []struct {
+			from      string
+			backwards bool
+			want      string
+		}{
+			{"", false, "b=b! bb=bb! d=d! f=f!"},
+			{"bb", false, "bb=bb! d=d! f=f!"},
+			{"c", false, "d=d! f=f!"},
+			{"g", false, ""},
+			{"d", true, "bb=bb! b=b!"},
+			{"e", true, "d=d! bb=bb! b=b!"},
+			{"b", true, ""},
+			{"z", true, "f=f! d=d! bb=bb! b=b!"},
+		} {
+			seq := s.Ascend([]byte(c.from))
+			if c.backwards {
+				seq = s.Descend([]byte(c.from))
+			}
+			if got := list(seq); got != c.want {
+				t.Errorf("from %q (backwards %v): %q, want %q", c.from, c.backwards, got, c.want)
+			}
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -286,7 +287,23 @@ func (s *mapState) Clear()        { delete(s.m, s.h.currentKey) }
 
 // All iterates in the order of the user keys, so both backends iterate in
 // the same order: the keys sorted once, then kept in order.
-func (s *mapState) All() iter.Seq2[[]byte, []byte] {
+func (s *mapState) All() iter.Seq2[[]byte, []byte] { return s.iterate(nil, false, true) }
+
+// Ascend iterates the entries from user key from on, in order; Descend
+// those before below, backwards. Their slices are the state's, to read
+// and keep but not to change (entries are never written in place), which
+// spares an ordered scan of a long map copies and a pass from its start.
+func (s *mapState) Ascend(from []byte) iter.Seq2[[]byte, []byte] {
+	return s.iterate(from, false, false)
+}
+
+func (s *mapState) Descend(below []byte) iter.Seq2[[]byte, []byte] {
+	return s.iterate(below, true, false)
+}
+
+// iterate yields the current key's entries from key from on (backwards:
+// those before it), copies of them when copies is set.
+func (s *mapState) iterate(from []byte, backwards, copies bool) iter.Seq2[[]byte, []byte] {
 	c := s.m[s.h.currentKey]
 	return func(yield func([]byte, []byte) bool) {
 		if c == nil || len(c.m) == 0 {
@@ -305,8 +322,22 @@ func (s *mapState) All() iter.Seq2[[]byte, []byte] {
 				c.copied = false
 			}
 		}()
-		for _, k := range keys {
-			if !yield([]byte(k), bytes.Clone(um[k])) {
+		i, _ := slices.BinarySearch(keys, string(from))
+		if backwards {
+			for i--; i >= 0; i-- {
+				k := keys[i]
+				if !yield(unsafe.Slice(unsafe.StringData(k), len(k)), um[k]) {
+					return
+				}
+			}
+			return
+		}
+		for _, k := range keys[i:] {
+			kb, v := unsafe.Slice(unsafe.StringData(k), len(k)), um[k]
+			if copies {
+				kb, v = []byte(k), bytes.Clone(v)
+			}
+			if !yield(kb, v) {
 				return
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"iter"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -98,6 +99,36 @@ func (m *pebbleMap) All() iter.Seq2[[]byte, []byte] {
 		it := m.p.iter(bounds)
 		defer m.p.closeIter(it)
 		for valid := it.First(); valid; valid = it.Next() {
+			if !yield(bytes.Clone(it.Key()[n:]), bytes.Clone(it.Value())) {
+				return
+			}
+		}
+	}
+}
+
+// Ascend iterates the entries from user key from on, in order; Descend
+// those before below, backwards (the heap's, with copies: a Pebble
+// iterator's slices live until it moves).
+func (m *pebbleMap) Ascend(from []byte) iter.Seq2[[]byte, []byte] {
+	return m.seek(from, false)
+}
+
+func (m *pebbleMap) Descend(below []byte) iter.Seq2[[]byte, []byte] {
+	return m.seek(below, true)
+}
+
+func (m *pebbleMap) seek(from []byte, backwards bool) iter.Seq2[[]byte, []byte] {
+	bounds := m.bounds()
+	n := len(bounds.LowerBound)
+	start := append(slices.Clone(bounds.LowerBound), from...)
+	return func(yield func([]byte, []byte) bool) {
+		it := m.p.iter(bounds)
+		defer m.p.closeIter(it)
+		valid, next := it.SeekGE(start), it.Next
+		if backwards {
+			valid, next = it.SeekLT(start), it.Prev
+		}
+		for ; valid; valid = next() {
 			if !yield(bytes.Clone(it.Key()[n:]), bytes.Clone(it.Value())) {
 				return
 			}

@@ -529,7 +529,8 @@ func n2Query(e *Env, b *Bench, prog, q string, events int64, samples int, sqlS, 
 	}
 	sqlMed := n2Median(sqlS.perCore)
 	belowGo := twin && len(goS.perCore) > 0 && sqlMed < n2GoalGo*n2Median(goS.perCore)
-	if belowGo || sqlMed < n2GoalFlink*n2Flink(q) {
+	_, noPeers := n2NoPeers[q]
+	if belowGo || noPeers || sqlMed < n2GoalFlink*n2Flink(q) {
 		n2Profile(e, b, sides["sql"], q, "sql", sqlWall, func(c *harness.Cluster) (string, error) {
 			resp, err := c.Client.SubmitJob(e.Ctx, &weirv1.SubmitJobRequest{Job: g})
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/weirproject/weir/internal/sql/plan"
 	"github.com/weirproject/weir/internal/sql/row"
@@ -55,6 +56,7 @@ type OverAggregate struct {
 	// win is the rows around the change, in order, gathered from ring
 	// (those before it) and after; dec their decoded rows.
 	ring  overRing
+	rev   [][]byte
 	after [][]byte
 	win   [][]byte
 	dec   []row.Row
@@ -187,52 +189,12 @@ func (o *OverAggregate) ProcessRecord(rec sdk.Record, out sdk.Collector) error {
 func (o *OverAggregate) change(adds bool, v []byte, ts int64, out sdk.Collector) error {
 	// The rows whose frames the change enters or leaves are those at
 	// p−hi … p−lo, and their frames reach p−hi+lo … p−lo+hi; the changed
-	// row's own reaches p+lo … p+hi. One pass over the partition in order
-	// gathers the last nb rows before the change (in a ring) and the
-	// first na after, copies counted out.
+	// row's own reaches p+lo … p+hi: so many rows each side are enough.
 	nb := max(0, o.hi, -o.lo, o.hi-o.lo)
-	na := nb
-	o.ring.reset(nb)
-	o.after = o.after[:0]
-	var copies uint64
-	var stored []byte
-	for k, val := range o.rows.All() {
-		n, body, err := parseOverEntry(val)
-		if err != nil {
-			return err
-		}
-		c := bytes.Compare(k, o.key)
-		if c < 0 {
-			for range min(n, uint64(nb)) {
-				o.ring.push(body)
-			}
-			continue
-		}
-		if c == 0 {
-			copies, stored = n, body
-			continue
-		}
-		for ; n > 0 && len(o.after) < na; n-- {
-			o.after = append(o.after, body)
-		}
-		if len(o.after) >= na {
-			break
-		}
+	at, copies, err := o.gather(adds, v, nb, nb)
+	if err != nil || at < 0 {
+		return err
 	}
-	if !adds && copies == 0 {
-		return nil // a retraction of a row never stored
-	}
-	// The other copies of the changed row come before it.
-	others := copies
-	if !adds {
-		others--
-	}
-	for range min(others, uint64(nb)) {
-		o.ring.push(stored)
-	}
-	o.win = append(o.ring.appendTo(o.win[:0]), v)
-	at := len(o.win) - 1
-	o.win = append(o.win, o.after...)
 	if err := o.decodeWindow(); err != nil {
 		return err
 	}
@@ -246,7 +208,6 @@ func (o *OverAggregate) change(adds bool, v []byte, ts int64, out sdk.Collector)
 		}
 	}
 	// The changed row: +I with its new result, or -D with its old one.
-	var err error
 	if adds {
 		if o.newRes, err = o.frame(o.newRes[:0], o.newSeq, at); err != nil {
 			return err
@@ -301,6 +262,122 @@ func (o *OverAggregate) change(adds bool, v []byte, ts int64, out sdk.Collector)
 		}
 	}
 	return o.touch()
+}
+
+// orderedMap is a map state that iterates from a user key on, either
+// way (both backends' are).
+type orderedMap interface {
+	Ascend(from []byte) iter.Seq2[[]byte, []byte]
+	Descend(below []byte) iter.Seq2[[]byte, []byte]
+}
+
+// gather fills o.win with the partition's rows around the change: up to
+// nb before it, the changed row (v, added or one copy taken back), up to
+// na after, copies counted out; at is the changed row's index, -1 when
+// it is a retraction of a row not stored. copies is how many copies of
+// the row the partition held.
+func (o *OverAggregate) gather(adds bool, v []byte, nb, na int) (at int, copies uint64, err error) {
+	var stored []byte
+	if b, ok := o.rows.Get(o.key); ok {
+		if copies, stored, err = parseOverEntry(b); err != nil {
+			return -1, 0, err
+		}
+	}
+	if !adds && copies == 0 {
+		return -1, 0, nil
+	}
+	// The other copies of the changed row come right before it.
+	others := copies
+	if !adds {
+		others--
+	}
+	seek, ok := o.rows.(orderedMap)
+	if !ok {
+		return o.gatherAll(v, others, stored, nb, na), copies, nil
+	}
+	// Seeking from the changed row's key both ways: the rows before it
+	// closest first, the rows after in order.
+	o.rev = o.rev[:0]
+	for range min(others, uint64(nb)) {
+		o.rev = append(o.rev, stored)
+	}
+	if len(o.rev) < nb {
+		for _, val := range seek.Descend(o.key) {
+			n, body, err := parseOverEntry(val)
+			if err != nil {
+				return -1, 0, err
+			}
+			for ; n > 0 && len(o.rev) < nb; n-- {
+				o.rev = append(o.rev, body)
+			}
+			if len(o.rev) >= nb {
+				break
+			}
+		}
+	}
+	o.after = o.after[:0]
+	if na > 0 {
+		for k, val := range seek.Ascend(o.key) {
+			if bytes.Equal(k, o.key) {
+				continue
+			}
+			n, body, err := parseOverEntry(val)
+			if err != nil {
+				return -1, 0, err
+			}
+			for ; n > 0 && len(o.after) < na; n-- {
+				o.after = append(o.after, body)
+			}
+			if len(o.after) >= na {
+				break
+			}
+		}
+	}
+	o.win = o.win[:0]
+	for i := len(o.rev) - 1; i >= 0; i-- {
+		o.win = append(o.win, o.rev[i])
+	}
+	at = len(o.win)
+	o.win = append(o.win, v)
+	o.win = append(o.win, o.after...)
+	return at, copies, nil
+}
+
+// gatherAll is gather over a map state that only iterates from its
+// start: one pass in order, keeping the last nb rows before the change
+// in a ring.
+func (o *OverAggregate) gatherAll(v []byte, others uint64, stored []byte, nb, na int) int {
+	o.ring.reset(nb)
+	o.after = o.after[:0]
+	for k, val := range o.rows.All() {
+		n, body, err := parseOverEntry(val)
+		if err != nil {
+			continue // the pass that writes the state reports it
+		}
+		c := bytes.Compare(k, o.key)
+		if c < 0 {
+			for range min(n, uint64(nb)) {
+				o.ring.push(body)
+			}
+			continue
+		}
+		if c == 0 {
+			continue
+		}
+		for ; n > 0 && len(o.after) < na; n-- {
+			o.after = append(o.after, body)
+		}
+		if len(o.after) >= na {
+			break
+		}
+	}
+	for range min(others, uint64(nb)) {
+		o.ring.push(stored)
+	}
+	o.win = append(o.ring.appendTo(o.win[:0]), v)
+	at := len(o.win) - 1
+	o.win = append(o.win, o.after...)
+	return at
 }
 
 // decodeWindow decodes the gathered rows.
