@@ -219,7 +219,8 @@ func (o *OverAggregate) change(adds bool, v []byte, ts int64, out sdk.Collector)
 		}
 		o.emit(out, row.Delete, o.dec[at], o.oldRes, ts)
 	}
-	// The others whose result changed, in order.
+	// The others whose result changed, in order: only a row whose frame
+	// reaches the change's place, at an offset in −hi … −lo, can change.
 	oi, ni := 0, 0
 	for i := range o.win {
 		if i == at {
@@ -228,6 +229,11 @@ func (o *OverAggregate) change(adds bool, v []byte, ts int64, out sdk.Collector)
 			} else {
 				oi++
 			}
+			continue
+		}
+		if d := i - at; d < -o.hi || d > -o.lo {
+			oi++
+			ni++
 			continue
 		}
 		if o.oldRes, err = o.frame(o.oldRes[:0], o.oldSeq, oi); err != nil {
