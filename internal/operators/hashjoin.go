@@ -83,8 +83,8 @@ func (j *HashJoin) ProcessInput(input int, r sdk.Record, out sdk.Collector) erro
 	return nil
 }
 
-// ascender is a map state that iterates from a user key on, lending its
-// slices instead of copying them (both backends are).
+// ascender is a map state that iterates from a user key on (both
+// backends are), the heap's lending its slices instead of copying them.
 type ascender interface {
 	Ascend(from []byte) iter.Seq2[[]byte, []byte]
 }

@@ -304,8 +304,11 @@ func (s *mapState) Descend(below []byte) iter.Seq2[[]byte, []byte] {
 // iterate yields the current key's entries from key from on (backwards:
 // those before it), copies of them when copies is set.
 func (s *mapState) iterate(from []byte, backwards, copies bool) iter.Seq2[[]byte, []byte] {
-	c := s.m[s.h.currentKey]
+	// The key is the one current now, its entries those there when the
+	// loop begins (as Pebble's iterator reads them).
+	key, from := s.h.currentKey, bytes.Clone(from)
 	return func(yield func([]byte, []byte) bool) {
+		c := s.m[key]
 		if c == nil || len(c.m) == 0 {
 			return
 		}
@@ -326,14 +329,14 @@ func (s *mapState) iterate(from []byte, backwards, copies bool) iter.Seq2[[]byte
 		if backwards {
 			for i--; i >= 0; i-- {
 				k := keys[i]
-				if !yield(unsafe.Slice(unsafe.StringData(k), len(k)), um[k]) {
+				if !yield(lend(k), um[k]) {
 					return
 				}
 			}
 			return
 		}
 		for _, k := range keys[i:] {
-			kb, v := unsafe.Slice(unsafe.StringData(k), len(k)), um[k]
+			kb, v := lend(k), um[k]
 			if copies {
 				kb, v = []byte(k), bytes.Clone(v)
 			}
@@ -342,6 +345,14 @@ func (s *mapState) iterate(from []byte, backwards, copies bool) iter.Seq2[[]byte
 			}
 		}
 	}
+}
+
+// lend is k's bytes, not copied: strings do not change.
+func lend(k string) []byte {
+	if k == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(k), len(k))
 }
 
 type listState struct {

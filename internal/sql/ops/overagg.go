@@ -299,7 +299,8 @@ func (o *OverAggregate) gather(adds bool, v []byte, nb, na int) (at int, copies 
 	}
 	seek, ok := o.rows.(orderedMap)
 	if !ok {
-		return o.gatherAll(v, others, stored, nb, na), copies, nil
+		at, err := o.gatherAll(v, others, stored, nb, na)
+		return at, copies, err
 	}
 	// Seeking from the changed row's key both ways: the rows before it
 	// closest first, the rows after in order.
@@ -352,13 +353,13 @@ func (o *OverAggregate) gather(adds bool, v []byte, nb, na int) (at int, copies 
 // gatherAll is gather over a map state that only iterates from its
 // start: one pass in order, keeping the last nb rows before the change
 // in a ring.
-func (o *OverAggregate) gatherAll(v []byte, others uint64, stored []byte, nb, na int) int {
+func (o *OverAggregate) gatherAll(v []byte, others uint64, stored []byte, nb, na int) (int, error) {
 	o.ring.reset(nb)
 	o.after = o.after[:0]
 	for k, val := range o.rows.All() {
 		n, body, err := parseOverEntry(val)
 		if err != nil {
-			continue // the pass that writes the state reports it
+			return -1, err
 		}
 		c := bytes.Compare(k, o.key)
 		if c < 0 {
@@ -383,7 +384,7 @@ func (o *OverAggregate) gatherAll(v []byte, others uint64, stored []byte, nb, na
 	o.win = append(o.ring.appendTo(o.win[:0]), v)
 	at := len(o.win) - 1
 	o.win = append(o.win, o.after...)
-	return at
+	return at, nil
 }
 
 // decodeWindow decodes the gathered rows.

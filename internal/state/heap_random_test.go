@@ -42,20 +42,20 @@ func (m reviewModel) String() string {
 	return b.String()
 }
 
-// TestReviewHeapMapRandomized drives the heap map state with random Puts,
+// TestHeapMapRandomized drives the heap map state with random Puts,
 // Removes, Clears, nested and abandoned iterations (All, Ascend, Descend)
 // with writes inside them, and snapshots written out on another goroutine
 // while the changes go on; every iteration must see the entries as they
 // were when it began, lent slices must never change, and every snapshot
 // must hold exactly the state at the time it was taken. Run with -race.
-func TestReviewHeapMapRandomized(t *testing.T) {
+func TestHeapMapRandomized(t *testing.T) {
 	for seed := range uint64(40) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { reviewHeapRun(t, seed) })
 	}
 }
 
 type reviewLent struct {
-	k, v       []byte
+	k, v         []byte
 	wantK, wantV string
 }
 
@@ -234,10 +234,10 @@ func reviewHeapRun(t *testing.T, seed uint64) {
 	}
 }
 
-// TestReviewHeapRestoreSnapshotWrite: a heap restored, snapshotted, then
+// TestHeapRestoreSnapshotWrite: a heap restored, snapshotted, then
 // changed while the snapshot is written on another goroutine (run with
 // -race), and changed again during an iteration.
-func TestReviewHeapRestoreSnapshotWrite(t *testing.T) {
+func TestHeapRestoreSnapshotWrite(t *testing.T) {
 	const maxP = 16
 	dir := t.TempDir()
 	h := NewHeap(maxP, keygroup.RangeFor(maxP, 1, 0))
