@@ -167,7 +167,7 @@ The JobManager's address comes from --jobmanager, else from the
 		root.PersistentFlags().StringVar(files[i], f.flag, "", f.usage+"; $"+f.env)
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
-	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand(), a.certsCommand(), a.sqlCommand())
+	root.AddCommand(a.jobCommand(), a.checkpointCommand(), a.savepointCommand(), a.taskManagerCommand(), a.certsCommand(), a.sqlCommand(), a.stateCommand())
 	a.markStart(root)
 	return root
 }

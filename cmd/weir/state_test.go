@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weirproject/weir/internal/keygroup"
+	"github.com/weirproject/weir/internal/state"
+	"github.com/weirproject/weir/internal/storage"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// writeSavepoint writes a savepoint of two vertices into a new directory:
+// "counts" (Pebble, 2 subtasks: a value state per key, a map state on
+// some keys) and "source" (heap: an operator list only).
+func writeSavepoint(t *testing.T) string {
+	t.Helper()
+	const maxP = 8
+	dir := filepath.Join(t.TempDir(), "savepoint-job-7")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	md := &weirv1.CheckpointMetadata{Version: 1, JobId: "job", CheckpointId: 7, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT, MaxParallelism: maxP}
+	write := func(vertex string, kind weirv1.StateBackendConfig_Backend, p int, fill func(b state.Backend, owns func(string) bool)) {
+		for i := range p {
+			kgs := keygroup.RangeFor(maxP, p, i)
+			b, err := state.New(state.Config{Kind: kind, MaxParallelism: maxP, KeyGroups: kgs, LocalDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			fill(b, func(k string) bool { return kgs.Contains(keygroup.Of([]byte(k), maxP)) })
+			s, err := b.TakeSnapshot(state.SnapshotOptions{CheckpointID: 7, Canonical: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Write(dir, vertex, i, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			md.Subtasks = append(md.Subtasks, st)
+		}
+	}
+	write("counts", weirv1.StateBackendConfig_BACKEND_PEBBLE, 2, func(b state.Backend, owns func(string) bool) {
+		for _, k := range []string{"alice", "bob", "carol", "dave"} {
+			if !owns(k) {
+				continue
+			}
+			b.SetCurrentKey([]byte(k))
+			b.ValueState("count").Update([]byte(k + "-count"))
+			if k == "bob" || k == "carol" {
+				b.MapState("seen").Put([]byte("x"), []byte{0xff, 0x00})
+			}
+		}
+	})
+	write("source", weirv1.StateBackendConfig_BACKEND_HEAP, 1, func(b state.Backend, _ func(string) bool) {
+		b.ListState("position", false).Add([]byte("p1"))
+	})
+	if _, err := storage.WriteMetadata(dir, md); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// `weir state ls`, `dump` and `get` read a savepoint offline.
+func TestStateCommands(t *testing.T) {
+	dir := writeSavepoint(t)
+
+	r := runCLI(t, nil, "", "state", "ls", dir)
+	if r.code != 0 {
+		t.Fatalf("ls: %d %s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"savepoint 7 of job job, max parallelism 8",
+		"counts  2", "count   value  4     4",
+		"seen    map    2     2",
+		"source  1", "position  list",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("ls does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runCLI(t, nil, "", "state", "ls", dir, "-o", "json")
+	var ls stateListing
+	if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil || len(ls.Vertices) != 2 || ls.Vertices[0].KeyGroups != [2]int32{0, 7} {
+		t.Fatalf("ls -o json: %v %+v\n%s", err, ls, r.stdout)
+	}
+
+	r = runCLI(t, nil, "", "state", "dump", dir)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 7 {
+		t.Fatalf("dump: %d lines, code %d %s\n%s", len(lines), r.code, r.stderr, r.stdout)
+	}
+	var e dumpEntry
+	for _, l := range lines {
+		if strings.Contains(l, `"seen"`) {
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if v, _ := base64.StdEncoding.DecodeString(e.ValueB64); e.Kind != "map" || e.UserKey != "x" || e.Value != "" || string(v) != "\xff\x00" || e.KeyGroup == nil {
+		t.Errorf("a map entry with a binary value: %+v", e)
+	}
+
+	r = runCLI(t, nil, "", "state", "get", dir, "--vertex", "counts", "--state", "count", "--key", "carol")
+	if r.code != 0 || !strings.Contains(r.stdout, `"value":"carol-count"`) || strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("get carol: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, "", "state", "get", dir, "--vertex", "counts", "--state", "seen", "--key-base64", base64.StdEncoding.EncodeToString([]byte("bob")), "--format", "csv")
+	if r.code != 0 || !strings.Contains(r.stdout, "counts,") || !strings.Contains(r.stdout, ",seen,map,") {
+		t.Errorf("get bob as CSV: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
+	// Bad input: a clear error, on stderr, and a failing exit code.
+	truncated := filepath.Join(t.TempDir(), "_metadata")
+	b, err := os.ReadFile(filepath.Join(dir, "_metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(truncated, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"state", "ls", t.TempDir()}, "holds no checkpoint or savepoint"},
+		{[]string{"state", "ls", truncated}, "is not a readable checkpoint or savepoint"},
+		{[]string{"state", "dump", dir, "--vertex", "nope"}, `has no vertex "nope": it has counts, source`},
+		{[]string{"state", "dump", dir, "--vertex", "counts", "--state", "cnt"}, `has no state "cnt" in vertex "counts": it has count, seen`},
+		{[]string{"state", "get", dir, "--vertex", "counts", "--state", "count", "--key", "zed"}, `key "zed" has no entries`},
+		{[]string{"state", "get", dir, "--state", "count", "--key", "zed"}, "get needs --vertex and --state"},
+		{[]string{"state", "dump", dir, "--format", "xml"}, "want jsonl or csv"},
+	} {
+		r := runCLI(t, nil, "", c.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: code %d, stderr %q, want %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
