@@ -27,7 +27,7 @@ import (
 
 func (a *app) stateCommand() *cobra.Command {
 	cmd := group("state", "Read a checkpoint's or a savepoint's state offline")
-	cmd.AddCommand(a.stateLsCommand(), a.stateDumpCommand(), a.stateGetCommand())
+	cmd.AddCommand(a.stateLsCommand(), a.stateDumpCommand(), a.stateGetCommand(), a.stateSetCommand(), a.stateDeleteCommand(), a.stateBootstrapCommand())
 	return cmd
 }
 
