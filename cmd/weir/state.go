@@ -16,6 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/s3blob"
+	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -46,7 +49,7 @@ their bytes (keys, user keys and values).`,
 			if err != nil {
 				return err
 			}
-			cp, err := openCheckpoint(args[0])
+			cp, err := a.openCheckpoint(args[0])
 			if err != nil {
 				return err
 			}
@@ -143,7 +146,10 @@ type checkpoint struct {
 	subtasks map[string][]*weirv1.SubtaskState
 }
 
-func openCheckpoint(path string) (*checkpoint, error) {
+func (a *app) openCheckpoint(path string) (*checkpoint, error) {
+	if err := a.configureS3(path); err != nil {
+		return nil, err
+	}
 	md, err := storage.ReadMetadata(path)
 	if err != nil {
 		if errors.Is(err, storage.ErrCorruptMetadata) {
@@ -166,15 +172,48 @@ func openCheckpoint(path string) (*checkpoint, error) {
 	return cp, nil
 }
 
+// configureS3 makes s3:// locations readable, reaching S3 as the AWS
+// environment variables say (as the daemons do without --s3-* flags):
+// AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN.
+func (a *app) configureS3(path string) error {
+	if blob.Scheme(path) != "s3" {
+		return nil
+	}
+	env := func(keys ...string) string {
+		for _, k := range keys {
+			if v, ok := a.lookupEnv(k); ok && v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	cfg := blob.S3Config{
+		Endpoint: env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"), Region: env("AWS_REGION", "AWS_DEFAULT_REGION"),
+		AccessKey: env("AWS_ACCESS_KEY_ID"), SecretKey: env("AWS_SECRET_ACCESS_KEY"), SessionToken: env("AWS_SESSION_TOKEN"),
+		PathStyle: "auto",
+	}
+	s3, err := s3blob.New(cfg)
+	if err != nil {
+		return fmt.Errorf("reach S3 for %s: %w", path, err)
+	}
+	blob.Default.S3, blob.Default.S3Config = s3, &cfg
+	return nil
+}
+
 // entries calls fn for every keyed entry and list item of vertex v's
-// subtasks.
-func (cp *checkpoint) entries(v string, fn func(st *weirv1.SubtaskState, e dumpEntry) error) error {
+// subtasks; with kg >= 0, only for the keyed entries of the subtask that
+// owns key group kg (a key's: the others' state is not read).
+func (cp *checkpoint) entries(v string, kg int, fn func(st *weirv1.SubtaskState, e dumpEntry) error) error {
 	tmp, err := os.MkdirTemp("", "weir-state-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	for _, st := range cp.subtasks[v] {
+		if r := st.GetKeyGroups(); kg >= 0 && (kg < int(r.GetStart()) || kg > int(r.GetEnd())) {
+			continue
+		}
 		err := state.ReadEntries(st, int(cp.md.GetMaxParallelism()), tmp, func(e state.Entry) error {
 			kind := "value"
 			if e.Map {
@@ -184,6 +223,9 @@ func (cp *checkpoint) entries(v string, fn func(st *weirv1.SubtaskState, e dumpE
 		})
 		if err != nil {
 			return fmt.Errorf("vertex %s subtask %d: %w", v, st.GetSubtaskIndex(), err)
+		}
+		if kg >= 0 {
+			continue
 		}
 		lists, err := state.ReadOperatorLists(st)
 		if err != nil {
@@ -244,7 +286,7 @@ func (a *app) dump(path string, o dumpOptions) error {
 	if o.format != "jsonl" && o.format != "csv" {
 		return usageErrorf("--format %q: want jsonl or csv", o.format)
 	}
-	cp, err := openCheckpoint(path)
+	cp, err := a.openCheckpoint(path)
 	if err != nil {
 		return err
 	}
@@ -265,8 +307,12 @@ func (a *app) dump(path string, o dumpOptions) error {
 		}
 	}
 	found, states := 0, map[string]bool{}
+	kg := -1
+	if o.keyed {
+		kg = keygroup.Of(o.key, int(cp.md.GetMaxParallelism()))
+	}
 	for _, v := range vertices {
-		err := cp.entries(v, func(st *weirv1.SubtaskState, e dumpEntry) error {
+		err := cp.entries(v, kg, func(st *weirv1.SubtaskState, e dumpEntry) error {
 			states[e.State] = true
 			if o.state != "" && e.State != o.state || o.keyed && (!e.keyed || !bytes.Equal(e.key, o.key)) {
 				return nil
@@ -289,7 +335,7 @@ func (a *app) dump(path string, o dumpOptions) error {
 			return err
 		}
 	}
-	if o.state != "" && !states[o.state] {
+	if o.state != "" && !states[o.state] && !o.keyed {
 		names := slices.Sorted(func(yield func(string) bool) {
 			for s := range states {
 				if !yield(s) {
@@ -364,7 +410,7 @@ func (cp *checkpoint) list() (*stateListing, error) {
 		}
 		sizes := map[[2]string]*stateSizes{}
 		keys := map[[2]string]map[string]bool{}
-		err := cp.entries(v, func(_ *weirv1.SubtaskState, e dumpEntry) error {
+		err := cp.entries(v, -1, func(_ *weirv1.SubtaskState, e dumpEntry) error {
 			id := [2]string{e.State, e.Kind}
 			s := sizes[id]
 			if s == nil {

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirproject/weir/internal/blob"
+	"github.com/weirproject/weir/internal/blob/blobtest"
+	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
@@ -19,11 +22,18 @@ import (
 // some keys) and "source" (heap: an operator list only).
 func writeSavepoint(t *testing.T) string {
 	t.Helper()
-	const maxP = 8
 	dir := filepath.Join(t.TempDir(), "savepoint-job-7")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return writeSavepointAt(t, dir)
+}
+
+// writeSavepointAt writes writeSavepoint's savepoint into dir, a local
+// directory or an s3:// location.
+func writeSavepointAt(t *testing.T, dir string) string {
+	t.Helper()
+	const maxP = 8
 	md := &weirv1.CheckpointMetadata{Version: 1, JobId: "job", CheckpointId: 7, Type: weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT, MaxParallelism: maxP}
 	write := func(vertex string, kind weirv1.StateBackendConfig_Backend, p int, fill func(b state.Backend, owns func(string) bool)) {
 		for i := range p {
@@ -229,5 +239,38 @@ func TestStateWrites(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: code %d, stderr %q, want %q", c.args[:2], r.code, r.stderr, c.want)
 		}
+	}
+}
+
+// The reading commands read a savepoint on S3, reached as the AWS
+// environment variables say; the writing ones write to local disk only.
+func TestStateOnS3(t *testing.T) {
+	srv := blobtest.Fake(t)
+	srv.MakeBucket(t, "ckpt")
+	s3, err := s3blob.New(srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob.Default.S3 = s3
+	t.Cleanup(func() { blob.Default.S3, blob.Default.S3Config = nil, nil })
+	dir := writeSavepointAt(t, "s3://ckpt/savepoints/savepoint-job-7")
+	blob.Default.S3 = nil // the CLI configures its own
+
+	env := map[string]string{"AWS_ENDPOINT_URL": srv.Endpoint, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": blobtest.AccessKey, "AWS_SECRET_ACCESS_KEY": blobtest.SecretKey}
+	r := runCLI(t, env, "", "state", "get", dir, "--vertex", "counts", "--state", "count", "--key", "dave")
+	if r.code != 0 || !strings.Contains(r.stdout, `"value":"dave-count"`) {
+		t.Fatalf("get on S3: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	out := filepath.Join(t.TempDir(), "local")
+	if r := runCLI(t, env, "", "state", "set", dir, "--out", out, "--vertex", "counts", "--state", "count", "--key", "dave", "--value", "5"); r.code != 0 {
+		t.Fatalf("set from S3 to local: %s", r.stderr)
+	}
+	if r := runCLI(t, env, "", "state", "get", out, "--vertex", "counts", "--state", "count", "--key", "dave"); !strings.Contains(r.stdout, `"value":"5"`) {
+		t.Errorf("the local copy: %s %s", r.stdout, r.stderr)
+	}
+	r = runCLI(t, env, "", "state", "set", dir, "--out", "s3://ckpt/edited", "--vertex", "counts", "--state", "count", "--key", "dave", "--value", "5")
+	if r.code == 0 || !strings.Contains(r.stderr, "goes to a local directory") {
+		t.Errorf("--out on S3: %d %s", r.code, r.stderr)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/storage"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -74,7 +75,7 @@ state.`,
 			if from == "" || out == "" {
 				return usageErrorf("bootstrap needs --from and --out")
 			}
-			cp, err := openCheckpoint(args[0])
+			cp, err := a.openCheckpoint(args[0])
 			if err != nil {
 				return err
 			}
@@ -165,7 +166,7 @@ func (a *app) edit(path string, e editFlags, set bool) error {
 	if err != nil {
 		return usageErrorf("--value: %v", err)
 	}
-	cp, err := openCheckpoint(path)
+	cp, err := a.openCheckpoint(path)
 	if err != nil {
 		return err
 	}
@@ -277,7 +278,7 @@ func (cp *checkpoint) load() (*loaded, error) {
 				return nil, fmt.Errorf("%s holds records in flight (vertex %s, an unaligned checkpoint): write from a savepoint or an aligned checkpoint", cp.path, name)
 			}
 		}
-		err := cp.entries(name, func(st *weirv1.SubtaskState, e dumpEntry) error {
+		err := cp.entries(name, -1, func(st *weirv1.SubtaskState, e dumpEntry) error {
 			e.Subtask = st.GetSubtaskIndex()
 			e.fill()
 			return v.add(e)
@@ -293,6 +294,9 @@ func (cp *checkpoint) load() (*loaded, error) {
 // writeSavepoint writes l as a savepoint in dir: new or empty, and not
 // where its input is.
 func (a *app) writeSavepoint(l *loaded, dir string) error {
+	if blob.Scheme(dir) != "" {
+		return fmt.Errorf("--out %s: the new savepoint goes to a local directory (copy it to S3 after)", dir)
+	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("--out %s is not empty: the new savepoint goes to a new or empty directory", dir)
 	}
