@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/sdktest"
 	"github.com/weirproject/weir/internal/sql/plan"
 	"github.com/weirproject/weir/internal/sql/row"
@@ -142,14 +141,7 @@ func goldenWrite(t *testing.T, c goldenCase, cfg sdk.Config, dir string, before 
 	t.Helper()
 	s := newSubtask(t, c.newOp(), cfg, 0, 1, nil)
 	for _, e := range before {
-		switch {
-		case e.wm != 0:
-			s.watermark(e.wm)
-		case e.clock != 0:
-			s.clock(e.clock)
-		default:
-			s.record(e.input, e.rec)
-		}
+		deliver([]*subtask{s}, e)
 	}
 	states := checkpoint(t, []*subtask{s}, t.TempDir(), 1)
 	for _, st := range states {
@@ -190,19 +182,7 @@ func goldenResume(t *testing.T, newOp func() sdk.Operator, cfg sdk.Config, state
 		subs[j].timers.nowMs = clock0
 	}
 	for _, e := range after {
-		switch {
-		case e.wm != 0:
-			for _, s := range subs {
-				s.watermark(e.wm)
-			}
-		case e.clock != 0:
-			for _, s := range subs {
-				s.clock(e.clock)
-			}
-		default:
-			kg := keygroup.Of(e.rec.Key, sdktest.MaxParallelism)
-			subs[keygroup.OperatorIndex(kg, sdktest.MaxParallelism, len(subs))].record(e.input, e.rec)
-		}
+		deliver(subs, e)
 	}
 	var out []sdk.Record
 	for _, s := range subs {

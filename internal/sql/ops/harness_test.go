@@ -219,6 +219,24 @@ func recFrom(in int, r sdk.Record) event { return event{input: in, rec: r} }
 func wm(ts int64) event                  { return event{wm: ts} }
 func clock(ms int64) event               { return event{clock: ms} }
 
+// deliver hands e to subs: a watermark or the clock to each, a record to
+// the subtask its key's group belongs to.
+func deliver(subs []*subtask, e event) {
+	switch {
+	case e.wm != 0:
+		for _, s := range subs {
+			s.watermark(e.wm)
+		}
+	case e.clock != 0:
+		for _, s := range subs {
+			s.clock(e.clock)
+		}
+	default:
+		kg := keygroup.Of(e.rec.Key, sdktest.MaxParallelism)
+		subs[keygroup.OperatorIndex(kg, sdktest.MaxParallelism, len(subs))].record(e.input, e.rec)
+	}
+}
+
 // run drives the operator newOp makes through events at parallelism 1,
 // each record on the subtask its key's group belongs to; after event
 // restoreAfter (-1: never) it checkpoints, drops the subtasks and
@@ -230,19 +248,7 @@ func run(t testing.TB, newOp func() sdk.Operator, cfg sdk.Config, events []event
 	var out []sdk.Record
 	root := t.TempDir()
 	for i, e := range events {
-		switch {
-		case e.wm != 0:
-			for _, s := range subs {
-				s.watermark(e.wm)
-			}
-		case e.clock != 0:
-			for _, s := range subs {
-				s.clock(e.clock)
-			}
-		default:
-			kg := keygroup.Of(e.rec.Key, sdktest.MaxParallelism)
-			subs[keygroup.OperatorIndex(kg, sdktest.MaxParallelism, len(subs))].record(e.input, e.rec)
-		}
+		deliver(subs, e)
 		if i != restoreAfter {
 			continue
 		}
