@@ -342,7 +342,11 @@ func neededColumns(root *rel) map[*rel][]bool {
 				}
 			}
 			if n.project == nil {
-				copy(in, used)
+				// A filter alone passes every column on: the ones used
+				// above, and the filter's own.
+				for i := range in {
+					in[i] = in[i] || i < len(used) && used[i]
+				}
 			}
 			walk(n.in, in)
 		case *aggNode:
@@ -460,7 +464,11 @@ func substitute(e plan.Expr, exprs []plan.Expr) plan.Expr {
 // rows a query does not want are dropped where they are read).
 func (b *builder) calc(r, scan *rel, filter *plan.Expr, project []plan.Expr, out plan.Schema) (*stage, error) {
 	src := scan.n.(*scanNode).src
-	project = pruneColumns(project, out, b.needed[r])
+	if project != nil || len(out) == len(src.cols) {
+		// (Not the rows of a window table function, two columns wider
+		// than their source, read as they are.)
+		project = pruneColumns(project, out, b.needed[r])
+	}
 	if identity(project, src.cols, out) {
 		project = nil
 	}
