@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -336,13 +337,7 @@ func (a *app) dump(path string, o dumpOptions) error {
 		}
 	}
 	if o.state != "" && !states[o.state] && !o.keyed {
-		names := slices.Sorted(func(yield func(string) bool) {
-			for s := range states {
-				if !yield(s) {
-					return
-				}
-			}
-		})
+		names := slices.Sorted(maps.Keys(states))
 		return fmt.Errorf("%s has no state %q%s: it has %s", path, o.state, ofVertex(o.vertex), strings.Join(names, ", "))
 	}
 	if o.keyed && found == 0 {

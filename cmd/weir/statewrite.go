@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -339,7 +340,7 @@ func (a *app) writeSavepoint(l *loaded, dir string) error {
 			prefix := filepath.Join(abs, fmt.Sprintf("%s-%d", v.name, old.GetSubtaskIndex()))
 			if len(groups[i]) > 0 {
 				snap := &weirv1.KeyedStateSnapshot{MaxParallelism: int32(maxP)}
-				for _, kg := range slices.Sorted(mapKeys(groups[i])) {
+				for _, kg := range slices.Sorted(maps.Keys(groups[i])) {
 					snap.KeyGroups = append(snap.KeyGroups, groups[i][kg])
 				}
 				h, err := files.WriteHandle(prefix+".keyed", snap, storage.DefaultInlineThreshold)
@@ -350,7 +351,7 @@ func (a *app) writeSavepoint(l *loaded, dir string) error {
 			}
 			if ls := v.lists[old.GetSubtaskIndex()]; len(ls) > 0 {
 				ops := &weirv1.OperatorStateSnapshot{}
-				for _, name := range slices.Sorted(mapKeys(ls)) {
+				for _, name := range slices.Sorted(maps.Keys(ls)) {
 					ops.States = append(ops.States, ls[name])
 				}
 				h, err := files.WriteHandle(prefix+".operator", ops, storage.DefaultInlineThreshold)
@@ -369,14 +370,4 @@ func (a *app) writeSavepoint(l *loaded, dir string) error {
 	}
 	_, err = fmt.Fprintln(a.stdout, path)
 	return err
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
