@@ -230,22 +230,31 @@ func (v *loadedVertex) add(e dumpEntry) error {
 		}
 		return b, nil
 	}
-	value, err := b64("value_b64", e.ValueB64)
-	if err != nil {
+	var err error
+	if e.value, err = b64("value_b64", e.ValueB64); err != nil {
 		return err
 	}
-	switch e.Kind {
-	case "value", "map":
-		key, err := b64("key_b64", e.KeyB64)
-		if err != nil {
+	if e.Kind == "value" || e.Kind == "map" {
+		if e.key, err = b64("key_b64", e.KeyB64); err != nil {
 			return err
 		}
-		x := &weirv1.KeyedStateEntry{State: e.State, Key: key, Value: value}
+	}
+	if e.Kind == "map" {
+		if e.userKey, err = b64("user_key_b64", e.UserKeyB64); err != nil {
+			return err
+		}
+	}
+	return v.addRaw(e)
+}
+
+// addRaw puts an entry into v, from its bytes (e.key, e.userKey,
+// e.value), which it keeps.
+func (v *loadedVertex) addRaw(e dumpEntry) error {
+	switch e.Kind {
+	case "value", "map":
+		x := &weirv1.KeyedStateEntry{State: e.State, Key: e.key, Value: e.value}
 		if e.Kind == "map" {
-			x.Kind = weirv1.KeyedStateEntry_KIND_MAP
-			if x.UserKey, err = b64("user_key_b64", e.UserKeyB64); err != nil {
-				return err
-			}
+			x.Kind, x.UserKey = weirv1.KeyedStateEntry_KIND_MAP, e.userKey
 		}
 		v.keyed = append(v.keyed, x)
 	case "list", "union":
@@ -262,7 +271,7 @@ func (v *loadedVertex) add(e dumpEntry) error {
 			l = &weirv1.OperatorStateSnapshot_ListState{Name: e.State, Union: e.Kind == "union"}
 			ls[e.State] = l
 		}
-		l.Items = append(l.Items, value)
+		l.Items = append(l.Items, e.value)
 	default:
 		return fmt.Errorf("kind %q: want value, map, list or union", e.Kind)
 	}
@@ -280,9 +289,10 @@ func (cp *checkpoint) load() (*loaded, error) {
 			}
 		}
 		err := cp.entries(name, -1, func(st *weirv1.SubtaskState, e dumpEntry) error {
+			// The entry's bytes are the reader's until fn returns.
 			e.Subtask = st.GetSubtaskIndex()
-			e.fill()
-			return v.add(e)
+			e.key, e.userKey, e.value = bytes.Clone(e.key), bytes.Clone(e.userKey), bytes.Clone(e.value)
+			return v.addRaw(e)
 		})
 		if err != nil {
 			return nil, err
