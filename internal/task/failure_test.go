@@ -29,7 +29,7 @@ import (
 // that can fail on demand, and check how a subtask ends when its disk or
 // its operator fails.
 
-const failTimeout = 20 * time.Second
+const failTimeout = 60 * time.Second
 
 // genSource emits records with 16 keys, one per Emit, a little apart so the
 // job idles more than it spins.
