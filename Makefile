@@ -26,9 +26,16 @@ build:
 # The whole suite, race detector on, end-to-end tests included. Tests build
 # with the fault points compiled in (internal/fault); the binaries `make
 # build` ships do not have them.
+# The output is kept in $(BIN)/test.log; when the run fails, its race
+# reports and failures are printed again at the end, where a CI log's tail
+# shows them.
 TEST_TAGS ?= failpoints
 test: vet versitygw
-	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 30m ./...
+	@bash -o pipefail -c 'WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 30m ./... 2>&1 | tee $(BIN)/test.log' || { \
+		echo "== make test failed; its race reports and failures again:"; \
+		grep -a -A50 -e '^WARNING: DATA RACE' $(BIN)/test.log | head -300; \
+		grep -a -e '^--- FAIL' -e '^FAIL' -e '^panic:' $(BIN)/test.log | head -50; \
+		exit 1; }
 
 test-short: versitygw
 	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -short ./...

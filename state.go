@@ -2,9 +2,11 @@ package weir
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/weirproject/weir/sdk"
 )
@@ -92,28 +94,101 @@ func (k *keyedScope) fail(err error) {
 	}
 }
 
-func (k *keyedScope) value(name, typ string) sdk.ValueState {
+func (k *keyedScope) value(name, typ string, o stateOptions) sdk.ValueState {
 	if st, ok := k.values[name]; ok {
 		return st
 	}
-	if err := k.schema.declare(name, typ); err != nil {
+	if err := k.schema.declare(name, typ+o.schema()); err != nil {
 		k.fail(err)
 	}
-	st := k.ctx.ValueState(name)
+	var st sdk.ValueState
+	if o.ttl != nil {
+		st = k.ctx.ValueStateTTL(name, *o.ttl)
+	} else {
+		st = k.ctx.ValueState(name)
+	}
 	k.values[name] = st
 	return st
 }
 
-func (k *keyedScope) mapState(name, typ string) sdk.MapState {
+func (k *keyedScope) mapState(name, typ string, o stateOptions) sdk.MapState {
 	if st, ok := k.maps[name]; ok {
 		return st
 	}
-	if err := k.schema.declare(name, typ); err != nil {
+	if err := k.schema.declare(name, typ+o.schema()); err != nil {
 		k.fail(err)
 	}
-	st := k.ctx.MapState(name)
+	var st sdk.MapState
+	if o.ttl != nil {
+		st = k.ctx.MapStateTTL(name, *o.ttl)
+	} else {
+		st = k.ctx.MapState(name)
+	}
 	k.maps[name] = st
 	return st
+}
+
+// StateOption configures a state declaration.
+type StateOption func(*stateOptions)
+
+type stateOptions struct {
+	ttl *sdk.StateTTL
+	err error
+}
+
+// schema is what the options add to the state's type in the schema: a
+// TTL changes how values are stored, so a state keeps it or goes without
+// across restores; its duration may change.
+func (o stateOptions) schema() string {
+	if o.ttl != nil {
+		return " with TTL"
+	}
+	return ""
+}
+
+func newStateOptions(name string, opts []StateOption) stateOptions {
+	var o stateOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.err != nil {
+		o.err = fmt.Errorf("state %q: %w", name, o.err)
+	}
+	return o
+}
+
+// TTLUpdate says which accesses restart a state's TTL.
+type TTLUpdate int
+
+const (
+	// OnCreateAndWrite restarts the TTL when a value is written (Flink's
+	// default).
+	OnCreateAndWrite TTLUpdate = iota
+	// OnReadAndWrite restarts it when a value is read too.
+	OnReadAndWrite
+)
+
+// TTL makes a state's values (a map's: each entry) expire d after their
+// last write, or last access with OnReadAndWrite, on processing time. An
+// expired value is never returned; the runtime removes it from memory,
+// local disk and the next checkpoints within at most d/16 (10 ms to 1 s)
+// after it expires, on both backends, a bounded batch at a time. The
+// expiry travels with each value through checkpoints and savepoints, so d
+// may change between runs; adding a TTL to a state that had none, or
+// removing it, is refused at restore.
+func TTL(d time.Duration, update ...TTLUpdate) StateOption {
+	return func(o *stateOptions) {
+		if d < time.Millisecond {
+			o.err = fmt.Errorf("a TTL of %v; at least 1ms", d)
+			return
+		}
+		o.ttl = &sdk.StateTTL{TTL: d}
+		for _, u := range update {
+			if u == OnReadAndWrite {
+				o.ttl.RefreshOnRead = true
+			}
+		}
+	}
 }
 
 // StateContext is what typed state is read and written through: the
@@ -128,20 +203,22 @@ type StateContext interface {
 type ValueState[V any] struct {
 	name  string
 	codec Codec[V]
+	opts  stateOptions
 	err   error
 }
 
 // NewValueState declares a value state named name, whose values CodecFor's
 // codec encodes unless WithCodec gives one.
-func NewValueState[V any](name string) *ValueState[V] {
+func NewValueState[V any](name string, opts ...StateOption) *ValueState[V] {
 	c, err := CodecFor[V]()
-	return &ValueState[V]{name: name, codec: c, err: err}
+	o := newStateOptions(name, opts)
+	return &ValueState[V]{name: name, codec: c, opts: o, err: errors.Join(err, o.err)}
 }
 
 // WithCodec encodes the state's values with c: the codec travels with the
 // declaration, to every process that runs the job.
 func (s *ValueState[V]) WithCodec(c Codec[V]) *ValueState[V] {
-	s.codec, s.err = c, nil
+	s.codec, s.err = c, s.opts.err
 	return s
 }
 
@@ -150,7 +227,7 @@ func (s *ValueState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.value(s.name, "value "+typeName[V]())
+	return k, k.value(s.name, "value "+typeName[V](), s.opts)
 }
 
 // Value is the key's value, false when it has none.
@@ -191,24 +268,26 @@ type MapState[UK comparable, V any] struct {
 	name string
 	kc   Codec[UK]
 	vc   Codec[V]
+	opts stateOptions
 	err  error
 }
 
 // NewMapState declares a map state named name, whose keys and values
 // CodecFor's codecs encode unless WithCodecs gives them.
-func NewMapState[UK comparable, V any](name string) *MapState[UK, V] {
+func NewMapState[UK comparable, V any](name string, opts ...StateOption) *MapState[UK, V] {
 	kc, err1 := CodecFor[UK]()
 	vc, err2 := CodecFor[V]()
 	err := err1
 	if err == nil {
 		err = err2
 	}
-	return &MapState[UK, V]{name: name, kc: kc, vc: vc, err: err}
+	o := newStateOptions(name, opts)
+	return &MapState[UK, V]{name: name, kc: kc, vc: vc, opts: o, err: errors.Join(err, o.err)}
 }
 
 // WithCodecs encodes the state's keys with kc and its values with vc.
 func (s *MapState[UK, V]) WithCodecs(kc Codec[UK], vc Codec[V]) *MapState[UK, V] {
-	s.kc, s.vc, s.err = kc, vc, nil
+	s.kc, s.vc, s.err = kc, vc, s.opts.err
 	return s
 }
 
@@ -217,7 +296,7 @@ func (s *MapState[UK, V]) state(ctx StateContext) (*keyedScope, sdk.MapState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.mapState(s.name, fmt.Sprintf("map %s %s", typeName[UK](), typeName[V]()))
+	return k, k.mapState(s.name, fmt.Sprintf("map %s %s", typeName[UK](), typeName[V]()), s.opts)
 }
 
 // Get is the value of uk, false when absent.
@@ -289,19 +368,22 @@ func (s *MapState[UK, V]) Clear(ctx StateContext) {
 type ListState[V any] struct {
 	name  string
 	codec Codec[V]
+	opts  stateOptions
 	err   error
 }
 
 // NewListState declares a list state named name, whose elements
-// CodecFor's codec encodes unless WithCodec gives one.
-func NewListState[V any](name string) *ListState[V] {
+// CodecFor's codec encodes unless WithCodec gives one. With a TTL the
+// list expires as a whole, its TTL restarted by every Add or Update.
+func NewListState[V any](name string, opts ...StateOption) *ListState[V] {
 	c, err := CodecFor[V]()
-	return &ListState[V]{name: name, codec: c, err: err}
+	o := newStateOptions(name, opts)
+	return &ListState[V]{name: name, codec: c, opts: o, err: errors.Join(err, o.err)}
 }
 
 // WithCodec encodes the state's elements with c.
 func (s *ListState[V]) WithCodec(c Codec[V]) *ListState[V] {
-	s.codec, s.err = c, nil
+	s.codec, s.err = c, s.opts.err
 	return s
 }
 
@@ -310,7 +392,7 @@ func (s *ListState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.value(s.name, "list "+typeName[V]())
+	return k, k.value(s.name, "list "+typeName[V](), s.opts)
 }
 
 // Get is the key's list.

@@ -71,6 +71,15 @@ type Context interface {
 	// arguments; it returns the new aggregate (which may be acc itself).
 	// Every call must pass the same function for a name.
 	ReducingState(name string, reduce func(acc, v []byte) []byte) ReducingState
+	// ValueStateTTL and MapStateTTL are keyed states whose values (a
+	// map's: each entry) expire ttl.TTL after they were last written (or
+	// read, with ttl.RefreshOnRead): an expired value is never returned,
+	// and the runtime removes it from memory, local disk and the next
+	// checkpoints soon after (within the TTL's granularity, at most a
+	// second). A state keeps being declared with a TTL or without one: the
+	// stored bytes differ.
+	ValueStateTTL(name string, ttl StateTTL) ValueState
+	MapStateTTL(name string, ttl StateTTL) MapState
 	// ListState is operator state: on restore with a different parallelism
 	// its items are split round-robin across the new subtasks.
 	ListState(name string) ListState
@@ -206,6 +215,17 @@ type SourceOutput interface {
 	// ReleaseSplit says split id is finished: it no longer holds the
 	// watermark back.
 	ReleaseSplit(id string)
+}
+
+// StateTTL is a keyed state's time to live, on processing time (Flink's
+// StateTtlConfig with its default of never returning expired values).
+type StateTTL struct {
+	// TTL is how long a value lives after its last write; at least a
+	// millisecond.
+	TTL time.Duration
+	// RefreshOnRead restarts the TTL on every read too (Flink's
+	// OnReadAndWrite), not only on writes (OnCreateAndWrite).
+	RefreshOnRead bool
 }
 
 // ValueState holds one value per key.

@@ -81,6 +81,12 @@ func (c *Context) Config() sdk.Config                    { return c.cfg }
 func (c *Context) Logger() *slog.Logger                  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func (c *Context) ValueState(name string) sdk.ValueState { return c.Heap.ValueState(name) }
 func (c *Context) MapState(name string) sdk.MapState     { return c.Heap.MapState(name) }
+func (c *Context) ValueStateTTL(name string, ttl sdk.StateTTL) sdk.ValueState {
+	return c.Heap.ValueStateTTL(name, ttl)
+}
+func (c *Context) MapStateTTL(name string, ttl sdk.StateTTL) sdk.MapState {
+	return c.Heap.MapStateTTL(name, ttl)
+}
 func (c *Context) ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState {
 	return c.Heap.ReducingState(name, reduce)
 }

@@ -27,6 +27,16 @@ type Backend interface {
 	MapState(name string) sdk.MapState
 	// ReducingState returns the named keyed state folded by reduce.
 	ReducingState(name string, reduce func(acc, v []byte) []byte) sdk.ReducingState
+	// ValueStateTTL and MapStateTTL return the named keyed state whose
+	// entries expire (sdk.StateTTL).
+	ValueStateTTL(name string, ttl sdk.StateTTL) sdk.ValueState
+	MapStateTTL(name string, ttl sdk.StateTTL) sdk.MapState
+	// AdvanceTime sets the processing time, in Unix milliseconds, that
+	// TTL states compare expiry times with, and deletes a bounded batch of
+	// expired entries when some are due. It returns when it next has
+	// entries to delete (0: none tracked): the subtask calls it again by
+	// then.
+	AdvanceTime(now int64) (next int64)
 	// ScanMap calls fn for every entry of the named map state, of every
 	// key in the key groups this backend owns, in no particular order
 	// across keys (a key's entries may not be contiguous either). It is

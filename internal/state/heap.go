@@ -44,6 +44,8 @@ type Heap struct {
 	// it copies it (copy on write, by generation, as values do).
 	maps  map[string]map[string]*mapCell
 	lists operatorLists
+	// ttl is the expiry index of the states declared with a TTL.
+	ttl heapTTL
 	// inline is Config.InlineThreshold.
 	inline int
 	// fs and log are Config.FS and Config.Logger.
@@ -380,6 +382,19 @@ type Snapshot struct {
 	lists          map[string]listState
 	inline         int
 	files          storage.Files
+	// ttlValues and ttlMaps name the TTL states, whose entries expired at
+	// now the snapshot leaves out: the sweep may not have reached them.
+	ttlValues, ttlMaps map[string]bool
+	now                int64
+}
+
+// expired says whether the stored b of a TTL state is expired.
+func (s *Snapshot) expired(ttl map[string]bool, name string, b []byte) bool {
+	if !ttl[name] {
+		return false
+	}
+	exp, _ := expiryOf(name, b)
+	return exp <= s.now
 }
 
 // Snapshot takes the synchronous part of a checkpoint.
@@ -392,7 +407,9 @@ func (h *Heap) Snapshot() *Snapshot {
 		lists:          h.lists.copy(),
 		inline:         h.inline,
 		files:          storage.Files{FS: h.fs},
+		now:            h.ttl.ttlNow(),
 	}
+	s.ttlValues, s.ttlMaps = h.ttlNames()
 	for name, m := range h.values {
 		c := make(map[string][]byte, len(m))
 		for k, v := range m {
@@ -453,6 +470,9 @@ func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
 	for _, name := range sortedKeys(s.values) {
 		m := s.values[name]
 		for _, k := range sortedKeys(m) {
+			if s.expired(s.ttlValues, name, m[k]) {
+				continue
+			}
 			g := group(k)
 			g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{State: name, Key: []byte(k), Value: m[k]})
 		}
@@ -460,9 +480,15 @@ func (s *Snapshot) keyedSnapshot() *weirv1.KeyedStateSnapshot {
 	for _, name := range sortedKeys(s.maps) {
 		m := s.maps[name]
 		for _, k := range sortedKeys(m) {
-			g := group(k)
+			var g *weirv1.KeyGroupSnapshot
 			um := m[k]
 			for _, uk := range sortedKeys(um) {
+				if s.expired(s.ttlMaps, name, um[uk]) {
+					continue
+				}
+				if g == nil {
+					g = group(k)
+				}
 				g.Entries = append(g.Entries, &weirv1.KeyedStateEntry{
 					Kind: weirv1.KeyedStateEntry_KIND_MAP, State: name, Key: []byte(k), UserKey: []byte(uk), Value: um[uk],
 				})

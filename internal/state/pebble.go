@@ -48,6 +48,8 @@ type Pebble struct {
 	key   []byte
 	buf   []byte
 	lists operatorLists
+	// ttl is the bookkeeping of the states declared with a TTL.
+	ttl pebbleTTL
 	// health is the store's first failure, if any.
 	health *health
 	// poisoned: Pebble panicked in a call, possibly holding its own

@@ -80,6 +80,10 @@ func decodeKey(k []byte) (kg int, e entry, ok bool) {
 	if len(k) < 4+n {
 		return 0, entry{}, false
 	}
+	if bytes.HasPrefix(k[4:4+n], []byte(ttlIndexPrefix)) {
+		// The TTL states' expiry index: derived, not state.
+		return 0, entry{}, false
+	}
 	kg, e.state, k = int(binary.BigEndian.Uint16(k[:2])), string(k[4:4+n]), k[4+n:]
 	if !isMap {
 		e.key = k

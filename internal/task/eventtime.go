@@ -239,6 +239,9 @@ func (t *Task) nextTimeEvent(now time.Time) (time.Duration, bool) {
 	if next, ok := t.et.timers.Next(timer.ProcessingTime); ok {
 		at = time.UnixMilli(next)
 	}
+	if t.ttlNext > 0 && (at.IsZero() || t.ttlNext < at.UnixMilli()) {
+		at = time.UnixMilli(t.ttlNext)
+	}
 	if t.et.gen != nil && !t.endOfInput {
 		if g, ok := t.et.gen.NextPoll(now); ok && (at.IsZero() || g.Before(at)) {
 			at = g

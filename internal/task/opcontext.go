@@ -25,7 +25,13 @@ func (c *opContext) UnionListState(name string) sdk.ListState {
 	return c.t.backend.ListState(name, true)
 }
 func (c *opContext) MapState(name string) sdk.MapState { return c.t.backend.MapState(name) }
-func (c *opContext) TimerService() sdk.TimerService    { return timerService{c.t} }
+func (c *opContext) ValueStateTTL(name string, ttl sdk.StateTTL) sdk.ValueState {
+	return c.t.backend.ValueStateTTL(name, ttl)
+}
+func (c *opContext) MapStateTTL(name string, ttl sdk.StateTTL) sdk.MapState {
+	return c.t.backend.MapStateTTL(name, ttl)
+}
+func (c *opContext) TimerService() sdk.TimerService { return timerService{c.t} }
 func (c *opContext) Output(name string) sdk.Collector {
 	if sc, ok := c.t.side[name]; ok {
 		return sc

@@ -99,9 +99,12 @@ type Task struct {
 	backpressured atomic.Int64
 
 	// Everything below is owned by the goroutine running Run.
-	src       sdk.Source
-	op        sdk.Operator
-	backend   state.Backend
+	src     sdk.Source
+	op      sdk.Operator
+	backend state.Backend
+	// ttlNext is when the backend next has expired state to sweep (0:
+	// none), a time the loop wakes for.
+	ttlNext   int64
 	inputs    []exchange.InputChannel
 	barriers  *barrier.Handler
 	inputNote chan struct{}
