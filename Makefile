@@ -8,7 +8,7 @@ DAEMONS  := jobmanager taskmanager
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
-	kafka-nemesis sim docs soak-sql-ttl
+	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl
 
 all: build
 
@@ -250,6 +250,14 @@ soak: images pki
 SQL_TTL_SOAK ?= 5m
 soak-sql-ttl: versitygw
 	WEIR_SQL_TTL_SOAK=$(SQL_TTL_SOAK) $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 3h -run 'TestSQLStateTTLFlat$$' -v ./e2e/
+
+# A keyed sum on a key space that never repeats, with and without a state
+# TTL, on the heap and on Pebble, for STATE_TTL_SOAK: the state with the
+# TTL must stay flat, the other grow (the test's short run is part of make
+# test).
+STATE_TTL_SOAK ?= 5m
+soak-state-ttl: versitygw
+	WEIR_STATE_TTL_SOAK=$(STATE_TTL_SOAK) $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 3h -run 'TestStateTTLFlat$$' -v ./e2e/
 
 clean:
 	rm -rf $(BIN)

@@ -18,14 +18,7 @@ import (
 // job without TTL must grow (which shows the test measures something),
 // the one with it must not.
 func TestSQLStateTTLFlat(t *testing.T) {
-	soak := 20 * time.Second
-	if v := os.Getenv("WEIR_SQL_TTL_SOAK"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("WEIR_SQL_TTL_SOAK=%q: %v", v, err)
-		}
-		soak = d
-	}
+	soak := soakDuration(t, "WEIR_SQL_TTL_SOAK", 20*time.Second)
 	c := startCluster(t, 1)
 	// Key i on both sides, at 500 records/s per subtask: each key joins
 	// once and is never seen again.
@@ -47,10 +40,38 @@ CREATE SINK flat AS SELECT a.k, a.v, b.v AS w FROM a JOIN b ON a.k = b.k WITH (c
 	if ids["grows"] == "" || ids["flat"] == "" {
 		t.Fatalf("weir sql printed %q", out)
 	}
+	samples := c.sampleStateSizes(ids, "regular-join-", soak)
+	for _, id := range ids {
+		if _, err := c.weir("job", "cancel", id); err != nil {
+			t.Logf("cancel %s: %v", id, err)
+		}
+	}
+	t.Logf("join state without TTL: %v", samples["grows"])
+	t.Logf("join state with a TTL of 2s: %v", samples["flat"])
+	checkGrows(t, "the join without TTL", samples["grows"], soak)
+	checkFlat(t, "the join with a TTL", samples["flat"])
+}
+
+// soakDuration is the soak's length from the environment variable env, or
+// def for make test's short run.
+func soakDuration(t *testing.T, env string, def time.Duration) time.Duration {
+	if v := os.Getenv(env); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", env, v, err)
+		}
+		return d
+	}
+	return def
+}
+
+// sampleStateSizes samples, for soak, the state size of the vertices
+// named with prefix in each job's latest completed checkpoint, one sample
+// per job at each of its checkpoints: ids are the jobs by name.
+func (c *cluster) sampleStateSizes(ids map[string]string, prefix string, soak time.Duration) map[string][]int64 {
+	c.t.Helper()
 	client, ctx := c.client()
-	// joinState is the join vertex's state in the job's latest completed
-	// checkpoint, and the checkpoint's ID.
-	joinState := func(job string) (int64, int64) {
+	state := func(job string) (int64, int64) {
 		cps, err := client.ListCheckpoints(ctx, &weirv1.ListCheckpointsRequest{JobId: job})
 		if err != nil || cps.GetLatestCompleted() == nil {
 			return 0, 0
@@ -62,7 +83,7 @@ CREATE SINK flat AS SELECT a.k, a.v, b.v AS w FROM a JOIN b ON a.k = b.k WITH (c
 		}
 		var size int64
 		for _, s := range cp.GetSubtasks() {
-			if strings.HasPrefix(s.GetVertex(), "regular-join-") {
+			if strings.HasPrefix(s.GetVertex(), prefix) {
 				size += s.GetStateSize()
 			}
 		}
@@ -73,14 +94,14 @@ CREATE SINK flat AS SELECT a.k, a.v, b.v AS w FROM a JOIN b ON a.k = b.k WITH (c
 	last := map[string]int64{}
 	for time.Since(start) < soak {
 		// A sample per job at its next completed checkpoint: each job's
-		// taken as soon as it comes, until both have theirs.
+		// taken as soon as it comes, until all have theirs.
 		advanced := map[string]bool{}
 		c.waitFor(30*time.Second, "the next checkpoints", func() (bool, error) {
 			for name, id := range ids {
 				if advanced[name] {
 					continue
 				}
-				if cp, size := joinState(id); cp > last[name] {
+				if cp, size := state(id); cp > last[name] {
 					samples[name] = append(samples[name], size)
 					last[name], advanced[name] = cp, true
 				}
@@ -88,32 +109,37 @@ CREATE SINK flat AS SELECT a.k, a.v, b.v AS w FROM a JOIN b ON a.k = b.k WITH (c
 			return len(advanced) == len(ids), nil
 		})
 	}
-	for _, id := range ids {
-		if _, err := c.weir("job", "cancel", id); err != nil {
-			t.Logf("cancel %s: %v", id, err)
-		}
+	return samples
+}
+
+// checkGrows: state kept without a TTL grows with the keys seen, the last
+// sample well above the one a quarter in (which shows a test of flatness
+// measures something).
+func checkGrows(t *testing.T, what string, g []int64, soak time.Duration) {
+	t.Helper()
+	if len(g) < 8 {
+		t.Fatalf("%s: only %d checkpoints in %v", what, len(g), soak)
 	}
-	g, f := samples["grows"], samples["flat"]
-	t.Logf("join state without TTL: %v", g)
-	t.Logf("join state with a TTL of 2s: %v", f)
-	if len(g) < 8 || len(f) < 8 {
-		t.Fatalf("only %d and %d checkpoints in %v", len(g), len(f), soak)
-	}
-	// Without TTL the state grows with the keys seen: the last sample
-	// well above the one a quarter in.
 	if q := g[len(g)/4]; g[len(g)-1] < q+q/2 {
-		t.Fatalf("the join without TTL did not grow (%v): the test measures nothing", g)
+		t.Fatalf("%s did not grow (%v): the test measures nothing", what, g)
 	}
-	// With it, the state after the TTL has passed is the rows of the
-	// last TTL and a bit: flat. The smallest of the last three is
-	// compared with the largest of the early ones (after the first TTL),
-	// so that a slow checkpoint's spike is not growth.
+}
+
+// checkFlat: state with a TTL holds the keys of the last TTL and a bit,
+// once the TTL has passed. The smallest of the last three samples is
+// compared with the largest of the early ones (after the first TTL), so
+// that one slow checkpoint's spike is not growth.
+func checkFlat(t *testing.T, what string, f []int64) {
+	t.Helper()
+	if len(f) < 8 {
+		t.Fatalf("%s: only %d checkpoints", what, len(f))
+	}
 	early := f[3]
 	for _, v := range f[3:6] {
 		early = max(early, v)
 	}
 	late := min(f[len(f)-1], f[len(f)-2], f[len(f)-3])
 	if late > 2*early+64<<10 {
-		t.Fatalf("the join's state with a TTL grows: %v", f)
+		t.Fatalf("%s grows: %v", what, f)
 	}
 }

@@ -2,6 +2,7 @@ package operators
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/weirproject/weir/sdk"
 )
@@ -20,7 +21,15 @@ type KeyedSum struct {
 type peeker interface{ Peek() ([]byte, bool) }
 
 func (k *KeyedSum) Open(ctx sdk.Context) error {
-	k.sums = ctx.ValueState("sum")
+	ttl, err := stateTTL(ctx.Config())
+	if err != nil {
+		return fmt.Errorf("keyed-sum: %w", err)
+	}
+	if ttl != nil {
+		k.sums = ctx.ValueStateTTL("sum", *ttl)
+	} else {
+		k.sums = ctx.ValueState("sum")
+	}
 	k.peek = k.sums.Value
 	if p, ok := k.sums.(peeker); ok {
 		k.peek = p.Peek
@@ -50,3 +59,29 @@ func (k *KeyedSum) ProcessRecord(r sdk.Record, out sdk.Collector) error {
 }
 
 func (k *KeyedSum) Close() error { return nil }
+
+// stateTTL reads a built-in operator's state-ttl and state-ttl-update
+// keys: nil when it keeps its state forever.
+func stateTTL(cfg sdk.Config) (*sdk.StateTTL, error) {
+	d, err := cfg.Duration("state-ttl", 0)
+	if err != nil {
+		return nil, err
+	}
+	update, err := cfg.String("state-ttl-update", "write")
+	if err != nil {
+		return nil, err
+	}
+	if d == 0 {
+		return nil, nil
+	}
+	if d < time.Millisecond {
+		return nil, fmt.Errorf("state-ttl %v: at least 1ms, or 0 for none", d)
+	}
+	switch update {
+	case "write":
+		return &sdk.StateTTL{TTL: d}, nil
+	case "read-and-write":
+		return &sdk.StateTTL{TTL: d, RefreshOnRead: true}, nil
+	}
+	return nil, fmt.Errorf("state-ttl-update %q: write or read-and-write", update)
+}

@@ -47,6 +47,10 @@ func init() {
 		{
 			Name: "keyed-sum", Kind: connector.Transform,
 			Doc: "Running sum of the decimal values per key (keyed state); emits `(key, sum)` for every input.",
+			Keys: []connector.Key{
+				{Name: "state-ttl", Type: "duration", Default: "0s", Doc: "A key's sum expires this long after its last update (on processing time) and the key starts again from 0; expired sums are removed from memory, disk and checkpoints. `0s`: kept forever."},
+				{Name: "state-ttl-update", Type: "`write`, `read-and-write`", Default: "write", Doc: "Which accesses restart the TTL."},
+			},
 		},
 		{
 			Name: "window", Kind: connector.Transform,
