@@ -12,14 +12,18 @@ import (
 )
 
 // schemaState is the operator state where a vertex records the type of
-// each of its states: a restore into a program whose state of that name
-// has another type is refused, naming the vertex and the state, before a
-// byte of it is misread.
+// each of its states and the layout its values are written in: a restore
+// into a program whose state of that name has another type is refused,
+// naming the vertex and the state, before a byte of it is misread, unless
+// the layouts say how to migrate the values (evolve.go).
 const schemaState = "__weir_schema"
 
 type schema struct {
-	vertex   string
-	list     sdk.ListState
+	vertex string
+	list   sdk.ListState
+	// restored and declared hold, by state name, the type and, after a
+	// NUL byte, the layout (absent in checkpoints of earlier releases and
+	// for codecs of the program's own).
 	restored map[string]string
 	declared map[string]string
 }
@@ -34,20 +38,44 @@ func openSchema(ctx sdk.Context, vertex string) *schema {
 	return s
 }
 
+// kindOf is what of a state's type must never change: value, map or list,
+// and whether it has a TTL.
+func kindOf(typ string) string {
+	kind, _, _ := strings.Cut(typ, " ")
+	return kind + fmt.Sprint(strings.HasSuffix(typ, " with TTL"))
+}
+
 // declare checks that state name has type typ in the restored checkpoint,
-// if it is there.
-func (s *schema) declare(name, typ string) error {
+// if it is there. When the type's layout changed in a way evolve.go may
+// migrate, it returns the restored layout to migrate from.
+func (s *schema) declare(name, typ, layout string) (from string, err error) {
+	entry := typ
+	if layout != "" {
+		entry += "\x00" + layout
+	}
 	if prev, ok := s.declared[name]; ok {
-		if prev != typ {
-			return fmt.Errorf("weir: vertex %q: state %q is declared as %s and as %s", s.vertex, name, prev, typ)
+		if prev != entry {
+			pt, _, _ := strings.Cut(prev, "\x00")
+			return "", fmt.Errorf("weir: vertex %q: state %q is declared as %s and as %s", s.vertex, name, pt, typ)
 		}
-		return nil
+		return "", nil
 	}
-	if prev, ok := s.restored[name]; ok && prev != typ {
-		return fmt.Errorf("weir: vertex %q: state %q is %s in the checkpoint or savepoint restored, but %s in this program: keep its type, or give the new one another name", s.vertex, name, prev, typ)
+	s.declared[name] = entry
+	prev, ok := s.restored[name]
+	if !ok || prev == entry {
+		return "", nil
 	}
-	s.declared[name] = typ
-	return nil
+	pt, pl, _ := strings.Cut(prev, "\x00")
+	if pt == typ && pl == layout {
+		return "", nil
+	}
+	if pl == "" || layout == "" || kindOf(pt) != kindOf(typ) {
+		if pt == typ {
+			return "", nil // a layout recorded on one side only: the same type
+		}
+		return "", fmt.Errorf("weir: vertex %q: state %q is %s in the checkpoint or savepoint restored, but %s in this program: keep its type, or give the new one another name", s.vertex, name, pt, typ)
+	}
+	return pl, nil
 }
 
 // save writes the schema into the snapshot: what this program declared,
@@ -94,13 +122,15 @@ func (k *keyedScope) fail(err error) {
 	}
 }
 
-func (k *keyedScope) value(name, typ string, o stateOptions) sdk.ValueState {
+// migrateFrom builds the function that rewrites a value stored in the
+// layout from into this program's; nil when nothing changes.
+type migrateFrom func(from string) (func([]byte) ([]byte, error), error)
+
+func (k *keyedScope) value(name, typ, layout string, o stateOptions, m migrateFrom) sdk.ValueState {
 	if st, ok := k.values[name]; ok {
 		return st
 	}
-	if err := k.schema.declare(name, typ+o.schema()); err != nil {
-		k.fail(err)
-	}
+	k.declare(name, typ+o.schema(), layout, false, o, m)
 	var st sdk.ValueState
 	if o.ttl != nil {
 		st = k.ctx.ValueStateTTL(name, *o.ttl)
@@ -111,13 +141,11 @@ func (k *keyedScope) value(name, typ string, o stateOptions) sdk.ValueState {
 	return st
 }
 
-func (k *keyedScope) mapState(name, typ string, o stateOptions) sdk.MapState {
+func (k *keyedScope) mapState(name, typ, layout string, o stateOptions, m migrateFrom) sdk.MapState {
 	if st, ok := k.maps[name]; ok {
 		return st
 	}
-	if err := k.schema.declare(name, typ+o.schema()); err != nil {
-		k.fail(err)
-	}
+	k.declare(name, typ+o.schema(), layout, true, o, m)
 	var st sdk.MapState
 	if o.ttl != nil {
 		st = k.ctx.MapStateTTL(name, *o.ttl)
@@ -126,6 +154,45 @@ func (k *keyedScope) mapState(name, typ string, o stateOptions) sdk.MapState {
 	}
 	k.maps[name] = st
 	return st
+}
+
+// declare checks the state against the restored schema and, when its
+// values' layout changed compatibly, migrates every stored value before
+// the first is read.
+func (k *keyedScope) declare(name, typ, layout string, isMap bool, o stateOptions, m migrateFrom) {
+	from, err := k.schema.declare(name, typ, layout)
+	if err != nil || from == "" {
+		if err != nil {
+			k.fail(err)
+		}
+		return
+	}
+	f, err := m(from)
+	if err != nil {
+		k.fail(fmt.Errorf("weir: vertex %q: state %q cannot be restored: %w", k.schema.vertex, name, err))
+		return
+	}
+	if f == nil {
+		return
+	}
+	mig, ok := k.ctx.(sdk.StateMigrator)
+	if !ok {
+		k.fail(fmt.Errorf("weir: vertex %q: state %q needs migrating, which this runtime cannot do", k.schema.vertex, name))
+		return
+	}
+	if o.ttl != nil {
+		inner := f
+		f = func(b []byte) ([]byte, error) {
+			if len(b) < 8 {
+				return nil, fmt.Errorf("an entry of %d bytes has no expiry header", len(b))
+			}
+			v, err := inner(b[8:])
+			return append(b[:8:8], v...), err
+		}
+	}
+	if err := mig.MigrateState(name, isMap, f); err != nil {
+		k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, name, err))
+	}
 }
 
 // StateOption configures a state declaration.
@@ -227,7 +294,9 @@ func (s *ValueState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.value(s.name, "value "+typeName[V](), s.opts)
+	return k, k.value(s.name, "value "+typeName[V](), layoutOf(s.codec), s.opts, func(from string) (func([]byte) ([]byte, error), error) {
+		return migration(s.codec, from)
+	})
 }
 
 // Value is the key's value, false when it has none.
@@ -296,7 +365,18 @@ func (s *MapState[UK, V]) state(ctx StateContext) (*keyedScope, sdk.MapState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.mapState(s.name, fmt.Sprintf("map %s %s", typeName[UK](), typeName[V]()), s.opts)
+	kl, vl := layoutOf(s.kc), layoutOf(s.vc)
+	layout := ""
+	if kl != "" && vl != "" {
+		layout = kl + "\x01" + vl
+	}
+	return k, k.mapState(s.name, fmt.Sprintf("map %s %s", typeName[UK](), typeName[V]()), layout, s.opts, func(from string) (func([]byte) ([]byte, error), error) {
+		fk, fv, _ := strings.Cut(from, "\x01")
+		if fk != kl {
+			return nil, fmt.Errorf("its keys' layout changed (%s): a map's keys keep theirs", typeName[UK]())
+		}
+		return migration(s.vc, fv)
+	})
 }
 
 // Get is the value of uk, false when absent.
@@ -392,7 +472,29 @@ func (s *ListState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.value(s.name, "list "+typeName[V](), s.opts)
+	return k, k.value(s.name, "list "+typeName[V](), layoutOf(s.codec), s.opts, func(from string) (func([]byte) ([]byte, error), error) {
+		f, err := migration(s.codec, from)
+		if f == nil || err != nil {
+			return nil, err
+		}
+		// Each element in turn, in the list's framing.
+		return func(b []byte) ([]byte, error) {
+			var out []byte
+			for len(b) > 0 {
+				n, w := binary.Uvarint(b)
+				if w <= 0 || n > uint64(len(b)-w) {
+					return nil, errShort
+				}
+				v, err := f(b[w : w+int(n)])
+				if err != nil {
+					return nil, err
+				}
+				out = append(binary.AppendUvarint(out, uint64(len(v))), v...)
+				b = b[w+int(n):]
+			}
+			return out, nil
+		}, nil
+	})
 }
 
 // Get is the key's list.

@@ -293,7 +293,7 @@ func (m *reduceOp[T]) Open(ctx sdk.Context) error {
 		return err
 	}
 	m.schema = openSchema(ctx, m.vertex)
-	if err := m.schema.declare("reduce", typeName[T]()); err != nil {
+	if _, err := m.schema.declare("reduce", typeName[T](), ""); err != nil {
 		return err
 	}
 	m.state = ctx.ValueState("reduce")

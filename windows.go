@@ -188,7 +188,7 @@ func (o *windowOp) Open(ctx sdk.Context) error {
 		return err
 	}
 	o.schema = openSchema(ctx, o.vertex)
-	if err := o.schema.declare("window", o.accType); err != nil {
+	if _, err := o.schema.declare("window", o.accType, ""); err != nil {
 		return err
 	}
 	return o.w.Open(ctx)

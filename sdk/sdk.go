@@ -217,6 +217,15 @@ type SourceOutput interface {
 	ReleaseSplit(id string)
 }
 
+// StateMigrator is implemented by the runtime's contexts: MigrateState
+// rewrites every stored value of a keyed state (a map's: every entry's
+// value), of every key the subtask holds, with f, at once. It is what a
+// program whose values' layout changed does on restore, before it reads
+// any; an error of f stops it and fails the subtask.
+type StateMigrator interface {
+	MigrateState(name string, isMap bool, f func(value []byte) ([]byte, error)) error
+}
+
 // StateTTL is a keyed state's time to live, on processing time (Flink's
 // StateTtlConfig with its default of never returning expired values).
 type StateTTL struct {

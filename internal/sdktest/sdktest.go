@@ -84,6 +84,9 @@ func (c *Context) MapState(name string) sdk.MapState     { return c.Heap.MapStat
 func (c *Context) ValueStateTTL(name string, ttl sdk.StateTTL) sdk.ValueState {
 	return c.Heap.ValueStateTTL(name, ttl)
 }
+func (c *Context) MigrateState(name string, isMap bool, f func([]byte) ([]byte, error)) error {
+	return c.Heap.MigrateState(name, isMap, f)
+}
 func (c *Context) MapStateTTL(name string, ttl sdk.StateTTL) sdk.MapState {
 	return c.Heap.MapStateTTL(name, ttl)
 }

@@ -31,6 +31,10 @@ type Backend interface {
 	// entries expire (sdk.StateTTL).
 	ValueStateTTL(name string, ttl sdk.StateTTL) sdk.ValueState
 	MapStateTTL(name string, ttl sdk.StateTTL) sdk.MapState
+	// MigrateState rewrites every stored value of the named state (a
+	// map's: every entry's value), of every key, with f
+	// (sdk.StateMigrator).
+	MigrateState(name string, isMap bool, f func([]byte) ([]byte, error)) error
 	// AdvanceTime sets the processing time, in Unix milliseconds, that
 	// TTL states compare expiry times with, and deletes a bounded batch of
 	// expired entries when some are due. It returns when it next has

@@ -28,6 +28,9 @@ func (c *opContext) MapState(name string) sdk.MapState { return c.t.backend.MapS
 func (c *opContext) ValueStateTTL(name string, ttl sdk.StateTTL) sdk.ValueState {
 	return c.t.backend.ValueStateTTL(name, ttl)
 }
+func (c *opContext) MigrateState(name string, isMap bool, f func([]byte) ([]byte, error)) error {
+	return c.t.backend.MigrateState(name, isMap, f)
+}
 func (c *opContext) MapStateTTL(name string, ttl sdk.StateTTL) sdk.MapState {
 	return c.t.backend.MapStateTTL(name, ttl)
 }
