@@ -202,30 +202,48 @@ func (a *app) configureS3(path string) error {
 	return nil
 }
 
+// keyFilter picks one key's entries of one state.
+type keyFilter struct {
+	state string
+	key   []byte
+}
+
 // entries calls fn for every keyed entry and list item of vertex v's
-// subtasks; with kg >= 0, only for the keyed entries of the subtask that
-// owns key group kg (a key's: the others' state is not read).
-func (cp *checkpoint) entries(v string, kg int, fn func(st *weirv1.SubtaskState, e dumpEntry) error) error {
+// subtasks; with one, only for the entries of one key, read from the
+// subtask that owns its key group as little of it as its format allows
+// (state.ReadKey).
+func (cp *checkpoint) entries(v string, one *keyFilter, fn func(st *weirv1.SubtaskState, e dumpEntry) error) error {
 	tmp, err := os.MkdirTemp("", "weir-state-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	maxP := int(cp.md.GetMaxParallelism())
+	kg := -1
+	if one != nil {
+		kg = keygroup.Of(one.key, maxP)
+	}
 	for _, st := range cp.subtasks[v] {
 		if r := st.GetKeyGroups(); kg >= 0 && (kg < int(r.GetStart()) || kg > int(r.GetEnd())) {
 			continue
 		}
-		err := state.ReadEntries(st, int(cp.md.GetMaxParallelism()), tmp, func(e state.Entry) error {
+		emit := func(e state.Entry) error {
 			kind := "value"
 			if e.Map {
 				kind = "map"
 			}
 			return fn(st, dumpEntry{State: e.State, Kind: kind, KeyGroup: &e.KeyGroup, key: e.Key, userKey: e.UserKey, value: e.Value, keyed: true})
-		})
+		}
+		var err error
+		if one != nil {
+			err = state.ReadKey(st, maxP, tmp, one.state, one.key, emit)
+		} else {
+			err = state.ReadEntries(st, maxP, tmp, emit)
+		}
 		if err != nil {
 			return fmt.Errorf("vertex %s subtask %d: %w", v, st.GetSubtaskIndex(), err)
 		}
-		if kg >= 0 {
+		if one != nil {
 			continue
 		}
 		lists, err := state.ReadOperatorLists(st)
@@ -308,12 +326,12 @@ func (a *app) dump(path string, o dumpOptions) error {
 		}
 	}
 	found, states := 0, map[string]bool{}
-	kg := -1
+	var one *keyFilter
 	if o.keyed {
-		kg = keygroup.Of(o.key, int(cp.md.GetMaxParallelism()))
+		one = &keyFilter{state: o.state, key: o.key}
 	}
 	for _, v := range vertices {
-		err := cp.entries(v, kg, func(st *weirv1.SubtaskState, e dumpEntry) error {
+		err := cp.entries(v, one, func(st *weirv1.SubtaskState, e dumpEntry) error {
 			states[e.State] = true
 			if o.state != "" && e.State != o.state || o.keyed && (!e.keyed || !bytes.Equal(e.key, o.key)) {
 				return nil
@@ -405,7 +423,7 @@ func (cp *checkpoint) list() (*stateListing, error) {
 		}
 		sizes := map[[2]string]*stateSizes{}
 		keys := map[[2]string]map[string]bool{}
-		err := cp.entries(v, -1, func(_ *weirv1.SubtaskState, e dumpEntry) error {
+		err := cp.entries(v, nil, func(_ *weirv1.SubtaskState, e dumpEntry) error {
 			id := [2]string{e.State, e.Kind}
 			s := sizes[id]
 			if s == nil {

@@ -288,7 +288,7 @@ func (cp *checkpoint) load() (*loaded, error) {
 				return nil, fmt.Errorf("%s holds records in flight (vertex %s, an unaligned checkpoint): write from a savepoint or an aligned checkpoint", cp.path, name)
 			}
 		}
-		err := cp.entries(name, -1, func(st *weirv1.SubtaskState, e dumpEntry) error {
+		err := cp.entries(name, nil, func(st *weirv1.SubtaskState, e dumpEntry) error {
 			// The entry's bytes are the reader's until fn returns.
 			e.Subtask = st.GetSubtaskIndex()
 			e.key, e.userKey, e.value = bytes.Clone(e.key), bytes.Clone(e.userKey), bytes.Clone(e.value)

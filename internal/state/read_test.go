@@ -2,6 +2,8 @@ package state
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -71,5 +73,102 @@ func TestReadEntries(t *testing.T) {
 	})
 	if err := ReadEntries(&weirv1.SubtaskState{KeyedState: &weirv1.StateHandle{InlineData: []byte("not a snapshot")}}, confMaxP, t.TempDir(), func(Entry) error { return nil }); err == nil {
 		t.Error("garbage read as keyed state")
+	}
+}
+
+// ReadKey finds exactly what ReadEntries has for one key, in both formats,
+// of every backend, and leaves a local native snapshot's files as they
+// were.
+func TestReadKey(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, k backendKind) {
+		for _, canonical := range []bool{false, true} {
+			dir, shared := checkpointDir(t)
+			b := newBackend(t, k, shared, 1, 0)
+			for i := range 50 {
+				b.SetCurrentKey([]byte(fmt.Sprint("k", i)))
+				b.ValueState("v").Update([]byte(fmt.Sprint("value-", i)))
+				b.ValueState("w").Update([]byte("other state"))
+				if i%2 == 0 {
+					b.MapState("v").Put([]byte("u1"), []byte{byte(i)})
+					b.MapState("v").Put([]byte("u2"), []byte{})
+				}
+			}
+			s, err := b.TakeSnapshot(SnapshotOptions{CheckpointID: 1, Canonical: canonical})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Write(dir, "sum", 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.NotifyCheckpointComplete(1)
+			for _, key := range []string{"k4", "k7", "absent"} {
+				var all, one []string
+				show := func(out *[]string) func(e Entry) error {
+					return func(e Entry) error {
+						if e.State == "v" && string(e.Key) == key {
+							*out = append(*out, fmt.Sprintf("%v %q %x %d", e.Map, e.UserKey, e.Value, e.KeyGroup))
+						}
+						return nil
+					}
+				}
+				if err := ReadEntries(st, confMaxP, t.TempDir(), show(&all)); err != nil {
+					t.Fatal(err)
+				}
+				if err := ReadKey(st, confMaxP, t.TempDir(), "v", []byte(key), show(&one)); err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(all)
+				slices.Sort(one)
+				if !slices.Equal(all, one) || (key != "absent" && len(one) == 0) {
+					t.Fatalf("canonical %v, key %s: ReadKey found %v, ReadEntries %v", canonical, key, one, all)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkReadKey reads one key of a native Pebble snapshot of
+// WEIR_READKEY_MB megabytes (64 by default; the size `weir state get` is
+// measured at is 1024) from a local checkpoint.
+func BenchmarkReadKey(b *testing.B) {
+	mb := 64
+	if v := os.Getenv("WEIR_READKEY_MB"); v != "" {
+		fmt.Sscan(v, &mb)
+	}
+	root := b.TempDir()
+	dir, shared := filepath.Join(root, "chk-1"), filepath.Join(root, "shared")
+	os.MkdirAll(dir, 0o755)
+	be, err := New(Config{Kind: weirv1.StateBackendConfig_BACKEND_PEBBLE, Incremental: true, MaxParallelism: 128,
+		KeyGroups: keygroup.Range{Start: 0, End: 127}, LocalDir: root, SharedDir: shared})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	value := make([]byte, 1000)
+	v := be.ValueState("v")
+	n := mb << 10 // entries of about 1 KiB
+	for i := range n {
+		be.SetCurrentKey(fmt.Appendf(nil, "key-%09d", i))
+		copy(value, fmt.Sprint(i))
+		v.Update(value)
+	}
+	s, err := be.TakeSnapshot(SnapshotOptions{CheckpointID: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := s.Write(dir, "v", 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(st.GetStateSize())/(1<<20), "state-MB")
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		key := fmt.Appendf(nil, "key-%09d", (i*7919)%n)
+		found := false
+		err := ReadKey(st, 128, root, "v", key, func(Entry) error { found = true; return nil })
+		if err != nil || !found {
+			b.Fatalf("key %s: %v, found %v", key, err, found)
+		}
 	}
 }

@@ -442,22 +442,42 @@ func (f Files) writeFileAtomic(path string, data []byte) error {
 // ReadProto reads a file written by WriteProto into m.
 func ReadProto(path string, m proto.Message) error { return Files{}.ReadProto(path, m) }
 
-// ReadProto is the package's ReadProto through f's file system.
-func (f Files) ReadProto(path string, m proto.Message) error {
+// ReadHandleBytes is what ReadHandle decodes: the handle's inline bytes
+// or its file's.
+func (f Files) ReadHandleBytes(h *weirv1.StateHandle) ([]byte, error) {
+	if data := h.GetInlineData(); len(data) > 0 {
+		return data, nil
+	}
+	if h.GetPath() == "" {
+		return nil, errors.New("storage: empty state handle")
+	}
+	return f.readFile(h.GetPath())
+}
+
+func (f Files) readFile(path string) ([]byte, error) {
 	st, err := f.Store(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	file, err := st.Get(context.Background(), path)
 	if err != nil {
-		return err // names the path
+		return nil, err // names the path
 	}
 	data, err := io.ReadAll(file)
 	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("storage: read %s: %w", path, err)
+		return nil, fmt.Errorf("storage: read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// ReadProto is the package's ReadProto through f's file system.
+func (f Files) ReadProto(path string, m proto.Message) error {
+	data, err := f.readFile(path)
+	if err != nil {
+		return err
 	}
 	if err := proto.Unmarshal(data, m); err != nil {
 		return fmt.Errorf("storage: decode %s: %w", path, err)
