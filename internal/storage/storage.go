@@ -216,7 +216,38 @@ func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: read metadata: %w", err)
 	}
-	return unmarshalMetadata(path, data)
+	md, err := unmarshalMetadata(path, data)
+	if err != nil {
+		return nil, err
+	}
+	relocate(md, strings.TrimSuffix(path, "/"+MetadataFile))
+	return md, nil
+}
+
+// relocate reads a moved savepoint's files where it now is. A savepoint
+// keeps every file in its own directory and references none elsewhere (no
+// shared files), so each file is the one of the same name beside its
+// _metadata, wherever the handles say it was written: a savepoint copied
+// to another directory, another cluster or another bucket restores
+// (Flink's relocatable savepoints). Checkpoints are left as they are:
+// incremental ones reference files outside their directory.
+func relocate(md *weirv1.CheckpointMetadata, dir string) {
+	switch md.GetType() {
+	case weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT, weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND,
+		weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_TERMINATE:
+	default:
+		return
+	}
+	for _, st := range md.GetSubtasks() {
+		for _, h := range []*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()} {
+			p := h.GetPath()
+			i := strings.LastIndex(p, "/")
+			if p == "" || h.GetShared() || i < 0 || p[:i] == dir {
+				continue
+			}
+			h.Path = dir + p[i:]
+		}
+	}
 }
 
 // unmarshalMetadata decodes what marshalMetadata wrote; path names the

@@ -587,3 +587,46 @@ func TestFilesInjectedErrors(t *testing.T) {
 		t.Fatalf("read: %v, want the injected error", err)
 	}
 }
+
+// A savepoint moved to another directory reads its files where it is now;
+// a checkpoint's handles are left as written.
+func TestSavepointRelocates(t *testing.T) {
+	for _, c := range []struct {
+		typ  weirv1.CheckpointType
+		move bool
+	}{
+		{weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT, true},
+		{weirv1.CheckpointType_CHECKPOINT_TYPE_SAVEPOINT_SUSPEND, true},
+		{weirv1.CheckpointType_CHECKPOINT_TYPE_CHECKPOINT, false},
+	} {
+		old := filepath.Join(t.TempDir(), "savepoint-j-3")
+		if err := os.MkdirAll(old, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		md := &weirv1.CheckpointMetadata{Version: 1, JobId: "j", CheckpointId: 3, Type: c.typ, Subtasks: []*weirv1.SubtaskState{{
+			Vertex:        "v",
+			KeyedState:    &weirv1.StateHandle{Path: filepath.Join(old, "v-0.keyed"), Size: 1},
+			OperatorState: &weirv1.StateHandle{InlineData: []byte{1}},
+			SharedFiles:   []*weirv1.StateHandle{{Path: "/elsewhere/shared/x.sst", Shared: true}},
+		}}}
+		if _, err := WriteMetadata(old, md); err != nil {
+			t.Fatal(err)
+		}
+		moved := filepath.Join(t.TempDir(), "copy")
+		if err := os.CopyFS(moved, os.DirFS(old)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadMetadata(moved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := got.GetSubtasks()[0]
+		want := filepath.Join(old, "v-0.keyed")
+		if c.move {
+			want = filepath.Join(moved, "v-0.keyed")
+		}
+		if st.GetKeyedState().GetPath() != want || st.GetSharedFiles()[0].GetPath() != "/elsewhere/shared/x.sst" || st.GetOperatorState().GetPath() != "" {
+			t.Errorf("%v: read %v", c.typ, st)
+		}
+	}
+}
