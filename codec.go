@@ -235,10 +235,12 @@ func (protoCodec[T]) Decode(b []byte) (T, error) {
 }
 
 // structCodec encodes structs, slices and arrays of the supported types
-// field by field: a length-prefixed, order-dependent layout (renaming a
-// field keeps state readable, reordering or retyping does not). The
-// layout of the type is read once, with reflection; a record is encoded
-// and decoded through field offsets, without it.
+// field by field, in their order, strings and slices length first. State
+// keeps the layout it was written in (evolve.go), so a restore reads it
+// into a type whose fields were added, removed, reordered, renamed (with
+// a tag) or widened. The layout of the type is read once, with
+// reflection; a record is encoded and decoded through field offsets,
+// without it.
 type structCodec[T any] struct {
 	enc encFn
 	dec decFn

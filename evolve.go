@@ -24,18 +24,26 @@ import (
 //     its tag declares (`weir:"default=<value>"`);
 //   - a struct field removed: its bytes are skipped;
 //   - struct fields reordered: fields are matched by name;
+//   - a struct field renamed, its old name in its tag (`weir:"was=Old"`);
+//     a field removed and another added without a default in one struct
+//     is refused, as it is what an untagged rename looks like;
 //   - a number widened: a signed or unsigned integer to a wider one of its
 //     kind, an unsigned to a wider signed one, float32 to float64, an
 //     integer of at most 32 bits to float64;
 //   - a protobuf message changed by protobuf's rules (its wire format
 //     takes care of it: its layout is only "proto").
 //
-// A changed layout is migrated eagerly, when the state is first used after
-// the restore: every stored value of the subtask's key groups is decoded
+// A changed layout is migrated eagerly, when the operator opens (for the
+// states a process function holds in its fields) or when the state is
+// first used (for others): every stored value of the subtask's key groups is decoded
 // in the old layout and encoded in the new one (as Flink's RocksDB backend
 // migrates a state when it is registered), so nothing stored afterwards
 // mixes the two. Map keys keep their layout: their bytes order the map and
 // choose nothing else to migrate by.
+
+// rawSuffix marks the layout of a plain string or []byte value, which
+// its codec writes whole.
+const rawSuffix = ".raw"
 
 // layout is a type's shape as the state schema records it, in JSON.
 type layout struct {
@@ -63,6 +71,12 @@ func layoutOf[T any](c Codec[T]) string {
 	l, err := typeLayout(reflect.TypeFor[T]())
 	if err != nil {
 		return ""
+	}
+	switch any(c).(type) {
+	case stringCodec, bytesCodec:
+		// The whole value, with no length before it, unlike a string
+		// or a []byte the struct codec encodes (a named string type).
+		l.Kind += rawSuffix
 	}
 	b, _ := json.Marshal(l)
 	return string(b)
@@ -222,6 +236,20 @@ func migrator(old layout, t reflect.Type, path string) (decFn, error) {
 			return b, nil
 		}, nil
 	}
+	if kind, ok := strings.CutSuffix(old.Kind, rawSuffix); ok && kind == now.Kind {
+		// A whole value of a plain string or []byte, now of a named type.
+		_, dec, err := reflectCodec(t, 0)
+		if err != nil {
+			return nil, err
+		}
+		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+			framed := binary.AppendUvarint(nil, uint64(len(b)))
+			if _, err := dec(append(framed, b...), p); err != nil {
+				return nil, err
+			}
+			return nil, nil
+		}, nil
+	}
 	if widen := numberMigrator(old.Kind, t); widen != nil {
 		return widen, nil
 	}
@@ -317,18 +345,48 @@ func structMigrator(old layout, t reflect.Type, path string) (decFn, error) {
 	}
 	var steps []step
 	seen := map[string]bool{}
+	// A field renamed names its old name: `weir:"was=Old"`.
+	was := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		if old, ok := tagValue(t.Field(i), "was"); ok {
+			was[old] = t.Field(i)
+		}
+	}
+	var removed []string
 	for _, of := range old.Fields {
-		nf, ok := t.FieldByName(of.Name)
-		if !ok || len(nf.Index) != 1 {
+		nf, ok := was[of.Name]
+		if !ok {
+			nf, ok = t.FieldByName(of.Name)
+			ok = ok && len(nf.Index) == 1
+			if _, renamed := tagValue(nf, "was"); ok && renamed {
+				ok = false // this name is another field's now
+			}
+		}
+		if !ok {
 			steps = append(steps, step{dec: skipper(of.Of)})
+			removed = append(removed, of.Name)
 			continue
 		}
+		of.Name = nf.Name
 		seen[of.Name] = true
 		d, err := migrator(of.Of, nf.Type, joinPath(path, of.Name))
 		if err != nil {
 			return nil, err
 		}
 		steps = append(steps, step{off: nf.Offset, dec: d})
+	}
+	var added []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if _, ok := tagValue(f, "default"); !seen[f.Name] && !ok {
+			added = append(added, f.Name)
+		}
+	}
+	if len(removed) > 0 && len(added) > 0 {
+		// A rename would read as a field removed and a field added,
+		// losing the value without a word: say which it is.
+		return nil, fmt.Errorf("field %s removed and field %s added: if it was renamed, tag the new field `weir:\"was=%s\"`; if it is new, give it a default (`weir:\"default=…\"`)",
+			joinPath(path, removed[0]), joinPath(path, added[0]), removed[0])
 	}
 	type fill struct {
 		off uintptr
@@ -340,7 +398,7 @@ func structMigrator(old layout, t reflect.Type, path string) (decFn, error) {
 		if seen[f.Name] {
 			continue
 		}
-		def, ok := defaultTag(f)
+		def, ok := tagValue(f, "default")
 		if !ok {
 			continue // the zero value
 		}
@@ -374,10 +432,10 @@ func joinPath(path, name string) string {
 	return path + "." + name
 }
 
-// defaultTag is a field's `weir:"default=…"`.
-func defaultTag(f reflect.StructField) (string, bool) {
+// tagValue is a field's `weir:"<key>=…"`.
+func tagValue(f reflect.StructField, key string) (string, bool) {
 	for _, part := range strings.Split(f.Tag.Get("weir"), ",") {
-		if v, ok := strings.CutPrefix(part, "default="); ok {
+		if v, ok := strings.CutPrefix(part, key+"="); ok {
 			return v, true
 		}
 	}

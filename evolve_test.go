@@ -67,7 +67,7 @@ type accV2 struct {
 	Sum   float64
 	Tags  []string
 	Count int64
-	Max   uint64
+	Max   uint64 `weir:"default=0"`
 }
 
 func TestSchemaEvolution(t *testing.T) {
@@ -121,6 +121,13 @@ func TestSchemaEvolution(t *testing.T) {
 		t.Fatalf("int8 to int: %v, %v", v, err)
 	}
 
+	type renamed struct {
+		Total int32 `weir:"was=A"`
+	}
+	if v, _, _, err := evolve[one, renamed](t, one{A: 42}); err != nil || v.Total != 42 {
+		t.Fatalf("a field renamed: %+v, %v", v, err)
+	}
+
 	// Protobuf's rules: a message read as another with field 1 of a
 	// compatible type keeps the field it knows and the rest as unknown.
 	p, _, _, err := evolve[*weirv1.KeyGroupRange, *wrapperspb.Int64Value](t, &weirv1.KeyGroupRange{Start: 5, End: 9})
@@ -156,6 +163,12 @@ func TestSchemaEvolutionRefused(t *testing.T) {
 			`the value: struct{Inner struct{N int64}} in the checkpoint or savepoint restored, int64 in this program`},
 		{"a bad default", func() error { _, _, _, err := evolve[a, badDefault](t, a{}); return err },
 			`field D: default "many"`},
+		{"a rename not said", func() error {
+			type v1 struct{ Count int64 }
+			type v2 struct{ Total int64 }
+			_, _, _, err := evolve[v1, v2](t, v1{Count: 3})
+			return err
+		}, "field Count removed and field Total added: if it was renamed, tag the new field `weir:\"was=Count\"`; if it is new, give it a default"},
 		{"float64 to float32", func() error { _, _, _, err := evolve[float64, float32](t, 1); return err },
 			`the value: float64 in the checkpoint or savepoint restored, float32 in this program`},
 	} {
@@ -163,5 +176,22 @@ func TestSchemaEvolutionRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+type nameT string
+
+// A plain string value and one of a named string type are written
+// differently (whole, or length first): a change between them migrates.
+func TestSchemaEvolutionNamedStrings(t *testing.T) {
+	if v, _, _, err := evolve[string, nameT](t, "hello"); err != nil || v != "hello" {
+		t.Fatalf("string to a named string: %q, %v", v, err)
+	}
+	if v, _, _, err := evolve[nameT, string](t, "hello"); err != nil || v != "hello" {
+		t.Fatalf("a named string to string: %q, %v", v, err)
+	}
+	type blob []byte
+	if v, _, _, err := evolve[blob, []byte](t, blob("hi")); err != nil || string(v) != "hi" {
+		t.Fatalf("a named []byte to []byte: %q, %v", v, err)
 	}
 }

@@ -128,7 +128,12 @@ func (p *processOp[T, K, U]) Open(ctx sdk.Context) error {
 	p.keys = keyedScope{ctx: ctx, schema: openSchema(ctx, p.vertex), values: map[string]sdk.ValueState{}, maps: map[string]sdk.MapState{}}
 	p.ctx = Context[K, U]{keys: &p.keys, kc: p.kc, timers: ctx.TimerService(), emit: emitter[U]{out: p.res}}
 	p.fn = p.newFn()
-	return nil
+	// The states the function holds in its fields are declared now, so
+	// a restored one whose layout changed is migrated by every subtask
+	// before any reads it, and every subtask's schema records the same
+	// layout.
+	declareFields(&p.keys, p.fn)
+	return p.keys.err
 }
 
 func (p *processOp[T, K, U]) SnapshotState(int64) error { p.keys.schema.save(); return nil }

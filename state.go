@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/weirproject/weir/sdk"
 )
@@ -26,14 +28,28 @@ type schema struct {
 	// for codecs of the program's own).
 	restored map[string]string
 	declared map[string]string
+	// conflicts are states the restored subtasks recorded two ways (a
+	// program that migrated a state in some subtasks only): they are
+	// refused rather than read in one of the layouts.
+	conflicts map[string]string
 }
 
 func openSchema(ctx sdk.Context, vertex string) *schema {
 	s := &schema{vertex: vertex, list: ctx.UnionListState(schemaState), restored: map[string]string{}, declared: map[string]string{}}
 	for _, it := range s.list.Get() {
-		if name, typ, ok := strings.Cut(string(it), "\x00"); ok {
-			s.restored[name] = typ
+		name, typ, ok := strings.Cut(string(it), "\x00")
+		if !ok {
+			continue
 		}
+		if prev, seen := s.restored[name]; seen && prev != typ {
+			if s.conflicts == nil {
+				s.conflicts = map[string]string{}
+			}
+			pt, _, _ := strings.Cut(prev, "\x00")
+			t, _, _ := strings.Cut(typ, "\x00")
+			s.conflicts[name] = fmt.Sprintf("its subtasks recorded it as %s and as %s, in two layouts", pt, t)
+		}
+		s.restored[name] = typ
 	}
 	return s
 }
@@ -61,6 +77,9 @@ func (s *schema) declare(name, typ, layout string) (from string, err error) {
 		return "", nil
 	}
 	s.declared[name] = entry
+	if c, ok := s.conflicts[name]; ok {
+		return "", fmt.Errorf("weir: vertex %q: state %q cannot be restored: %s", s.vertex, name, c)
+	}
 	prev, ok := s.restored[name]
 	if !ok || prev == entry {
 		return "", nil
@@ -192,6 +211,52 @@ func (k *keyedScope) declare(name, typ, layout string, isMap bool, o stateOption
 	}
 	if err := mig.MigrateState(name, isMap, f); err != nil {
 		k.fail(fmt.Errorf("weir: vertex %q: state %q: %w", k.schema.vertex, name, err))
+	}
+}
+
+// declarer is a state declaration (ValueState, MapState, ListState).
+type declarer interface{ declareIn(k *keyedScope) }
+
+func (s *ValueState[V]) declareIn(k *keyedScope)   { s.state(scoped{k}) }
+func (s *MapState[UK, V]) declareIn(k *keyedScope) { s.state(scoped{k}) }
+func (s *ListState[V]) declareIn(k *keyedScope)    { s.state(scoped{k}) }
+
+type scoped struct{ k *keyedScope }
+
+func (s scoped) scope() *keyedScope { return s.k }
+
+// declareFields declares the states fn holds in its exported or
+// unexported fields (a struct, or a pointer to one), one level deep.
+func declareFields(k *keyedScope, fn any) {
+	v := reflect.ValueOf(fn)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return
+	}
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.Pointer || f.IsNil() {
+			continue
+		}
+		// Unexported fields too: reading a pointer through reflection
+		// and calling a method of ours on it is allowed by unsafe only.
+		var ptr any
+		switch {
+		case f.CanAddr():
+			ptr = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface()
+		case f.CanInterface():
+			ptr = f.Interface()
+		default:
+			continue
+		}
+		if d, ok := ptr.(declarer); ok {
+			d.declareIn(k)
+		}
 	}
 }
 
