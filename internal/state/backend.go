@@ -41,6 +41,9 @@ type Backend interface {
 	// entries to delete (0: none tracked): the subtask calls it again by
 	// then.
 	AdvanceTime(now int64) (next int64)
+	// NextExpiry is when the backend next has expired entries to delete,
+	// as of its latest writes (0: none tracked).
+	NextExpiry() int64
 	// ScanMap calls fn for every entry of the named map state, of every
 	// key in the key groups this backend owns, in no particular order
 	// across keys (a key's entries may not be contiguous either). It is

@@ -56,7 +56,24 @@ func (h *Heap) MapStateTTL(name string, cfg sdk.StateTTL) sdk.MapState {
 func (h *Heap) ttlNow() int64 { return h.ttl.ttlNow() }
 
 func (h *Heap) track(s *ttlState, isMap bool, userKey []byte, exp int64) {
+	if isMap {
+		if c := h.maps[s.name][h.currentKey]; c != nil {
+			if _, ok := c.m[string(userKey)]; ok {
+				return // filed already
+			}
+		}
+	} else if _, ok := h.values[s.name][h.currentKey]; ok {
+		return
+	}
 	h.file(ttlRef{s: s, isMap: isMap, key: h.currentKey, userK: string(userKey)}, exp)
+}
+
+// NextExpiry implements Backend.
+func (h *Heap) NextExpiry() int64 {
+	if len(h.ttl.deadlines) == 0 {
+		return 0
+	}
+	return h.ttl.deadlines[0]
 }
 
 func (h *Heap) file(r ttlRef, exp int64) {
@@ -101,13 +118,16 @@ func (h *Heap) AdvanceTime(now int64) (next int64) {
 	return h.ttl.deadlines[0]
 }
 
-// expire deletes r's entry if it is still due: a later write moved it on.
+// expire deletes r's entry if it is due, and files it again under its
+// expiry if a write since has moved that on.
 func (h *Heap) expire(r ttlRef, now int64) {
 	if !r.isMap {
 		m := h.values[r.s.name]
 		if c := m[r.key]; c != nil {
 			if exp, _ := expiryOf(r.s.name, c.b); exp <= now {
 				delete(m, r.key)
+			} else {
+				h.file(r, exp)
 			}
 		}
 		return
@@ -117,12 +137,15 @@ func (h *Heap) expire(r ttlRef, now int64) {
 		return
 	}
 	if b, ok := c.m[r.userK]; ok {
-		if exp, _ := expiryOf(r.s.name, b); exp <= now {
-			saved := h.currentKey
-			h.currentKey = r.key
-			(&mapState{h: h, m: h.maps[r.s.name]}).Remove([]byte(r.userK))
-			h.currentKey = saved
+		exp, _ := expiryOf(r.s.name, b)
+		if exp > now {
+			h.file(r, exp)
+			return
 		}
+		saved := h.currentKey
+		h.currentKey = r.key
+		(&mapState{h: h, m: h.maps[r.s.name]}).Remove([]byte(r.userK))
+		h.currentKey = saved
 	}
 }
 

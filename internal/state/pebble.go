@@ -295,6 +295,20 @@ func (p *Pebble) closeIter(it *pebble.Iterator) {
 	p.must("iterate", errors.Join(it.Error(), it.Close()))
 }
 
+// has says whether a store key holds a value.
+func (p *Pebble) has(k []byte) bool {
+	p.usable()
+	defer p.catch("get")
+	_, closer, err := p.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		p.usable()
+		return false
+	}
+	p.must("get", err)
+	closer.Close()
+	return true
+}
+
 // get reads a store key; the value is the caller's.
 func (p *Pebble) get(k []byte) ([]byte, bool) {
 	p.usable()

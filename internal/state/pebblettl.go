@@ -67,12 +67,30 @@ func (p *Pebble) MapStateTTL(name string, cfg sdk.StateTTL) sdk.MapState {
 func (p *Pebble) ttlNow() int64 { return p.ttl.ttlNow() }
 
 func (p *Pebble) track(s *ttlState, isMap bool, userKey []byte, exp int64) {
+	// An entry already stored is filed already: the sweep that reaches
+	// its reference finds it alive and files it again under its expiry
+	// then. So each entry has one reference, however often it is
+	// written, and the index stays the size of the state.
+	if isMap {
+		p.ttl.buf = encodeMapKey(p.ttl.buf, p.kg, s.name, p.key, userKey)
+	} else {
+		p.ttl.buf = encodeKey(p.ttl.buf, p.kg, s.name, p.key)
+	}
+	if p.has(p.ttl.buf) {
+		return
+	}
 	d := s.deadline(exp)
 	p.ttl.buf = encodeTTLIndex(p.ttl.buf, p.kg, ttlIndexName(isMap, s.name), d, p.key, userKey)
-	// Writing the key again in the same bucket overwrites it: no read
-	// of the entry's previous expiry is needed.
 	p.set(p.ttl.buf, nil)
 	p.ttl.next = min(p.ttl.next, d)
+}
+
+// NextExpiry implements Backend.
+func (p *Pebble) NextExpiry() int64 {
+	if len(p.ttl.values)+len(p.ttl.maps) == 0 || p.ttl.next == math.MaxInt64 {
+		return 0
+	}
+	return max(p.ttl.next, 1) // 0 after a declaration: a sweep is due
 }
 
 // indexTTL makes sure the index of a newly declared state is complete:
@@ -92,6 +110,7 @@ func (p *Pebble) indexTTL(s *ttlState, isMap bool) {
 	p.usable()
 	defer p.catch("index TTL state")
 	b := p.db.NewBatch()
+	defer func() { b.Close() }()
 	var prefix, ik []byte
 	for kg := kgs.Start; kg <= kgs.End; kg++ {
 		if isMap {
@@ -99,29 +118,37 @@ func (p *Pebble) indexTTL(s *ttlState, isMap bool) {
 		} else {
 			prefix = encodeKey(prefix, kg, s.name, nil)
 		}
-		it := p.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-		for valid := it.First(); valid; valid = it.Next() {
-			_, e, ok := decodeKey(it.Key())
-			if !ok || e.state != s.name {
-				continue
-			}
-			if len(it.Value()) < ttlHeader {
-				v := bytes.Clone(it.Value())
-				p.closeIter(it)
-				expiryOf(s.name, v) // fails: no expiry header
-			}
-			exp, _ := expiryOf(s.name, it.Value())
-			ik = encodeTTLIndex(ik, kg, index, s.deadline(exp), e.key, e.userKey)
-			p.must("index TTL state", b.Set(ik, nil, nil))
-		}
-		p.closeIter(it)
+		p.indexSpan(b, prefix, s, kg, index, &ik)
 		p.must("index TTL state", b.Set(encodeKey(nil, kg, index, nil), nil, nil))
 		if b.Len() > 4<<20 {
 			p.must("index TTL state", b.Commit(p.wo))
+			b.Close()
 			b = p.db.NewBatch()
 		}
 	}
 	p.must("index TTL state", b.Commit(p.wo))
+}
+
+// indexSpan files every entry of one key group's span of state s.
+func (p *Pebble) indexSpan(b *pebble.Batch, prefix []byte, s *ttlState, kg int, index string, ik *[]byte) {
+	it := p.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	closed := false
+	defer func() {
+		if !closed {
+			it.Close() // an entry without an expiry header panicked
+		}
+	}()
+	for valid := it.First(); valid; valid = it.Next() {
+		_, e, ok := decodeKey(it.Key())
+		if !ok || e.state != s.name {
+			continue
+		}
+		exp, _ := expiryOf(s.name, it.Value())
+		*ik = encodeTTLIndex(*ik, kg, index, s.deadline(exp), e.key, e.userKey)
+		p.must("index TTL state", b.Set(*ik, nil, nil))
+	}
+	closed = true
+	p.closeIter(it)
 }
 
 // AdvanceTime implements Backend: it sets the clock TTL states read and,
@@ -144,12 +171,19 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 	budget := ttlSweepBatch
 	next = math.MaxInt64
 	b := p.db.NewBatch()
+	defer b.Close()
 	opts := &pebble.IterOptions{LowerBound: binary.BigEndian.AppendUint16(nil, uint16(kgs.Start))}
 	if kgs.End+1 <= 0xffff {
 		opts.UpperBound = binary.BigEndian.AppendUint16(nil, uint16(kgs.End+1))
 	}
 	it := p.iter(opts)
-	var marker, lower, upper, pk []byte
+	closed := false
+	defer func() {
+		if !closed {
+			it.Close() // a store failure panicked
+		}
+	}()
+	var marker, lower, upper, pk, ik []byte
 	sweep := func(isMap bool, s *ttlState) {
 		index := ttlIndexName(isMap, s.name)
 		for kg := kgs.Start; kg <= kgs.End; kg++ {
@@ -177,8 +211,16 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 					pk = encodeKey(pk, kg, s.name, key)
 				}
 				if v, ok := p.get(pk); ok {
-					if exp, _ := expiryOf(s.name, v); exp <= now {
+					exp, _ := expiryOf(s.name, v)
+					if exp <= now {
 						p.must("expire TTL state", b.Delete(pk, nil))
+					} else {
+						// Written again since it was filed: filed
+						// again, under its expiry now.
+						d := s.deadline(exp)
+						ik = encodeTTLIndex(ik, kg, index, d, key, uk)
+						p.must("expire TTL state", b.Set(ik, nil, nil))
+						next = min(next, d)
 					}
 				}
 				p.must("expire TTL state", b.Delete(it.Key(), nil))
@@ -198,6 +240,7 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 	for _, name := range slices.Sorted(maps.Keys(p.ttl.maps)) {
 		sweep(true, p.ttl.maps[name])
 	}
+	closed = true
 	p.closeIter(it)
 	p.must("expire TTL state", b.Commit(p.wo))
 	if budget == 0 {

@@ -17,10 +17,12 @@ import (
 //
 // What frees the space is an expiry index swept on the mailbox goroutine,
 // a bounded batch at a time (Expire), never a pass over the whole state:
-// every write also files the entry under its expiry time rounded up to the
-// state's granularity (a bucket), and the sweep visits only the buckets
-// whose time has passed, deleting each entry whose stored expiry is still
-// due (a later write has moved the others to a later bucket). An entry is
+// the first write of an entry files it under its expiry time rounded up
+// to the state's granularity (a bucket), and the sweep visits only the
+// buckets whose time has passed: it deletes each entry whose stored expiry
+// is due and files the others (written again since) under their expiry
+// now. Each entry has one reference, so the index is as large as the
+// state, however often entries are written. An entry is
 // therefore gone from memory, from the local store and from the next
 // checkpoint within TTL + granularity + the sweep's period of its last
 // write. The heap keeps its index in memory and rebuilds it from the
@@ -79,7 +81,9 @@ func expiryOf(state string, b []byte) (exp int64, v []byte) {
 type ttlIndexer interface {
 	ttlNow() int64
 	// track files the current key's entry (userKey nil: a value state's)
-	// under the bucket of exp.
+	// under the bucket of exp, before it is written, when it is not
+	// stored yet; the sweep files a stored one again when its reference
+	// comes due and it has not expired.
 	track(s *ttlState, isMap bool, userKey []byte, exp int64)
 }
 
@@ -113,8 +117,8 @@ func (v *ttlValue) Update(b []byte) { v.write(b, v.ix.ttlNow()) }
 func (v *ttlValue) write(b []byte, now int64) {
 	exp := now + v.s.cfg.TTL.Milliseconds()
 	v.buf = append(binary.BigEndian.AppendUint64(v.buf[:0], uint64(exp)), b...)
+	v.ix.track(v.s, false, nil, exp) // before the write: it files new entries only
 	v.raw.Update(v.buf)
-	v.ix.track(v.s, false, nil, exp)
 }
 
 func (v *ttlValue) Clear() { v.raw.Clear() }
@@ -155,8 +159,8 @@ func (m *ttlMap) Put(uk, v []byte) { m.put(uk, v, m.ix.ttlNow()) }
 func (m *ttlMap) put(uk, v []byte, now int64) {
 	exp := now + m.s.cfg.TTL.Milliseconds()
 	m.buf = append(binary.BigEndian.AppendUint64(m.buf[:0], uint64(exp)), v...)
-	m.raw.Put(uk, m.buf)
 	m.ix.track(m.s, true, uk, exp)
+	m.raw.Put(uk, m.buf)
 }
 
 func (m *ttlMap) Remove(uk []byte) { m.raw.Remove(uk) }

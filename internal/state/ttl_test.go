@@ -337,3 +337,37 @@ func TestTTLIndexNotInSnapshots(t *testing.T) {
 		t.Fatal("the store holds no expiry index")
 	}
 }
+
+// A key written over and over has one reference in the expiry index, not
+// one per bucket it was written in.
+func TestTTLIndexOneReferencePerEntry(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, k backendKind) {
+		b := newBackend(t, k, t.TempDir(), 1, 0)
+		hour := sdk.StateTTL{TTL: time.Hour}
+		v, m := b.ValueStateTTL("v", hour), b.MapStateTTL("m", hour)
+		for i := range int64(600) {
+			b.AdvanceTime(t0 + i*1000) // ten minutes, a write a second
+			b.SetCurrentKey([]byte("hot"))
+			v.Update([]byte("x"))
+			m.Put([]byte("u"), []byte("y"))
+		}
+		if e, ix := stored(t, b); e != 2 || ix != 2 {
+			t.Fatalf("%d entries, %d index entries; want 2 and 2", e, ix)
+		}
+		// Its first reference comes due and is filed again, under the
+		// expiry of the last write.
+		sweep(t, b, t0+3600_000+ttlGap(hour))
+		if e, ix := stored(t, b); e != 2 || ix != 2 {
+			t.Fatalf("after the first reference came due: %d entries, %d index entries", e, ix)
+		}
+		if next := b.NextExpiry(); next <= t0+599_000+3600_000 {
+			t.Fatalf("next sweep at %d, before the last write's expiry", next-t0)
+		}
+		sweep(t, b, t0+599_000+3600_000+ttlGap(hour))
+		if e, ix := stored(t, b); e != 0 || ix != 0 {
+			t.Fatalf("after it expired: %d entries, %d index entries", e, ix)
+		}
+	})
+}
+
+func ttlGap(cfg sdk.StateTTL) int64 { return newTTLState("x", cfg).gran }

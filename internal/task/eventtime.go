@@ -239,8 +239,10 @@ func (t *Task) nextTimeEvent(now time.Time) (time.Duration, bool) {
 	if next, ok := t.et.timers.Next(timer.ProcessingTime); ok {
 		at = time.UnixMilli(next)
 	}
-	if t.ttlNext > 0 && (at.IsZero() || t.ttlNext < at.UnixMilli()) {
-		at = time.UnixMilli(t.ttlNext)
+	// Asked now, not at the step's start: the step's writes may have
+	// filed the first entries.
+	if next := t.backend.NextExpiry(); next > 0 && (at.IsZero() || next < at.UnixMilli()) {
+		at = time.UnixMilli(next)
 	}
 	if t.et.gen != nil && !t.endOfInput {
 		if g, ok := t.et.gen.NextPoll(now); ok && (at.IsZero() || g.Before(at)) {

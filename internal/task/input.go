@@ -15,7 +15,7 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 	now := t.now()
 	// The clock TTL states read, and their expired entries swept a
 	// bounded batch at a time.
-	t.ttlNext = t.backend.AdvanceTime(now.UnixMilli())
+	t.backend.AdvanceTime(now.UnixMilli())
 	if err := t.fireProcessingTimers(now); err != nil {
 		return false, 0, err
 	}
