@@ -34,6 +34,10 @@ func (c *fakeCtx) Config() sdk.Config               { return c.cfg }
 func (c *fakeCtx) Logger() *slog.Logger             { return slog.Default() }
 func (c *fakeCtx) ValueState(string) sdk.ValueState { return nil }
 func (c *fakeCtx) MapState(string) sdk.MapState     { return nil }
+func (c *fakeCtx) ValueStateTTL(string, sdk.StateTTL) sdk.ValueState {
+	return nil
+}
+func (c *fakeCtx) MapStateTTL(string, sdk.StateTTL) sdk.MapState { return nil }
 func (c *fakeCtx) ReducingState(string, func(acc, v []byte) []byte) sdk.ReducingState {
 	return nil
 }
