@@ -390,33 +390,14 @@ func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
 		}
 		size := t.Elem().Size()
 		return func(dst []byte, p unsafe.Pointer) []byte {
-				h := (*sliceHeader)(p)
-				dst = binary.AppendUvarint(dst, uint64(h.len))
-				data := h.data
-				for i := range h.len {
-					dst = ee(dst, unsafe.Add(data, uintptr(i)*size))
-				}
-				return dst
-			}, func(b []byte, p unsafe.Pointer) ([]byte, error) {
-				n, k := binary.Uvarint(b)
-				if k <= 0 || n > uint64(len(b)) {
-					return nil, errShort
-				}
-				b = b[k:]
-				if n == 0 {
-					return b, nil // empty and nil encode alike; both decode as nil
-				}
-				s := reflect.MakeSlice(t, int(n), int(n))
-				reflect.NewAt(t, p).Elem().Set(s)
-				data := s.UnsafePointer()
-				var err error
-				for i := range int(n) {
-					if b, err = ed(b, unsafe.Add(data, uintptr(i)*size)); err != nil {
-						return nil, err
-					}
-				}
-				return b, nil
-			}, nil
+			h := (*sliceHeader)(p)
+			dst = binary.AppendUvarint(dst, uint64(h.len))
+			data := h.data
+			for i := range h.len {
+				dst = ee(dst, unsafe.Add(data, uintptr(i)*size))
+			}
+			return dst
+		}, sliceDecoder(t, ed), nil
 	case reflect.Array:
 		ee, ed, err := reflectCodec(t.Elem(), depth+1)
 		if err != nil {
@@ -471,6 +452,32 @@ func reflectCodec(t reflect.Type, depth int) (encFn, decFn, error) {
 			}, nil
 	}
 	return nil, nil, fmt.Errorf("%v is not supported (strings, []byte, bools, numbers, and structs, slices and arrays of them)", t)
+}
+
+// sliceDecoder decodes a slice of type t, its length first, each element
+// with ed.
+func sliceDecoder(t reflect.Type, ed decFn) decFn {
+	size := t.Elem().Size()
+	return func(b []byte, p unsafe.Pointer) ([]byte, error) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return nil, errShort
+		}
+		b = b[k:]
+		if n == 0 {
+			return b, nil // empty and nil encode alike; both decode as nil
+		}
+		s := reflect.MakeSlice(t, int(n), int(n))
+		reflect.NewAt(t, p).Elem().Set(s)
+		data := s.UnsafePointer()
+		var err error
+		for i := range int(n) {
+			if b, err = ed(b, unsafe.Add(data, uintptr(i)*size)); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	}
 }
 
 func cut(b []byte) (s, rest []byte, err error) {

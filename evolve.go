@@ -199,27 +199,7 @@ func migrator(old layout, t reflect.Type, path string) (decFn, error) {
 		if err != nil {
 			return nil, err
 		}
-		size := t.Elem().Size()
-		return func(b []byte, p unsafe.Pointer) ([]byte, error) {
-			n, k := binary.Uvarint(b)
-			if k <= 0 || n > uint64(len(b)) {
-				return nil, errShort
-			}
-			b = b[k:]
-			if n == 0 {
-				return b, nil
-			}
-			s := reflect.MakeSlice(t, int(n), int(n))
-			reflect.NewAt(t, p).Elem().Set(s)
-			data := s.UnsafePointer()
-			var err error
-			for i := range int(n) {
-				if b, err = ed(b, unsafe.Add(data, uintptr(i)*size)); err != nil {
-					return nil, err
-				}
-			}
-			return b, nil
-		}, nil
+		return sliceDecoder(t, ed), nil
 	case old.Kind == "array" && now.Kind == "array" && old.Len == now.Len:
 		ed, err := migrator(*old.Elem, t.Elem(), path+"[]")
 		if err != nil {

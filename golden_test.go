@@ -1,7 +1,6 @@
 package weir_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -159,15 +158,7 @@ func writeGoldenJob(t *testing.T, golden string) {
 		lines, _ := check.ReadCommitted(out)
 		return len(lines) > goldenTotal/2, fmt.Sprint(len(lines), " lines")
 	})
-	var sp *weirv1.StopWithSavepointResponse
-	poll.Until(t, time.Minute, 50*time.Millisecond, "a stop with savepoint", func() (bool, string) {
-		var err error
-		sp, err = c.client.StopWithSavepoint(context.Background(), &weirv1.StopWithSavepointRequest{JobId: id})
-		if err != nil {
-			return false, err.Error()
-		}
-		return true, ""
-	})
+	sp := c.stopWithSavepoint(id)
 	c.wait(id)
 	dir := strings.TrimSuffix(sp.GetExternalPath(), "/_metadata")
 	if err := os.CopyFS(filepath.Join(golden, filepath.Base(dir)), os.DirFS(dir)); err != nil {

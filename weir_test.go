@@ -65,6 +65,37 @@ func (c *cluster) submit(j *weir.Job, args ...string) string {
 	return strings.TrimSpace(out.String())
 }
 
+// stopWithSavepoint stops job id with a savepoint, asking again while its
+// tasks are still starting.
+func (c *cluster) stopWithSavepoint(id string) *weirv1.StopWithSavepointResponse {
+	c.t.Helper()
+	var sp *weirv1.StopWithSavepointResponse
+	poll.Until(c.t, time.Minute, 50*time.Millisecond, "a stop with savepoint", func() (bool, string) {
+		var err error
+		sp, err = c.client.StopWithSavepoint(context.Background(), &weirv1.StopWithSavepointRequest{JobId: id})
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	return sp
+}
+
+// runningCounts parses lines "<key>,<count>" into each key's counts.
+func runningCounts(t *testing.T, lines []string) map[string][]int64 {
+	t.Helper()
+	got := map[string][]int64{}
+	for _, l := range lines {
+		k, n, _ := strings.Cut(l, ",")
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			t.Fatalf("line %q", l)
+		}
+		got[k] = append(got[k], v)
+	}
+	return got
+}
+
 // wait waits for job id to reach one of states (an end, by default).
 func (c *cluster) wait(id string, states ...weirv1.JobState) *weirv1.JobInfo {
 	c.t.Helper()
@@ -133,15 +164,7 @@ func TestWordCount(t *testing.T) {
 			want[w]++
 		}
 	}
-	got := map[string][]int64{}
-	for _, l := range lines2 {
-		w, c, _ := strings.Cut(l, ",")
-		v, err := strconv.ParseInt(c, 10, 64)
-		if err != nil {
-			t.Fatalf("line %q", l)
-		}
-		got[w] = append(got[w], v)
-	}
+	got := runningCounts(t, lines2)
 	for w, total := range want {
 		cs := got[w]
 		slices.Sort(cs)
@@ -381,15 +404,7 @@ func TestSavepointStateTypes(t *testing.T) {
 	c := startCluster(t, first)
 	id := c.submit(first)
 	c.wait(id, weirv1.JobState_JOB_STATE_RUNNING)
-	var sp *weirv1.StopWithSavepointResponse
-	poll.Until(t, time.Minute, 50*time.Millisecond, "a stop with savepoint", func() (bool, string) {
-		var err error
-		sp, err = c.client.StopWithSavepoint(context.Background(), &weirv1.StopWithSavepointRequest{JobId: id})
-		if err != nil {
-			return false, err.Error() // the tasks may still be starting
-		}
-		return true, ""
-	})
+	sp := c.stopWithSavepoint(id)
 	c.wait(id)
 
 	// The same program, rebuilt: the counts go on.
@@ -812,15 +827,7 @@ func TestSavepointSchemaEvolution(t *testing.T) {
 			c := startCluster(t, v1)
 			id := c.submit(v1)
 			c.wait(id, weirv1.JobState_JOB_STATE_RUNNING)
-			var sp *weirv1.StopWithSavepointResponse
-			poll.Until(t, time.Minute, 50*time.Millisecond, "a stop with savepoint", func() (bool, string) {
-				var err error
-				sp, err = c.client.StopWithSavepoint(context.Background(), &weirv1.StopWithSavepointRequest{JobId: id})
-				if err != nil {
-					return false, err.Error()
-				}
-				return true, ""
-			})
+			sp := c.stopWithSavepoint(id)
 			c.wait(id)
 			if before, err := check.ReadCommitted(out); err != nil || len(before) == 0 {
 				t.Fatalf("the first program committed %d counts: %v", len(before), err)
@@ -850,15 +857,7 @@ func TestSavepointSchemaEvolution(t *testing.T) {
 			}
 			// Per key, the counts 1, 2, … n without a gap or a repeat
 			// across both programs.
-			counts := map[string][]int64{}
-			for _, l := range lines {
-				k, n, _ := strings.Cut(l, ",")
-				v, err := strconv.ParseInt(n, 10, 64)
-				if err != nil {
-					t.Fatalf("line %q", l)
-				}
-				counts[k] = append(counts[k], v)
-			}
+			counts := runningCounts(t, lines)
 			for k, vs := range counts {
 				slices.Sort(vs)
 				for i, v := range vs {
