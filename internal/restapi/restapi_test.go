@@ -730,8 +730,15 @@ func TestRESTAPI(t *testing.T) {
 
 	t.Run("stop", func(t *testing.T) {
 		dir := c.savepointDir(t)
-		tid := c.trigger("/jobs/"+job+"/stop", fmt.Sprintf(`{"targetDirectory": %q, "drain": false}`, dir))
-		op := c.awaitOperation("/jobs/" + job + "/savepoints/" + tid)
+		// The rescale's redeployment may still be starting a subtask:
+		// a stop then fails as not running (as Flink's does), and is
+		// asked again.
+		var op map[string]any
+		waitFor(t, 30*time.Second, "a stop with savepoint", func() (bool, string) {
+			tid := c.trigger("/jobs/"+job+"/stop", fmt.Sprintf(`{"targetDirectory": %q, "drain": false}`, dir))
+			op = c.awaitOperation("/jobs/" + job + "/savepoints/" + tid)
+			return !strings.Contains(fmt.Sprint(op), "JOB_NOT_RUNNING"), fmt.Sprint(op)
+		})
 		if loc, _ := op["location"].(string); !strings.HasPrefix(loc, dir) {
 			t.Fatalf("operation = %v, want a location under %s", op, dir)
 		}
@@ -745,7 +752,7 @@ func TestRESTAPI(t *testing.T) {
 		cp := c.get("/jobs/"+job+"/checkpoints", http.StatusOK)
 		checkCheckpoint(t, "latest.savepoint after stop", obj(t, "latest", cp["latest"])["savepoint"])
 		// A checkpoint of a stopped job fails in the operation's result.
-		tid = c.trigger("/jobs/"+job+"/checkpoints", "")
+		tid := c.trigger("/jobs/"+job+"/checkpoints", "")
 		op = c.awaitOperation("/jobs/" + job + "/checkpoints/" + tid)
 		cause := obj(t, "failureCause", op["failureCause"])
 		requireKeys(t, "failureCause", cause, "class", "stack-trace")
