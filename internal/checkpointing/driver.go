@@ -320,7 +320,9 @@ func (d *Driver) post(f func()) bool {
 	}
 }
 
-// call runs f on the loop and waits for it.
+// call runs f on the loop and waits for it. When it returns false (the
+// driver closed), f may still run later: the caller must not read what f
+// writes.
 func (d *Driver) call(f func()) bool {
 	done := make(chan struct{})
 	if !d.post(func() { f(); close(done) }) {
@@ -495,7 +497,12 @@ func (d *Driver) Stats() *weirv1.ListCheckpointsResponse {
 func (d *Driver) Detail(id int64) (*weirv1.GetCheckpointResponse, bool) {
 	var out *weirv1.GetCheckpointResponse
 	var ok bool
-	d.call(func() { out, ok = d.sm.CheckpointDetail(id) })
+	if !d.call(func() { out, ok = d.sm.CheckpointDetail(id) }) {
+		// Closed meanwhile: the loop may still run the call, so out and
+		// ok are not this goroutine's to read (a REST poll of a job
+		// being cancelled raced with it).
+		return nil, false
+	}
 	return out, ok
 }
 

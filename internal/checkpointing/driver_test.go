@@ -984,3 +984,30 @@ func shortType(t weirv1.CheckpointType) string {
 type constSource uint64
 
 func (s constSource) Uint64() uint64 { return uint64(s) }
+
+// Detail asked while the driver closes returns nothing rather than what
+// the loop may still be writing (the REST API polls checkpoint details of
+// a job being cancelled). The race detector catches a read of the call's
+// results after the driver gave up on it.
+func TestDriverDetailWhileClosing(t *testing.T) {
+	for range 50 {
+		e := newDriverEnv(t, testConfig(), nil, nil)
+		var wg, started sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			started.Add(1)
+			go func() {
+				defer wg.Done()
+				started.Done()
+				for range 500 {
+					if d, ok := e.d.Detail(1); ok && d == nil {
+						t.Error("Detail: ok with no detail")
+					}
+				}
+			}()
+		}
+		started.Wait()
+		e.d.Close()
+		wg.Wait()
+	}
+}
