@@ -37,15 +37,7 @@ func (h *Heap) MigrateState(name string, isMap bool, f func([]byte) ([]byte, err
 // batches.
 func (p *Pebble) MigrateState(name string, isMap bool, f func([]byte) ([]byte, error)) (err error) {
 	checkName(name)
-	defer func() {
-		if r := recover(); r != nil {
-			se, ok := r.(*StoreError)
-			if !ok {
-				panic(r)
-			}
-			err = se
-		}
-	}()
+	defer storeErrorAs(&err)
 	p.usable()
 	kgs := p.cfg.KeyGroups
 	var prefix []byte

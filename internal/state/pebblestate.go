@@ -145,24 +145,12 @@ func (p *Pebble) ScanMap(name string, fn func(key, userKey, value []byte) error)
 	// Store failures panic with a *StoreError (p.iter, p.closeIter): this
 	// method has an error to return them as. A *StoreError fn panics with
 	// (reading state of a failed store) is the same failure.
-	defer func() {
-		if r := recover(); r != nil {
-			se, ok := r.(*StoreError)
-			if !ok {
-				panic(r)
-			}
-			err = se
-		}
-	}()
+	defer storeErrorAs(&err)
 	kgs := p.cfg.KeyGroups
 	if kgs.End < kgs.Start {
 		return nil
 	}
-	opts := &pebble.IterOptions{LowerBound: binary.BigEndian.AppendUint16(nil, uint16(kgs.Start))}
-	if kgs.End+1 <= 0xffff {
-		opts.UpperBound = binary.BigEndian.AppendUint16(nil, uint16(kgs.End+1))
-	}
-	it := p.iter(opts)
+	it := p.iter(p.ownedSpan())
 	closed := false
 	defer func() {
 		if !closed {
@@ -212,4 +200,26 @@ func (m *pebbleMap) Clear() {
 	m.p.usable()
 	defer m.p.catch("delete")
 	m.p.must("delete", b.Commit(m.p.wo))
+}
+
+// ownedSpan bounds an iterator to the key groups the backend owns.
+func (p *Pebble) ownedSpan() *pebble.IterOptions {
+	kgs := p.cfg.KeyGroups
+	opts := &pebble.IterOptions{LowerBound: binary.BigEndian.AppendUint16(nil, uint16(kgs.Start))}
+	if kgs.End+1 <= 0xffff {
+		opts.UpperBound = binary.BigEndian.AppendUint16(nil, uint16(kgs.End+1))
+	}
+	return opts
+}
+
+// storeErrorAs, deferred, returns a *StoreError a store access panicked
+// with (p.iter, p.must and the rest) as *err; other panics go on.
+func storeErrorAs(err *error) {
+	if r := recover(); r != nil {
+		se, ok := r.(*StoreError)
+		if !ok {
+			panic(r)
+		}
+		*err = se
+	}
 }

@@ -29,6 +29,7 @@ type pebbleTTL struct {
 	buf  []byte
 }
 
+// ttlIndexName is the name state name's index is kept under.
 func ttlIndexName(isMap bool, name string) string {
 	if isMap {
 		return ttlIndexPrefix + "m\x00" + name
@@ -80,7 +81,7 @@ func (p *Pebble) track(s *ttlState, isMap bool, userKey []byte, exp int64) {
 		return
 	}
 	d := s.deadline(exp)
-	p.ttl.buf = encodeTTLIndex(p.ttl.buf, p.kg, ttlIndexName(isMap, s.name), d, p.key, userKey)
+	p.ttl.buf = encodeTTLIndex(p.ttl.buf, p.kg, s.index, d, p.key, userKey)
 	p.set(p.ttl.buf, nil)
 	p.ttl.next = min(p.ttl.next, d)
 }
@@ -103,7 +104,7 @@ func (p *Pebble) indexTTL(s *ttlState, isMap bool) {
 	if kgs.End < kgs.Start {
 		return
 	}
-	index := ttlIndexName(isMap, s.name)
+	index := s.index
 	if _, ok := p.get(encodeKey(nil, kgs.Start, index, nil)); ok {
 		return
 	}
@@ -172,11 +173,7 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 	next = math.MaxInt64
 	b := p.db.NewBatch()
 	defer b.Close()
-	opts := &pebble.IterOptions{LowerBound: binary.BigEndian.AppendUint16(nil, uint16(kgs.Start))}
-	if kgs.End+1 <= 0xffff {
-		opts.UpperBound = binary.BigEndian.AppendUint16(nil, uint16(kgs.End+1))
-	}
-	it := p.iter(opts)
+	it := p.iter(p.ownedSpan())
 	closed := false
 	defer func() {
 		if !closed {
@@ -185,7 +182,7 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 	}()
 	var marker, lower, upper, pk, ik []byte
 	sweep := func(isMap bool, s *ttlState) {
-		index := ttlIndexName(isMap, s.name)
+		index := s.index
 		for kg := kgs.Start; kg <= kgs.End; kg++ {
 			marker = encodeKey(marker, kg, index, nil)
 			lower = append(append(lower[:0], marker...), 0)

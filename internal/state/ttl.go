@@ -48,6 +48,8 @@ type ttlState struct {
 	// gran is the bucket width in milliseconds: a sixteenth of the TTL,
 	// between 10 ms and a second.
 	gran int64
+	// index is the name Pebble keeps the state's expiry index under.
+	index string
 }
 
 func newTTLState(name string, cfg sdk.StateTTL) *ttlState {
@@ -247,6 +249,7 @@ func (t *ttlStates) declare(isMap bool, name string, cfg sdk.StateTTL) (s *ttlSt
 		return s, false
 	}
 	s = newTTLState(name, cfg)
+	s.index = ttlIndexName(isMap, name)
 	(*m)[name] = s
 	return s, true
 }

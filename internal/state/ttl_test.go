@@ -204,25 +204,21 @@ func TestTTLSnapshotRestore(t *testing.T) {
 					b := newBackend(t, k, shared, 2, i)
 					b.AdvanceTime(t0)
 					v, m := b.ValueStateTTL("v", ttl1s), b.MapStateTTL("m", ttl1s)
-					for j := range n {
-						key := fmt.Sprintf("k%d", j)
-						if !owned(key, 2, i) {
-							continue
+					// write writes every step-th key this subtask owns.
+					write := func(step int) {
+						for j := 0; j < n; j += step {
+							key := fmt.Sprintf("k%d", j)
+							if !owned(key, 2, i) {
+								continue
+							}
+							b.SetCurrentKey([]byte(key))
+							v.Update([]byte(key))
+							m.Put([]byte("u"), []byte(key))
 						}
-						b.SetCurrentKey([]byte(key))
-						v.Update([]byte(key))
-						m.Put([]byte("u"), []byte(key))
 					}
+					write(1)
 					b.AdvanceTime(t0 + 500)
-					for j := 0; j < n; j += 2 { // the even keys live until 1500 ms
-						key := fmt.Sprintf("k%d", j)
-						if !owned(key, 2, i) {
-							continue
-						}
-						b.SetCurrentKey([]byte(key))
-						v.Update([]byte(key))
-						m.Put([]byte("u"), []byte(key))
-					}
+					write(2) // the even keys live until 1500 ms
 					b.AdvanceTime(t0 + 1200)
 					bs = append(bs, b)
 				}
