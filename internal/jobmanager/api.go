@@ -211,11 +211,11 @@ func (s *Server) GetCheckpoint(_ context.Context, req *weirv1.GetCheckpointReque
 	if err != nil {
 		return nil, err
 	}
-	if !j.isClosed() {
-		if d, ok := j.coord.Detail(req.GetCheckpointId()); ok {
-			return d, nil
-		}
-	} else {
+	if d, ok := j.coord.Detail(req.GetCheckpointId()); ok {
+		return d, nil
+	}
+	// Closed (or closing) meanwhile: the final statistics still have it.
+	if j.finalStats.Load() != nil {
 		for _, c := range j.checkpointStats().GetHistory() {
 			if c.GetId() == req.GetCheckpointId() {
 				return &weirv1.GetCheckpointResponse{Checkpoint: c}, nil

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,16 +50,9 @@ func (s *Server) DisposeSavepoint(ctx context.Context, req *weirv1.DisposeSavepo
 			"jobmanager: dispose savepoint: job %s started from %s and has no completed checkpoint yet, so a restart would need it; nothing was deleted",
 			j.id, dir)
 	}
-	// A savepoint is self-contained (canonical format), so deleting its
-	// directory deletes all of it; a handle outside it would belong to
-	// something else and is left alone.
-	for _, st := range md.GetSubtasks() {
-		for _, h := range []*weirv1.StateHandle{st.GetKeyedState(), st.GetOperatorState(), st.GetChannelState()} {
-			if p := h.GetPath(); p != "" && !within(dir, p) {
-				s.log.Warn("savepoint references a file outside its directory; leaving it", "savepoint", dir, "path", p)
-			}
-		}
-	}
+	// A savepoint is self-contained (canonical format), and ReadMetadata
+	// reads its files beside its _metadata: deleting its directory deletes
+	// all of it.
 	if err := storage.Discard(dir); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "jobmanager: dispose savepoint: %v", err)
 	}
@@ -85,15 +76,4 @@ func (s *Server) needsForRestart(dir string) *jobMaster {
 		}
 	}
 	return nil
-}
-
-func within(dir, path string) bool {
-	if blob.Scheme(dir) != blob.Scheme(path) {
-		return false
-	}
-	if !blob.IsLocal(dir) {
-		return strings.HasPrefix(blob.Join(path), blob.Join(dir)+"/")
-	}
-	rel, err := filepath.Rel(blob.LocalPath(dir), filepath.Clean(blob.LocalPath(path)))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

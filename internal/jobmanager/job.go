@@ -318,9 +318,11 @@ func (j *jobMaster) suspend() {
 func (j *jobMaster) close() {
 	j.closeOnce.Do(func() {
 		j.coord.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)
-		stats := j.coord.Stats()
+		// The final statistics are kept before the coordinator closes:
+		// a read between the two finds them, not a closed driver's
+		// empty answer.
+		j.finalStats.Store(j.coord.Stats())
 		j.coord.Close()
-		j.finalStats.Store(stats)
 		close(j.closed)
 	})
 	<-j.closed

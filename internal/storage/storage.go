@@ -220,7 +220,15 @@ func ReadMetadata(path string) (*weirv1.CheckpointMetadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	relocate(md, strings.TrimSuffix(path, "/"+MetadataFile))
+	dir := strings.TrimSuffix(path, "/"+MetadataFile)
+	if blob.IsLocal(dir) {
+		// Handles name files absolutely: a relative location read in
+		// one working directory must not become one another reads.
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+	}
+	relocate(md, dir)
 	return md, nil
 }
 
