@@ -13,6 +13,7 @@ package worker
 
 import (
 	"flag"
+	"github.com/weirproject/weir/internal/registration"
 	"os"
 
 	"github.com/weirproject/weir/internal/daemon"
@@ -42,6 +43,7 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the subtasks' local state, cleared of an earlier run's leftovers at start (default <temp dir>/weir-<id>)")
 	fs.BoolVar(&cfg.LocalRecovery, "local-recovery", false, "keep a local copy of each subtask's newest completed incremental (Pebble) snapshot, so a subtask restarted on this TaskManager restores from disk instead of checkpoint storage")
+	fs.DurationVar(&cfg.OrphanTimeout, "orphan-timeout", registration.DefaultOrphanTimeout, "how long subtasks run on while this TaskManager is registered with no JobManager (the leader died, or cannot be reached): a new leader adopts them within it instead of restarting them; after it they are cancelled")
 	fs.IntVar(&cfg.StateInlineThreshold, "state-inline-threshold", storage.DefaultInlineThreshold, "state smaller than this many bytes goes into the checkpoint's _metadata instead of a file of its own (Flink's state.storage.fs.memory-threshold); 0 writes every file")
 	var etcdEndpoints string
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")

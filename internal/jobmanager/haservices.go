@@ -50,6 +50,35 @@ type jobStatus struct {
 	SubmittedMs int64 `json:"submitted_ms"`
 	// Budget is what the restart strategy used up.
 	Budget restart.Budget `json:"restart_budget"`
+	// Attempts is every subtask's current attempt, recorded before any of
+	// them was deployed: a new leader adopts those its TaskManagers still
+	// run (scheduler.Adoption).
+	Attempts []recordedAttempt `json:"attempts,omitempty"`
+}
+
+// recordedAttempt is one subtask's current attempt in a jobStatus.
+type recordedAttempt struct {
+	Vertex  string `json:"vertex"`
+	Subtask int32  `json:"subtask"`
+	Attempt int32  `json:"attempt"`
+	Session string `json:"session"`
+}
+
+func recordAttempts(as []*weirv1.ExecutionAttemptID) []recordedAttempt {
+	out := make([]recordedAttempt, len(as))
+	for i, a := range as {
+		out[i] = recordedAttempt{Vertex: a.GetVertex(), Subtask: a.GetSubtaskIndex(), Attempt: a.GetAttempt(), Session: a.GetSession()}
+	}
+	return out
+}
+
+// attempts are the recorded attempts of job id.
+func (st jobStatus) attempts(id string) []*weirv1.ExecutionAttemptID {
+	out := make([]*weirv1.ExecutionAttemptID, len(st.Attempts))
+	for i, a := range st.Attempts {
+		out[i] = &weirv1.ExecutionAttemptID{JobId: id, Vertex: a.Vertex, SubtaskIndex: a.Subtask, Attempt: a.Attempt, Session: a.Session}
+	}
+	return out
 }
 
 type storedJob struct {

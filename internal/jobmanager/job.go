@@ -38,6 +38,13 @@ type jobMaster struct {
 	// the latest completed checkpoint instead, and this when there is none.
 	restore *restorePoint
 
+	// statusMu serializes the writes of status, what a new leader carries
+	// on (restart count and budget, the attempts to adopt); recordSeq is
+	// the newest record of attempts written.
+	statusMu  sync.Mutex
+	status    jobStatus
+	recordSeq int64
+
 	// reconfig serializes the changes of the stored graph (rescale,
 	// checkpointing configuration); graphs, under it, follows whether the
 	// store holds the graph the job runs.
@@ -78,7 +85,7 @@ type jobView struct {
 // start where this run starts: origin for a new job, the latest completed
 // checkpoint for a job a new leader recovers. status carries on what a
 // previous leader counted.
-func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, origin, start *restorePoint, status jobStatus) (*jobMaster, error) {
+func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, origin, start *restorePoint, status jobStatus, adopt *scheduler.Adoption) (*jobMaster, error) {
 	counter, store, err := services.jobServices(id, int(g.GetCheckpointing().GetRetained()))
 	if err != nil {
 		return nil, err
@@ -93,6 +100,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		JobID: id, Session: newID()[:8], Graph: g,
 		Strategy: restart.New(g.GetRestartStrategy(), status.Budget, time.Now()),
 		Restarts: status.Restarts,
+		Adopt:    adopt,
 	}, wallClock{})
 	if err != nil {
 		return nil, err
@@ -104,7 +112,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 		store:   store,
 		counter: counter, services: services,
 		ctx: ctx, cancel: cancel, loopEnd: make(chan struct{}), closed: make(chan struct{}),
-		sm:  sm,
+		sm: sm, status: status,
 		tms: map[string]*taskManager{}, finalLoads: map[string]*weirv1.SubtaskInfo_Load{},
 	}
 	if status.SubmittedMs > 0 {
@@ -163,6 +171,9 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	j.setStateMetric(weirv1.JobState_JOB_STATE_CREATED)
 	j.publish()
 	go j.run()
+	// What New decided (the adoption's deadline) is carried out on the
+	// loop like everything after.
+	j.post(func() {})
 	return j, nil
 }
 
@@ -258,15 +269,41 @@ func (j *jobMaster) trySchedule() { j.post(j.effects.TrySchedule) }
 // updateTask applies a subtask's state change reported by its TaskManager
 // (with the totals a finishing subtask reported last); false for an
 // attempt the job does not have.
-func (j *jobMaster) updateTask(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string, final *weirv1.SubtaskInfo_Load) bool {
+func (j *jobMaster) updateTask(tm *taskManager, a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string, final *weirv1.SubtaskInfo_Load) bool {
 	known := false
 	j.call(func() {
 		if final != nil && st == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
 			j.finalLoads[a.Key()] = final
 		}
+		if j.sm.Adopting() && tm != nil {
+			// The report may come before its TaskManager's registration
+			// placed the attempt: it places it.
+			var keep bool
+			keep, known = j.sm.Report(tm.id, scheduler.AttemptReport{Attempt: a, State: st, Cause: cause})
+			if keep || known {
+				j.tms[tm.id] = tm
+			}
+			return
+		}
 		known = j.sm.TaskStateChanged(a, st, cause)
 	})
 	return known
+}
+
+// adopt applies a registering TaskManager's reports of the job's attempts
+// and returns those it is to go on running.
+func (j *jobMaster) adopt(tm *taskManager, reports []*weirv1.AttemptReport) []*weirv1.ExecutionAttemptID {
+	var keep []*weirv1.ExecutionAttemptID
+	j.call(func() {
+		for _, r := range reports {
+			k, _ := j.sm.Report(tm.id, scheduler.AttemptReport{Attempt: r.GetAttempt(), State: r.GetState(), EndOfInput: r.GetEndOfInput(), Cause: r.GetFailureCause()})
+			if k {
+				j.tms[tm.id] = tm
+				keep = append(keep, r.GetAttempt())
+			}
+		}
+	})
+	return keep
 }
 
 // reconcile checks the attempts a TaskManager's heartbeat says it runs

@@ -108,6 +108,20 @@ func (c jobCheckpoints) Latest(context.Context) (*restorePoint, error) {
 	return c.j.latestRestorePoint()
 }
 
+// NotifyAdopted repeats the completion of the checkpoint the job started
+// from to the attempts adopted: a sink whose notification the previous
+// leader did not send commits now, one that did commits nothing twice.
+func (c jobCheckpoints) NotifyAdopted(ctx context.Context, rp *restorePoint, attempts []*weirv1.ExecutionAttemptID) {
+	if rp == nil {
+		return
+	}
+	id := rp.metadata.GetCheckpointId()
+	if err := (taskGateway{j: c.j}).NotifyCheckpointComplete(ctx, attempts, id, 0, false); err != nil {
+		// A subtask that missed it commits with the next checkpoint.
+		c.j.log.Warn("notifying the adopted subtasks of the checkpoint the job started from failed", "checkpoint_id", id, "err", err)
+	}
+}
+
 func (c jobCheckpoints) Restore(ctx context.Context, rp *restorePoint, full bool) error {
 	if err := c.j.coord.Restore(ctx, rp.metadata, rp.path); err != nil {
 		return err
@@ -141,12 +155,38 @@ func (jobLifecycle) TakenAsStopped(scheduler.Exec, bool) {}
 // not fatal.
 func (l jobLifecycle) PersistStatus(ctx context.Context, e scheduler.PersistStatus) {
 	j := l.j
-	st := jobStatus{Restarts: e.Restarts, SubmittedMs: j.submitted.UnixMilli(), Budget: e.Budget}
+	j.statusMu.Lock()
+	defer j.statusMu.Unlock()
+	j.status.Restarts, j.status.Budget = e.Restarts, e.Budget
+	if err := j.putStatus(ctx); err != nil {
+		j.log.Warn("storing the job's restart count failed", "restarts", e.Restarts, "err", err)
+	}
+}
+
+// RecordAttempts stores the attempts about to be deployed with the job's
+// status, one record at a time so that an older one never overwrites a
+// newer.
+func (l jobLifecycle) RecordAttempts(ctx context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error {
+	j := l.j
+	j.statusMu.Lock()
+	defer j.statusMu.Unlock()
+	if seq <= j.recordSeq {
+		return nil
+	}
+	j.status.Attempts = recordAttempts(attempts)
+	if err := j.putStatus(ctx); err != nil {
+		return err
+	}
+	j.recordSeq = seq
+	return nil
+}
+
+// putStatus stores j.status; the caller holds statusMu.
+func (j *jobMaster) putStatus(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := j.services.putStatus(ctx, j.id, st); err != nil {
-		j.log.Warn("storing the job's restart count failed", "restarts", st.Restarts, "err", err)
-	}
+	j.status.SubmittedMs = j.submitted.UnixMilli()
+	return j.services.putStatus(ctx, j.id, j.status)
 }
 
 // Terminated ends the job's run here: the coordinator closes and, when the

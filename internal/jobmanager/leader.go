@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirproject/weir/internal/checkpoint"
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 
 	"google.golang.org/grpc"
@@ -23,8 +24,9 @@ func (s *Server) leaderOnly(ctx context.Context, req any, info *grpc.UnaryServer
 	switch {
 	case !s.leading.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
 		return nil, status.Error(codes.Unavailable, "jobmanager: not the leader; find the leader through etcd")
-	case client && !s.recovered.Load():
-		// TaskManagers register meanwhile: the recovered jobs deploy on them.
+	case !s.recovered.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
+		// TaskManagers register once the jobs are known: what they report
+		// running is adopted by the jobs, or cancelled.
 		return nil, status.Error(codes.Unavailable, "jobmanager: the new leader is still recovering the stored jobs; try again")
 	}
 	return handler(ctx, req)
@@ -161,7 +163,14 @@ func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id stri
 		}
 		start = newRestorePoint(newest.MetadataPath, md)
 	}
-	j, err := s.newJob(services, id, g, origin, start, sj.status)
+	var adopt *scheduler.Adoption
+	if len(sj.status.Attempts) > 0 {
+		// The TaskManagers register with this leader as soon as it is
+		// elected; one that does not within the heartbeat timeout would
+		// be declared lost anyway.
+		adopt = &scheduler.Adoption{Attempts: sj.status.attempts(id), Deadline: time.Now().Add(s.cfg.HeartbeatTimeout)}
+	}
+	j, err := s.newJob(services, id, g, origin, start, sj.status, adopt)
 	if err != nil {
 		return err
 	}

@@ -150,6 +150,9 @@ type Server struct {
 	// strays counts attempts TaskManagers ran that no job here had as
 	// current, cancelled by reconciliation.
 	strays prometheus.Counter
+	// adopted counts attempts kept running when their TaskManager
+	// registered: adopted from a previous leader, or still current here.
+	adopted prometheus.Counter
 	// now is time.Now; tests of heartbeat expiry set a clock whose wall
 	// reading jumps.
 	now func() time.Time
@@ -218,7 +221,11 @@ func New(cfg Config) (*Server, error) {
 		Name: "weir_jobmanager_stray_attempts_cancelled_total",
 		Help: "Subtask attempts a TaskManager's heartbeat listed that no job had as current (a deploy that overtook its cancel, a job that ended), cancelled there.",
 	})
-	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader, s.foreignReports, s.strays)
+	s.adopted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_jobmanager_attempts_adopted_total",
+		Help: "Subtask attempts a registering TaskManager reported running that a job took over (from a previous leader, or still current here) instead of redeploying.",
+	})
+	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader, s.foreignReports, s.strays, s.adopted)
 	s.mu.tms = members.New[*taskManager]()
 	s.mu.jobs = map[string]*jobMaster{}
 	if cfg.HA == "none" {

@@ -3,6 +3,8 @@ package jobmanager
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -69,11 +71,36 @@ func (s *Server) RegisterTaskManager(ctx context.Context, req *weirv1.RegisterTa
 		s.taskManagerLost(tm.id, "taskmanager registered again")
 	}
 	go s.watchConnection(tm)
-	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", req.GetSlots(), "identity", tm.identity)
+	keep := s.adoptReported(tm, req.GetAttempts())
+	s.log.Info("taskmanager registered", "taskmanager_id", tm.id, "address", tm.addr, "slots", req.GetSlots(), "identity", tm.identity,
+		"subtasks_reported", len(req.GetAttempts()), "subtasks_kept", len(keep))
 	return &weirv1.RegisterTaskManagerResponse{
 		RegistrationId: tm.registration, JobmanagerId: s.id,
 		HeartbeatIntervalMs: s.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: s.cfg.HeartbeatTimeout.Milliseconds(),
+		Keep: keep,
 	}, nil
+}
+
+// adoptReported hands a registering TaskManager's reports to their jobs
+// and returns the attempts it is to go on running: those a job adopts
+// from the previous leader, or still has as current there. The
+// TaskManager cancels the others before its first heartbeat.
+func (s *Server) adoptReported(tm *taskManager, reports []*weirv1.AttemptReport) []*weirv1.ExecutionAttemptID {
+	byJob := map[string][]*weirv1.AttemptReport{}
+	for _, r := range reports {
+		byJob[r.GetAttempt().GetJobId()] = append(byJob[r.GetAttempt().GetJobId()], r)
+	}
+	var keep []*weirv1.ExecutionAttemptID
+	for _, id := range slices.Sorted(maps.Keys(byJob)) {
+		j, ok := s.job(id)
+		if !ok || j.isClosed() {
+			continue
+		}
+		kept := j.adopt(tm, byJob[id])
+		keep = append(keep, kept...)
+		s.adopted.Add(float64(len(kept)))
+	}
+	return keep
 }
 
 // Heartbeat renews a TaskManager's lease; an unknown one must register.

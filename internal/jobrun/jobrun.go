@@ -95,6 +95,10 @@ type Checkpoints[RP comparable] interface {
 	// Restore resets the coordinator to rp, which a restart of the
 	// whole job (full) or of some regions deploys from.
 	Restore(ctx context.Context, rp RP, full bool) error
+	// NotifyAdopted tells attempts a new leader adopted that rp, the
+	// checkpoint it started from, completed: the previous leader may have
+	// stored it and died before its sinks heard of it.
+	NotifyAdopted(ctx context.Context, rp RP, attempts []*weirv1.ExecutionAttemptID)
 }
 
 // Lifecycle is told what the job's run goes through.
@@ -111,6 +115,12 @@ type Lifecycle interface {
 	// PersistStatus stores the restart count and budget for a new leader;
 	// a failure loses only the count. I/O.
 	PersistStatus(ctx context.Context, e scheduler.PersistStatus)
+	// RecordAttempts stores every subtask's current attempt for a new
+	// leader to adopt (scheduler.Adoption), before any of them is
+	// deployed: an attempt that may run is always in the record, or was
+	// replaced in it. A record with a lower seq than one already stored
+	// is not stored. An error keeps the deployment from going out. I/O.
+	RecordAttempts(ctx context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error
 	// Terminated ends the job's run here: the coordinator closes and,
 	// for a globally terminal state, the job's checkpoints follow the
 	// retention policy and its HA data goes. I/O.
@@ -164,7 +174,12 @@ type Run[RP comparable] struct {
 	// from is where each restart deploys from (restart 0: the job's
 	// start), set by its restore.
 	from map[int64]RP
+	// recordSeq orders the attempt records of successive deployments.
+	recordSeq int64
 }
+
+// adoptionTimer keys the adoption's deadline among the restart timers.
+const adoptionTimer = -1
 
 // New makes the run of the job sm schedules, which starts from start.
 func New[RP comparable](sm *scheduler.Job, start RP, d Deps[RP]) *Run[RP] {
@@ -241,6 +256,16 @@ func (r *Run[RP]) process(e scheduler.Effect) {
 	case scheduler.FinalCheckpoint:
 		r.log.Info("all subtasks reached the end of their input; taking the final checkpoint")
 		r.finalCheckpoint(e.Generation)
+	case scheduler.ArmAdoption:
+		r.after(e.At.Sub(r.d.Clock.Now()), adoptionTimer, r.sm.AdoptionDue)
+	case scheduler.Adopted:
+		attempts := make([]*weirv1.ExecutionAttemptID, 0, len(e.Execs))
+		for _, x := range e.Execs {
+			attempts = append(attempts, x.Attempt)
+		}
+		r.log.Info("subtasks adopted from the previous leader; they run on", "subtasks", len(attempts))
+		rp := r.from[0]
+		r.io(func(ctx context.Context) { r.d.Checkpoints.NotifyAdopted(ctx, rp, attempts) })
 	case scheduler.Terminated:
 		r.StopTimers()
 		r.io(func(ctx context.Context) { r.d.Lifecycle.Terminated(ctx, e.State) })
@@ -300,20 +325,30 @@ func (r *Run[RP]) deploy(e scheduler.Deploy) {
 		r.sm.Fail(fmt.Sprintf("scheduling failed: %v", err))
 		return
 	}
-	for _, dep := range deployments {
-		r.io(func(ctx context.Context) {
-			err := r.d.TaskManagers.Deploy(ctx, dep)
-			if err == nil {
-				return
+	failed := func(dep Deployment, cause string) {
+		r.post(func() {
+			for _, a := range dep.Attempts {
+				r.sm.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
 			}
-			cause := fmt.Sprintf("deploy on %s: %v", dep.TaskManager, err)
-			r.post(func() {
-				for _, a := range dep.Attempts {
-					r.sm.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
-				}
-			})
 		})
 	}
+	r.recordSeq++
+	seq, record := r.recordSeq, r.sm.CurrentAttempts()
+	r.io(func(ctx context.Context) {
+		if err := r.d.Lifecycle.RecordAttempts(ctx, seq, record); err != nil {
+			for _, dep := range deployments {
+				failed(dep, fmt.Sprintf("recording the attempts for a new leader before the deploy: %v", err))
+			}
+			return
+		}
+		for _, dep := range deployments {
+			r.io(func(ctx context.Context) {
+				if err := r.d.TaskManagers.Deploy(ctx, dep); err != nil {
+					failed(dep, fmt.Sprintf("deploy on %s: %v", dep.TaskManager, err))
+				}
+			})
+		}
+	})
 }
 
 // cancel asks x's TaskManager to cancel it until it answers what

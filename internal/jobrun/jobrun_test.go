@@ -11,11 +11,18 @@ package jobrun
 //
 // Commands:
 //
-//	job [attempts=N] [delay=D]    vertex lines: NAME p=N [from=SRC]
-//	                              (hash edges); fixed-delay restarts
+//	job [attempts=N] [delay=D] [adopt=D] [latest=ID]
+//	                              vertex lines: NAME p=N [from=SRC]
+//	                              (hash edges); fixed-delay restarts;
+//	                              adopt: a new leader's job, adopting
+//	                              attempt #7 of session "old" within D,
+//	                              started from checkpoint latest
+//	adopt TM V/I... [eoi]         TaskManager TM reports these attempts
+//	                              running
 //	tms ID...                     TaskManagers with one free slot each
 //	answer CALL TM=(CODE,...)     queue the gRPC codes CALL (deploy,
-//	                              cancel) answers on TM; then OK
+//	                              cancel) answers on TM, or record on
+//	                              "etcd" (the attempts' record); then OK
 //	report V/I STATE [cause=TEXT] a subtask's state report
 //	running                       every deployed live subtask is RUNNING
 //	end-of-input V/I              a subtask read all its input
@@ -187,6 +194,20 @@ func (h *harness) step(t *testing.T, td *datadriven.TestData) string {
 			t.Fatal(err)
 		}
 		h.advance(d)
+	case "adopt":
+		_, eoi := arg("eoi")
+		for _, a := range td.CmdArgs[1:] {
+			if a.Key == "eoi" {
+				continue
+			}
+			v, i, _ := strings.Cut(a.Key, "/")
+			idx, _ := strconv.Atoi(i)
+			at := &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v, SubtaskIndex: int32(idx), Attempt: 7, Session: "old"}
+			keep, _ := h.sm.Report(pos(0), scheduler.AttemptReport{Attempt: at, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: eoi})
+			h.known[pos(0)] = true
+			h.printf("%s on %s kept: %t", a.Key, pos(0), keep)
+		}
+		h.r.Drain()
 	case "view":
 		v := h.sm.View()
 		h.printf("state=%s", v.State.FlinkName())
@@ -228,16 +249,33 @@ func (h *harness) newJob(t *testing.T, td *datadriven.TestData, arg func(string)
 	}
 	spec := &weirv1.RestartStrategy{Kind: weirv1.RestartStrategy_KIND_FIXED_DELAY, Attempts: int32(attempts), Delay: durationpb.New(delay)}
 	h.now = epoch
-	sm, err := scheduler.New(scheduler.Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{}, epoch)}, h)
+	cfg := scheduler.Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{}, epoch)}
+	if s, ok := arg("adopt"); ok {
+		d, _ := time.ParseDuration(s)
+		ad := &scheduler.Adoption{Deadline: epoch.Add(d)}
+		for _, v := range g.Vertices {
+			for i := range v.Parallelism {
+				ad.Attempts = append(ad.Attempts, &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v.Name, SubtaskIndex: i, Attempt: 7, Session: "old"})
+			}
+		}
+		cfg.Adopt = ad
+	}
+	start := ""
+	if id, ok := arg("latest"); ok {
+		start = "chk-" + id
+		h.latest = start
+	}
+	sm, err := scheduler.New(cfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.sm, h.known, h.answers = sm, map[string]bool{}, map[string][]codes.Code{}
-	h.r = New(sm, "", Deps[string]{
+	h.r = New(sm, start, Deps[string]{
 		Executor: h, Post: func(f func()) { h.posts = append(h.posts, f) }, Clock: h,
 		Coordinator: fakeCoordinator{h}, TaskManagers: fakeTaskManagers{h}, Checkpoints: fakeCheckpoints{h},
 		Lifecycle: fakeLifecycle{h}, Slots: fakeSlots{h}, Logger: slog.New(slog.DiscardHandler),
 	})
+	h.r.Drain()
 }
 
 // settle runs what the Run queued, posts first, until nothing is left.
@@ -412,6 +450,24 @@ func (c fakeCheckpoints) Latest(context.Context) (string, error) { return c.h.la
 func (c fakeCheckpoints) Restore(_ context.Context, rp string, full bool) error {
 	c.h.printf("restore %s (whole job: %t)", rp, full)
 	return nil
+}
+
+func (c fakeCheckpoints) NotifyAdopted(_ context.Context, rp string, attempts []*weirv1.ExecutionAttemptID) {
+	names := make([]string, 0, len(attempts))
+	for _, a := range attempts {
+		names = append(names, attemptName(c.h, a))
+	}
+	c.h.printf("notify %s completed to %s", rp, strings.Join(names, " "))
+}
+
+func (l fakeLifecycle) RecordAttempts(_ context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error {
+	err := l.h.answer("record", "etcd")
+	names := make([]string, 0, len(attempts))
+	for _, a := range attempts {
+		names = append(names, attemptName(l.h, a))
+	}
+	l.h.printf("record %d: %s: %s", seq, strings.Join(names, " "), status.Code(err))
+	return err
 }
 
 func (l fakeLifecycle) StateChanged(e scheduler.StateChanged) {

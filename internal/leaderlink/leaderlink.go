@@ -36,10 +36,11 @@ type JobManager interface {
 type TaskManager interface {
 	// Fence: only the JobManager jobManagerID may call from now on.
 	Fence(e registration.Fence)
-	// CancelAll cancels every subtask and returns once they stopped: a
-	// registration after it must not let a new leader deploy beside
-	// subtasks of the old one.
-	CancelAll(reason string)
+	// CancelAll cancels every subtask but those keep names (by
+	// ExecutionAttemptID.Key) and returns once they stopped: the first
+	// heartbeat after it must not let the leader deploy beside subtasks it
+	// did not keep.
+	CancelAll(reason string, keep []string)
 	Unregistered(reason string)
 }
 
@@ -92,7 +93,7 @@ func (l *Link) apply(e registration.Effect) {
 	case registration.Unregistered:
 		l.d.TaskManager.Unregistered(e.Reason)
 	case registration.CancelSubtasks:
-		l.d.TaskManager.CancelAll(e.Reason)
+		l.d.TaskManager.CancelAll(e.Reason, e.Keep)
 	case registration.Fence:
 		l.d.TaskManager.Fence(e)
 	case registration.Register:

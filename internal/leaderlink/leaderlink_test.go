@@ -3,6 +3,7 @@ package leaderlink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -44,7 +45,9 @@ func (w *world) Heartbeat(e registration.Heartbeat) func(context.Context) (bool,
 }
 
 func (w *world) Fence(e registration.Fence) { w.log = append(w.log, "fence "+e.JobManagerID) }
-func (w *world) CancelAll(reason string)    { w.log = append(w.log, "cancel all") }
+func (w *world) CancelAll(reason string, keep []string) {
+	w.log = append(w.log, fmt.Sprintf("cancel all but %v", keep))
+}
 func (w *world) Unregistered(reason string) { w.log = append(w.log, "unregistered") }
 
 // settle runs the queued calls and their answers until none is left.
@@ -72,7 +75,7 @@ func newLink(t *testing.T) (*registration.Member, *Link, *world, *clock) {
 	t.Helper()
 	c := &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := &world{answers: map[string]error{}}
-	sm := registration.New(c)
+	sm := registration.New(c, 0)
 	l := New(sm, Deps{Executor: w, Post: func(f func()) { w.posts = append(w.posts, f) }, JobManager: w, TaskManager: w, Logger: slog.New(slog.DiscardHandler)})
 	return sm, l, w, c
 }

@@ -34,7 +34,12 @@ const (
 	// rescale's completes after it, and the rescale restores that one,
 	// taken with the job's own options at the old parallelism.
 	CheckpointAfterRescale = "checkpoint-after-rescale"
+	// AdoptUnrecorded (scheduler): a new leader adopts whatever attempt of
+	// a subtask a TaskManager reports, not only the one the previous
+	// leader recorded as current: an attempt it had replaced (its
+	// TaskManager lost, its output redone) runs on beside its successor.
+	AdoptUnrecorded = "adopt-unrecorded"
 )
 
 // All lists the bugs that can be put back.
-var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale, DuplicateAckDiscards, UnalignedWhileUnstored, CheckpointAfterRescale}
+var All = []string{FinishingRacesRegionRestart, FinalNotifyOnce, CancelOvertakesDeploy, GraphBeforeRescale, DuplicateAckDiscards, UnalignedWhileUnstored, CheckpointAfterRescale, AdoptUnrecorded}

@@ -10,6 +10,8 @@ type Effect interface{ isEffect() }
 // Register asks the JobManager at Addr to register this TaskManager,
 // bounded by Timeout; answer with Registered(Seq, ...). The driver dials
 // Addr first when its connection goes elsewhere, and closes the old one.
+// The call reports the subtasks running here (and those whose end no
+// JobManager heard yet).
 type Register struct {
 	Seq     uint64
 	Addr    string
@@ -33,9 +35,13 @@ type Fence struct {
 	Registration string
 }
 
-// CancelSubtasks cancels every subtask running here and waits until they
-// stopped, before the driver carries out the next effect.
-type CancelSubtasks struct{ Reason string }
+// CancelSubtasks cancels every subtask running here but those Keep names
+// (by ExecutionAttemptID.Key) and waits until they stopped, before the
+// driver carries out the next effect.
+type CancelSubtasks struct {
+	Reason string
+	Keep   []string
+}
 
 // Unregistered: the registration ended (log it).
 type Unregistered struct{ Reason string }

@@ -8,6 +8,12 @@
 // (register, heartbeat, fence incoming calls, cancel subtasks). It does no
 // I/O and reads time only from its Clock, so every interleaving of leader
 // changes, timeouts and late answers can be scripted (see testdata/).
+//
+// Losing the leader does not stop the subtasks: a new leader adopts the
+// ones its jobs still have (the registration reports them, its answer
+// says which to keep), so a JobManager failover costs the data path
+// nothing. Only a TaskManager that stays without a registration for the
+// orphan timeout cancels what it runs: no leader will adopt it by then.
 package registration
 
 import (
@@ -33,6 +39,10 @@ const (
 	// at the first failed heartbeat.
 	DefaultInterval = time.Second
 	DefaultTimeout  = 5 * time.Second
+	// DefaultOrphanTimeout is how long subtasks run on without a
+	// registration before they are cancelled: several leader leases and a
+	// recovery, so a new leader can adopt them.
+	DefaultOrphanTimeout = 30 * time.Second
 )
 
 // Registration is a JobManager's answer to a successful registration.
@@ -44,6 +54,10 @@ type Registration struct {
 	// long it waits for one before it declares this TaskManager lost. The
 	// TaskManager applies the same timeout the other way round.
 	Interval, Timeout time.Duration
+	// Keep names (by ExecutionAttemptID.Key) the subtasks the JobManager
+	// adopted among those the registration reported; the others are
+	// cancelled before the first heartbeat.
+	Keep []string
 }
 
 type rpcKind int
@@ -62,7 +76,8 @@ const (
 // whose number is not the outstanding one belongs to an earlier leader or
 // registration that was given up, and is ignored.
 type Member struct {
-	clock Clock
+	clock  Clock
+	orphan time.Duration
 
 	// leader is the JobManager leader's address as last reported; "" while
 	// none is known.
@@ -87,11 +102,21 @@ type Member struct {
 	inflight uint64 // the outstanding RPC's sequence number; 0: none
 	kind     rpcKind
 
+	// orphanedAt is when the last registration ended; zero while
+	// registered, and once the subtasks were cancelled for it.
+	orphanedAt time.Time
+
 	effects []Effect
 }
 
-// New returns a Member that knows no leader yet.
-func New(clock Clock) *Member { return &Member{clock: clock} }
+// New returns a Member that knows no leader yet, whose subtasks run on
+// for orphan without a registration (DefaultOrphanTimeout when 0).
+func New(clock Clock, orphan time.Duration) *Member {
+	if orphan <= 0 {
+		orphan = DefaultOrphanTimeout
+	}
+	return &Member{clock: clock, orphan: orphan}
+}
 
 // Ready returns the effects decided since the last call, in order.
 func (m *Member) Ready() []Effect {
@@ -106,6 +131,16 @@ func (m *Member) emit(e Effect) { m.effects = append(m.effects, e) }
 // step is pending (the next one waits for an event). After any event it is
 // zero or in the future: whatever was due has been done.
 func (m *Member) NextDeadline() time.Time {
+	next := m.nextCall()
+	if !m.orphanedAt.IsZero() {
+		if at := m.orphanedAt.Add(m.orphan); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
+func (m *Member) nextCall() time.Time {
 	switch {
 	case m.leader == "":
 		// Nobody to talk to: only the registration can run out.
@@ -132,11 +167,10 @@ func (m *Member) LeaderChanged(addr string) {
 	}
 	m.leader = addr
 	if addr != "" && m.addr != "" && addr != m.addr {
-		// Whatever runs here was deployed by the old leader, whose
-		// checkpoints can no longer complete; the new one redeploys from a
-		// checkpoint. The Register below cancels it first.
+		// Whatever runs here was deployed by the old leader; the new one
+		// adopts it when its registration reports it.
 		if m.registered {
-			m.unregister(fmt.Sprintf("jobmanager leader moved from %s to %s", m.addr, addr), false, time.Time{})
+			m.unregister(fmt.Sprintf("jobmanager leader moved from %s to %s", m.addr, addr), time.Time{})
 		}
 		// An RPC to the old leader is given up rather than waited for: it
 		// may hang until its timeout, and its answer no longer matters.
@@ -170,9 +204,12 @@ func (m *Member) Registered(seq uint64, r Registration, err error) bool {
 		r.Timeout = DefaultTimeout
 	}
 	m.registered, m.reg, m.lastOK = true, r, now
+	m.orphanedAt = time.Time{}
 	// The fence goes up before the first heartbeat: that heartbeat tells
 	// the JobManager this TaskManager obeys it, and it deploys right after.
 	m.emit(Fence{JobManagerID: r.JobManagerID, Registration: r.ID})
+	// What the JobManager did not adopt stops before then too.
+	m.emit(CancelSubtasks{Reason: "not adopted by jobmanager " + m.addr, Keep: r.Keep})
 	m.heartbeatAt = now
 	m.step()
 	return true
@@ -191,14 +228,15 @@ func (m *Member) HeartbeatDone(seq uint64, reregister bool, err error) bool {
 	case err == nil && !reregister:
 		m.lastOK = now
 	case err == nil:
-		// The JobManager dropped us (it restarted, or timed us out): what
-		// runs here is already written off there. Cancelling waits for the
-		// next attempt, which always cancels first.
-		m.unregister(fmt.Sprintf("jobmanager %s asked to register again", m.addr), false, now.Add(RetryDelay))
+		// The JobManager dropped us (it timed us out, or it is a new
+		// process at the old address): the next registration reports what
+		// runs here, and it keeps what it still has.
+		m.unregister(fmt.Sprintf("jobmanager %s asked to register again", m.addr), now.Add(RetryDelay))
 	case m.expired(now):
-		// The JobManager has declared this TaskManager lost by now and
-		// redeploys its subtasks elsewhere; they must not keep writing.
-		m.unregister(fmt.Sprintf("jobmanager %s unreachable for %v: %v", m.addr, m.reg.Timeout, err), true, now.Add(RetryDelay))
+		// The JobManager died (a new leader will adopt what runs here) or
+		// declared this TaskManager lost (it will not keep what it
+		// replaced elsewhere): the next registration tells which.
+		m.unregister(fmt.Sprintf("jobmanager %s unreachable for %v: %v", m.addr, m.reg.Timeout, err), now.Add(RetryDelay))
 	}
 	m.step()
 	return true
@@ -212,11 +250,12 @@ func (m *Member) expired(now time.Time) bool {
 }
 
 // unregister drops the registration and any RPC made for it; the next
-// attempt comes no earlier than retryAt.
-func (m *Member) unregister(reason string, cancel bool, retryAt time.Time) {
+// attempt comes no earlier than retryAt. The subtasks run on, orphaned,
+// for the orphan timeout.
+func (m *Member) unregister(reason string, retryAt time.Time) {
 	m.emit(Unregistered{Reason: reason})
-	if cancel {
-		m.emit(CancelSubtasks{Reason: reason})
+	if m.registered {
+		m.orphanedAt = m.clock.Now()
 	}
 	m.registered, m.reg = false, Registration{}
 	m.inflight, m.kind = 0, noRPC
@@ -226,9 +265,15 @@ func (m *Member) unregister(reason string, cancel bool, retryAt time.Time) {
 // step does whatever is due now.
 func (m *Member) step() {
 	now := m.clock.Now()
+	if !m.orphanedAt.IsZero() && !now.Before(m.orphanedAt.Add(m.orphan)) {
+		// No leader adopted them in time: a new one has redeployed them
+		// from a checkpoint by now, or will.
+		m.orphanedAt = time.Time{}
+		m.emit(CancelSubtasks{Reason: fmt.Sprintf("not registered with a jobmanager for %v", m.orphan)})
+	}
 	if m.leader == "" {
 		if m.registered && m.expired(now) {
-			m.unregister(fmt.Sprintf("no jobmanager leader for %v", m.reg.Timeout), true, time.Time{})
+			m.unregister(fmt.Sprintf("no jobmanager leader for %v", m.reg.Timeout), time.Time{})
 		}
 		return
 	}
@@ -237,9 +282,8 @@ func (m *Member) step() {
 	}
 	switch {
 	case !m.registered && !now.Before(m.registerAt):
-		// Whatever runs here belongs to a JobManager this TaskManager is
-		// not registered with: it stops before a new leader can deploy.
-		m.emit(CancelSubtasks{Reason: "registering with jobmanager " + m.leader})
+		// The registration reports what runs here; the answer says what
+		// the leader keeps.
 		m.addr = m.leader
 		m.send(registerRPC)
 		m.emit(Register{Seq: m.inflight, Addr: m.addr, Timeout: RegisterTimeout})

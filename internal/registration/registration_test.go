@@ -18,9 +18,11 @@ package registration
 //	                               pass NextDeadline, which the driver
 //	                               would have acted on
 //	tick                           Tick without moving the clock
-//	registered [seq=N] [id=ID] [jm=ID] [interval=D] [timeout=D] [err=TEXT]
+//	registered [seq=N] [id=ID] [jm=ID] [interval=D] [timeout=D] [keep=A,B]
+//	    [err=TEXT]
 //	    Registered: the answer to Register seq (default: the newest RPC);
-//	    id, jm, interval and timeout default to r<seq>, jm-1, 1s, 5s.
+//	    id, jm, interval and timeout default to r<seq>, jm-1, 1s, 5s; keep
+//	    names the subtasks the JobManager adopted.
 //	heartbeat-done [seq=N] [reregister] [err=TEXT]
 //	    HeartbeatDone: the answer to Heartbeat seq (default: the newest).
 //	state                          the member's internal state
@@ -29,19 +31,21 @@ package registration
 // "next-deadline: ..." whenever NextDeadline changed, and "ignored" when an
 // answer was dropped as late. Effects print as
 //
-//	CancelSubtasks reason="..."
+//	CancelSubtasks reason="..." [keep=[A B]]
 //	Register #SEQ addr=ADDR timeout=D
 //	Fence jobmanager=ID registration=ID
 //	Heartbeat #SEQ addr=ADDR registration=ID timeout=D
 //	Unregistered reason="..."
 //
 // The harness also checks invariants after every command: at most one RPC
-// is outstanding, and it is the newest one sent; every Register comes right
-// after a CancelSubtasks and goes to the known leader; heartbeats go only
-// to the leader the member is registered with, and only after the Fence of
-// that registration; no RPC goes out while no leader is known; a late
-// answer changes nothing; after every event NextDeadline is zero or in the
-// future (the driver would spin otherwise).
+// is outstanding, and it is the newest one sent; every Register goes to the
+// known leader; a registration's Fence is followed at once by the cancel of
+// what the JobManager did not keep; any other cancel comes only after the
+// member went the orphan timeout without a registration; heartbeats go
+// only to the leader the member is registered with, and only after the
+// Fence of that registration; no RPC goes out while no leader is known; a
+// late answer changes nothing; after every event NextDeadline is zero or
+// in the future (the driver would spin otherwise).
 
 import (
 	"errors"
@@ -58,6 +62,9 @@ import (
 // epoch is where every fake clock starts; output is relative to it.
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// orphan is the scenarios' orphan timeout.
+const orphan = 30 * time.Second
+
 // fakeClock only moves when a test advances it.
 type fakeClock struct{ now time.Time }
 
@@ -66,7 +73,7 @@ func (c *fakeClock) Now() time.Time { return c.now }
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := &harness{clock: &fakeClock{now: epoch}}
-		h.m = New(h.clock)
+		h.m = New(h.clock, orphan)
 		datadriven.RunTest(t, path, h.run)
 	})
 }
@@ -86,6 +93,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	var b strings.Builder
 	event := true
 	wasRegistered := h.m.registered
+	orphanedAt := h.m.orphanedAt
 	switch td.Cmd {
 	case "leader":
 		addr := a.first()
@@ -114,6 +122,9 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			Interval:     a.dur("interval", time.Second),
 			Timeout:      a.dur("timeout", 5*time.Second),
 		}
+		if k := a.str("keep", ""); k != "" {
+			r.Keep = strings.Split(k, ",")
+		}
 		err := a.err()
 		a.done()
 		h.answer(t, td, &b, seq, func() bool { return h.m.Registered(seq, r, err) })
@@ -130,7 +141,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	default:
 		t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 	}
-	h.effects(t, td, &b, wasRegistered)
+	h.effects(t, td, &b, wasRegistered, orphanedAt)
 	if event {
 		// A driver re-arms its timer at NextDeadline after every event: one
 		// already passed would make it fire again at once, forever.
@@ -176,7 +187,7 @@ func (h *harness) snapshot() Member {
 
 // effects prints Ready() and checks each effect against the member's state
 // after the command.
-func (h *harness) effects(t *testing.T, td *datadriven.TestData, b *strings.Builder, wasRegistered bool) {
+func (h *harness) effects(t *testing.T, td *datadriven.TestData, b *strings.Builder, wasRegistered bool, orphanedAt time.Time) {
 	fail := func(format string, args ...any) {
 		t.Errorf("%s: invariant: %s", td.Pos, fmt.Sprintf(format, args...))
 	}
@@ -185,22 +196,29 @@ func (h *harness) effects(t *testing.T, td *datadriven.TestData, b *strings.Buil
 	for i, e := range effects {
 		switch e := e.(type) {
 		case CancelSubtasks:
-			fmt.Fprintf(b, "CancelSubtasks reason=%q\n", e.Reason)
+			fmt.Fprintf(b, "CancelSubtasks reason=%q", e.Reason)
+			if len(e.Keep) > 0 {
+				fmt.Fprintf(b, " keep=%v", e.Keep)
+			}
+			b.WriteString("\n")
+			afterFence := i > 0 && reflect.TypeOf(effects[i-1]) == reflect.TypeOf(Fence{})
+			orphaned := !orphanedAt.IsZero() && !h.clock.now.Before(orphanedAt.Add(orphan))
+			if !afterFence && !orphaned {
+				fail("subtasks cancelled neither after a registration nor after the orphan timeout")
+			}
 		case Register:
 			fmt.Fprintf(b, "Register #%d addr=%s timeout=%v\n", e.Seq, e.Addr, e.Timeout)
 			rpcs++
 			h.sent(fail, e.Seq)
-			if i == 0 {
-				fail("Register #%d without a CancelSubtasks before it", e.Seq)
-			} else if _, ok := effects[i-1].(CancelSubtasks); !ok {
-				fail("Register #%d follows %T, not CancelSubtasks", e.Seq, effects[i-1])
-			}
 			if e.Addr == "" || e.Addr != h.m.leader {
 				fail("Register #%d to %q while the leader is %q", e.Seq, e.Addr, h.m.leader)
 			}
 		case Fence:
 			fmt.Fprintf(b, "Fence jobmanager=%s registration=%s\n", e.JobManagerID, e.Registration)
 			h.fenced = e.Registration
+			if i+1 >= len(effects) || reflect.TypeOf(effects[i+1]) != reflect.TypeOf(CancelSubtasks{}) {
+				fail("Fence %s not followed by the cancel of what was not kept", e.Registration)
+			}
 		case Heartbeat:
 			fmt.Fprintf(b, "Heartbeat #%d addr=%s registration=%s timeout=%v\n", e.Seq, e.Addr, e.Registration, e.Timeout)
 			rpcs++
@@ -272,6 +290,9 @@ func (h *harness) state(b *strings.Builder) {
 		leader = "none"
 	}
 	fmt.Fprintf(b, "leader=%s addr=%s registered=%t\n", leader, m.addr, m.registered)
+	if !m.orphanedAt.IsZero() {
+		fmt.Fprintf(b, "orphaned-since=%s\n", h.fmtTime(m.orphanedAt))
+	}
 	if m.registered {
 		fmt.Fprintf(b, "registration=%s jobmanager=%s interval=%v timeout=%v last-ok=%s next-heartbeat=%s\n",
 			m.reg.ID, m.reg.JobManagerID, m.reg.Interval, m.reg.Timeout, h.fmtTime(m.lastOK), h.fmtTime(m.heartbeatAt))

@@ -20,11 +20,14 @@ import (
 
 var wallSteps = []time.Duration{time.Hour, -time.Hour}
 
+// wallOrphan is the orphan timeout of these tests.
+const wallOrphan = 10 * time.Second
+
 // registeredMember returns a member registered with jm1 (heartbeat every
 // 1s, timeout 5s) whose first heartbeat was answered at the clock's now.
 func registeredMember(t *testing.T, clock Clock) *Member {
 	t.Helper()
-	m := New(clock)
+	m := New(clock, wallOrphan)
 	m.LeaderChanged("jm1")
 	m.Registered(m.inflight, Registration{ID: "r1", JobManagerID: "jm-1", Interval: time.Second, Timeout: 5 * time.Second}, nil)
 	if !m.HeartbeatDone(m.inflight, false, nil) {
@@ -65,15 +68,18 @@ func TestHeartbeatTimeoutIgnoresWallClockSteps(t *testing.T) {
 				if elapsed < 5*time.Second && (cancels(got) || !m.registered) {
 					t.Fatalf("heartbeat failed +%v after the last answer (timeout 5s), wall clock set %v: effects %v, want still registered", elapsed, step, got)
 				}
-				if elapsed == 5*time.Second && !cancels(got) {
-					t.Fatalf("heartbeat failed at the 5s timeout, wall clock set %v: effects %v, want CancelSubtasks", step, got)
+				if elapsed == 5*time.Second && (cancels(got) || m.registered) {
+					t.Fatalf("heartbeat failed at the 5s timeout, wall clock set %v: effects %v, want unregistered, subtasks running", step, got)
 				}
+			}
+			if d := m.orphanedAt.Add(wallOrphan).Sub(clock.Now()); d != wallOrphan {
+				t.Fatalf("wall clock set %v: subtasks cancelled in %v, want %v", step, d, wallOrphan)
 			}
 		})
 	}
 }
 
-func TestNoLeaderTimeoutIgnoresWallClockSteps(t *testing.T) {
+func TestOrphanTimeoutIgnoresWallClockSteps(t *testing.T) {
 	for _, step := range wallSteps {
 		t.Run(fmt.Sprintf("step=%v", step), func(t *testing.T) {
 			clock := clocktest.New()
@@ -96,8 +102,18 @@ func TestNoLeaderTimeoutIgnoresWallClockSteps(t *testing.T) {
 			}
 			clock.Advance(time.Millisecond)
 			m.Tick()
+			if got := m.Ready(); cancels(got) || m.registered {
+				t.Fatalf("at the timeout, wall clock set %v: effects %v, want unregistered, subtasks running", step, got)
+			}
+			clock.Advance(wallOrphan - time.Millisecond)
+			m.Tick()
+			if got := m.Ready(); len(got) != 0 {
+				t.Fatalf("1ms before the orphan timeout: effects %v, want none", got)
+			}
+			clock.Advance(time.Millisecond)
+			m.Tick()
 			if got := m.Ready(); !cancels(got) {
-				t.Fatalf("at the timeout, wall clock set %v: effects %v, want CancelSubtasks", step, got)
+				t.Fatalf("at the orphan timeout, wall clock set %v: effects %v, want CancelSubtasks", step, got)
 			}
 		})
 	}

@@ -86,6 +86,17 @@ type FinalCheckpoint struct{ Generation int64 }
 // job's HA data.
 type Terminated struct{ State weirv1.JobState }
 
+// ArmAdoption: call AdoptionDue at At.
+type ArmAdoption struct{ At time.Time }
+
+// Adopted: the job took over these attempts, which a previous leader
+// deployed; they run on, and the coordinator checkpoints them. The latest
+// completed checkpoint may not have reached their sinks: notify it again
+// (committing twice is a no-op).
+type Adopted struct{ Execs []Exec }
+
+func (ArmAdoption) effect()      {}
+func (Adopted) effect()          {}
 func (StateChanged) effect()     {}
 func (Deploy) effect()           {}
 func (CancelTasks) effect()      {}

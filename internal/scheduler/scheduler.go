@@ -41,6 +41,9 @@ type Config struct {
 	Strategy restart.Strategy
 	// Restarts is the count a previous leader reached.
 	Restarts int32
+	// Adopt, when set, takes over the attempts a previous leader ran
+	// instead of deploying the job.
+	Adopt *Adoption
 }
 
 type phase int
@@ -54,10 +57,13 @@ const (
 	restoring
 	// scheduling: the regions wait for slots to be redeployed.
 	scheduling
+	// adopting: a new leader waits for its TaskManagers to report the
+	// attempts the previous leader ran (restart 0 only; see Adoption).
+	adopting
 )
 
 func (p phase) String() string {
-	return [...]string{"stopping", "delaying", "restoring", "scheduling"}[p]
+	return [...]string{"stopping", "delaying", "restoring", "scheduling", "adopting"}[p]
 }
 
 // pendingRestart is a failover in progress: a set of regions that go
@@ -98,7 +104,9 @@ type Job struct {
 	finalFor int64
 	// finishing: since the coordinator last started, a checkpoint
 	// completed that ends the subtasks (Finishing).
-	finishing  bool
+	finishing bool
+	// adoptBy is the adoption's deadline.
+	adoptBy    time.Time
 	exceptions []Exception
 	effects    []Effect
 }
@@ -125,6 +133,7 @@ func New(cfg Config, clock Clock) (*Job, error) {
 		j.busy[r] = 0
 	}
 	j.nextRestart = 1
+	j.adoptFrom(cfg.Adopt)
 	return j, nil
 }
 
@@ -356,6 +365,14 @@ func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 	if e.Terminal() {
 		return true // a late report for an attempt already over
 	}
+	if j.Adopting() {
+		if e.TaskManager == "" {
+			// Only its TaskManager's report places it (Report).
+			return true
+		}
+		_, known := j.Report(e.TaskManager, AttemptReport{Attempt: a, State: st, Cause: cause})
+		return known
+	}
 	e.State = st
 	if cause != "" {
 		e.Failure = cause
@@ -433,6 +450,9 @@ func (j *Job) stopCheckpoints(reason weirv1.CheckpointFailureReason) {
 // failure: the regions they belong to restart together and use one
 // restart of the strategy's budget.
 func (j *Job) TaskManagerLost(taskManager, cause string) {
+	if j.adoptionLost(taskManager) {
+		return
+	}
 	regions := map[int]bool{}
 	var first *Exec
 	for _, e := range j.execs {
@@ -747,20 +767,23 @@ func (j *Job) EndOfInput(a *weirv1.ExecutionAttemptID) bool {
 		return false
 	}
 	e.EndOfInput = true
-	if j.finalFor == j.generation {
-		return true
-	}
-	if j.state != weirv1.JobState_JOB_STATE_RUNNING || len(j.pending) > 0 {
-		return true
+	j.maybeFinalCheckpoint()
+	return true
+}
+
+// maybeFinalCheckpoint asks for the final checkpoint once every subtask of
+// the running job received all its input, once per generation.
+func (j *Job) maybeFinalCheckpoint() {
+	if j.finalFor == j.generation || j.state != weirv1.JobState_JOB_STATE_RUNNING || len(j.pending) > 0 {
+		return
 	}
 	for _, x := range j.execs {
 		if !x.EndOfInput {
-			return true
+			return
 		}
 	}
 	j.finalFor = j.generation
 	j.emit(FinalCheckpoint{Generation: j.generation})
-	return true
 }
 
 // Generation changes with every failure; a final checkpoint asked for in

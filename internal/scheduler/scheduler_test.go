@@ -9,7 +9,9 @@ package scheduler
 // Commands:
 //
 //	job [strategy=none|fixed|exponential] [attempts=N] [delay=D]
-//	    [initial=D] [max=D] [multiplier=F] [reset=D]
+//	    [initial=D] [max=D] [multiplier=F] [reset=D] [adopt=D]
+//	    adopt: a new leader's job, adopting attempt #7 of session "old"
+//	    of every subtask within D
 //	  vertex lines, one per line: NAME p=N [from=SRC:PARTITIONER]
 //	    [group=SLOT-SHARING-GROUP]
 //	    a new job; prints its regions and the slots it needs.
@@ -29,6 +31,9 @@ package scheduler
 //	rescale V=N ...            Rescale to these parallelisms
 //	cancel / suspend
 //	view                       the job's state, subtasks and exceptions
+//	report tm=ID V/I... [state=STATE] [attempt=A] [eoi]
+//	                           Report: a TaskManager reports these
+//	                           subtasks' recorded attempts (or attempt A)
 //
 // After every command the harness checks invariants: each subtask has one
 // current attempt; a region is in at most one restart; live subtasks in
@@ -184,7 +189,17 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		h.clock = &fakeClock{now: epoch}
 		h.timers = map[int64]time.Time{}
-		j, err := New(Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{}, h.clock.Now())}, h.clock)
+		cfg := Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{}, h.clock.Now())}
+		if _, ok := arg("adopt"); ok {
+			ad := &Adoption{Deadline: epoch.Add(dur("adopt", 0))}
+			for _, v := range g.Vertices {
+				for i := range v.Parallelism {
+					ad.Attempts = append(ad.Attempts, &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v.Name, SubtaskIndex: i, Attempt: 7, Session: "old"})
+				}
+			}
+			cfg.Adopt = ad
+		}
+		j, err := New(cfg, h.clock)
 		if err != nil {
 			return fmt.Sprintf("error: %v\n", err)
 		}
@@ -240,7 +255,11 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		for _, id := range sortedKeys(h.timers) {
 			if !h.clock.now.Before(h.timers[id]) {
 				delete(h.timers, id)
-				h.j.RestartDue(id)
+				if id == adoptionTimer {
+					h.j.AdoptionDue()
+				} else {
+					h.j.RestartDue(id)
+				}
 			}
 		}
 	case "restored":
@@ -276,6 +295,19 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		h.j.Suspend()
 	case "view":
 		h.view(&b)
+	case "report":
+		st := parseExecState(t, str("state", "running"))
+		_, eoi := arg("eoi")
+		for _, a := range td.CmdArgs {
+			if !strings.Contains(a.Key, "/") || len(a.Vals) != 0 {
+				continue
+			}
+			v, i, _ := strings.Cut(a.Key, "/")
+			idx, _ := strconv.Atoi(i)
+			at := &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v, SubtaskIndex: int32(idx), Attempt: int32(num("attempt", 7)), Session: "old"}
+			keep, known := h.j.Report(str("tm", ""), AttemptReport{Attempt: at, State: st, EndOfInput: eoi})
+			fmt.Fprintf(&b, "%s keep=%t known=%t\n", a.Key, keep, known)
+		}
 	default:
 		t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 	}
@@ -286,6 +318,9 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	h.invariants(t, td)
 	return b.String()
 }
+
+// adoptionTimer is the adoption's deadline among the harness's timers.
+const adoptionTimer = -1
 
 func sortedKeys(m map[int64]time.Time) []int64 {
 	ks := make([]int64, 0, len(m))
@@ -357,6 +392,11 @@ func (h *harness) format(e Effect) string {
 		return fmt.Sprintf("FinalCheckpoint generation=%d", e.Generation)
 	case Terminated:
 		return fmt.Sprintf("Terminated %s", e.State.FlinkName())
+	case ArmAdoption:
+		h.timers[adoptionTimer] = e.At
+		return fmt.Sprintf("ArmAdoption at=%s", h.rel(e.At))
+	case Adopted:
+		return fmt.Sprintf("Adopted %s", execList(e.Execs))
 	}
 	return fmt.Sprintf("%T %+v", e, e)
 }

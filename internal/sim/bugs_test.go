@@ -24,6 +24,9 @@ func TestSimulationFindsBugs(t *testing.T) {
 		// A stop with a savepoint beside a rescale (refused) and
 		// checkpoints running two at a time.
 		putback.CheckpointAfterRescale: {StopP: 1},
+		// A leader change while a TaskManager cut off still runs attempts
+		// the old leader replaced elsewhere.
+		putback.AdoptUnrecorded: {LeaderChangeP: 1, PartitionRate: 0.2},
 	}
 	for _, bug := range putback.All {
 		t.Run(bug, func(t *testing.T) {

@@ -38,6 +38,9 @@ type Config struct {
 	// StopP: the client stops the job with a savepoint at some moment
 	// (in a seed without a leader change or a cancel).
 	StopP float64
+	// LeaderChangeP: the JobManager leader is deposed at some moment, and
+	// a new one adopts the job.
+	LeaderChangeP float64
 	// Trace keeps the whole trace, not only its end.
 	Trace bool
 }
@@ -71,6 +74,7 @@ func (c Config) withDefaults() Config {
 	def(&c.GraphStoreFailP, 0.1)
 	def(&c.ConnectionResetP, 0.03)
 	def(&c.StopP, 0.125)
+	def(&c.LeaderChangeP, 0.25)
 	return c
 }
 
@@ -80,6 +84,9 @@ const (
 	heartbeatInterval = time.Second
 	heartbeatTimeout  = 5 * time.Second
 	rpcTimeout        = 2 * time.Second
+	// orphanTimeout is how long a TaskManager's subtasks run on without a
+	// registration, for a new leader to adopt.
+	orphanTimeout     = 30 * time.Second
 	restartDelay      = time.Second
 	checkpointEvery   = time.Second
 	checkpointTimeout = 10 * time.Second

@@ -106,14 +106,17 @@ type jobManager struct {
 	// intervalAhead: a refused checkpointing change was stored all the
 	// same (its write timed out); the stored interval is not the job's.
 	intervalAhead bool
+	// recordSeq is the newest record of attempts written.
+	recordSeq int64
 }
 
 // newJobManager makes the leader addr of job g, which starts from start
 // (nil: no state).
-func newJobManager(w *world, addr string, g *weirv1.JobGraph, start *completed) *jobManager {
+func newJobManager(w *world, addr string, g *weirv1.JobGraph, start *completed, adopt *scheduler.Adoption) *jobManager {
 	sched, err := scheduler.New(scheduler.Config{
 		JobID: "job", Session: addr, Graph: g,
 		Strategy: restart.New(g.GetRestartStrategy(), restart.Budget{}, w.now()),
+		Adopt:    adopt,
 	}, w.clock)
 	if err != nil {
 		panic(err)
@@ -203,10 +206,12 @@ func (jm *jobManager) toTask(a *weirv1.ExecutionAttemptID, name string, handle f
 	}, func() { done(errTimeout) })
 }
 
-// register admits a TaskManager (again): whatever it ran before is gone.
-func (jm *jobManager) register(id string, slots int) (string, error) {
+// register admits a TaskManager (again): whatever it ran before for an
+// earlier registration is gone; what it reports is adopted, or kept when
+// the job still has it there, and the rest is to be cancelled.
+func (jm *jobManager) register(id string, slots int, reports []scheduler.AttemptReport) (string, []string, error) {
 	if jm.deposed {
-		return "", errRefused
+		return "", nil, errRefused
 	}
 	jm.regs++
 	reg := fmt.Sprintf("r%d", jm.regs)
@@ -216,7 +221,22 @@ func (jm *jobManager) register(id string, slots int) (string, error) {
 		jm.sched.TaskManagerLost(id, "taskmanager registered again")
 		jm.drain()
 	}
-	return reg, nil
+	var keep []string
+	adopting := jm.sched.Adopting()
+	for _, r := range reports {
+		if k, _ := jm.sched.Report(id, r); k {
+			keep = append(keep, r.Attempt.Key())
+		}
+	}
+	if adopting {
+		// Counted with the faults, to show how often the seeds adopt.
+		jm.w.faults["adopted-attempts"] += len(keep)
+	}
+	if len(reports) > 0 {
+		jm.w.logf("jm: %s reported %d attempts, kept %d", id, len(reports), len(keep))
+	}
+	jm.drain()
+	return reg, keep, nil
 }
 
 // heartbeat renews a registration and reconciles the attempts the
@@ -258,12 +278,22 @@ func (jm *jobManager) checkHeartbeats() {
 	}
 }
 
-// report is a TaskManager's state report for a subtask.
-func (jm *jobManager) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) error {
+// report is a TaskManager's state report for a subtask; while the job
+// adopts, it places the attempt on tm, as the JobManager's does.
+func (jm *jobManager) report(tm string, a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) error {
 	if jm.deposed {
 		return errNotFound
 	}
 	defer jm.drain()
+	if jm.sched.Adopting() && !endOfInput {
+		if jm.tms.Get(tm) == nil {
+			return errUnavailable // not registered yet: the report comes again
+		}
+		if _, known := jm.sched.Report(tm, scheduler.AttemptReport{Attempt: a, State: st, Cause: cause}); !known {
+			return errNotFound
+		}
+		return nil
+	}
 	if endOfInput {
 		if !jm.sched.EndOfInput(a) {
 			return errNotFound

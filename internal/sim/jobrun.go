@@ -223,6 +223,37 @@ func (l simLifecycle) TakenAsStopped(x scheduler.Exec, gone bool) {
 
 func (simLifecycle) PersistStatus(context.Context, scheduler.PersistStatus) {}
 
+// RecordAttempts writes the record of the attempts to the HA store at
+// once, fenced: a deposed leader's write fails.
+func (l simLifecycle) RecordAttempts(_ context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error {
+	jm := l.jm
+	if jm.deposed {
+		return errRefused
+	}
+	if seq <= jm.recordSeq {
+		return nil
+	}
+	jm.recordSeq = seq
+	jm.w.sim.ha.attempts = attempts
+	return nil
+}
+
+// NotifyAdopted notifies the adopted attempts of the checkpoint the job
+// started from, as the checkpoint coordinator notifies a completion.
+func (c simCheckpoints) NotifyAdopted(ctx context.Context, from *completed, attempts []*weirv1.ExecutionAttemptID) {
+	jm := c.jm
+	if from == nil {
+		return
+	}
+	_ = jm.await(ctx, len(attempts), func(done func(error)) {
+		for _, a := range attempts {
+			jm.toTask(a, fmt.Sprintf("notify adopted %s of %d", a.Key(), from.id), func(tm *taskManager) error {
+				return tm.notifyComplete(a, from.id, false)
+			}, done)
+		}
+	})
+}
+
 func (l simLifecycle) Terminated(_ context.Context, st weirv1.JobState) {
 	l.jm.w.logf("jm: job terminated %s", st.FlinkName())
 	l.jm.drv.Stop(weirv1.CheckpointFailureReason_CHECKPOINT_FAILURE_REASON_CHECKPOINT_COORDINATOR_SHUTDOWN)

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -59,6 +60,9 @@ type haStore struct {
 	store   []completed
 	counter int64
 	ended   weirv1.JobState
+	// attempts is the leader's record of the current attempts, written
+	// before it deploys them: what the next leader adopts.
+	attempts []*weirv1.ExecutionAttemptID
 }
 
 // strayBound is how long an attempt may run that no job has (a deploy
@@ -77,7 +81,7 @@ func Run(cfg Config) Result {
 		jms: map[string]*jobManager{}, ha: &haStore{graph: g}, commits: map[string]string{},
 	}
 	w.sim = sim
-	sim.jm = newJobManager(w, "jm1", g, nil)
+	sim.jm = newJobManager(w, "jm1", g, nil, nil)
 	sim.jms["jm1"] = sim.jm
 	desc := describe(g, bounded)
 	w.logf("job: %s", desc)
@@ -358,7 +362,7 @@ func (w *world) client(g *weirv1.JobGraph) {
 			w.sim.jm.clientCheckpointing(interval)
 		})
 	}
-	if w.rng.IntN(4) == 0 {
+	if w.rng.Float64() < w.cfg.LeaderChangeP {
 		w.at(when(), "leader change", w.leaderChange)
 	} else if w.rng.IntN(10) == 0 {
 		// (Not with a leader change: a job being cancelled is recovered
@@ -377,8 +381,9 @@ func (w *world) client(g *weirv1.JobGraph) {
 
 // leaderChange deposes the JobManager leader: another one takes over,
 // recovers the job from the HA store (the graph, the latest completed
-// checkpoint, the counter) and deploys it anew; the TaskManagers follow
-// the new leader, cancelling what they ran for the old one.
+// checkpoint, the counter, the record of the attempts) and adopts the
+// attempts the TaskManagers report as they follow it; what is not
+// reported in time is redeployed.
 func (w *world) leaderChange() {
 	sim := w.sim
 	if sim.ha.ended != 0 {
@@ -394,7 +399,11 @@ func (w *world) leaderChange() {
 		c := sim.ha.store[n-1]
 		from = &c
 	}
-	jm := newJobManager(w, addr, proto.Clone(sim.ha.graph).(*weirv1.JobGraph), from)
+	var adopt *scheduler.Adoption
+	if len(sim.ha.attempts) > 0 {
+		adopt = &scheduler.Adoption{Attempts: sim.ha.attempts, Deadline: w.now().Add(heartbeatTimeout)}
+	}
+	jm := newJobManager(w, addr, proto.Clone(sim.ha.graph).(*weirv1.JobGraph), from, adopt)
 	jm.cancelled = old.cancelled
 	sim.jms[addr], sim.jm = jm, jm
 	for _, v := range sim.ha.graph.GetVertices() {
@@ -409,6 +418,7 @@ func (w *world) leaderChange() {
 		jm.restored(from)
 	}
 	w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)
+	jm.drain() // the adoption's deadline
 	for _, tm := range sim.sortedTMs() {
 		if !w.down[tm.id] {
 			tm.member.LeaderChanged(addr)

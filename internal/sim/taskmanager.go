@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/internal/leaderlink"
 	"github.com/weirproject/weir/internal/registration"
 	"github.com/weirproject/weir/internal/rpcpolicy"
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -46,6 +47,11 @@ type subtask struct {
 	state      *backend
 	// snapshotted is the newest checkpoint the subtask snapshotted.
 	snapshotted int64
+	// precommitted are the checkpoints a sink snapshotted whose epoch it
+	// has not committed: a completion commits those up to it, as the
+	// Kafka sink's transactions are (an aborted checkpoint's epoch waits
+	// for the next completion).
+	precommitted []int64
 	// waiters answer the cancels waiting for the subtask to stop.
 	waiters []func()
 }
@@ -69,7 +75,7 @@ type taskManager struct {
 func (w *world) tm(id string) *taskManager { return w.sim.tms[id] }
 
 func (tm *taskManager) start() {
-	tm.member = registration.New(tm.w.clock)
+	tm.member = registration.New(tm.w.clock, orphanTimeout)
 	tm.link = tm.newLink()
 	tm.table = attempts.New()
 	tm.tasks = map[string]*subtask{}
@@ -130,13 +136,14 @@ func (x tmExecutor) Go(ctx context.Context, io func(context.Context)) {
 
 func (tm *taskManager) Register(e registration.Register) func(context.Context) (registration.Registration, error) {
 	w := tm.w
+	reports := tm.reports()
 	return func(ctx context.Context) (registration.Registration, error) {
 		var r registration.Registration
 		err := w.await(ctx, 1, func(done func(error)) {
 			w.call(tm.id, e.Addr, "register "+tm.id, e.Timeout, func() func() {
-				reg, err := w.sim.jms[e.Addr].register(tm.id, tm.slots)
+				reg, keep, err := w.sim.jms[e.Addr].register(tm.id, tm.slots, reports)
 				return func() {
-					r = registration.Registration{ID: reg, JobManagerID: e.Addr, Interval: heartbeatInterval, Timeout: heartbeatTimeout}
+					r = registration.Registration{ID: reg, JobManagerID: e.Addr, Interval: heartbeatInterval, Timeout: heartbeatTimeout, Keep: keep}
 					done(err)
 				}
 			}, func() { done(errTimeout) })
@@ -166,11 +173,30 @@ func (tm *taskManager) Heartbeat(e registration.Heartbeat) func(context.Context)
 
 func (tm *taskManager) Fence(e registration.Fence) { tm.leader = e.JobManagerID }
 
-func (tm *taskManager) CancelAll(reason string) {
-	tm.w.logf("%s: cancelling all subtasks: %s", tm.id, reason)
-	for _, a := range tm.table.Live() {
-		tm.cancelTask(a) //nolint:errcheck // each reports CANCELED
+func (tm *taskManager) CancelAll(reason string, keep []string) {
+	live := tm.table.Live()
+	if len(live) > len(keep) {
+		tm.w.logf("%s: cancelling all subtasks but %d: %s", tm.id, len(keep), reason)
 	}
+	for _, a := range live {
+		if !slices.Contains(keep, a.Key()) {
+			tm.cancelTask(a) //nolint:errcheck // each reports CANCELED
+		}
+	}
+}
+
+// reports is what a registration reports: the attempts deployed here, as
+// the TaskManager's attemptReports lists them.
+func (tm *taskManager) reports() []scheduler.AttemptReport {
+	var out []scheduler.AttemptReport
+	for _, a := range tm.table.Live() {
+		r := scheduler.AttemptReport{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_DEPLOYING}
+		if s := tm.tasks[a.Key()]; s != nil {
+			r.State, r.EndOfInput = weirv1.ExecutionState_EXECUTION_STATE_RUNNING, s.endOfInput
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (tm *taskManager) Unregistered(reason string) {
@@ -335,6 +361,9 @@ func (tm *taskManager) trigger(a *weirv1.ExecutionAttemptID, id int64, unaligned
 func (tm *taskManager) barrier(s *subtask, id int64, unaligned bool) {
 	w := tm.w
 	s.snapshotted = id
+	if s.v.sink {
+		s.precommitted = append(s.precommitted, id)
+	}
 	ack := &weirv1.AcknowledgeCheckpointRequest{Attempt: s.d.attempt, CheckpointId: id, EndOfInput: s.endOfInput}
 	s.state.write(w.rng.IntN(3) == 0)
 	w.after(w.between(time.Millisecond, 20*time.Millisecond), "snapshot "+s.d.attempt.Key(), func() {
@@ -394,7 +423,10 @@ func (tm *taskManager) notifyComplete(a *weirv1.ExecutionAttemptID, id int64, fi
 			tm.fail(s, fmt.Sprintf("commit of checkpoint %d failed", id))
 			return nil
 		}
-		w.sim.committed(tm.id, a, id)
+		for len(s.precommitted) > 0 && s.precommitted[0] <= id {
+			w.sim.committed(tm.id, a, s.precommitted[0])
+			s.precommitted = s.precommitted[1:]
+		}
 	}
 	if final {
 		s.finished = true
@@ -516,9 +548,10 @@ func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.Exe
 			w.logf("%s: report %s %s refused: %v", tm.id, a.Key(), what, err)
 			return
 		}
-		if w.incarnation[tm.id] != inc || tm.leader != jm.addr {
-			return // restarted, or the leader moved: the report goes with it
+		if w.incarnation[tm.id] != inc {
+			return // restarted: the report goes with it
 		}
+		// A new leader takes it: it adopts the attempt.
 		w.after(backoff.Next(), "report retry", func() {
 			if w.incarnation[tm.id] == inc {
 				tm.reportAttempt(a, st, endOfInput, cause, backoff)
@@ -526,7 +559,7 @@ func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.Exe
 		})
 	}
 	w.call(tm.id, jm.addr, fmt.Sprintf("report %s %s", a.Key(), what), rpcTimeout, func() func() {
-		err := jm.report(a, st, endOfInput, cause)
+		err := jm.report(tm.id, a, st, endOfInput, cause)
 		return func() { answered(err) }
 	}, func() { answered(errTimeout) })
 }

@@ -33,12 +33,12 @@ type member struct {
 }
 
 // stayRegistered registers with the JobManager leader and heartbeats until
-// ctx ends. When the leader stays unreachable for its heartbeat timeout,
-// or another JobManager leads, the subtasks are cancelled: their
-// checkpoints can no longer complete, and the leader redeploys the jobs
-// from checkpoints.
+// ctx ends. When the leader changes or stays unreachable, the subtasks run
+// on and the next registration reports them: the leader adopts those its
+// jobs still have and the others are cancelled. Without a registration
+// for the orphan timeout, they are all cancelled.
 func (s *Server) stayRegistered(ctx context.Context, leaders <-chan ha.LeaderInfo) {
-	m := &member{s: s, sm: registration.New(wallClock{}), answers: make(chan func()), prev: map[string]loadMark{}}
+	m := &member{s: s, sm: registration.New(wallClock{}, s.cfg.OrphanTimeout), answers: make(chan func()), prev: map[string]loadMark{}}
 	m.link = leaderlink.New(m.sm, leaderlink.Deps{
 		Context:  ctx,
 		Executor: m,
@@ -110,9 +110,12 @@ func (m *member) Unregistered(reason string) {
 	m.s.log.Warn("no longer registered with the jobmanager", "reason", reason)
 }
 
-func (m *member) CancelAll(reason string) {
-	if n := m.s.cancelAll(); n > 0 {
+func (m *member) CancelAll(reason string, keep []string) {
+	if n := m.s.cancelAll(keep); n > 0 {
 		m.s.log.Warn("cancelled subtasks", "count", n, "reason", reason)
+	}
+	if len(keep) > 0 {
+		m.s.log.Info("subtasks adopted by the jobmanager run on", "count", len(keep))
 	}
 }
 
@@ -131,6 +134,7 @@ func (m *member) Register(e registration.Register) func(context.Context) (regist
 	s := m.s
 	req := &weirv1.RegisterTaskManagerRequest{
 		TaskmanagerId: s.cfg.ID, RpcAddress: s.addr, Slots: int32(s.cfg.Slots), HttpAddress: s.httpAddr,
+		Attempts: s.attemptReports(),
 	}
 	jm, err := s.jobManager(e.Addr)
 	return func(ctx context.Context) (registration.Registration, error) {
@@ -140,10 +144,15 @@ func (m *member) Register(e registration.Register) func(context.Context) (regist
 		ctx, cancel := context.WithTimeout(ctx, e.Timeout)
 		defer cancel()
 		resp, err := jm.RegisterTaskManager(ctx, req)
+		keep := make([]string, 0, len(resp.GetKeep()))
+		for _, a := range resp.GetKeep() {
+			keep = append(keep, a.Key())
+		}
 		return registration.Registration{
 			ID: resp.GetRegistrationId(), JobManagerID: resp.GetJobmanagerId(),
 			Interval: time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond,
 			Timeout:  time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond,
+			Keep:     keep,
 		}, err
 	}
 }

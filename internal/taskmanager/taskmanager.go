@@ -13,8 +13,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -66,6 +68,10 @@ type Config struct {
 	// incremental snapshots under StateDir, so a subtask restarted here
 	// restores without downloading (Flink's local recovery).
 	LocalRecovery bool
+	// OrphanTimeout is how long subtasks run on without a registration
+	// with a JobManager leader, for a new leader to adopt them;
+	// registration.DefaultOrphanTimeout when 0.
+	OrphanTimeout time.Duration
 	// StateInlineThreshold: a subtask's keyed, operator or channel state
 	// smaller than this many bytes goes inline into its acknowledgement
 	// and the checkpoint's _metadata instead of a file of its own (Flink's
@@ -151,6 +157,10 @@ type Server struct {
 		// jobManagerID is the leader this TaskManager registered with; only
 		// its calls are obeyed, so a deposed leader cannot act here.
 		jobManagerID string
+		// ended are the attempts that ended here whose end no JobManager
+		// took yet: a registration reports them, so a new leader learns
+		// that a subtask finished (or failed) while there was none.
+		ended map[string]*weirv1.AttemptReport
 	}
 }
 
@@ -160,6 +170,10 @@ type running struct {
 	done   chan struct{}
 	// subtask is job/vertex/index: attempts of one subtask share it.
 	subtask string
+	// reported is what a registration reports of it: RUNNING once it
+	// reported running, and whether its input ended.
+	reported   atomic.Int32
+	endOfInput atomic.Bool
 }
 
 // localRecoveryGrace is how long a subtask's local recovery copies
@@ -226,6 +240,7 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 	s.httpAddr = net.JoinHostPort(host, httpPort)
 	s.mu.tasks = map[string]*running{}
 	s.mu.attempts = attempts.New()
+	s.mu.ended = map[string]*weirv1.AttemptReport{}
 	defer s.conns.close()
 	g, _ := rpc.NewServer(creds, grpc.ChainUnaryInterceptor(s.fromLeaderOnly))
 	weirv1grpc.RegisterTaskExecutorServiceServer(g, s)
@@ -254,7 +269,7 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 	}()
 	err = rpc.Serve(ctx, s.log, g, rpcLis, rpc.HTTPMux(reg), httpLis, 5*time.Second)
 	cancel()
-	s.cancelAll()
+	s.cancelAll(nil)
 	s.wg.Wait()
 	return err
 }
@@ -308,18 +323,22 @@ func (s *Server) fromLeaderOnly(ctx context.Context, req any, info *grpc.UnarySe
 	return handler(ctx, req)
 }
 
-// cancelAll cancels every subtask and waits until they stopped; it returns
-// how many there were.
-func (s *Server) cancelAll() int {
+// cancelAll cancels every subtask but those keep names (by attempt key)
+// and waits until they stopped; it returns how many there were.
+func (s *Server) cancelAll(keep []string) int {
 	s.mu.Lock()
 	tasks := make([]*running, 0, len(s.mu.tasks))
-	for _, r := range s.mu.tasks {
-		tasks = append(tasks, r)
+	for key, r := range s.mu.tasks {
+		if !slices.Contains(keep, key) {
+			tasks = append(tasks, r)
+		}
 	}
 	// Deploys still building their subtasks do not start them.
 	now := time.Now()
 	for _, a := range s.mu.attempts.Live() {
-		s.mu.attempts.Cancel(a, now)
+		if !slices.Contains(keep, a.Key()) {
+			s.mu.attempts.Cancel(a, now)
+		}
 	}
 	s.mu.Unlock()
 	for _, r := range tasks {
@@ -358,14 +377,22 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		s.mu.attempts.Ended(ids)
 		s.mu.Unlock()
 	}
-	for _, d := range descs {
+	runs := make([]*running, len(descs))
+	for i, d := range descs {
 		a := d.GetAttempt()
+		r := &running{subtask: fmt.Sprintf("%s/%s/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex())}
+		r.reported.Store(int32(weirv1.ExecutionState_EXECUTION_STATE_DEPLOYING))
+		runs[i] = r
 		t, err := task.New(task.Config{
 			Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
 			Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
 			InlineThreshold: s.cfg.StateInlineThreshold, LocalRecovery: s.cfg.LocalRecovery,
-			OnRunning: func() { s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "") },
+			OnRunning: func() {
+				r.reported.Store(int32(weirv1.ExecutionState_EXECUTION_STATE_RUNNING))
+				s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "")
+			},
 			OnEndOfInput: func() {
+				r.endOfInput.Store(true)
 				s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
 			},
 		})
@@ -380,10 +407,8 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	done := make(chan struct{})
-	runs := make([]*running, len(descs))
-	for i, d := range descs {
-		a := d.GetAttempt()
-		runs[i] = &running{task: tasks[i], cancel: cancel, done: done, subtask: fmt.Sprintf("%s/%s/%d", a.GetJobId(), a.GetVertex(), a.GetSubtaskIndex())}
+	for i, r := range runs {
+		r.task, r.cancel, r.done = tasks[i], cancel, done
 	}
 	s.mu.Lock()
 	if !s.mu.attempts.Started(ids) {
@@ -427,6 +452,17 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		close(done)
 		for i, d := range descs {
 			a := d.GetAttempt()
+			st, cause := weirv1.ExecutionState_EXECUTION_STATE_FINISHED, ""
+			switch {
+			case err == nil:
+			case cancelled:
+				st = weirv1.ExecutionState_EXECUTION_STATE_CANCELED
+			default:
+				st, cause = weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
+			}
+			s.mu.Lock()
+			s.mu.ended[a.Key()] = &weirv1.AttemptReport{Attempt: a, State: st, FailureCause: cause}
+			s.mu.Unlock()
 			switch {
 			case err == nil:
 				req := &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_FINISHED, TaskmanagerId: s.cfg.ID}
@@ -459,13 +495,17 @@ func (s *Server) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, 
 // again until it is acknowledged: a lost RUNNING would keep checkpoints
 // from ever starting, a lost FINISHED would keep a bounded job from
 // ending. The JobManager applies a report once, so repeats are harmless.
-// It gives up when the leader refuses the report for good (it does not
-// know the attempt), when the leader changed (the new one cancels the
-// attempt anyway), or when the TaskManager shuts down.
+// A change of leader does not end it: the new leader adopts the attempt,
+// and takes the report. It gives up when the leader refuses the report for
+// good (it does not know the attempt), or when the TaskManager shuts down.
 func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
-	s.mu.Lock()
-	leader := s.mu.jobManagerID
-	s.mu.Unlock()
+	defer func() {
+		if terminal(req.GetState()) {
+			s.mu.Lock()
+			delete(s.mu.ended, req.GetAttempt().Key())
+			s.mu.Unlock()
+		}
+	}()
 	backoff := rpcpolicy.Retries()
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
@@ -481,10 +521,7 @@ func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 			s.log.Warn("subtask state report refused", "task", req.GetAttempt().Key(), "state", req.GetState(), "err", err)
 			return
 		}
-		s.mu.Lock()
-		moved := s.mu.jobManagerID != leader
-		s.mu.Unlock()
-		if moved || s.ctx.Err() != nil {
+		if s.ctx.Err() != nil {
 			s.log.Warn("reporting subtask state failed", "task", req.GetAttempt().Key(), "state", req.GetState(), "err", err)
 			return
 		}
@@ -495,6 +532,34 @@ func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 		case <-time.After(backoff.Next()):
 		}
 	}
+}
+
+func terminal(st weirv1.ExecutionState) bool {
+	switch st {
+	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, weirv1.ExecutionState_EXECUTION_STATE_FAILED:
+		return true
+	}
+	return false
+}
+
+// attemptReports is what a registration reports: every attempt deployed
+// here, and those whose end no JobManager took yet.
+func (s *Server) attemptReports() []*weirv1.AttemptReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*weirv1.AttemptReport
+	for _, a := range s.mu.attempts.Live() {
+		r := &weirv1.AttemptReport{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_DEPLOYING}
+		if t := s.mu.tasks[a.Key()]; t != nil {
+			r.State = weirv1.ExecutionState(t.reported.Load())
+			r.EndOfInput = t.endOfInput.Load()
+		}
+		out = append(out, r)
+	}
+	for _, r := range s.mu.ended {
+		out = append(out, r)
+	}
+	return out
 }
 
 // live lists the attempts deployed here, for the heartbeat.

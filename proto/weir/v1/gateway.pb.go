@@ -25,9 +25,13 @@ type RegisterTaskManagerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskmanagerId string                 `protobuf:"bytes,1,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
 	// rpc_address is where the JobManager and other TaskManagers reach this one.
-	RpcAddress    string `protobuf:"bytes,2,opt,name=rpc_address,json=rpcAddress,proto3" json:"rpc_address,omitempty"`
-	Slots         int32  `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
-	HttpAddress   string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	RpcAddress  string `protobuf:"bytes,2,opt,name=rpc_address,json=rpcAddress,proto3" json:"rpc_address,omitempty"`
+	Slots       int32  `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	HttpAddress string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// attempts are the subtask attempts the TaskManager runs, and those that
+	// ended without their end reaching a JobManager: a new leader adopts the
+	// ones its jobs still have as current instead of redeploying them.
+	Attempts      []*AttemptReport `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,6 +94,85 @@ func (x *RegisterTaskManagerRequest) GetHttpAddress() string {
 	return ""
 }
 
+func (x *RegisterTaskManagerRequest) GetAttempts() []*AttemptReport {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+// AttemptReport is a subtask attempt's state as its TaskManager knows it.
+type AttemptReport struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Attempt *ExecutionAttemptID    `protobuf:"bytes,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// state is RUNNING once the subtask reported running, DEPLOYING before,
+	// or the terminal state it ended in.
+	State ExecutionState `protobuf:"varint,2,opt,name=state,proto3,enum=weir.v1.ExecutionState" json:"state,omitempty"`
+	// end_of_input: the subtask received all its input (a bounded job).
+	EndOfInput    bool   `protobuf:"varint,3,opt,name=end_of_input,json=endOfInput,proto3" json:"end_of_input,omitempty"`
+	FailureCause  string `protobuf:"bytes,4,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttemptReport) Reset() {
+	*x = AttemptReport{}
+	mi := &file_weir_v1_gateway_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptReport) ProtoMessage() {}
+
+func (x *AttemptReport) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_gateway_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptReport.ProtoReflect.Descriptor instead.
+func (*AttemptReport) Descriptor() ([]byte, []int) {
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AttemptReport) GetAttempt() *ExecutionAttemptID {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *AttemptReport) GetState() ExecutionState {
+	if x != nil {
+		return x.State
+	}
+	return ExecutionState_EXECUTION_STATE_UNSPECIFIED
+}
+
+func (x *AttemptReport) GetEndOfInput() bool {
+	if x != nil {
+		return x.EndOfInput
+	}
+	return false
+}
+
+func (x *AttemptReport) GetFailureCause() string {
+	if x != nil {
+		return x.FailureCause
+	}
+	return ""
+}
+
 type RegisterTaskManagerResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// registration_id changes with every registration; heartbeats carry it.
@@ -97,13 +180,16 @@ type RegisterTaskManagerResponse struct {
 	JobmanagerId        string `protobuf:"bytes,2,opt,name=jobmanager_id,json=jobmanagerId,proto3" json:"jobmanager_id,omitempty"`
 	HeartbeatIntervalMs int64  `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	HeartbeatTimeoutMs  int64  `protobuf:"varint,4,opt,name=heartbeat_timeout_ms,json=heartbeatTimeoutMs,proto3" json:"heartbeat_timeout_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// keep lists the reported attempts the JobManager adopted; the
+	// TaskManager cancels the others before its first heartbeat.
+	Keep          []*ExecutionAttemptID `protobuf:"bytes,5,rep,name=keep,proto3" json:"keep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterTaskManagerResponse) Reset() {
 	*x = RegisterTaskManagerResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[1]
+	mi := &file_weir_v1_gateway_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +201,7 @@ func (x *RegisterTaskManagerResponse) String() string {
 func (*RegisterTaskManagerResponse) ProtoMessage() {}
 
 func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[1]
+	mi := &file_weir_v1_gateway_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +214,7 @@ func (x *RegisterTaskManagerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTaskManagerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTaskManagerResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{1}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RegisterTaskManagerResponse) GetRegistrationId() string {
@@ -159,6 +245,13 @@ func (x *RegisterTaskManagerResponse) GetHeartbeatTimeoutMs() int64 {
 	return 0
 }
 
+func (x *RegisterTaskManagerResponse) GetKeep() []*ExecutionAttemptID {
+	if x != nil {
+		return x.Keep
+	}
+	return nil
+}
+
 type HeartbeatRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	TaskmanagerId  string                 `protobuf:"bytes,1,opt,name=taskmanager_id,json=taskmanagerId,proto3" json:"taskmanager_id,omitempty"`
@@ -174,7 +267,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[2]
+	mi := &file_weir_v1_gateway_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +279,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[2]
+	mi := &file_weir_v1_gateway_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +292,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{2}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HeartbeatRequest) GetTaskmanagerId() string {
@@ -250,7 +343,7 @@ type SubtaskLoadReport struct {
 
 func (x *SubtaskLoadReport) Reset() {
 	*x = SubtaskLoadReport{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[3]
+	mi := &file_weir_v1_gateway_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +355,7 @@ func (x *SubtaskLoadReport) String() string {
 func (*SubtaskLoadReport) ProtoMessage() {}
 
 func (x *SubtaskLoadReport) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[3]
+	mi := &file_weir_v1_gateway_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +368,7 @@ func (x *SubtaskLoadReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskLoadReport.ProtoReflect.Descriptor instead.
 func (*SubtaskLoadReport) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{3}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubtaskLoadReport) GetAttempt() *ExecutionAttemptID {
@@ -327,7 +420,7 @@ type CheckpointProgress struct {
 
 func (x *CheckpointProgress) Reset() {
 	*x = CheckpointProgress{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[4]
+	mi := &file_weir_v1_gateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +432,7 @@ func (x *CheckpointProgress) String() string {
 func (*CheckpointProgress) ProtoMessage() {}
 
 func (x *CheckpointProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[4]
+	mi := &file_weir_v1_gateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +445,7 @@ func (x *CheckpointProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointProgress.ProtoReflect.Descriptor instead.
 func (*CheckpointProgress) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CheckpointProgress) GetCheckpointId() int64 {
@@ -393,7 +486,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[5]
+	mi := &file_weir_v1_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +498,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[5]
+	mi := &file_weir_v1_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +511,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeartbeatResponse) GetReregister() bool {
@@ -447,7 +540,7 @@ type UpdateTaskExecutionStateRequest struct {
 
 func (x *UpdateTaskExecutionStateRequest) Reset() {
 	*x = UpdateTaskExecutionStateRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[6]
+	mi := &file_weir_v1_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +552,7 @@ func (x *UpdateTaskExecutionStateRequest) String() string {
 func (*UpdateTaskExecutionStateRequest) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[6]
+	mi := &file_weir_v1_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +565,7 @@ func (x *UpdateTaskExecutionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateTaskExecutionStateRequest) GetAttempt() *ExecutionAttemptID {
@@ -525,7 +618,7 @@ type UpdateTaskExecutionStateResponse struct {
 
 func (x *UpdateTaskExecutionStateResponse) Reset() {
 	*x = UpdateTaskExecutionStateResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[7]
+	mi := &file_weir_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +630,7 @@ func (x *UpdateTaskExecutionStateResponse) String() string {
 func (*UpdateTaskExecutionStateResponse) ProtoMessage() {}
 
 func (x *UpdateTaskExecutionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[7]
+	mi := &file_weir_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +643,7 @@ func (x *UpdateTaskExecutionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskExecutionStateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskExecutionStateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 type AcknowledgeCheckpointRequest struct {
@@ -568,7 +661,7 @@ type AcknowledgeCheckpointRequest struct {
 
 func (x *AcknowledgeCheckpointRequest) Reset() {
 	*x = AcknowledgeCheckpointRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[8]
+	mi := &file_weir_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +673,7 @@ func (x *AcknowledgeCheckpointRequest) String() string {
 func (*AcknowledgeCheckpointRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[8]
+	mi := &file_weir_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +686,7 @@ func (x *AcknowledgeCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AcknowledgeCheckpointRequest) GetAttempt() *ExecutionAttemptID {
@@ -639,7 +732,7 @@ type AcknowledgeCheckpointResponse struct {
 
 func (x *AcknowledgeCheckpointResponse) Reset() {
 	*x = AcknowledgeCheckpointResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[9]
+	mi := &file_weir_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +744,7 @@ func (x *AcknowledgeCheckpointResponse) String() string {
 func (*AcknowledgeCheckpointResponse) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[9]
+	mi := &file_weir_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +757,7 @@ func (x *AcknowledgeCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 type AcknowledgeCheckpointsRequest struct {
@@ -676,7 +769,7 @@ type AcknowledgeCheckpointsRequest struct {
 
 func (x *AcknowledgeCheckpointsRequest) Reset() {
 	*x = AcknowledgeCheckpointsRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[10]
+	mi := &file_weir_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +781,7 @@ func (x *AcknowledgeCheckpointsRequest) String() string {
 func (*AcknowledgeCheckpointsRequest) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[10]
+	mi := &file_weir_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +794,7 @@ func (x *AcknowledgeCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AcknowledgeCheckpointsRequest) GetAcks() []*AcknowledgeCheckpointRequest {
@@ -723,7 +816,7 @@ type AcknowledgeCheckpointsResponse struct {
 
 func (x *AcknowledgeCheckpointsResponse) Reset() {
 	*x = AcknowledgeCheckpointsResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[11]
+	mi := &file_weir_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +828,7 @@ func (x *AcknowledgeCheckpointsResponse) String() string {
 func (*AcknowledgeCheckpointsResponse) ProtoMessage() {}
 
 func (x *AcknowledgeCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[11]
+	mi := &file_weir_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +841,7 @@ func (x *AcknowledgeCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcknowledgeCheckpointsResponse) GetErrors() []string {
@@ -771,7 +864,7 @@ type DeclineCheckpointRequest struct {
 
 func (x *DeclineCheckpointRequest) Reset() {
 	*x = DeclineCheckpointRequest{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[12]
+	mi := &file_weir_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +876,7 @@ func (x *DeclineCheckpointRequest) String() string {
 func (*DeclineCheckpointRequest) ProtoMessage() {}
 
 func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[12]
+	mi := &file_weir_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +889,7 @@ func (x *DeclineCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeclineCheckpointRequest) GetAttempt() *ExecutionAttemptID {
@@ -842,7 +935,7 @@ type DeclineCheckpointResponse struct {
 
 func (x *DeclineCheckpointResponse) Reset() {
 	*x = DeclineCheckpointResponse{}
-	mi := &file_weir_v1_gateway_proto_msgTypes[13]
+	mi := &file_weir_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +947,7 @@ func (x *DeclineCheckpointResponse) String() string {
 func (*DeclineCheckpointResponse) ProtoMessage() {}
 
 func (x *DeclineCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_gateway_proto_msgTypes[13]
+	mi := &file_weir_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,25 +960,33 @@ func (x *DeclineCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*DeclineCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 var File_weir_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_weir_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x15weir/v1/gateway.proto\x12\aweir.v1\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/client.proto\x1a\x14weir/v1/common.proto\"\x9d\x01\n" +
+	"\x15weir/v1/gateway.proto\x12\aweir.v1\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/client.proto\x1a\x14weir/v1/common.proto\"\xd1\x01\n" +
 	"\x1aRegisterTaskManagerRequest\x12%\n" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12\x1f\n" +
 	"\vrpc_address\x18\x02 \x01(\tR\n" +
 	"rpcAddress\x12\x14\n" +
 	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12!\n" +
-	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\"\xd1\x01\n" +
+	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x122\n" +
+	"\battempts\x18\x05 \x03(\v2\x16.weir.v1.AttemptReportR\battempts\"\xbc\x01\n" +
+	"\rAttemptReport\x125\n" +
+	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12-\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x17.weir.v1.ExecutionStateR\x05state\x12 \n" +
+	"\fend_of_input\x18\x03 \x01(\bR\n" +
+	"endOfInput\x12#\n" +
+	"\rfailure_cause\x18\x04 \x01(\tR\ffailureCause\"\x82\x02\n" +
 	"\x1bRegisterTaskManagerResponse\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12#\n" +
 	"\rjobmanager_id\x18\x02 \x01(\tR\fjobmanagerId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +
-	"\x14heartbeat_timeout_ms\x18\x04 \x01(\x03R\x12heartbeatTimeoutMs\"\xcb\x01\n" +
+	"\x14heartbeat_timeout_ms\x18\x04 \x01(\x03R\x12heartbeatTimeoutMs\x12/\n" +
+	"\x04keep\x18\x05 \x03(\v2\x1b.weir.v1.ExecutionAttemptIDR\x04keep\"\xcb\x01\n" +
 	"\x10HeartbeatRequest\x12%\n" +
 	"\x0etaskmanager_id\x18\x01 \x01(\tR\rtaskmanagerId\x12'\n" +
 	"\x0fregistration_id\x18\x02 \x01(\tR\x0eregistrationId\x125\n" +
@@ -952,54 +1053,59 @@ func file_weir_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_weir_v1_gateway_proto_rawDescData
 }
 
-var file_weir_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_weir_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_weir_v1_gateway_proto_goTypes = []any{
 	(*RegisterTaskManagerRequest)(nil),       // 0: weir.v1.RegisterTaskManagerRequest
-	(*RegisterTaskManagerResponse)(nil),      // 1: weir.v1.RegisterTaskManagerResponse
-	(*HeartbeatRequest)(nil),                 // 2: weir.v1.HeartbeatRequest
-	(*SubtaskLoadReport)(nil),                // 3: weir.v1.SubtaskLoadReport
-	(*CheckpointProgress)(nil),               // 4: weir.v1.CheckpointProgress
-	(*HeartbeatResponse)(nil),                // 5: weir.v1.HeartbeatResponse
-	(*UpdateTaskExecutionStateRequest)(nil),  // 6: weir.v1.UpdateTaskExecutionStateRequest
-	(*UpdateTaskExecutionStateResponse)(nil), // 7: weir.v1.UpdateTaskExecutionStateResponse
-	(*AcknowledgeCheckpointRequest)(nil),     // 8: weir.v1.AcknowledgeCheckpointRequest
-	(*AcknowledgeCheckpointResponse)(nil),    // 9: weir.v1.AcknowledgeCheckpointResponse
-	(*AcknowledgeCheckpointsRequest)(nil),    // 10: weir.v1.AcknowledgeCheckpointsRequest
-	(*AcknowledgeCheckpointsResponse)(nil),   // 11: weir.v1.AcknowledgeCheckpointsResponse
-	(*DeclineCheckpointRequest)(nil),         // 12: weir.v1.DeclineCheckpointRequest
-	(*DeclineCheckpointResponse)(nil),        // 13: weir.v1.DeclineCheckpointResponse
-	(*ExecutionAttemptID)(nil),               // 14: weir.v1.ExecutionAttemptID
-	(*SubtaskInfo_Load)(nil),                 // 15: weir.v1.SubtaskInfo.Load
-	(*SubtaskWatermarks)(nil),                // 16: weir.v1.SubtaskWatermarks
-	(CheckpointPhase)(0),                     // 17: weir.v1.CheckpointPhase
-	(ExecutionState)(0),                      // 18: weir.v1.ExecutionState
-	(*SubtaskState)(nil),                     // 19: weir.v1.SubtaskState
-	(*CheckpointMetrics)(nil),                // 20: weir.v1.CheckpointMetrics
-	(CheckpointFailureReason)(0),             // 21: weir.v1.CheckpointFailureReason
+	(*AttemptReport)(nil),                    // 1: weir.v1.AttemptReport
+	(*RegisterTaskManagerResponse)(nil),      // 2: weir.v1.RegisterTaskManagerResponse
+	(*HeartbeatRequest)(nil),                 // 3: weir.v1.HeartbeatRequest
+	(*SubtaskLoadReport)(nil),                // 4: weir.v1.SubtaskLoadReport
+	(*CheckpointProgress)(nil),               // 5: weir.v1.CheckpointProgress
+	(*HeartbeatResponse)(nil),                // 6: weir.v1.HeartbeatResponse
+	(*UpdateTaskExecutionStateRequest)(nil),  // 7: weir.v1.UpdateTaskExecutionStateRequest
+	(*UpdateTaskExecutionStateResponse)(nil), // 8: weir.v1.UpdateTaskExecutionStateResponse
+	(*AcknowledgeCheckpointRequest)(nil),     // 9: weir.v1.AcknowledgeCheckpointRequest
+	(*AcknowledgeCheckpointResponse)(nil),    // 10: weir.v1.AcknowledgeCheckpointResponse
+	(*AcknowledgeCheckpointsRequest)(nil),    // 11: weir.v1.AcknowledgeCheckpointsRequest
+	(*AcknowledgeCheckpointsResponse)(nil),   // 12: weir.v1.AcknowledgeCheckpointsResponse
+	(*DeclineCheckpointRequest)(nil),         // 13: weir.v1.DeclineCheckpointRequest
+	(*DeclineCheckpointResponse)(nil),        // 14: weir.v1.DeclineCheckpointResponse
+	(*ExecutionAttemptID)(nil),               // 15: weir.v1.ExecutionAttemptID
+	(ExecutionState)(0),                      // 16: weir.v1.ExecutionState
+	(*SubtaskInfo_Load)(nil),                 // 17: weir.v1.SubtaskInfo.Load
+	(*SubtaskWatermarks)(nil),                // 18: weir.v1.SubtaskWatermarks
+	(CheckpointPhase)(0),                     // 19: weir.v1.CheckpointPhase
+	(*SubtaskState)(nil),                     // 20: weir.v1.SubtaskState
+	(*CheckpointMetrics)(nil),                // 21: weir.v1.CheckpointMetrics
+	(CheckpointFailureReason)(0),             // 22: weir.v1.CheckpointFailureReason
 }
 var file_weir_v1_gateway_proto_depIdxs = []int32{
-	14, // 0: weir.v1.HeartbeatRequest.running:type_name -> weir.v1.ExecutionAttemptID
-	3,  // 1: weir.v1.HeartbeatRequest.loads:type_name -> weir.v1.SubtaskLoadReport
-	14, // 2: weir.v1.SubtaskLoadReport.attempt:type_name -> weir.v1.ExecutionAttemptID
-	15, // 3: weir.v1.SubtaskLoadReport.load:type_name -> weir.v1.SubtaskInfo.Load
-	4,  // 4: weir.v1.SubtaskLoadReport.checkpoints:type_name -> weir.v1.CheckpointProgress
-	16, // 5: weir.v1.SubtaskLoadReport.watermarks:type_name -> weir.v1.SubtaskWatermarks
-	17, // 6: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
-	14, // 7: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	18, // 8: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
-	15, // 9: weir.v1.UpdateTaskExecutionStateRequest.final_load:type_name -> weir.v1.SubtaskInfo.Load
-	14, // 10: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	19, // 11: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
-	20, // 12: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	8,  // 13: weir.v1.AcknowledgeCheckpointsRequest.acks:type_name -> weir.v1.AcknowledgeCheckpointRequest
-	14, // 14: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	21, // 15: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
-	20, // 16: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	1,  // 0: weir.v1.RegisterTaskManagerRequest.attempts:type_name -> weir.v1.AttemptReport
+	15, // 1: weir.v1.AttemptReport.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 2: weir.v1.AttemptReport.state:type_name -> weir.v1.ExecutionState
+	15, // 3: weir.v1.RegisterTaskManagerResponse.keep:type_name -> weir.v1.ExecutionAttemptID
+	15, // 4: weir.v1.HeartbeatRequest.running:type_name -> weir.v1.ExecutionAttemptID
+	4,  // 5: weir.v1.HeartbeatRequest.loads:type_name -> weir.v1.SubtaskLoadReport
+	15, // 6: weir.v1.SubtaskLoadReport.attempt:type_name -> weir.v1.ExecutionAttemptID
+	17, // 7: weir.v1.SubtaskLoadReport.load:type_name -> weir.v1.SubtaskInfo.Load
+	5,  // 8: weir.v1.SubtaskLoadReport.checkpoints:type_name -> weir.v1.CheckpointProgress
+	18, // 9: weir.v1.SubtaskLoadReport.watermarks:type_name -> weir.v1.SubtaskWatermarks
+	19, // 10: weir.v1.CheckpointProgress.phase:type_name -> weir.v1.CheckpointPhase
+	15, // 11: weir.v1.UpdateTaskExecutionStateRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 12: weir.v1.UpdateTaskExecutionStateRequest.state:type_name -> weir.v1.ExecutionState
+	17, // 13: weir.v1.UpdateTaskExecutionStateRequest.final_load:type_name -> weir.v1.SubtaskInfo.Load
+	15, // 14: weir.v1.AcknowledgeCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	20, // 15: weir.v1.AcknowledgeCheckpointRequest.state:type_name -> weir.v1.SubtaskState
+	21, // 16: weir.v1.AcknowledgeCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	9,  // 17: weir.v1.AcknowledgeCheckpointsRequest.acks:type_name -> weir.v1.AcknowledgeCheckpointRequest
+	15, // 18: weir.v1.DeclineCheckpointRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	22, // 19: weir.v1.DeclineCheckpointRequest.reason:type_name -> weir.v1.CheckpointFailureReason
+	21, // 20: weir.v1.DeclineCheckpointRequest.metrics:type_name -> weir.v1.CheckpointMetrics
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_gateway_proto_init() }
@@ -1010,14 +1116,14 @@ func file_weir_v1_gateway_proto_init() {
 	file_weir_v1_checkpoint_proto_init()
 	file_weir_v1_client_proto_init()
 	file_weir_v1_common_proto_init()
-	file_weir_v1_gateway_proto_msgTypes[3].OneofWrappers = []any{}
+	file_weir_v1_gateway_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_gateway_proto_rawDesc), len(file_weir_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
