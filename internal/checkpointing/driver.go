@@ -393,6 +393,10 @@ func (d *Driver) Restore(ctx context.Context, md *weirv1.CheckpointMetadata, pat
 // Start activates periodic checkpoints for a running job.
 func (d *Driver) Start(tasks []coordinator.Task) { d.post(func() { d.sm.Start(tasks) }) }
 
+// StartSoon activates periodic checkpoints, the first after the minimum
+// pause (coordinator.StartSoon).
+func (d *Driver) StartSoon(tasks []coordinator.Task) { d.post(func() { d.sm.StartSoon(tasks) }) }
+
 // Stop aborts everything in flight; the job left RUNNING.
 func (d *Driver) Stop(reason weirv1.CheckpointFailureReason) { d.call(func() { d.sm.Stop(reason) }) }
 

@@ -287,7 +287,14 @@ func (c *Coordinator) NextDeadline() time.Time {
 // Start activates the coordinator when the job turns RUNNING with tasks.
 // The first periodic trigger comes after a random delay in
 // [min_pause, interval] so that jobs started together spread their load.
-func (c *Coordinator) Start(tasks []Task) {
+func (c *Coordinator) Start(tasks []Task) { c.start(tasks, false) }
+
+// StartSoon is Start with the first periodic checkpoint due after the
+// minimum pause only, not at a random point of the interval: the subtasks
+// of a job a new leader adopted have gone a while without a checkpoint.
+func (c *Coordinator) StartSoon(tasks []Task) { c.start(tasks, true) }
+
+func (c *Coordinator) start(tasks []Task, soon bool) {
 	c.running = true
 	c.periodicPaused = false
 	c.last = nil
@@ -308,7 +315,7 @@ func (c *Coordinator) Start(tasks []Task) {
 	if interval := c.interval(); interval > 0 {
 		lo, hi := c.cfg.MinPause, interval
 		delay := lo
-		if hi > lo {
+		if hi > lo && !soon {
 			delay += time.Duration(c.rng.Int64N(int64(hi - lo + 1)))
 		}
 		c.nextPeriodic = c.clock.Now().Add(delay)

@@ -18,8 +18,9 @@ package coordinator
 //	    source: max makes the first periodic trigger come after exactly
 //	    interval (the default), min after exactly min_pause, seed:N a PCG
 //	    seeded with N.
-//	start tasks=src/0,src/1,sink/0 sources=src/0,src/1
-//	    the job turned RUNNING with these subtasks (vertex/index[#attempt]).
+//	start tasks=src/0,src/1,sink/0 sources=src/0,src/1 [soon]
+//	    the job turned RUNNING with these subtasks (vertex/index[#attempt]);
+//	    soon: StartSoon, as for subtasks adopted from a previous leader.
 //	stop reason=REASON
 //	backlog task=V/I [off]  a source reports (or stops reporting) a backlog
 //	reconfigure [interval=D] [timeout=D] [min-pause=D] [backlog-interval=D] [aligned=bool]
@@ -147,8 +148,13 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			at := h.attempt(t, s, -1)
 			tasks = append(tasks, Task{Attempt: at, Source: sources[fmtAttempt(at)]})
 		}
+		soon := a.bool("soon", false)
 		a.done()
-		h.c.Start(tasks)
+		if soon {
+			h.c.StartSoon(tasks)
+		} else {
+			h.c.Start(tasks)
+		}
 	case "backlog":
 		at := h.attempt(t, a.str("task", ""), -1)
 		on := !a.bool("off", false)

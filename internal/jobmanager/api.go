@@ -241,21 +241,7 @@ func (s *Server) UpdateTaskExecutionState(ctx context.Context, req *weirv1.Updat
 		}
 		return &weirv1.UpdateTaskExecutionStateResponse{}, nil
 	}
-	var tm *taskManager
-	if j.current().State == weirv1.JobState_JOB_STATE_CREATED {
-		// A job adopting its attempts places an attempt by its report: the
-		// TaskManager it names must be registered, with the caller's
-		// certificate.
-		var ok bool
-		if tm, ok = s.taskManager(req.GetTaskmanagerId()); !ok {
-			return nil, status.Errorf(codes.Unavailable, "jobmanager: TaskManager %q is not registered yet", req.GetTaskmanagerId())
-		}
-		if s.cfg.TLS != nil && peerIdentity(ctx) != tm.identity {
-			s.foreignReports.WithLabelValues("state").Inc()
-			return nil, status.Errorf(codes.PermissionDenied, "jobmanager: state of subtask attempt %s: the caller is not TaskManager %s", req.GetAttempt().Key(), tm.id)
-		}
-	}
-	if !j.updateTask(tm, req.GetAttempt(), req.GetState(), req.GetFailureCause(), req.GetFinalLoad()) {
+	if !j.updateTask(req.GetAttempt(), req.GetState(), req.GetFailureCause(), req.GetFinalLoad()) {
 		return nil, status.Errorf(codes.NotFound, "jobmanager: job %s has no subtask attempt %s/%d/%d", j.id,
 			req.GetAttempt().GetVertex(), req.GetAttempt().GetSubtaskIndex(), req.GetAttempt().GetAttempt())
 	}

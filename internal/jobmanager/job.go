@@ -269,21 +269,11 @@ func (j *jobMaster) trySchedule() { j.post(j.effects.TrySchedule) }
 // updateTask applies a subtask's state change reported by its TaskManager
 // (with the totals a finishing subtask reported last); false for an
 // attempt the job does not have.
-func (j *jobMaster) updateTask(tm *taskManager, a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string, final *weirv1.SubtaskInfo_Load) bool {
+func (j *jobMaster) updateTask(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string, final *weirv1.SubtaskInfo_Load) bool {
 	known := false
 	j.call(func() {
 		if final != nil && st == weirv1.ExecutionState_EXECUTION_STATE_FINISHED {
 			j.finalLoads[a.Key()] = final
-		}
-		if j.sm.Adopting() && tm != nil {
-			// The report may come before its TaskManager's registration
-			// placed the attempt: it places it.
-			var keep bool
-			keep, known = j.sm.Report(tm.id, scheduler.AttemptReport{Attempt: a, State: st, Cause: cause})
-			if keep || known {
-				j.tms[tm.id] = tm
-			}
-			return
 		}
 		known = j.sm.TaskStateChanged(a, st, cause)
 	})

@@ -24,12 +24,38 @@ func (s *Server) leaderOnly(ctx context.Context, req any, info *grpc.UnaryServer
 	switch {
 	case !s.leading.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
 		return nil, status.Error(codes.Unavailable, "jobmanager: not the leader; find the leader through etcd")
+	case !s.recovered.Load() && info.FullMethod == registerMethod:
+		// A TaskManager registers once the jobs are known: what it reports
+		// running is adopted by them, or cancelled. Its registration waits
+		// for them rather than retrying later.
+		if err := s.awaitRecovery(ctx); err != nil {
+			return nil, err
+		}
 	case !s.recovered.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
 		// TaskManagers register once the jobs are known: what they report
 		// running is adopted by the jobs, or cancelled.
 		return nil, status.Error(codes.Unavailable, "jobmanager: the new leader is still recovering the stored jobs; try again")
 	}
 	return handler(ctx, req)
+}
+
+const registerMethod = "/weir.v1.JobManagerGatewayService/RegisterTaskManager"
+
+// awaitRecovery waits until this leadership recovered its jobs, or ctx
+// ends.
+func (s *Server) awaitRecovery(ctx context.Context) error {
+	s.mu.Lock()
+	ch := s.mu.recoveredCh
+	s.mu.Unlock()
+	if ch == nil {
+		return status.Error(codes.Unavailable, "jobmanager: not the leader")
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return status.Error(codes.Unavailable, "jobmanager: the new leader is still recovering the stored jobs; try again")
+	}
 }
 
 // services returns the current leadership's HA services.
@@ -89,8 +115,10 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 		return
 	}
 	start := time.Now()
+	recovered := make(chan struct{})
 	s.mu.Lock()
 	s.mu.services = services
+	s.mu.recoveredCh = recovered
 	s.mu.Unlock()
 	s.leading.Store(true)
 	s.leader.Set(1)
@@ -124,6 +152,7 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 	s.mu.unrecovered = unrecovered
 	s.mu.Unlock()
 	s.recovered.Store(true)
+	close(recovered)
 	s.log.Info("jobs recovered", "jobs", len(jobs), "took", time.Since(start))
 	s.scheduleWaiting()
 }
@@ -198,7 +227,7 @@ func (s *Server) stepDown() {
 	s.mu.Lock()
 	jobs := s.mu.jobs
 	tms := s.mu.tms.Clear()
-	s.mu.jobs, s.mu.services, s.mu.unrecovered = map[string]*jobMaster{}, nil, nil
+	s.mu.jobs, s.mu.services, s.mu.unrecovered, s.mu.recoveredCh = map[string]*jobMaster{}, nil, nil, nil
 	s.tmGauge.Set(0)
 	s.mu.Unlock()
 	for _, j := range jobs {

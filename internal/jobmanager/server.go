@@ -175,6 +175,9 @@ type Server struct {
 		unrecovered map[string]*weirv1.JobGraph
 		// services are the current leadership's; nil while not leading.
 		services haServices
+		// recoveredCh is closed once this leadership recovered its jobs;
+		// nil while not leading.
+		recoveredCh chan struct{}
 	}
 }
 

@@ -247,7 +247,7 @@ func TestRestartBudgetSurvivesLeaderChange(t *testing.T) {
 
 	first.StopJobManager()
 	recovered := standby.WaitJob(id, "recovered by the new leader", func(j *weirv1.JobInfo) bool {
-		return allRunning(0)(j) // a new leader's attempts start over
+		return allRunning(1)(j) // adopted: the attempts that ran go on
 	})
 	if recovered.GetRestarts() != 1 {
 		t.Errorf("the new leader counts %d restarts, want 1", recovered.GetRestarts())

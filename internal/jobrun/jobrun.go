@@ -45,6 +45,9 @@ type Clock interface {
 // Coordinator is the job's checkpoint coordinator, as the loop drives it.
 type Coordinator interface {
 	Start(tasks []coordinator.Task)
+	// StartSoon starts as Start does, the first checkpoint after the
+	// minimum pause.
+	StartSoon(tasks []coordinator.Task)
 	Stop(reason weirv1.CheckpointFailureReason)
 	TaskFinished(a *weirv1.ExecutionAttemptID)
 	// Request calls done with the checkpoint's outcome, on the
@@ -235,7 +238,11 @@ func (r *Run[RP]) process(e scheduler.Effect) {
 			tasks = append(tasks, coordinator.Task{Attempt: t.Attempt, Source: t.Source})
 		}
 		r.log.Info("all subtasks running; checkpoint coordinator started")
-		r.d.Coordinator.Start(tasks)
+		if e.Soon {
+			r.d.Coordinator.StartSoon(tasks)
+		} else {
+			r.d.Coordinator.Start(tasks)
+		}
 	case scheduler.StopCheckpoints:
 		r.d.Coordinator.Stop(e.Reason)
 	case scheduler.TaskFinished:

@@ -387,6 +387,10 @@ func (c fakeCoordinator) Start(tasks []coordinator.Task) {
 	c.h.printf("coordinator start: %d subtasks", len(tasks))
 }
 
+func (c fakeCoordinator) StartSoon(tasks []coordinator.Task) {
+	c.h.printf("coordinator start, checkpoint soon: %d subtasks", len(tasks))
+}
+
 func (c fakeCoordinator) Stop(reason weirv1.CheckpointFailureReason) {
 	c.h.printf("coordinator stop: %s", strings.TrimPrefix(reason.String(), "CHECKPOINT_FAILURE_REASON_"))
 }

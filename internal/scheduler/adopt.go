@@ -211,6 +211,7 @@ func (j *Job) endAdoption(why string) {
 		j.start = now
 		j.transition(weirv1.JobState_JOB_STATE_RUNNING)
 		j.emit(Adopted{Execs: j.copyExecs()})
+		j.adopted = true
 		j.maybeStartCheckpoints()
 		j.maybeFinalCheckpoint()
 		return
@@ -259,6 +260,7 @@ func (j *Job) endAdoption(why string) {
 	}
 	if len(adopted) > 0 {
 		j.emit(Adopted{Execs: adopted})
+		j.adopted = true
 	}
 	cause := "not adopted after the change of leader: " + strings.Join(flatten(missing), "; ")
 	if len(missing) == 0 {

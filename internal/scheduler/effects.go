@@ -29,7 +29,12 @@ type Deploy struct {
 type CancelTasks struct{ Execs []Exec }
 
 // StartCheckpoints starts the checkpoint coordinator on these subtasks.
-type StartCheckpoints struct{ Tasks []Exec }
+// Soon: the first checkpoint is due at once (the subtasks were adopted
+// from a previous leader, and went a while without one).
+type StartCheckpoints struct {
+	Tasks []Exec
+	Soon  bool
+}
 
 // StopCheckpoints stops the coordinator, aborting what is in flight.
 type StopCheckpoints struct {

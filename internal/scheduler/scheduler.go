@@ -105,8 +105,10 @@ type Job struct {
 	// finishing: since the coordinator last started, a checkpoint
 	// completed that ends the subtasks (Finishing).
 	finishing bool
-	// adoptBy is the adoption's deadline.
+	// adoptBy is the adoption's deadline; adopted: the next start of the
+	// coordinator is the first since the job took over attempts.
 	adoptBy    time.Time
+	adopted    bool
 	exceptions []Exception
 	effects    []Effect
 }
@@ -366,12 +368,21 @@ func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 		return true // a late report for an attempt already over
 	}
 	if j.Adopting() {
-		if e.TaskManager == "" {
-			// Only its TaskManager's report places it (Report).
-			return true
+		if e.TaskManager != "" {
+			_, known := j.Report(e.TaskManager, AttemptReport{Attempt: a, State: st, Cause: cause})
+			return known
 		}
-		_, known := j.Report(e.TaskManager, AttemptReport{Attempt: a, State: st, Cause: cause})
-		return known
+		if terminalExec(st) {
+			// An end is a fact, whenever it is told: the attempt is not
+			// adopted.
+			e.State, e.Failure, e.End = st, cause, j.clock.Now()
+			if j.adoptionSettled() {
+				j.endAdoption("")
+			}
+		}
+		// Whether it runs is its TaskManager's registration's to say: a
+		// RUNNING sent before the attempt ended may come after its end.
+		return true
 	}
 	e.State = st
 	if cause != "" {
@@ -438,7 +449,8 @@ func (j *Job) maybeStartCheckpoints() {
 	for _, e := range j.execs {
 		tasks = append(tasks, *e)
 	}
-	j.emit(StartCheckpoints{Tasks: tasks})
+	j.emit(StartCheckpoints{Tasks: tasks, Soon: j.adopted})
+	j.adopted = false
 }
 
 func (j *Job) stopCheckpoints(reason weirv1.CheckpointFailureReason) {

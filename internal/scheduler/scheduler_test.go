@@ -372,6 +372,9 @@ func (h *harness) format(e Effect) string {
 	case CancelTasks:
 		return fmt.Sprintf("CancelTasks %s", execList(e.Execs))
 	case StartCheckpoints:
+		if e.Soon {
+			return fmt.Sprintf("StartCheckpoints soon %s", execList(e.Tasks))
+		}
 		return fmt.Sprintf("StartCheckpoints %s", execList(e.Tasks))
 	case StopCheckpoints:
 		return fmt.Sprintf("StopCheckpoints reason=%s", strings.TrimPrefix(e.Reason.String(), "CHECKPOINT_FAILURE_REASON_"))

@@ -278,22 +278,14 @@ func (jm *jobManager) checkHeartbeats() {
 	}
 }
 
-// report is a TaskManager's state report for a subtask; while the job
-// adopts, it places the attempt on tm, as the JobManager's does.
-func (jm *jobManager) report(tm string, a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) error {
+// report is a TaskManager's state report for a subtask.
+func (jm *jobManager) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, endOfInput bool, cause string) error {
 	if jm.deposed {
-		return errNotFound
+		// A JobManager that lost its leadership refuses the gateway as
+		// Unavailable: the TaskManager tries again, at the new leader.
+		return errUnavailable
 	}
 	defer jm.drain()
-	if jm.sched.Adopting() && !endOfInput {
-		if jm.tms.Get(tm) == nil {
-			return errUnavailable // not registered yet: the report comes again
-		}
-		if _, known := jm.sched.Report(tm, scheduler.AttemptReport{Attempt: a, State: st, Cause: cause}); !known {
-			return errNotFound
-		}
-		return nil
-	}
 	if endOfInput {
 		if !jm.sched.EndOfInput(a) {
 			return errNotFound

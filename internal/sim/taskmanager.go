@@ -559,7 +559,7 @@ func (tm *taskManager) reportAttempt(a *weirv1.ExecutionAttemptID, st weirv1.Exe
 		})
 	}
 	w.call(tm.id, jm.addr, fmt.Sprintf("report %s %s", a.Key(), what), rpcTimeout, func() func() {
-		err := jm.report(tm.id, a, st, endOfInput, cause)
+		err := jm.report(a, st, endOfInput, cause)
 		return func() { answered(err) }
 	}, func() { answered(errTimeout) })
 }
