@@ -28,6 +28,7 @@ type observation struct {
 	target    string   // what the fault hit
 	leaders   []string // leaders seen from just before the fault on
 	restarts  int64    // job restarts, both jobs
+	redeploys int64    // subtasks started again (a new attempt, or moved), both jobs
 	completed int64    // checkpoints completed, both jobs
 	failed    int64    // checkpoints failed, both jobs
 	reasons   map[string]int
@@ -243,12 +244,15 @@ var faults = []fault{
 	{
 		name:   "leader-kill",
 		title:  "process: the leader JobManager killed (SIGKILL), back after 10 s",
-		expect: "the other JobManager takes over when the lease ends and recovers the jobs from etcd",
+		expect: "the other JobManager takes over when the lease ends, recovers the jobs from etcd and adopts every subtask the TaskManagers run: none restarts",
 		hold:   10 * time.Second,
 		inject: atLeader(kill),
 		verify: func(o *observation) error {
 			if !o.leaderChanged() {
 				return fmt.Errorf("leaders seen %v: the other JobManager never led", o.leaders)
+			}
+			if o.restarts != 0 || o.redeploys != 0 {
+				return fmt.Errorf("%d job restarts and %d subtasks started again, want none", o.restarts, o.redeploys)
 			}
 			return nil
 		},

@@ -62,7 +62,7 @@ func TestCheckWindowsFailsOnBrokenOutput(t *testing.T) {
 func TestRenderMatrixNamesFailures(t *testing.T) {
 	f, _ := faultByName("tm-kill")
 	rows := []rowResult{
-		{fault: f, obs: &observation{target: "taskmanager-1", restarts: 2, failed: 1,
+		{fault: f, obs: &observation{target: "taskmanager-1", restarts: 2, redeploys: 6, failed: 1,
 			reasons: map[string]int{"declined": 1}, recovery: 2345 * time.Millisecond, leaders: []string{"jobmanager-1"}},
 			sum: verdict{Records: 10}, windows: verdict{Records: 3}},
 		{fault: f, err: errors.New("expectation: no job restarted"), sum: verdict{Err: "check: key 3: 1 lost"}},
@@ -70,7 +70,7 @@ func TestRenderMatrixNamesFailures(t *testing.T) {
 	out := renderMatrix(runInfo{date: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), commit: "abc1234", host: "2 cores"}, rows)
 	for _, want := range []string{
 		"2026-12-02 12:00 UTC, commit `abc1234`",
-		"| taskmanager-1 | 2.3s | 1 (declined) | 2 | jm 1 | 0 / 0 | pass |",
+		"| taskmanager-1 | 2.3s | 1 (declined) | 2 / 6 | jm 1 | 0 / 0 | pass |",
 		"**FAIL**",
 		"- **tm-kill**: expectation: no job restarted; running sum: check: key 3: 1 lost",
 		"clock:",

@@ -46,6 +46,7 @@ func inflict(ctx context.Context, c *cluster, m *monitor, f fault, hold time.Dur
 	after := m.snapshot()
 	o.leaders = m.leadersSince(before.leaders)
 	o.restarts = after.restarts - before.restarts
+	o.redeploys = after.redeploys - before.redeploys
 	o.completed = after.completed - before.completed
 	o.failed = after.failed - before.failed
 	o.reasons = m.reasons()

@@ -164,6 +164,10 @@ type monitor struct {
 type jobStats struct {
 	state     string
 	restarts  int
+	// attempts is each subtask's attempt and TaskManager as last seen;
+	// redeploys counts the changes seen: subtasks started again.
+	attempts  map[string]string
+	redeploys int
 	completed counter
 	failed    counter
 	reasons   map[int64]string // failed checkpoint → its failure message
@@ -190,7 +194,7 @@ func (c counter) total() int64 { return c.base + c.last }
 func newMonitor(c *cluster, jobs ...string) *monitor {
 	m := &monitor{c: c, jobs: jobs, stats: map[string]*jobStats{}}
 	for _, id := range jobs {
-		m.stats[id] = &jobStats{reasons: map[int64]string{}, completedTriggers: map[int64]completedAt{}}
+		m.stats[id] = &jobStats{reasons: map[int64]string{}, completedTriggers: map[int64]completedAt{}, attempts: map[string]string{}}
 	}
 	return m
 }
@@ -225,6 +229,15 @@ func (m *monitor) poll(ctx context.Context) {
 		if jerr == nil {
 			s.state = j.State
 			s.restarts = max(s.restarts, j.Restarts)
+			for _, v := range j.Vertices {
+				for i, st := range v.Subtasks {
+					key, at := fmt.Sprintf("%s/%d", v.Name, i), fmt.Sprintf("#%d@%s", st.Attempt, st.TaskManagerID)
+					if was, ok := s.attempts[key]; ok && was != at {
+						s.redeploys++
+					}
+					s.attempts[key] = at
+				}
+			}
 		}
 		if cerr == nil {
 			s.completed.observe(cps.Counts.Completed)
@@ -248,8 +261,8 @@ func (m *monitor) poll(ctx context.Context) {
 
 // snapshot is the monitor's totals at one moment.
 type snapshot struct {
-	restarts, completed, failed int64
-	leaders                     int
+	restarts, redeploys, completed, failed int64
+	leaders                                int
 }
 
 func (m *monitor) snapshot() snapshot {
@@ -258,6 +271,7 @@ func (m *monitor) snapshot() snapshot {
 	var s snapshot
 	for _, st := range m.stats {
 		s.restarts += int64(st.restarts)
+		s.redeploys += int64(st.redeploys)
 		s.completed += st.completed.total()
 		s.failed += st.failed.total()
 	}

@@ -227,7 +227,9 @@ type Job struct {
 	Restarts     int    `json:"restarts"`
 	FailureCause string `json:"failure_cause"`
 	Vertices     []struct {
+		Name     string `json:"name"`
 		Subtasks []struct {
+			Attempt       int    `json:"attempt"`
 			State         string `json:"state"`
 			TaskManagerID string `json:"taskmanager_id"`
 		} `json:"subtasks"`
