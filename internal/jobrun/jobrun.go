@@ -446,6 +446,11 @@ func (r *Run[RP]) TrySchedule() {
 		}
 		r.Drain()
 	})
+	if _, still := r.sm.NextSlotRequest(); taken && still {
+		// Another restart waits too: the slots that woke this one may
+		// be enough for it, and nothing else would offer them.
+		r.d.Post(r.TrySchedule)
+	}
 	if !taken {
 		r.log.Info("waiting for slots", "needed", n)
 	}
