@@ -162,8 +162,8 @@ type monitor struct {
 }
 
 type jobStats struct {
-	state     string
-	restarts  int
+	state    string
+	restarts int
 	// attempts is each subtask's attempt and TaskManager as last seen;
 	// redeploys counts the changes seen: subtasks started again.
 	attempts  map[string]string
