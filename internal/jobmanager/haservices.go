@@ -11,6 +11,7 @@ import (
 	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/restart"
+	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 )
 
@@ -62,21 +63,32 @@ type recordedAttempt struct {
 	Subtask int32  `json:"subtask"`
 	Attempt int32  `json:"attempt"`
 	Session string `json:"session"`
+	// TaskManager is where it was deployed, and Identity the certificate
+	// that TaskManager registered with (mutual TLS; "" without): only
+	// they may report it to a new leader.
+	TaskManager string `json:"taskmanager_id,omitempty"`
+	Identity    string `json:"identity,omitempty"`
 }
 
-func recordAttempts(as []*weirv1.ExecutionAttemptID) []recordedAttempt {
-	out := make([]recordedAttempt, len(as))
-	for i, a := range as {
-		out[i] = recordedAttempt{Vertex: a.GetVertex(), Subtask: a.GetSubtaskIndex(), Attempt: a.GetAttempt(), Session: a.GetSession()}
+// attempts are the recorded attempts of job id.
+func (st jobStatus) attempts(id string) []scheduler.Placed {
+	out := make([]scheduler.Placed, len(st.Attempts))
+	for i, a := range st.Attempts {
+		out[i] = scheduler.Placed{
+			Attempt:     &weirv1.ExecutionAttemptID{JobId: id, Vertex: a.Vertex, SubtaskIndex: a.Subtask, Attempt: a.Attempt, Session: a.Session},
+			TaskManager: a.TaskManager,
+		}
 	}
 	return out
 }
 
-// attempts are the recorded attempts of job id.
-func (st jobStatus) attempts(id string) []*weirv1.ExecutionAttemptID {
-	out := make([]*weirv1.ExecutionAttemptID, len(st.Attempts))
-	for i, a := range st.Attempts {
-		out[i] = &weirv1.ExecutionAttemptID{JobId: id, Vertex: a.Vertex, SubtaskIndex: a.Subtask, Attempt: a.Attempt, Session: a.Session}
+// identities maps each recorded attempt of job id (by its key) to the
+// identity of the TaskManager it was deployed to.
+func (st jobStatus) identities(id string) map[string]string {
+	out := make(map[string]string, len(st.Attempts))
+	for _, a := range st.Attempts {
+		key := (&weirv1.ExecutionAttemptID{JobId: id, Vertex: a.Vertex, SubtaskIndex: a.Subtask, Attempt: a.Attempt, Session: a.Session}).Key()
+		out[key] = a.Identity
 	}
 	return out
 }

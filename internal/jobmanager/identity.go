@@ -50,10 +50,16 @@ func (s *Server) checkSender(ctx context.Context, j *jobMaster, a *weirv1.Execut
 			continue
 		}
 		tm := v.tms[e.TaskManager]
+		caller := peerIdentity(ctx)
 		if tm == nil {
+			// Not placed: an attempt a new leader waits to adopt speaks
+			// only with the certificate recorded with it.
+			if want, ok := j.adoptIdentity[a.Key()]; ok && want != caller {
+				s.foreignReports.WithLabelValues(what).Inc()
+				return status.Errorf(codes.PermissionDenied, "jobmanager: %s of subtask attempt %s: the caller %q is not the TaskManager it was deployed to", what, a.Key(), caller)
+			}
 			return nil
 		}
-		caller := peerIdentity(ctx)
 		if caller == tm.identity {
 			return nil
 		}

@@ -44,6 +44,10 @@ type jobMaster struct {
 	statusMu  sync.Mutex
 	status    jobStatus
 	recordSeq int64
+	// adoptIdentity is, for each attempt a new leader adopts, the identity
+	// of the TaskManager it was deployed to: only that certificate may
+	// report it (mutual TLS). Set before the job runs, read-only after.
+	adoptIdentity map[string]string
 
 	// reconfig serializes the changes of the stored graph (rescale,
 	// checkpointing configuration); graphs, under it, follows whether the
@@ -118,6 +122,9 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	if status.SubmittedMs > 0 {
 		j.submitted = time.UnixMilli(status.SubmittedMs)
 	}
+	if adopt != nil {
+		j.adoptIdentity = status.identities(id)
+	}
 	j.mailbox.init()
 	cp := g.GetCheckpointing()
 	j.coord = checkpointing.New(coordinator.Config{
@@ -171,9 +178,6 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	j.setStateMetric(weirv1.JobState_JOB_STATE_CREATED)
 	j.publish()
 	go j.run()
-	// What New decided (the adoption's deadline) is carried out on the
-	// loop like everything after.
-	j.post(func() {})
 	return j, nil
 }
 
@@ -285,8 +289,20 @@ func (j *jobMaster) updateTask(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 func (j *jobMaster) adopt(tm *taskManager, reports []*weirv1.AttemptReport) []*weirv1.ExecutionAttemptID {
 	var keep []*weirv1.ExecutionAttemptID
 	j.call(func() {
+		if cur, ok := j.s.taskManager(tm.id); !ok || cur != tm {
+			// Declared lost (or registered again) since: nothing of this
+			// registration is kept, and no later loss would undo it.
+			return
+		}
 		for _, r := range reports {
-			k, _ := j.sm.Report(tm.id, scheduler.AttemptReport{Attempt: r.GetAttempt(), State: r.GetState(), EndOfInput: r.GetEndOfInput(), Cause: r.GetFailureCause()})
+			if want, ok := j.adoptIdentity[r.GetAttempt().Key()]; ok && want != tm.identity {
+				// Deployed to a TaskManager with another certificate.
+				j.s.foreignReports.WithLabelValues("state").Inc()
+				continue
+			}
+			k, _ := j.sm.Report(tm.id, scheduler.AttemptReport{
+				Attempt: r.GetAttempt(), State: r.GetState(), EndOfInput: r.GetEndOfInput(), Cause: r.GetFailureCause(), Stopping: r.GetStopping(),
+			})
 			if k {
 				j.tms[tm.id] = tm
 				keep = append(keep, r.GetAttempt())

@@ -147,6 +147,10 @@ func (l jobLifecycle) RestartStarted(e scheduler.RestartStarted) {
 	j.log.Warn("job failed; restarting", "cause", e.Cause, "delay", e.Delay, "regions", e.Regions, "whole_job", e.Full)
 }
 
+// Adopted publishes the view: the notification of the adopted subtasks
+// (and the coordinator's first trigger) find their TaskManagers in it.
+func (l jobLifecycle) Adopted(scheduler.Adopted) { l.j.publish() }
+
 // TakenAsStopped needs nothing here: the scheduler's view is the record.
 func (jobLifecycle) TakenAsStopped(scheduler.Exec, bool) {}
 
@@ -166,14 +170,24 @@ func (l jobLifecycle) PersistStatus(ctx context.Context, e scheduler.PersistStat
 // RecordAttempts stores the attempts about to be deployed with the job's
 // status, one record at a time so that an older one never overwrites a
 // newer.
-func (l jobLifecycle) RecordAttempts(ctx context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error {
+func (l jobLifecycle) RecordAttempts(ctx context.Context, seq int64, attempts []scheduler.Placed) error {
 	j := l.j
+	// The TaskManagers placed: published before the deploy was decided.
+	tms := j.current().tms
+	record := make([]recordedAttempt, len(attempts))
+	for i, p := range attempts {
+		a := p.Attempt
+		record[i] = recordedAttempt{Vertex: a.GetVertex(), Subtask: a.GetSubtaskIndex(), Attempt: a.GetAttempt(), Session: a.GetSession(), TaskManager: p.TaskManager}
+		if tm := tms[p.TaskManager]; tm != nil {
+			record[i].Identity = tm.identity
+		}
+	}
 	j.statusMu.Lock()
 	defer j.statusMu.Unlock()
 	if seq <= j.recordSeq {
 		return nil
 	}
-	j.status.Attempts = recordAttempts(attempts)
+	j.status.Attempts = record
 	if err := j.putStatus(ctx); err != nil {
 		return err
 	}

@@ -31,6 +31,11 @@ func (s *Server) leaderOnly(ctx context.Context, req any, info *grpc.UnaryServer
 		if err := s.awaitRecovery(ctx); err != nil {
 			return nil, err
 		}
+		if ctx.Err() != nil {
+			// The TaskManager gave up on this call and registers again: a
+			// registration it never heard of would count as a second one.
+			return nil, status.Error(codes.Unavailable, "jobmanager: the new leader recovered the stored jobs too late for this call; try again")
+		}
 	case !s.recovered.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
 		// TaskManagers register once the jobs are known: what they report
 		// running is adopted by the jobs, or cancelled.
@@ -153,6 +158,9 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 	s.mu.Unlock()
 	s.recovered.Store(true)
 	close(recovered)
+	for _, j := range s.jobsSorted() {
+		j.post(j.sm.StartAdoption)
+	}
 	s.log.Info("jobs recovered", "jobs", len(jobs), "took", time.Since(start))
 	s.scheduleWaiting()
 }
@@ -194,10 +202,10 @@ func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id stri
 	}
 	var adopt *scheduler.Adoption
 	if len(sj.status.Attempts) > 0 {
-		// The TaskManagers register with this leader as soon as it is
-		// elected; one that does not within the heartbeat timeout would
+		// The TaskManagers register with this leader once it recovered
+		// every job; one that does not within the heartbeat timeout would
 		// be declared lost anyway.
-		adopt = &scheduler.Adoption{Attempts: sj.status.attempts(id), Deadline: time.Now().Add(s.cfg.HeartbeatTimeout)}
+		adopt = &scheduler.Adoption{Attempts: sj.status.attempts(id), Window: s.cfg.HeartbeatTimeout}
 	}
 	j, err := s.newJob(services, id, g, origin, start, sj.status, adopt)
 	if err != nil {

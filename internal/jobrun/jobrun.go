@@ -110,6 +110,10 @@ type Lifecycle interface {
 	// loop.
 	StateChanged(e scheduler.StateChanged)
 	RestartStarted(e scheduler.RestartStarted)
+	// Adopted: the job took over attempts a previous leader deployed; the
+	// driver makes them reachable before the notification goes out. On the
+	// loop.
+	Adopted(e scheduler.Adopted)
 	// TakenAsStopped: x is taken as cancelled without x's own report:
 	// on its TaskManager's word that it does not have x, or (gone) because
 	// the TaskManager cannot be reached, which then cancels what it runs
@@ -123,7 +127,7 @@ type Lifecycle interface {
 	// deployed: an attempt that may run is always in the record, or was
 	// replaced in it. A record with a lower seq than one already stored
 	// is not stored. An error keeps the deployment from going out. I/O.
-	RecordAttempts(ctx context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error
+	RecordAttempts(ctx context.Context, seq int64, attempts []scheduler.Placed) error
 	// Terminated ends the job's run here: the coordinator closes and,
 	// for a globally terminal state, the job's checkpoints follow the
 	// retention policy and its HA data goes. I/O.
@@ -271,6 +275,7 @@ func (r *Run[RP]) process(e scheduler.Effect) {
 			attempts = append(attempts, x.Attempt)
 		}
 		r.log.Info("subtasks adopted from the previous leader; they run on", "subtasks", len(attempts))
+		r.d.Lifecycle.Adopted(e)
 		rp := r.from[0]
 		r.io(func(ctx context.Context) { r.d.Checkpoints.NotifyAdopted(ctx, rp, attempts) })
 	case scheduler.Terminated:
@@ -332,30 +337,58 @@ func (r *Run[RP]) deploy(e scheduler.Deploy) {
 		r.sm.Fail(fmt.Sprintf("scheduling failed: %v", err))
 		return
 	}
-	failed := func(dep Deployment, cause string) {
-		r.post(func() {
-			for _, a := range dep.Attempts {
-				r.sm.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
-			}
-		})
-	}
+	r.recordAndDeploy(deployments, rpcpolicy.Retries())
+}
+
+// recordAndDeploy records the job's current attempts, then sends each
+// deployment to its TaskManager; one that fails fails its subtasks. A
+// record that fails (etcd unavailable) is tried again, with a newer
+// record, while the deployments are still the job's: nothing goes out
+// unrecorded, and no restart budget is spent on etcd's outage.
+func (r *Run[RP]) recordAndDeploy(deployments []Deployment, backoff rpcpolicy.Backoff) {
 	r.recordSeq++
 	seq, record := r.recordSeq, r.sm.CurrentAttempts()
 	r.io(func(ctx context.Context) {
 		if err := r.d.Lifecycle.RecordAttempts(ctx, seq, record); err != nil {
-			for _, dep := range deployments {
-				failed(dep, fmt.Sprintf("recording the attempts for a new leader before the deploy: %v", err))
-			}
+			r.post(func() {
+				if r.d.Context.Err() != nil || !r.current(deployments) {
+					return // stopped here, or failed over meanwhile
+				}
+				r.log.Warn("recording the attempts for a new leader failed; the deploy waits and retries", "err", err)
+				r.after(backoff.Next(), 0, func() {
+					if r.current(deployments) {
+						r.recordAndDeploy(deployments, backoff)
+					}
+				})
+			})
 			return
 		}
 		for _, dep := range deployments {
 			r.io(func(ctx context.Context) {
 				if err := r.d.TaskManagers.Deploy(ctx, dep); err != nil {
-					failed(dep, fmt.Sprintf("deploy on %s: %v", dep.TaskManager, err))
+					cause := fmt.Sprintf("deploy on %s: %v", dep.TaskManager, err)
+					r.post(func() {
+						for _, a := range dep.Attempts {
+							r.sm.TaskStateChanged(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, cause)
+						}
+					})
 				}
 			})
 		}
 	})
+}
+
+// current reports whether every attempt of deployments is still a live
+// current attempt on its TaskManager.
+func (r *Run[RP]) current(deployments []Deployment) bool {
+	for _, dep := range deployments {
+		for _, a := range dep.Attempts {
+			if !r.sm.Holds(a, dep.TaskManager) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // cancel asks x's TaskManager to cancel it until it answers what

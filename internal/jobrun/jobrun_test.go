@@ -252,10 +252,10 @@ func (h *harness) newJob(t *testing.T, td *datadriven.TestData, arg func(string)
 	cfg := scheduler.Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{}, epoch)}
 	if s, ok := arg("adopt"); ok {
 		d, _ := time.ParseDuration(s)
-		ad := &scheduler.Adoption{Deadline: epoch.Add(d)}
+		ad := &scheduler.Adoption{Window: d}
 		for _, v := range g.Vertices {
 			for i := range v.Parallelism {
-				ad.Attempts = append(ad.Attempts, &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v.Name, SubtaskIndex: i, Attempt: 7, Session: "old"})
+				ad.Attempts = append(ad.Attempts, scheduler.Placed{Attempt: &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v.Name, SubtaskIndex: i, Attempt: 7, Session: "old"}})
 			}
 		}
 		cfg.Adopt = ad
@@ -269,6 +269,7 @@ func (h *harness) newJob(t *testing.T, td *datadriven.TestData, arg func(string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sm.StartAdoption()
 	h.sm, h.known, h.answers = sm, map[string]bool{}, map[string][]codes.Code{}
 	h.r = New(sm, start, Deps[string]{
 		Executor: h, Post: func(f func()) { h.posts = append(h.posts, f) }, Clock: h,
@@ -464,11 +465,15 @@ func (c fakeCheckpoints) NotifyAdopted(_ context.Context, rp string, attempts []
 	c.h.printf("notify %s completed to %s", rp, strings.Join(names, " "))
 }
 
-func (l fakeLifecycle) RecordAttempts(_ context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error {
+func (l fakeLifecycle) Adopted(e scheduler.Adopted) {
+	l.h.printf("adopted %d subtasks", len(e.Execs))
+}
+
+func (l fakeLifecycle) RecordAttempts(_ context.Context, seq int64, attempts []scheduler.Placed) error {
 	err := l.h.answer("record", "etcd")
 	names := make([]string, 0, len(attempts))
 	for _, a := range attempts {
-		names = append(names, attemptName(l.h, a))
+		names = append(names, attemptName(l.h, a.Attempt))
 	}
 	l.h.printf("record %d: %s: %s", seq, strings.Join(names, " "), status.Code(err))
 	return err

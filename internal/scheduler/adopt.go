@@ -16,8 +16,9 @@ import (
 
 // Adoption is what a new leader knows of the attempts the previous one
 // ran: the current attempt of every subtask, as the previous leader
-// recorded it before deploying it. A job built with one waits, until
-// Deadline, for its TaskManagers to report those attempts, and takes over
+// recorded it before deploying it. A job built with one waits, from
+// StartAdoption and for Window, for its TaskManagers to report those
+// attempts, and takes over
 // the ones they still run instead of redeploying them.
 //
 // Why the record and not the reports alone: a TaskManager may still run
@@ -27,8 +28,12 @@ import (
 // subtasks are, so the adopted attempts were connected to each other and
 // to nothing else.
 type Adoption struct {
-	Attempts []*weirv1.ExecutionAttemptID
-	Deadline time.Time
+	// Attempts are the recorded attempts with the TaskManager each was
+	// deployed to: only that TaskManager's report places it.
+	Attempts []Placed
+	// Window is how long the job waits for the reports once
+	// StartAdoption was called: the TaskManagers can register from then.
+	Window time.Duration
 }
 
 // AttemptReport is a TaskManager's word on an attempt it runs, or ran.
@@ -37,6 +42,9 @@ type AttemptReport struct {
 	State      weirv1.ExecutionState
 	EndOfInput bool
 	Cause      string
+	// Stopping: the subtask took a stop-with-savepoint's snapshot and
+	// waits for its end, which a new leader cannot give it: not adopted.
+	Stopping bool
 }
 
 // adoptFrom starts the adoption: each subtask takes its recorded attempt,
@@ -47,21 +55,33 @@ func (j *Job) adoptFrom(a *Adoption) bool {
 	if a == nil || len(a.Attempts) != len(j.execs) {
 		return false
 	}
-	byName := make(map[string]*weirv1.ExecutionAttemptID, len(a.Attempts))
+	byName := make(map[string]Placed, len(a.Attempts))
 	for _, at := range a.Attempts {
-		byName[subtaskKey(at)] = at
+		byName[subtaskKey(at.Attempt)] = at
 	}
+	j.recordedOn = map[string]string{}
 	for _, e := range j.execs {
 		at, ok := byName[subtaskKey(e.Attempt)]
-		if !ok || at.GetJobId() != j.cfg.JobID {
+		if !ok || at.Attempt.GetJobId() != j.cfg.JobID {
 			return false
 		}
-		e.Attempt = proto.Clone(at).(*weirv1.ExecutionAttemptID)
+		e.Attempt = proto.Clone(at.Attempt).(*weirv1.ExecutionAttemptID)
+		j.recordedOn[e.Attempt.Key()] = at.TaskManager
 	}
 	j.pending[0].phase = adopting
-	j.adoptBy = a.Deadline
-	j.emit(ArmAdoption{At: a.Deadline})
+	j.adoptWindow = a.Window
+	j.runningSeen = map[string]bool{}
 	return true
+}
+
+// StartAdoption starts the adoption's window: the TaskManagers can report
+// from now on (the leader recovered every job).
+func (j *Job) StartAdoption() {
+	if !j.Adopting() || !j.adoptBy.IsZero() {
+		return
+	}
+	j.adoptBy = j.clock.Now().Add(j.adoptWindow)
+	j.emit(ArmAdoption{At: j.adoptBy})
 }
 
 func subtaskKey(a *weirv1.ExecutionAttemptID) string {
@@ -110,18 +130,33 @@ func (j *Job) Report(taskManager string, r AttemptReport) (keep, known bool) {
 		// The record names one attempt; two TaskManagers cannot both run it.
 		return false, true
 	}
+	if on := j.recordedOn[e.Attempt.Key()]; on != "" && on != taskManager && !putback.Active(putback.AdoptUnrecorded) {
+		// It was deployed elsewhere: only its own TaskManager speaks for
+		// it (under mutual TLS, with the certificate recorded with it).
+		return false, true
+	}
 	if e.Terminal() {
 		return false, true
 	}
 	e.TaskManager = taskManager
 	switch r.State {
-	case weirv1.ExecutionState_EXECUTION_STATE_CREATED, weirv1.ExecutionState_EXECUTION_STATE_SCHEDULED:
+	case weirv1.ExecutionState_EXECUTION_STATE_CREATED, weirv1.ExecutionState_EXECUTION_STATE_SCHEDULED, weirv1.ExecutionState_EXECUTION_STATE_DEPLOYING:
 		e.State = weirv1.ExecutionState_EXECUTION_STATE_DEPLOYING
+		if j.runningSeen[e.Attempt.Key()] {
+			// Its RUNNING overtook the registration, which was prepared
+			// before it.
+			e.State = weirv1.ExecutionState_EXECUTION_STATE_RUNNING
+		}
 	default:
 		e.State = r.State
 	}
 	e.EndOfInput = e.EndOfInput || r.EndOfInput
 	e.Failure = r.Cause
+	if r.Stopping && !e.Terminal() {
+		// Its savepoint's end will not come: the region restarts from
+		// the latest checkpoint (the savepoint itself if it completed).
+		e.State, e.Failure = weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "it was stopping with a savepoint when its leader was lost"
+	}
 	if e.Start.IsZero() {
 		e.Start = j.clock.Now()
 	}
@@ -132,6 +167,21 @@ func (j *Job) Report(taskManager string, r AttemptReport) (keep, known bool) {
 		j.endAdoption("")
 	}
 	return !e.Terminal(), true
+}
+
+// notAdopted ends the attempts the job was waiting for, when it stops
+// adopting otherwise (cancelled, failed, suspended): a report of one of
+// them afterwards is for an attempt this leader never placed, and is not
+// kept.
+func (j *Job) notAdopted() {
+	if !j.Adopting() {
+		return
+	}
+	for _, e := range j.execs {
+		if e.TaskManager == "" && e.State == weirv1.ExecutionState_EXECUTION_STATE_CREATED {
+			e.State = weirv1.ExecutionState_EXECUTION_STATE_CANCELED
+		}
+	}
 }
 
 // adoptionSettled reports whether every subtask's attempt was reported,
@@ -297,12 +347,20 @@ func (j *Job) copyExecs() []Exec {
 	return out
 }
 
-// CurrentAttempts lists every subtask's current attempt: what a leader
-// records before it deploys, for the next one to adopt.
-func (j *Job) CurrentAttempts() []*weirv1.ExecutionAttemptID {
-	out := make([]*weirv1.ExecutionAttemptID, 0, len(j.execs))
+// CurrentAttempts lists every subtask's current attempt and the
+// TaskManager it is placed on: what a leader records before it deploys,
+// for the next one to adopt.
+func (j *Job) CurrentAttempts() []Placed {
+	out := make([]Placed, 0, len(j.execs))
 	for _, e := range j.execs {
-		out = append(out, proto.Clone(e.Attempt).(*weirv1.ExecutionAttemptID))
+		out = append(out, Placed{Attempt: proto.Clone(e.Attempt).(*weirv1.ExecutionAttemptID), TaskManager: e.TaskManager})
 	}
 	return out
+}
+
+// Placed is an attempt and the TaskManager it runs on ("" when not
+// placed).
+type Placed struct {
+	Attempt     *weirv1.ExecutionAttemptID
+	TaskManager string
 }

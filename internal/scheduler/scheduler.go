@@ -107,10 +107,16 @@ type Job struct {
 	finishing bool
 	// adoptBy is the adoption's deadline; adopted: the next start of the
 	// coordinator is the first since the job took over attempts.
-	adoptBy    time.Time
-	adopted    bool
-	exceptions []Exception
-	effects    []Effect
+	adoptBy     time.Time
+	adoptWindow time.Duration
+	adopted     bool
+	// runningSeen are the attempts reported RUNNING, while the job
+	// adopts, before a registration placed them; recordedOn the
+	// TaskManager each recorded attempt was deployed to.
+	runningSeen map[string]bool
+	recordedOn  map[string]string
+	exceptions  []Exception
+	effects     []Effect
 }
 
 // New returns a job in CREATED, waiting for slots for every subtask; its
@@ -372,17 +378,25 @@ func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 			_, known := j.Report(e.TaskManager, AttemptReport{Attempt: a, State: st, Cause: cause})
 			return known
 		}
-		if terminalExec(st) {
+		switch {
+		case terminalExec(st):
 			// An end is a fact, whenever it is told: the attempt is not
 			// adopted.
 			e.State, e.Failure, e.End = st, cause, j.clock.Now()
 			if j.adoptionSettled() {
 				j.endAdoption("")
 			}
+		case st == weirv1.ExecutionState_EXECUTION_STATE_RUNNING:
+			// Whether it runs is its TaskManager's registration's to say
+			// (a RUNNING sent before the attempt ended may come after its
+			// end); a registration that says it deploys was prepared
+			// before this.
+			j.runningSeen[a.Key()] = true
 		}
-		// Whether it runs is its TaskManager's registration's to say: a
-		// RUNNING sent before the attempt ended may come after its end.
 		return true
+	}
+	if e.State == weirv1.ExecutionState_EXECUTION_STATE_CREATED && e.TaskManager == "" {
+		return true // never placed here: a report of an attempt not adopted
 	}
 	e.State = st
 	if cause != "" {
@@ -489,6 +503,7 @@ func (j *Job) TaskManagerLost(taskManager, cause string) {
 // tolerable count, a deployment that cannot be built): every region
 // restarts.
 func (j *Job) Fail(cause string) {
+	j.notAdopted()
 	j.failure(j.allRegions(), cause, "", "", true)
 	j.settle()
 }
@@ -804,6 +819,7 @@ func (j *Job) Generation() int64 { return j.generation }
 
 // Cancel cancels the job on a user's request.
 func (j *Job) Cancel() error {
+	j.notAdopted()
 	if j.state == weirv1.JobState_JOB_STATE_CREATED && j.stopped(func(*Exec) bool { return true }) {
 		clear(j.pending)
 		clear(j.busy)
@@ -826,6 +842,7 @@ func (j *Job) Cancel() error {
 // nothing is sent to TaskManagers any more (they cancel the subtasks
 // themselves when they follow the new leader, which recovers the job).
 func (j *Job) Suspend() {
+	j.notAdopted()
 	clear(j.pending)
 	clear(j.busy)
 	j.finish(weirv1.JobState_JOB_STATE_SUSPENDED)

@@ -10,8 +10,10 @@ package scheduler
 //
 //	job [strategy=none|fixed|exponential] [attempts=N] [delay=D]
 //	    [initial=D] [max=D] [multiplier=F] [reset=D] [adopt=D]
+//	    [on=TM]
 //	    adopt: a new leader's job, adopting attempt #7 of session "old"
-//	    of every subtask within D
+//	    of every subtask within D, recorded as deployed to TM (none: not
+//	    said)
 //	  vertex lines, one per line: NAME p=N [from=SRC:PARTITIONER]
 //	    [group=SLOT-SHARING-GROUP]
 //	    a new job; prints its regions and the slots it needs.
@@ -31,7 +33,7 @@ package scheduler
 //	rescale V=N ...            Rescale to these parallelisms
 //	cancel / suspend
 //	view                       the job's state, subtasks and exceptions
-//	report tm=ID V/I... [state=STATE] [attempt=A] [eoi]
+//	report tm=ID V/I... [state=STATE] [attempt=A] [eoi] [stopping]
 //	                           Report: a TaskManager reports these
 //	                           subtasks' recorded attempts (or attempt A)
 //
@@ -191,10 +193,10 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		h.timers = map[int64]time.Time{}
 		cfg := Config{JobID: "j", Session: "s", Graph: g, Strategy: restart.New(spec, restart.Budget{}, h.clock.Now())}
 		if _, ok := arg("adopt"); ok {
-			ad := &Adoption{Deadline: epoch.Add(dur("adopt", 0))}
+			ad := &Adoption{Window: dur("adopt", 0)}
 			for _, v := range g.Vertices {
 				for i := range v.Parallelism {
-					ad.Attempts = append(ad.Attempts, &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v.Name, SubtaskIndex: i, Attempt: 7, Session: "old"})
+					ad.Attempts = append(ad.Attempts, Placed{Attempt: &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v.Name, SubtaskIndex: i, Attempt: 7, Session: "old"}, TaskManager: str("on", "")})
 				}
 			}
 			cfg.Adopt = ad
@@ -203,6 +205,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		if err != nil {
 			return fmt.Sprintf("error: %v\n", err)
 		}
+		j.StartAdoption()
 		h.j = j
 		regions := map[int][]string{}
 		for _, e := range j.execs {
@@ -298,6 +301,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	case "report":
 		st := parseExecState(t, str("state", "running"))
 		_, eoi := arg("eoi")
+		_, stopping := arg("stopping")
 		for _, a := range td.CmdArgs {
 			if !strings.Contains(a.Key, "/") || len(a.Vals) != 0 {
 				continue
@@ -305,7 +309,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			v, i, _ := strings.Cut(a.Key, "/")
 			idx, _ := strconv.Atoi(i)
 			at := &weirv1.ExecutionAttemptID{JobId: "j", Vertex: v, SubtaskIndex: int32(idx), Attempt: int32(num("attempt", 7)), Session: "old"}
-			keep, known := h.j.Report(str("tm", ""), AttemptReport{Attempt: at, State: st, EndOfInput: eoi})
+			keep, known := h.j.Report(str("tm", ""), AttemptReport{Attempt: at, State: st, EndOfInput: eoi, Stopping: stopping})
 			fmt.Fprintf(&b, "%s keep=%t known=%t\n", a.Key, keep, known)
 		}
 	default:

@@ -15,7 +15,7 @@ import (
 func TestSimulationFindsBugs(t *testing.T) {
 	const budget = 2000
 	// A bug that needs two client calls to meet is given more seeds.
-	budgets := map[string]uint64{putback.CheckpointAfterRescale: 5000}
+	budgets := map[string]uint64{putback.CheckpointAfterRescale: 5000, putback.AdoptUnrecorded: 3000}
 	focus := map[string]Config{
 		// A rescale etcd refuses, of a job with a broadcast edge and
 		// unaligned checkpoints, that completes a checkpoint before the
@@ -26,7 +26,7 @@ func TestSimulationFindsBugs(t *testing.T) {
 		putback.CheckpointAfterRescale: {StopP: 1},
 		// A leader change while a TaskManager cut off still runs attempts
 		// the old leader replaced elsewhere.
-		putback.AdoptUnrecorded: {LeaderChangeP: 1, PartitionRate: 0.2},
+		putback.AdoptUnrecorded: {LeaderChangeP: 1, PartitionRate: 0.5},
 	}
 	for _, bug := range putback.All {
 		t.Run(bug, func(t *testing.T) {

@@ -223,9 +223,13 @@ func (l simLifecycle) TakenAsStopped(x scheduler.Exec, gone bool) {
 
 func (simLifecycle) PersistStatus(context.Context, scheduler.PersistStatus) {}
 
+func (l simLifecycle) Adopted(e scheduler.Adopted) {
+	l.jm.w.logf("jm: adopted %d subtasks", len(e.Execs))
+}
+
 // RecordAttempts writes the record of the attempts to the HA store at
 // once, fenced: a deposed leader's write fails.
-func (l simLifecycle) RecordAttempts(_ context.Context, seq int64, attempts []*weirv1.ExecutionAttemptID) error {
+func (l simLifecycle) RecordAttempts(_ context.Context, seq int64, attempts []scheduler.Placed) error {
 	jm := l.jm
 	if jm.deposed {
 		return errRefused

@@ -62,7 +62,7 @@ type haStore struct {
 	ended   weirv1.JobState
 	// attempts is the leader's record of the current attempts, written
 	// before it deploys them: what the next leader adopts.
-	attempts []*weirv1.ExecutionAttemptID
+	attempts []scheduler.Placed
 }
 
 // strayBound is how long an attempt may run that no job has (a deploy
@@ -209,13 +209,26 @@ func (s *simulation) broken(tm, channel string) {
 
 // committed records a sink's commit: each sink subtask's epoch is
 // committed by one attempt (a repeated notification to that attempt is
-// harmless; another attempt committing it means two ran at once).
-func (s *simulation) committed(tm string, a *weirv1.ExecutionAttemptID, id int64) {
+// harmless; another attempt committing it means two ran at once). And an
+// attempt restored from checkpoint restored writes the output after it
+// again: no other attempt may have committed an epoch after that
+// checkpoint, or that output is committed twice.
+func (s *simulation) committed(tm string, a *weirv1.ExecutionAttemptID, id, restored int64) {
 	s.jm.w.logf("%s: %s commits checkpoint %d", tm, a.Key(), id)
-	epoch := fmt.Sprintf("%s/%d@%d", a.GetVertex(), a.GetSubtaskIndex(), id)
+	subtask := fmt.Sprintf("%s/%d", a.GetVertex(), a.GetSubtaskIndex())
+	epoch := fmt.Sprintf("%s@%d", subtask, id)
 	if by, ok := s.commits[epoch]; ok && by != a.Key() {
 		s.jm.w.fail("epoch %s committed by %s and by %s", epoch, by, a.Key())
 		return
+	}
+	for _, other := range slices.Sorted(maps.Keys(s.commits)) {
+		sub, at, _ := strings.Cut(other, "@")
+		n, _ := strconv.ParseInt(at, 10, 64)
+		if sub == subtask && n > restored && s.commits[other] != a.Key() {
+			s.jm.w.fail("%s, restored from checkpoint %d, commits epoch %d although %s committed epoch %d after it: the output after checkpoint %d is committed twice",
+				a.Key(), restored, id, s.commits[other], n, restored)
+			return
+		}
 	}
 	s.commits[epoch] = a.Key()
 }
@@ -401,7 +414,7 @@ func (w *world) leaderChange() {
 	}
 	var adopt *scheduler.Adoption
 	if len(sim.ha.attempts) > 0 {
-		adopt = &scheduler.Adoption{Attempts: sim.ha.attempts, Deadline: w.now().Add(heartbeatTimeout)}
+		adopt = &scheduler.Adoption{Attempts: sim.ha.attempts, Window: heartbeatTimeout}
 	}
 	jm := newJobManager(w, addr, proto.Clone(sim.ha.graph).(*weirv1.JobGraph), from, adopt)
 	jm.cancelled = old.cancelled
@@ -418,6 +431,7 @@ func (w *world) leaderChange() {
 		jm.restored(from)
 	}
 	w.after(heartbeatInterval, "heartbeat check", jm.checkHeartbeats)
+	jm.sched.StartAdoption()
 	jm.drain() // the adoption's deadline
 	for _, tm := range sim.sortedTMs() {
 		if !w.down[tm.id] {

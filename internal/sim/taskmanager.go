@@ -424,7 +424,7 @@ func (tm *taskManager) notifyComplete(a *weirv1.ExecutionAttemptID, id int64, fi
 			return nil
 		}
 		for len(s.precommitted) > 0 && s.precommitted[0] <= id {
-			w.sim.committed(tm.id, a, s.precommitted[0])
+			w.sim.committed(tm.id, a, s.precommitted[0], s.d.restoredID)
 			s.precommitted = s.precommitted[1:]
 		}
 	}

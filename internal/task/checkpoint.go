@@ -104,6 +104,7 @@ func (t *Task) NotifyCheckpointAborted(id int64) {
 		if id == t.syncSavepoint {
 			// The stop-with-savepoint failed: a stopped source emits again.
 			t.syncSavepoint, t.suspended = 0, false
+			t.stopping.Store(false)
 		}
 		// An alignment that waits for a barrier of it ends (one input may
 		// never send it: its source was not triggered, or its region
@@ -226,6 +227,7 @@ func (t *Task) checkpoint(b *weirv1.CheckpointBarrier, firstBarrier, now time.Ti
 		// Stop-with-savepoint: nothing more is emitted, and the subtask
 		// finishes once the savepoint completed.
 		t.syncSavepoint, t.suspended = id, true
+		t.stopping.Store(true)
 	}
 	stats := ckptStats{sync: t.now().Sub(start), unaligned: unaligned, endOfInput: t.endOfInput}
 	if b.GetTimestampMs() > 0 {
@@ -420,3 +422,9 @@ func (t *Task) decline(id int64, reason weirv1.CheckpointFailureReason, msg stri
 		}
 	}()
 }
+
+// Stopping reports whether the subtask took a stop-with-savepoint's
+// snapshot and waits for that savepoint's end: it emits nothing until the
+// savepoint completes (it finishes) or is aborted. Safe from any
+// goroutine.
+func (t *Task) Stopping() bool { return t.stopping.Load() }

@@ -159,6 +159,9 @@ type Task struct {
 	syncSavepoint int64
 	// suspended: a source stopped emitting for a synchronous savepoint.
 	suspended bool
+	// stopping mirrors syncSavepoint != 0 for other goroutines: a
+	// TaskManager's registration reports it.
+	stopping atomic.Bool
 	finished  bool
 	// notified is the newest completed checkpoint passed on; triggered
 	// the newest checkpoint a source was triggered for.

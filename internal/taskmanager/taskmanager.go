@@ -387,13 +387,16 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 			Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
 			Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
 			InlineThreshold: s.cfg.StateInlineThreshold, LocalRecovery: s.cfg.LocalRecovery,
+			// The reports go off the subtask's goroutine: without a
+			// leader they are retried until one takes them, and the
+			// subtask must stay cancellable meanwhile.
 			OnRunning: func() {
 				r.reported.Store(int32(weirv1.ExecutionState_EXECUTION_STATE_RUNNING))
-				s.report(a, weirv1.ExecutionState_EXECUTION_STATE_RUNNING, "")
+				s.goSend(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, TaskmanagerId: s.cfg.ID})
 			},
 			OnEndOfInput: func() {
 				r.endOfInput.Store(true)
-				s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
+				s.goSend(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_RUNNING, EndOfInput: true, TaskmanagerId: s.cfg.ID})
 			},
 		})
 		if err != nil {
@@ -487,6 +490,15 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 	return &weirv1.DeployTaskResponse{}, nil
 }
 
+// goSend sends req on a goroutine of the Server's.
+func (s *Server) goSend(req *weirv1.UpdateTaskExecutionStateRequest) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.send(req)
+	}()
+}
+
 func (s *Server) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, cause string) {
 	s.send(&weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: st, FailureCause: cause, TaskmanagerId: s.cfg.ID})
 }
@@ -553,6 +565,7 @@ func (s *Server) attemptReports() []*weirv1.AttemptReport {
 		if t := s.mu.tasks[a.Key()]; t != nil {
 			r.State = weirv1.ExecutionState(t.reported.Load())
 			r.EndOfInput = t.endOfInput.Load()
+			r.Stopping = t.task.Stopping()
 		}
 		out = append(out, r)
 	}

@@ -109,8 +109,11 @@ type AttemptReport struct {
 	// or the terminal state it ended in.
 	State ExecutionState `protobuf:"varint,2,opt,name=state,proto3,enum=weir.v1.ExecutionState" json:"state,omitempty"`
 	// end_of_input: the subtask received all its input (a bounded job).
-	EndOfInput    bool   `protobuf:"varint,3,opt,name=end_of_input,json=endOfInput,proto3" json:"end_of_input,omitempty"`
-	FailureCause  string `protobuf:"bytes,4,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
+	EndOfInput   bool   `protobuf:"varint,3,opt,name=end_of_input,json=endOfInput,proto3" json:"end_of_input,omitempty"`
+	FailureCause string `protobuf:"bytes,4,opt,name=failure_cause,json=failureCause,proto3" json:"failure_cause,omitempty"`
+	// stopping: the subtask took a stop-with-savepoint's snapshot and waits
+	// for that savepoint's end, which a new leader cannot give it.
+	Stopping      bool `protobuf:"varint,5,opt,name=stopping,proto3" json:"stopping,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +174,13 @@ func (x *AttemptReport) GetFailureCause() string {
 		return x.FailureCause
 	}
 	return ""
+}
+
+func (x *AttemptReport) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
 }
 
 type RegisterTaskManagerResponse struct {
@@ -974,13 +984,14 @@ const file_weir_v1_gateway_proto_rawDesc = "" +
 	"rpcAddress\x12\x14\n" +
 	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12!\n" +
 	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x122\n" +
-	"\battempts\x18\x05 \x03(\v2\x16.weir.v1.AttemptReportR\battempts\"\xbc\x01\n" +
+	"\battempts\x18\x05 \x03(\v2\x16.weir.v1.AttemptReportR\battempts\"\xd8\x01\n" +
 	"\rAttemptReport\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.weir.v1.ExecutionStateR\x05state\x12 \n" +
 	"\fend_of_input\x18\x03 \x01(\bR\n" +
 	"endOfInput\x12#\n" +
-	"\rfailure_cause\x18\x04 \x01(\tR\ffailureCause\"\x82\x02\n" +
+	"\rfailure_cause\x18\x04 \x01(\tR\ffailureCause\x12\x1a\n" +
+	"\bstopping\x18\x05 \x01(\bR\bstopping\"\x82\x02\n" +
 	"\x1bRegisterTaskManagerResponse\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\tR\x0eregistrationId\x12#\n" +
 	"\rjobmanager_id\x18\x02 \x01(\tR\fjobmanagerId\x122\n" +
