@@ -162,7 +162,7 @@ type Task struct {
 	// stopping mirrors syncSavepoint != 0 for other goroutines: a
 	// TaskManager's registration reports it.
 	stopping atomic.Bool
-	finished  bool
+	finished bool
 	// notified is the newest completed checkpoint passed on; triggered
 	// the newest checkpoint a source was triggered for.
 	notified    int64
