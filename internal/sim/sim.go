@@ -47,9 +47,10 @@ type simulation struct {
 	// strays are attempts running on a registered TaskManager that the job
 	// does not have as current, with when they were first seen.
 	strays map[string]time.Time
-	// commits is the attempt that committed each sink subtask's epoch
-	// (vertex/index@checkpoint).
-	commits map[string]string
+	// commits is the output each sink subtask committed, by attempt
+	// (vertex/index); committedTo is each attempt's newest commit.
+	commits     map[string][]commitSpan
+	committedTo map[string]int64
 }
 
 // haStore is what the JobManagers share through etcd: the job graph, the
@@ -78,7 +79,7 @@ func Run(cfg Config) Result {
 	g, vs, bounded := w.jobShape()
 	sim := &simulation{
 		tms: map[string]*taskManager{}, vertices: vs, bounded: bounded, strays: map[string]time.Time{},
-		jms: map[string]*jobManager{}, ha: &haStore{graph: g}, commits: map[string]string{},
+		jms: map[string]*jobManager{}, ha: &haStore{graph: g}, commits: map[string][]commitSpan{}, committedTo: map[string]int64{},
 	}
 	w.sim = sim
 	sim.jm = newJobManager(w, "jm1", g, nil, nil)
@@ -207,30 +208,37 @@ func (s *simulation) broken(tm, channel string) {
 	}
 }
 
-// committed records a sink's commit: each sink subtask's epoch is
-// committed by one attempt (a repeated notification to that attempt is
-// harmless; another attempt committing it means two ran at once). And an
-// attempt restored from checkpoint restored writes the output after it
-// again: no other attempt may have committed an epoch after that
-// checkpoint, or that output is committed twice.
+// committed records a sink's commit of epoch id, the output between the
+// attempt's previous commit (or the checkpoint it restored, restored) and
+// checkpoint id. Two attempts of one sink subtask must never commit
+// overlapping output: the same epoch twice, or an epoch past the
+// checkpoint another attempt restored from and committed beyond (a
+// repeated notification to one attempt is harmless).
 func (s *simulation) committed(tm string, a *weirv1.ExecutionAttemptID, id, restored int64) {
 	s.jm.w.logf("%s: %s commits checkpoint %d", tm, a.Key(), id)
 	subtask := fmt.Sprintf("%s/%d", a.GetVertex(), a.GetSubtaskIndex())
-	epoch := fmt.Sprintf("%s@%d", subtask, id)
-	if by, ok := s.commits[epoch]; ok && by != a.Key() {
-		s.jm.w.fail("epoch %s committed by %s and by %s", epoch, by, a.Key())
-		return
+	lo, ok := s.committedTo[a.Key()]
+	if !ok {
+		lo = restored
 	}
-	for _, other := range slices.Sorted(maps.Keys(s.commits)) {
-		sub, at, _ := strings.Cut(other, "@")
-		n, _ := strconv.ParseInt(at, 10, 64)
-		if sub == subtask && n > restored && s.commits[other] != a.Key() {
-			s.jm.w.fail("%s, restored from checkpoint %d, commits epoch %d although %s committed epoch %d after it: the output after checkpoint %d is committed twice",
-				a.Key(), restored, id, s.commits[other], n, restored)
+	if id <= lo {
+		return // committed already
+	}
+	for _, o := range s.commits[subtask] {
+		if o.attempt != a.Key() && lo < o.hi && o.lo < id {
+			s.jm.w.fail("%s commits the output of checkpoints %d to %d, which %s committed %d to %d of: committed twice", a.Key(), lo, id, o.attempt, o.lo, o.hi)
 			return
 		}
 	}
-	s.commits[epoch] = a.Key()
+	s.commits[subtask] = append(s.commits[subtask], commitSpan{attempt: a.Key(), lo: lo, hi: id})
+	s.committedTo[a.Key()] = id
+}
+
+// commitSpan is output an attempt committed: after checkpoint lo, up to
+// checkpoint hi.
+type commitSpan struct {
+	attempt string
+	lo, hi  int64
 }
 
 // check runs the invariants after every step.
