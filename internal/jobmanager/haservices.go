@@ -70,14 +70,16 @@ type recordedAttempt struct {
 	Identity    string `json:"identity,omitempty"`
 }
 
+// id is the recorded attempt of job.
+func (a recordedAttempt) id(job string) *weirv1.ExecutionAttemptID {
+	return &weirv1.ExecutionAttemptID{JobId: job, Vertex: a.Vertex, SubtaskIndex: a.Subtask, Attempt: a.Attempt, Session: a.Session}
+}
+
 // attempts are the recorded attempts of job id.
 func (st jobStatus) attempts(id string) []scheduler.Placed {
 	out := make([]scheduler.Placed, len(st.Attempts))
 	for i, a := range st.Attempts {
-		out[i] = scheduler.Placed{
-			Attempt:     &weirv1.ExecutionAttemptID{JobId: id, Vertex: a.Vertex, SubtaskIndex: a.Subtask, Attempt: a.Attempt, Session: a.Session},
-			TaskManager: a.TaskManager,
-		}
+		out[i] = scheduler.Placed{Attempt: a.id(id), TaskManager: a.TaskManager}
 	}
 	return out
 }
@@ -87,8 +89,7 @@ func (st jobStatus) attempts(id string) []scheduler.Placed {
 func (st jobStatus) identities(id string) map[string]string {
 	out := make(map[string]string, len(st.Attempts))
 	for _, a := range st.Attempts {
-		key := (&weirv1.ExecutionAttemptID{JobId: id, Vertex: a.Vertex, SubtaskIndex: a.Subtask, Attempt: a.Attempt, Session: a.Session}).Key()
-		out[key] = a.Identity
+		out[a.id(id).Key()] = a.Identity
 	}
 	return out
 }

@@ -37,8 +37,9 @@ func (s *Server) leaderOnly(ctx context.Context, req any, info *grpc.UnaryServer
 			return nil, status.Error(codes.Unavailable, "jobmanager: the new leader recovered the stored jobs too late for this call; try again")
 		}
 	case !s.recovered.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
-		// TaskManagers register once the jobs are known: what they report
-		// running is adopted by the jobs, or cancelled.
+		// The TaskManagers' other calls (state reports, acks) wait for the
+		// jobs too: a report of a job not recovered yet would be refused
+		// for good.
 		return nil, status.Error(codes.Unavailable, "jobmanager: the new leader is still recovering the stored jobs; try again")
 	}
 	return handler(ctx, req)

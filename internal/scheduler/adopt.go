@@ -18,8 +18,8 @@ import (
 // ran: the current attempt of every subtask, as the previous leader
 // recorded it before deploying it. A job built with one waits, from
 // StartAdoption and for Window, for its TaskManagers to report those
-// attempts, and takes over
-// the ones they still run instead of redeploying them.
+// attempts, and takes over the ones they still run instead of
+// redeploying them.
 //
 // Why the record and not the reports alone: a TaskManager may still run
 // an attempt the previous leader had replaced (its cancel did not arrive),
@@ -115,7 +115,7 @@ func (j *Job) Report(taskManager string, r AttemptReport) (keep, known bool) {
 		if e == nil || e.TaskManager != taskManager || e.Terminal() || e.State == weirv1.ExecutionState_EXECUTION_STATE_CREATED {
 			return false, e != nil
 		}
-		if r.State != e.State && (terminalExec(r.State) || r.State == weirv1.ExecutionState_EXECUTION_STATE_RUNNING) {
+		if r.State != e.State && (r.State.Terminal() || r.State == weirv1.ExecutionState_EXECUTION_STATE_RUNNING) {
 			j.TaskStateChanged(r.Attempt, r.State, r.Cause)
 		}
 		if r.EndOfInput && !e.Terminal() {
@@ -174,11 +174,17 @@ func (j *Job) Report(taskManager string, r AttemptReport) (keep, known bool) {
 // them afterwards is for an attempt this leader never placed, and is not
 // kept.
 func (j *Job) notAdopted() {
-	if !j.Adopting() {
-		return
+	if j.Adopting() {
+		j.cancelUnplaced(func(*Exec) bool { return true })
 	}
+}
+
+// cancelUnplaced takes the recorded attempts that match selects and no
+// TaskManager reported as over: never this leader's, they are not waited
+// for, and a restart gives their subtasks new attempt numbers.
+func (j *Job) cancelUnplaced(match func(*Exec) bool) {
 	for _, e := range j.execs {
-		if e.TaskManager == "" && e.State == weirv1.ExecutionState_EXECUTION_STATE_CREATED {
+		if e.TaskManager == "" && e.State == weirv1.ExecutionState_EXECUTION_STATE_CREATED && match(e) {
 			e.State = weirv1.ExecutionState_EXECUTION_STATE_CANCELED
 		}
 	}
@@ -268,12 +274,8 @@ func (j *Job) endAdoption(why string) {
 	}
 	if live == 0 && finished == 0 {
 		// Nothing to take over: the job deploys as a new leader's always
-		// did. Every attempt is taken as over, so each gets a new number.
-		for _, e := range j.execs {
-			if e.State == weirv1.ExecutionState_EXECUTION_STATE_CREATED {
-				e.State = weirv1.ExecutionState_EXECUTION_STATE_CANCELED
-			}
-		}
+		// did.
+		j.cancelUnplaced(func(*Exec) bool { return true })
 		j.recordException(Exception{Time: now, Cause: "no subtask adopted after the change of leader: " + strings.Join(flatten(missing), "; ")})
 		j.pending[0] = r
 		r.phase = scheduling
@@ -295,11 +297,7 @@ func (j *Job) endAdoption(why string) {
 	if full {
 		regions = j.allRegions()
 	}
-	for _, e := range j.execs {
-		if regions[e.Region] && e.State == weirv1.ExecutionState_EXECUTION_STATE_CREATED {
-			e.State = weirv1.ExecutionState_EXECUTION_STATE_CANCELED
-		}
-	}
+	j.cancelUnplaced(func(e *Exec) bool { return regions[e.Region] })
 	j.start = now
 	j.transition(weirv1.JobState_JOB_STATE_RUNNING)
 	adopted := []Exec{}

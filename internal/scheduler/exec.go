@@ -24,15 +24,7 @@ type Exec struct {
 }
 
 // Terminal reports whether the attempt stopped for good.
-func (e *Exec) Terminal() bool { return terminalExec(e.State) }
-
-func terminalExec(s weirv1.ExecutionState) bool {
-	switch s {
-	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, weirv1.ExecutionState_EXECUTION_STATE_FAILED:
-		return true
-	}
-	return false
-}
+func (e *Exec) Terminal() bool { return e.State.Terminal() }
 
 // Name is the subtask's name as users see it: "vertex (2/4)".
 func (e *Exec) Name() string {

@@ -379,7 +379,7 @@ func (j *Job) TaskStateChanged(a *weirv1.ExecutionAttemptID, st weirv1.Execution
 			return known
 		}
 		switch {
-		case terminalExec(st):
+		case st.Terminal():
 			// An end is a fact, whenever it is told: the attempt is not
 			// adopted.
 			e.State, e.Failure, e.End = st, cause, j.clock.Now()
@@ -459,11 +459,7 @@ func (j *Job) maybeStartCheckpoints() {
 	}
 	j.checkpoints = true
 	j.finishing = false
-	tasks := make([]Exec, 0, len(j.execs))
-	for _, e := range j.execs {
-		tasks = append(tasks, *e)
-	}
-	j.emit(StartCheckpoints{Tasks: tasks, Soon: j.adopted})
+	j.emit(StartCheckpoints{Tasks: j.copyExecs(), Soon: j.adopted})
 	j.adopted = false
 }
 

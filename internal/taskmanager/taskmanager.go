@@ -455,20 +455,9 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		close(done)
 		for i, d := range descs {
 			a := d.GetAttempt()
-			st, cause := weirv1.ExecutionState_EXECUTION_STATE_FINISHED, ""
+			req := &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_FINISHED, TaskmanagerId: s.cfg.ID}
 			switch {
 			case err == nil:
-			case cancelled:
-				st = weirv1.ExecutionState_EXECUTION_STATE_CANCELED
-			default:
-				st, cause = weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
-			}
-			s.mu.Lock()
-			s.mu.ended[a.Key()] = &weirv1.AttemptReport{Attempt: a, State: st, FailureCause: cause}
-			s.mu.Unlock()
-			switch {
-			case err == nil:
-				req := &weirv1.UpdateTaskExecutionStateRequest{Attempt: a, State: weirv1.ExecutionState_EXECUTION_STATE_FINISHED, TaskmanagerId: s.cfg.ID}
 				if l, ok := tasks[i].Load(time.Now()); ok {
 					req.FinalLoad = &weirv1.SubtaskInfo_Load{
 						RecordsIn: l.RecordsIn, RecordsOut: l.RecordsOut, IdleMs: l.Idle.Milliseconds(),
@@ -476,15 +465,18 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 						IdleMsPerSecond: 1000, // it does nothing any more
 					}
 				}
-				s.send(req)
 			case cancelled:
-				s.report(a, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, "")
+				req.State = weirv1.ExecutionState_EXECUTION_STATE_CANCELED
 			default:
 				if i == 0 {
 					s.log.Error("subtask failed", "task", a.Key(), "chained", len(descs)-1, "err", err)
 				}
-				s.report(a, weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error())
+				req.State, req.FailureCause = weirv1.ExecutionState_EXECUTION_STATE_FAILED, err.Error()
 			}
+			s.mu.Lock()
+			s.mu.ended[a.Key()] = &weirv1.AttemptReport{Attempt: a, State: req.GetState(), FailureCause: req.GetFailureCause()}
+			s.mu.Unlock()
+			s.send(req)
 		}
 	}()
 	return &weirv1.DeployTaskResponse{}, nil
@@ -512,7 +504,7 @@ func (s *Server) report(a *weirv1.ExecutionAttemptID, st weirv1.ExecutionState, 
 // good (it does not know the attempt), or when the TaskManager shuts down.
 func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 	defer func() {
-		if terminal(req.GetState()) {
+		if req.GetState().Terminal() {
 			s.mu.Lock()
 			delete(s.mu.ended, req.GetAttempt().Key())
 			s.mu.Unlock()
@@ -544,14 +536,6 @@ func (s *Server) send(req *weirv1.UpdateTaskExecutionStateRequest) {
 		case <-time.After(backoff.Next()):
 		}
 	}
-}
-
-func terminal(st weirv1.ExecutionState) bool {
-	switch st {
-	case weirv1.ExecutionState_EXECUTION_STATE_FINISHED, weirv1.ExecutionState_EXECUTION_STATE_CANCELED, weirv1.ExecutionState_EXECUTION_STATE_FAILED:
-		return true
-	}
-	return false
 }
 
 // attemptReports is what a registration reports: every attempt deployed

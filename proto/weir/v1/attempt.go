@@ -24,3 +24,12 @@ func (a *ExecutionAttemptID) Key() string {
 	}
 	return string(b)
 }
+
+// Terminal reports whether an attempt in state s stopped for good.
+func (s ExecutionState) Terminal() bool {
+	switch s {
+	case ExecutionState_EXECUTION_STATE_FINISHED, ExecutionState_EXECUTION_STATE_CANCELED, ExecutionState_EXECUTION_STATE_FAILED:
+		return true
+	}
+	return false
+}
