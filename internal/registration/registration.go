@@ -132,7 +132,7 @@ func (m *Member) emit(e Effect) { m.effects = append(m.effects, e) }
 // zero or in the future: whatever was due has been done.
 func (m *Member) NextDeadline() time.Time {
 	next := m.nextCall()
-	if !m.orphanedAt.IsZero() {
+	if !m.orphanedAt.IsZero() && m.kind != registerRPC {
 		if at := m.orphanedAt.Add(m.orphan); next.IsZero() || at.Before(next) {
 			next = at
 		}
@@ -265,9 +265,10 @@ func (m *Member) unregister(reason string, retryAt time.Time) {
 // step does whatever is due now.
 func (m *Member) step() {
 	now := m.clock.Now()
-	if !m.orphanedAt.IsZero() && !now.Before(m.orphanedAt.Add(m.orphan)) {
+	if !m.orphanedAt.IsZero() && m.kind != registerRPC && !now.Before(m.orphanedAt.Add(m.orphan)) {
 		// No leader adopted them in time: a new one has redeployed them
-		// from a checkpoint by now, or will.
+		// from a checkpoint by now, or will. Not while a registration is
+		// under way: it reports them, and its answer may keep them.
 		m.orphanedAt = time.Time{}
 		m.emit(CancelSubtasks{Reason: fmt.Sprintf("not registered with a jobmanager for %v", m.orphan)})
 	}
