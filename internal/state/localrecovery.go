@@ -68,6 +68,16 @@ func (l *localRecovery) drop(which func(int64) bool) {
 	}
 }
 
+// of is where this TaskManager keeps the copies of subtask index of
+// vertex: after a rescale, a subtask restores key groups another index
+// held, maybe on this TaskManager.
+func (l *localRecovery) of(vertex string, index int32) *localRecovery {
+	if l == nil {
+		return nil
+	}
+	return &localRecovery{dir: filepath.Join(filepath.Dir(l.dir), vertex+"-"+strconv.Itoa(int(index)))}
+}
+
 // find is the local copy of h, a file of checkpoint id, if one with its
 // size is there.
 func (l *localRecovery) find(id int64, h *weirv1.StateHandle) (string, bool) {

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"fmt"
 	"os"
+	"slices"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,4 +110,139 @@ func names(t *testing.T, dir string) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// TestLocalRecoveryAcrossRescale: subtasks rescaled 2 → 4 → 2 on one
+// TaskManager restore every key group from the local copies their
+// predecessors left (checkpoint storage is gone), each opening the
+// snapshot holding most of its key groups in place. A store so opened is
+// clipped to the new key groups: a key deleted by the subtask that owns
+// it now must not come back from a sibling's copy of the same files.
+func TestLocalRecoveryAcrossRescale(t *testing.T) {
+	root := t.TempDir()
+	shared, parent := filepath.Join(root, "shared"), filepath.Join(t.TempDir(), "local-recovery", "job")
+	open := func(p, i int, restored int64) Backend {
+		b, err := New(Config{
+			Kind: weirv1.StateBackendConfig_BACKEND_PEBBLE, Incremental: true, MaxParallelism: confMaxP,
+			KeyGroups: keygroup.RangeFor(confMaxP, p, i), LocalDir: t.TempDir(), SharedDir: shared,
+			LocalRecoveryDir: LocalRecoveryDir(filepath.Dir(filepath.Dir(parent)), "job", "op", i), RestoredCheckpointID: restored,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	const n = 4000
+	want := map[string]string{}
+	snapshot := func(bs []Backend, id int64) []*weirv1.SubtaskState {
+		dir := filepath.Join(root, fmt.Sprintf("chk-%d", id))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var out []*weirv1.SubtaskState
+		for i, b := range bs {
+			s, err := b.TakeSnapshot(SnapshotOptions{CheckpointID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Write(dir, "op", i, len(bs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, st)
+		}
+		for _, b := range bs {
+			b.NotifyCheckpointComplete(id)
+		}
+		return out
+	}
+	// restore brings up p subtasks from prev with checkpoint storage
+	// away, so that a download would fail.
+	restore := func(prev []*weirv1.SubtaskState, id int64, p int) []Backend {
+		away := filepath.Join(t.TempDir(), "away")
+		if err := os.Rename(shared, away); err != nil {
+			t.Fatal(err)
+		}
+		var bs []Backend
+		for i := range p {
+			b := open(p, i, id)
+			if err := b.Restore(prev, i, p); err != nil {
+				t.Fatalf("%d subtasks: subtask %d restores from local copies: %v", p, i, err)
+			}
+			bs = append(bs, b)
+		}
+		if err := os.Rename(away, shared); err != nil {
+			t.Fatal(err)
+		}
+		return bs
+	}
+	check := func(bs []Backend, when string) {
+		t.Helper()
+		for k := range n {
+			key := fmt.Sprintf("key-%06d", k)
+			for i, b := range bs {
+				if !owned(key, len(bs), i) {
+					continue
+				}
+				b.SetCurrentKey([]byte(key))
+				v, ok := b.ValueState("v").Value()
+				if w, live := want[key]; ok != live || string(v) != w {
+					t.Fatalf("%s: subtask %d of %d: %s = %q %v, want %q %v", when, i, len(bs), key, v, ok, w, live)
+				}
+			}
+		}
+		// A store holds nothing outside its subtask's key groups (what it
+		// was opened from held more).
+		for i, b := range bs {
+			kgs := keygroup.RangeFor(confMaxP, len(bs), i)
+			it, err := b.(*Pebble).db.NewIter(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for it.First(); it.Valid(); it.Next() {
+				if kg, _, ok := decodeKey(it.Key()); ok && !kgs.Contains(kg) {
+					it.Close()
+					t.Fatalf("%s: subtask %d of %d stores key group %d, outside %v", when, i, len(bs), kg, kgs)
+				}
+			}
+			it.Close()
+		}
+	}
+
+	two := []Backend{open(2, 0, 0), open(2, 1, 0)}
+	for k := range n {
+		key := fmt.Sprintf("key-%06d", k)
+		for i, b := range two {
+			if owned(key, 2, i) {
+				b.SetCurrentKey([]byte(key))
+				b.ValueState("v").Update([]byte("one"))
+				want[key] = "one"
+			}
+		}
+	}
+	four := restore(snapshot(two, 1), 1, 4)
+	check(four, "2 → 4")
+	// Each of the four deletes and rewrites some of its keys.
+	for k := 0; k < n; k += 3 {
+		key := fmt.Sprintf("key-%06d", k)
+		for i, b := range four {
+			if owned(key, 4, i) {
+				b.SetCurrentKey([]byte(key))
+				if k%2 == 0 {
+					b.ValueState("v").Clear()
+					delete(want, key)
+				} else {
+					b.ValueState("v").Update([]byte("two"))
+					want[key] = "two"
+				}
+			}
+		}
+	}
+	prev := snapshot(four, 2)
+	// The sibling whose store holds deleted keys of the other comes first:
+	// it is the base, and clipping is what keeps them deleted.
+	slices.Reverse(prev)
+	back := restore(prev, 2, 2)
+	check(back, "4 → 2")
 }

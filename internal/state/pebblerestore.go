@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,31 +66,30 @@ func readNative(r *restorer, log *slog.Logger, st *weirv1.SubtaskState, tmpDir s
 	return nil
 }
 
-// Restore implements Backend. A native snapshot of exactly this subtask's
-// key groups is opened in place; anything else is copied, key group by key
-// group, into the store.
+// Restore implements Backend. The native snapshot holding most of this
+// subtask's key groups is opened in place (from the local copy, if this
+// TaskManager has it) and clipped to them: after a failover that is the
+// subtask's own snapshot, after a rescale the one of the subtask whose key
+// groups it takes over. Only the other states' entries in these key
+// groups are copied in, as Flink's RocksDB backend rescales.
 func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
 	r := newRestorer(p.fs)
 	kgs := p.cfg.KeyGroups
-	if len(prev) > 0 {
-		var same *weirv1.SubtaskState
-		for _, st := range prev {
-			if r := st.GetKeyGroups(); isNative(st) && int(r.GetStart()) == kgs.Start && int(r.GetEnd()) == kgs.End {
-				same = st
-			}
+	base := largestOverlap(prev, kgs)
+	if base != nil {
+		if err := p.openRestored(r, base); err != nil {
+			return err
 		}
-		if same != nil && len(prev) == 1 || same != nil && allOthersEmpty(prev, same, kgs) {
-			if err := p.openRestored(r, same); err != nil {
-				return err
-			}
-			p.confirmRestored(same)
-			return restoreOperator(r, p.lists, prev, subtask, parallelism)
+		if err := p.clip(base); err != nil {
+			return err
 		}
+		p.confirmRestored(base)
 	}
 	for _, st := range prev {
-		if r := st.GetKeyGroups(); r != nil && (int(r.GetEnd()) < kgs.Start || int(r.GetStart()) > kgs.End) {
-			continue // owns none of our key groups
+		if st == base || overlap(st.GetKeyGroups(), kgs) == 0 && st.GetKeyGroups() != nil {
+			continue // restored already, or owns none of our key groups
 		}
+		r.local = p.localCopy(st)
 		b := p.db.NewBatch()
 		var buf []byte
 		err := readKeyed(r, p.log, st, p.cfg.MaxParallelism, p.dir, kgs.Contains, func(e entry) error {
@@ -117,21 +117,71 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 			return fmt.Errorf("state: restore into pebble: %w", err)
 		}
 	}
+	if r.localBytes > 0 {
+		p.log.Info("restored from the local copy", "checkpoint_id", p.cfg.RestoredCheckpointID,
+			"local_bytes", r.localBytes, "downloaded_bytes", r.remoteBytes)
+	}
 	return restoreOperator(r, p.lists, prev, subtask, parallelism)
 }
 
-// allOthersEmpty: the other subtask states hold none of kgs.
-func allOthersEmpty(prev []*weirv1.SubtaskState, same *weirv1.SubtaskState, kgs keygroup.Range) bool {
+// localCopy finds the files of st, a snapshot of the restored checkpoint,
+// in this TaskManager's local copy of it, if it keeps one; nil without
+// local recovery.
+func (p *Pebble) localCopy(st *weirv1.SubtaskState) func(*weirv1.StateHandle) (string, bool) {
+	if p.recovery == nil {
+		return nil
+	}
+	id, l := p.cfg.RestoredCheckpointID, p.recovery.of(st.GetVertex(), st.GetSubtaskIndex())
+	return func(h *weirv1.StateHandle) (string, bool) { return l.find(id, h) }
+}
+
+// largestOverlap is the native snapshot among prev holding most of kgs,
+// nil if none holds any.
+func largestOverlap(prev []*weirv1.SubtaskState, kgs keygroup.Range) *weirv1.SubtaskState {
+	var best *weirv1.SubtaskState
+	most := 0
 	for _, st := range prev {
-		if st == same {
-			continue
-		}
-		r := st.GetKeyGroups()
-		if r == nil || !(int(r.GetEnd()) < kgs.Start || int(r.GetStart()) > kgs.End) {
-			return false
+		if n := overlap(st.GetKeyGroups(), kgs); isNative(st) && n > most {
+			best, most = st, n
 		}
 	}
-	return true
+	return best
+}
+
+// overlap is how many of kgs r holds.
+func overlap(r *weirv1.KeyGroupRange, kgs keygroup.Range) int {
+	if r == nil {
+		return 0
+	}
+	return max(0, min(int(r.GetEnd()), kgs.End)-max(int(r.GetStart()), kgs.Start)+1)
+}
+
+// clip deletes what the store opened from st holds outside this
+// subtask's key groups: range deletions, which cost no rewrite; the
+// compactions drop the data later (whole files at once, where a deletion
+// covers them). Left in, a later restore that takes this subtask's
+// snapshot as its base would see key groups another subtask owns now.
+func (p *Pebble) clip(st *weirv1.SubtaskState) error {
+	kgs, r := p.cfg.KeyGroups, st.GetKeyGroups()
+	var spans [][2][]byte
+	if int(r.GetStart()) < kgs.Start {
+		spans = append(spans, [2][]byte{kgPrefix(int(r.GetStart())), kgPrefix(kgs.Start)})
+	}
+	if int(r.GetEnd()) > kgs.End {
+		spans = append(spans, [2][]byte{kgPrefix(kgs.End + 1), kgPrefix(int(r.GetEnd()) + 1)})
+	}
+	for _, s := range spans {
+		if err := p.db.DeleteRange(s[0], s[1], p.wo); err != nil {
+			return fmt.Errorf("state: restore: clip to key groups %d-%d: %w", kgs.Start, kgs.End, err)
+		}
+	}
+	return p.health.err()
+}
+
+// kgPrefix is the first store key of key group kg, and the end of kg-1's
+// (key groups are fewer than 1<<15, so kg+1 has two bytes too).
+func kgPrefix(kg int) []byte {
+	return binary.BigEndian.AppendUint16(nil, uint16(kg))
 }
 
 // confirmRestored lets the first checkpoint after a restore reference the
@@ -165,16 +215,9 @@ func (p *Pebble) openRestored(r *restorer, st *weirv1.SubtaskState) error {
 	if err := p.fs.RemoveAll(dbDir); err != nil {
 		return fmt.Errorf("state: restore: %w", err)
 	}
-	if p.recovery != nil {
-		id := p.cfg.RestoredCheckpointID
-		r.local = func(h *weirv1.StateHandle) (string, bool) { return p.recovery.find(id, h) }
-	}
+	r.local = p.localCopy(st)
 	if err := r.download(st, dbDir); err != nil {
 		return err
-	}
-	if r.localBytes > 0 {
-		p.log.Info("restored from the local copy", "checkpoint_id", p.cfg.RestoredCheckpointID,
-			"local_bytes", r.localBytes, "downloaded_bytes", r.remoteBytes)
 	}
 	db, err := openDB(p.fs, dbDir, p.health)
 	if err != nil {

@@ -105,15 +105,17 @@ func (p *Pebble) indexTTL(s *ttlState, isMap bool) {
 		return
 	}
 	index := s.index
-	if _, ok := p.get(encodeKey(nil, kgs.Start, index, nil)); ok {
-		return
-	}
 	p.usable()
 	defer p.catch("index TTL state")
 	b := p.db.NewBatch()
 	defer func() { b.Close() }()
 	var prefix, ik []byte
 	for kg := kgs.Start; kg <= kgs.End; kg++ {
+		// Key groups restored from a native snapshot kept their index;
+		// those copied from another state (after a rescale) have none.
+		if _, ok := p.get(encodeKey(nil, kg, index, nil)); ok {
+			continue
+		}
 		if isMap {
 			prefix = encodeMapName(prefix, kg, s.name)
 		} else {
