@@ -218,18 +218,22 @@ func (l jobLifecycle) Terminated(_ context.Context, st weirv1.JobState) {
 
 // Take offers slots under the server's scheduling lock, and publishes the
 // view before it is released, so two jobs never take one slot.
-func (s jobSlots) Take(n int, offer func([]string)) bool {
+func (s jobSlots) Take(prefer []string, offer func([]string)) bool {
 	j := s.j
 	j.s.schedMu.Lock()
 	defer j.s.schedMu.Unlock()
 	slots := j.s.freeSlots()
-	if len(slots) < n {
+	free := make([]string, len(slots))
+	byID := map[string]*taskManager{}
+	for i, tm := range slots {
+		free[i], byID[tm.id] = tm.id, tm
+	}
+	ids, ok := scheduler.MatchSlots(free, prefer)
+	if !ok {
 		return false
 	}
-	ids := make([]string, n)
-	for i, tm := range slots[:n] {
-		ids[i] = tm.id
-		j.tms[tm.id] = tm
+	for _, id := range ids {
+		j.tms[id] = byID[id]
 	}
 	offer(ids)
 	j.publish()

@@ -134,11 +134,12 @@ type Lifecycle interface {
 	Terminated(ctx context.Context, st weirv1.JobState)
 }
 
-// Slots hands out free slots. Take calls offer, on the loop, with n
-// TaskManager IDs (one per slot), under whatever keeps two jobs from
+// Slots hands out free slots. Take calls offer, on the loop, with a
+// TaskManager ID per entry of prefer (scheduler.MatchSlots: the one it
+// names where it has a slot free), under whatever keeps two jobs from
 // taking one slot; false, without calling it, when fewer are free.
 type Slots interface {
-	Take(n int, offer func(taskManagers []string)) bool
+	Take(prefer []string, offer func(taskManagers []string)) bool
 }
 
 // Deps is everything a Run works with.
@@ -469,11 +470,11 @@ func (r *Run[RP]) prepareRestore(ctx context.Context, e scheduler.PrepareRestore
 // TrySchedule offers free slots to the restart that waits for them, if
 // there are enough.
 func (r *Run[RP]) TrySchedule() {
-	n, waiting := r.sm.NextSlotRequest()
+	prefer, waiting := r.sm.NextSlotRequest()
 	if !waiting {
 		return
 	}
-	taken := r.d.Slots.Take(n, func(tms []string) {
+	taken := r.d.Slots.Take(prefer, func(tms []string) {
 		if err := r.sm.SlotsOffered(tms); err != nil {
 			r.sm.Fail(fmt.Sprintf("scheduling failed: %v", err))
 		}
@@ -485,7 +486,7 @@ func (r *Run[RP]) TrySchedule() {
 		r.d.Post(r.TrySchedule)
 	}
 	if !taken {
-		r.log.Info("waiting for slots", "needed", n)
+		r.log.Info("waiting for slots", "needed", len(prefer))
 	}
 }
 

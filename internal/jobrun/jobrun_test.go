@@ -503,7 +503,7 @@ func (l fakeLifecycle) Terminated(_ context.Context, st weirv1.JobState) {
 	l.h.printf("terminated %s", st.FlinkName())
 }
 
-func (s fakeSlots) Take(n int, offer func([]string)) bool {
+func (s fakeSlots) Take(prefer []string, offer func([]string)) bool {
 	var free []string
 	held := s.h.sm.View().SlotsHeld()
 	for _, tm := range s.h.tms {
@@ -511,11 +511,12 @@ func (s fakeSlots) Take(n int, offer func([]string)) bool {
 			free = append(free, tm)
 		}
 	}
-	if len(free) < n {
-		s.h.printf("slots: need %d, %d free", n, len(free))
+	tms, ok := scheduler.MatchSlots(free, prefer)
+	if !ok {
+		s.h.printf("slots: need %d, %d free", len(prefer), len(free))
 		return false
 	}
-	s.h.printf("slots: take %s", strings.Join(free[:n], ","))
-	offer(free[:n])
+	s.h.printf("slots: take %s", strings.Join(tms, ","))
+	offer(tms)
 	return true
 }

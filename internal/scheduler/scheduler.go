@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/keygroup"
 	"github.com/weirproject/weir/internal/putback"
 	"github.com/weirproject/weir/internal/restart"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -77,6 +78,8 @@ type pendingRestart struct {
 	due     time.Time
 	// rescale is the graph a rescaling restart deploys; nil for a failover.
 	rescale *weirv1.JobGraph
+	// prefer is where a rescale would place each slot (statePlacement).
+	prefer map[SlotKey]string
 }
 
 // Job is one job's lifecycle state machine.
@@ -251,21 +254,122 @@ func (j *Job) Holds(a *weirv1.ExecutionAttemptID, taskManager string) bool {
 	return e != nil && !e.Terminal() && e.TaskManager == taskManager
 }
 
-// NextSlotRequest says how many new slots the oldest restart waiting for
-// slots needs, and whether one waits at all. Slots its subtasks share
-// with subtasks that still run are held already and need none.
-func (j *Job) NextSlotRequest() (n int, waiting bool) {
+// NextSlotRequest says which new slots the oldest restart waiting for
+// slots needs, one entry per slot: the TaskManager it would rather have
+// the slot on, or "" for any; and whether one waits at all. Slots its
+// subtasks share with subtasks that still run are held already and need
+// none. SlotsOffered takes the slots in this order.
+//
+// A subtask restores fastest where its state is: a failover prefers the
+// TaskManager the slot's subtasks ran on (local recovery finds their
+// copies there), a rescale the one whose subtasks held most of the new
+// subtasks' key groups.
+func (j *Job) NextSlotRequest() (prefer []string, waiting bool) {
 	r := j.scheduling()
 	if r == nil {
-		return 0, false
+		return nil, false
 	}
-	keys, _ := j.placement(r)
-	for _, tm := range keys {
-		if tm == "" {
-			n++
+	keys, order := j.placement(r)
+	was := map[SlotKey]string{}
+	for _, e := range j.execs {
+		if r.regions[e.Region] && e.TaskManager != "" {
+			was[e.Slot] = e.TaskManager
 		}
 	}
-	return n, true
+	prefer = []string{}
+	for _, k := range order {
+		if keys[k] != "" {
+			continue
+		}
+		if tm, ok := r.prefer[k]; ok {
+			prefer = append(prefer, tm)
+		} else {
+			prefer = append(prefer, was[k])
+		}
+	}
+	return prefer, true
+}
+
+// MatchSlots picks a slot of free (one TaskManager ID per free slot, in
+// the order to hand them out) for each entry of prefer (NextSlotRequest):
+// on the TaskManager the entry names where that one has a slot free, else
+// the next free slot; false when free has fewer slots than prefer asks.
+func MatchSlots(free, prefer []string) ([]string, bool) {
+	if len(free) < len(prefer) {
+		return nil, false
+	}
+	left := map[string]int{}
+	for _, tm := range free {
+		left[tm]++
+	}
+	out := make([]string, len(prefer))
+	for i, tm := range prefer {
+		if tm != "" && left[tm] > 0 {
+			out[i] = tm
+			left[tm]--
+		}
+	}
+	next := 0
+	for i := range out {
+		if out[i] != "" {
+			continue
+		}
+		for left[free[next]] == 0 {
+			next++
+		}
+		out[i] = free[next]
+		left[free[next]]--
+	}
+	return out, true
+}
+
+// statePlacement is, for each slot of the job rebuilt at a new shape, the
+// TaskManager whose subtasks held most of the key groups of the slot's
+// keyed subtasks before the rescale (old, the subtasks then); for a slot
+// with none, the TaskManager of the subtasks with its index. Keyed state
+// is what a restore moves in bulk; other state is small.
+func (j *Job) statePlacement(old []*Exec) map[SlotKey]string {
+	maxP := int(j.cfg.Graph.GetMaxParallelism())
+	keyed, byIndex := map[SlotKey]map[string]int{}, map[SlotKey]map[string]int{}
+	add := func(m map[SlotKey]map[string]int, k SlotKey, tm string, n int) {
+		if m[k] == nil {
+			m[k] = map[string]int{}
+		}
+		m[k][tm] += n
+	}
+	for _, e := range j.execs {
+		hashed := maxP > 0 && slices.ContainsFunc(e.Vertex.GetInputs(), func(in *weirv1.JobEdge) bool {
+			return in.GetPartitioner() == weirv1.Partitioner_PARTITIONER_HASH
+		})
+		now := keygroup.RangeFor(maxP, int(e.Vertex.GetParallelism()), int(e.Attempt.GetSubtaskIndex()))
+		for _, o := range old {
+			if o.TaskManager == "" || o.Vertex.GetName() != e.Vertex.GetName() {
+				continue
+			}
+			if o.Attempt.GetSubtaskIndex() == e.Attempt.GetSubtaskIndex() {
+				add(byIndex, e.Slot, o.TaskManager, 1)
+			}
+			if hashed {
+				was := keygroup.RangeFor(maxP, int(o.Vertex.GetParallelism()), int(o.Attempt.GetSubtaskIndex()))
+				if n := min(now.End, was.End) - max(now.Start, was.Start) + 1; n > 0 {
+					add(keyed, e.Slot, o.TaskManager, n)
+				}
+			}
+		}
+	}
+	out := map[SlotKey]string{}
+	for _, m := range []map[SlotKey]map[string]int{byIndex, keyed} {
+		for k, by := range m {
+			best, most := "", 0
+			for tm, n := range by {
+				if n > most || n == most && tm < best {
+					best, most = tm, n
+				}
+			}
+			out[k] = best // keyed state's choice overrides the index's
+		}
+	}
+	return out
 }
 
 func (j *Job) scheduling() *pendingRestart {
@@ -309,7 +413,8 @@ func (j *Job) placement(r *pendingRestart) (map[SlotKey]string, []SlotKey) {
 }
 
 // SlotsOffered deploys the oldest restart waiting for slots onto
-// taskManagers, one entry per new slot NextSlotRequest asked for.
+// taskManagers, one entry per new slot NextSlotRequest asked for, in its
+// order.
 func (j *Job) SlotsOffered(taskManagers []string) error {
 	r := j.scheduling()
 	if r == nil {
@@ -744,8 +849,10 @@ func (j *Job) RestoreReady(id int64, err error) {
 		for _, e := range j.execs {
 			next = max(next, e.Attempt.GetAttempt()+1)
 		}
+		old := j.execs
 		j.cfg.Graph = r.rescale
 		j.build(order, next)
+		r.prefer = j.statePlacement(old)
 		clear(j.busy)
 		r.regions = j.allRegions()
 		j.occupy(r)

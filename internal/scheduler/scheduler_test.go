@@ -144,7 +144,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 
 	switch td.Cmd {
 	case "job":
-		g := &weirv1.JobGraph{Name: "job"}
+		g := &weirv1.JobGraph{Name: "job", MaxParallelism: 128}
 		for _, line := range strings.Split(strings.TrimSpace(td.Input), "\n") {
 			f := strings.Fields(line)
 			v := &weirv1.JobVertex{Name: f[0], Parallelism: 1}
@@ -216,8 +216,11 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		fmt.Fprintf(&b, "slots needed: %d\n", SlotsNeeded(g))
 	case "need":
-		n, waiting := h.j.NextSlotRequest()
-		fmt.Fprintf(&b, "waiting=%t slots=%d\n", waiting, n)
+		prefer, waiting := h.j.NextSlotRequest()
+		fmt.Fprintf(&b, "waiting=%t slots=%d\n", waiting, len(prefer))
+		if slices.ContainsFunc(prefer, func(tm string) bool { return tm != "" }) {
+			fmt.Fprintf(&b, "prefer %s\n", strings.Join(prefer, ","))
+		}
 	case "offer":
 		var tms []string
 		if v := str("tms", ""); v != "" {
@@ -485,5 +488,23 @@ func (h *harness) invariants(t *testing.T, td *datadriven.TestData) {
 	}
 	if full != (j.state == weirv1.JobState_JOB_STATE_RESTARTING) {
 		fail("state %s with a whole-job restart pending: %t", j.state.FlinkName(), full)
+	}
+}
+
+func TestMatchSlots(t *testing.T) {
+	for _, c := range []struct {
+		free, prefer, want []string
+	}{
+		{free: []string{"a", "b", "a", "b"}, prefer: []string{"a", "a", "b", "b"}, want: []string{"a", "a", "b", "b"}},
+		// A TaskManager without a slot left gives way to the next free.
+		{free: []string{"a", "b", "c"}, prefer: []string{"a", "a", ""}, want: []string{"a", "b", "c"}},
+		{free: []string{"a", "b"}, prefer: []string{"", "gone"}, want: []string{"a", "b"}},
+		{free: []string{"a", "b"}, prefer: []string{"", "a"}, want: []string{"b", "a"}},
+		{free: []string{"a"}, prefer: []string{"a", "a"}, want: nil},
+	} {
+		got, ok := MatchSlots(c.free, c.prefer)
+		if !slices.Equal(got, c.want) || ok != (c.want != nil) {
+			t.Errorf("MatchSlots(%v, %v) = %v %v, want %v", c.free, c.prefer, got, ok, c.want)
+		}
 	}
 }

@@ -264,12 +264,13 @@ func (l simLifecycle) Terminated(_ context.Context, st weirv1.JobState) {
 }
 
 // Take offers the JobManager's free slots, as its slot pool does.
-func (s simSlots) Take(n int, offer func([]string)) bool {
+func (s simSlots) Take(prefer []string, offer func([]string)) bool {
 	slots := s.jm.freeSlots()
-	if len(slots) < n {
-		s.jm.w.logf("jm: waiting for slots: need %d, free %d", n, len(slots))
+	tms, ok := scheduler.MatchSlots(slots, prefer)
+	if !ok {
+		s.jm.w.logf("jm: waiting for slots: need %d, free %d", len(prefer), len(slots))
 		return false
 	}
-	offer(slots[:n])
+	offer(tms)
 	return true
 }

@@ -1,0 +1,378 @@
+package suite
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weirproject/weir/bench/internal/harness"
+	"github.com/weirproject/weir/internal/jobgraph"
+	"github.com/weirproject/weir/internal/keygroup"
+	weirv1 "github.com/weirproject/weir/proto/weir/v1"
+)
+
+// RS measures rescaling a job with ~1 GiB of keyed Pebble state
+// (incremental backend, checkpoints on S3: versitygw on loopback) between
+// 2 and 4 stateful subtasks, on 2 TaskManagers × 2 slots with local
+// recovery, beside stopping the same job with a savepoint and submitting
+// it again from the savepoint at the new parallelism (what a rescale is
+// in Flink without the adaptive scheduler).
+//
+// S3's job, state-load-source (p=2) → hash → random-state (p=2 or 4).
+// Each round rewrites 1% of the keys, waits for the daemons to be idle,
+// then asks for the rescale (RescaleJob: a checkpoint, then every subtask
+// redeployed at the new shape from it). Measured from the request: the
+// rescale's checkpoint completed (RescaleJob returned), every subtask
+// RUNNING in its new attempt (a subtask reports RUNNING once its state is
+// restored). During it: what versitygw sent (its write(2) bytes), the
+// "restored from the local copy" log lines, and how much of the state
+// changed subtask and TaskManager (each old subtask's state size in the
+// rescale's checkpoint, spread evenly over its key groups; the new
+// subtasks' TaskManagers from GetJob).
+const (
+	rsDefaultBytes = 1 << 30
+	rsQuickBytes   = 128 << 20
+)
+
+func init() { onDemand["RS"] = true }
+
+func rsSpec(name string, keys int64, dir string, parallelism int32, restore string) string {
+	r := ""
+	if restore != "" {
+		r = "restore-from: " + strconv.Quote(restore) + "\n"
+	}
+	return fmt.Sprintf(`name: %s
+%scheckpointing: {interval: 0s, mode: exactly-once, timeout: 10m, retained: 1}
+restart-strategy: {type: none}
+state: {backend: pebble, incremental: true}
+vertices:
+  - {name: source, operator: state-load-source, parallelism: 2, config: {keys: %d, dir: %s}}
+  - {name: state, operator: random-state, parallelism: %d, inputs: [{from: source, partition: hash}], config: {value-bytes: %d}}
+`, name, r, keys, strconv.Quote(dir), parallelism, s3ValueBytes)
+}
+
+// rsRun is one measured change of parallelism.
+type rsRun struct {
+	From, To        int32
+	Checkpoint      time.Duration // request → the rescale's checkpoint completed (or the savepoint taken)
+	Running         time.Duration // request → every subtask running restored
+	Served          int64         // versitygw's write(2) bytes
+	LocalBytes      int64         // the restores' log lines
+	DownloadedBytes int64
+	State           int64 // the state vertex's state in the checkpoint restored
+	NewSubtask      int64 // of it, key groups whose subtask index changed
+	NewTaskManager  int64 // of it, key groups that changed TaskManager
+}
+
+func runRS(e *Env, b *Bench) error {
+	total := e.StateBytes
+	if total <= 0 {
+		total = rsDefaultBytes
+		if e.Quick {
+			total = rsQuickBytes
+		}
+	}
+	keys := total / s3ValueBytes
+	changed := max(1, keys/100)
+	rounds, stops := 10, 2 // per direction
+	if e.Quick {
+		rounds, stops = 2, 1
+	}
+	dir := filepath.Join(e.Work, "rs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := ensureVersity(e); err != nil {
+		return err
+	}
+	srv, err := startVersity(e, dir)
+	if err != nil {
+		return err
+	}
+	defer srv.stop(e)
+	ctrl, tmp := filepath.Join(dir, "control"), filepath.Join(dir, "tmp")
+	for _, d := range []string{ctrl, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	undo := setEnv("AWS_ENDPOINT_URL", "http://"+srv.addr, "AWS_REGION", s3Region,
+		"AWS_ACCESS_KEY_ID", s3AccessKey, "AWS_SECRET_ACCESS_KEY", s3SecretKey,
+		"TMPDIR", tmp, "WEIR_LOCAL_RECOVERY", "true")
+	c, err := e.Cluster("rs", harness.Config{TaskManagers: 2, Slots: 2, ExtraJM: []string{"--checkpoint-dir", "s3://" + s3Bucket + "/rs"}})
+	undo()
+	if err != nil {
+		return err
+	}
+	defer e.StopCluster(c)
+	var gen int64
+	s := &s3Side{e: e, name: "rescale", c: c, dir: ctrl, gen: &gen, extra: []int{srv.proc.Pid()}, bench: "RS"}
+	if s.job, err = c.Submit(e.Ctx, rsSpec("rs", keys, ctrl, 2, "")); err != nil {
+		return err
+	}
+	if err := c.WaitRunning(e.Ctx, s.job, 10*time.Minute); err != nil {
+		return err
+	}
+	t := time.Now()
+	if err := s.load(keys); err != nil {
+		return err
+	}
+	e.Logf("RS: loaded %d keys × %d B in %.1f s", keys, s3ValueBytes, time.Since(t).Seconds())
+	if err := s.idle("the first checkpoint"); err != nil {
+		return err
+	}
+	if _, err := s.checkpoint(false); err != nil {
+		return fmt.Errorf("first checkpoint: %w", err)
+	}
+	var live, stopped []rsRun
+	p := int32(2)
+	step := func(how string, stop bool) error {
+		if err := s.update(changed); err != nil {
+			return err
+		}
+		if err := s.idle("the " + how); err != nil {
+			return err
+		}
+		to := 6 - p // 2 ↔ 4
+		var r rsRun
+		var err error
+		if stop {
+			r, err = rsStopAndResume(s, srv, keys, p, to)
+		} else {
+			r, err = rsRescale(s, srv, p, to)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %d → %d: %w", how, p, to, err)
+		}
+		e.Logf("RS %s %d → %d: checkpoint %.0f ms, all running %.0f ms after the request; state %.1f MB, %.1f MB changed subtask, %.1f MB changed TaskManager; versitygw sent %.1f MB; log local %.1f MB / downloaded %.1f MB",
+			how, p, to, s1Millis(r.Checkpoint), s1Millis(r.Running), float64(r.State)/mb, float64(r.NewSubtask)/mb, float64(r.NewTaskManager)/mb,
+			float64(r.Served)/mb, float64(r.LocalBytes)/mb, float64(r.DownloadedBytes)/mb)
+		if stop {
+			stopped = append(stopped, r)
+		} else {
+			live = append(live, r)
+		}
+		p = to
+		return nil
+	}
+	for range rounds {
+		for range 2 {
+			if err := step("rescale", false); err != nil {
+				return err
+			}
+		}
+	}
+	for range stops {
+		for range 2 {
+			if err := step("stop-with-savepoint-and-resume", true); err != nil {
+				return err
+			}
+		}
+	}
+	if err := c.Cancel(e.Ctx, s.job); err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
+
+	ms := func(d time.Duration) float64 { return s1Millis(d) }
+	col := func(rs []rsRun, from int32, f func(rsRun) float64) []float64 {
+		var out []float64
+		for _, r := range rs {
+			if r.From == from {
+				out = append(out, f(r))
+			}
+		}
+		return out
+	}
+	for _, from := range []int32{2, 4} {
+		to := 6 - from
+		base := b.Add(fmt.Sprintf("stop-with-savepoint-and-resume %d → %d: request → all subtasks running restored", from, to), "ms", false,
+			col(stopped, from, func(r rsRun) float64 { return ms(r.Running) }))
+		base.With("request → savepoint taken, ms (median)", median(col(stopped, from, func(r rsRun) float64 { return ms(r.Checkpoint) })))
+		pt := b.Add(fmt.Sprintf("rescale %d → %d: request → all subtasks running restored", from, to), "ms", false,
+			col(live, from, func(r rsRun) float64 { return ms(r.Running) }))
+		pt.Against("stop-with-savepoint-and-resume (same run)", base.Median, "ms")
+		b.Add("  request → the rescale's checkpoint completed", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Checkpoint) }))
+		d := b.Add("  bytes downloaded from S3 (versitygw's write(2) bytes)", "MB", false, col(live, from, func(r rsRun) float64 { return float64(r.Served) / mb }))
+		d.With("state of the stateful vertex, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.State) / mb })))
+		d.With("of it, key groups that changed subtask, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.NewSubtask) / mb })))
+		d.With("of it, key groups that changed TaskManager, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.NewTaskManager) / mb })))
+		d.With("log: local_bytes MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.LocalBytes) / mb })))
+		d.With("log: downloaded_bytes MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.DownloadedBytes) / mb })))
+		b.Add("  downloaded ÷ state that changed subtask", "×", false, col(live, from, func(r rsRun) float64 {
+			return float64(r.Served) / float64(max(1, r.NewSubtask))
+		}))
+	}
+	b.Note("%d MiB of keyed Pebble state (incremental backend; %d keys × %d B random values), job state-load-source (p=2) → hash → random-state (p=2 ↔ 4) on 2 TaskManagers × 2 slots with --local-recovery; checkpoints to s3://%s/rs on versitygw (posix backend) on loopback, its data in the work directory (same disk)", total>>20, keys, s3ValueBytes, s3Bucket)
+	b.Note("%d rescales each way (RescaleJob), then %d stop-with-savepoint-and-resume each way (StopWithSavepoint, then the same spec at the new parallelism submitted with restore-from the savepoint); before each, %d keys (1%%) rewritten and the daemons idle after sync(2); restore progress polled with GetJob every 2 ms; a subtask reports RUNNING once its state is restored", rounds, stops, changed)
+	b.Note("state that changed subtask / TaskManager: each old stateful subtask's state size in the checkpoint restored, spread evenly over its key groups, counted for the key groups whose new subtask has another index / runs on another TaskManager; bytes downloaded are what versitygw wrote to its sockets (/proc/<pid>/io wchar) from the request until all subtasks ran")
+	return nil
+}
+
+// rsRescale rescales the state vertex from → to and measures it.
+func rsRescale(s *s3Side, srv *s3Server, from, to int32) (rsRun, error) {
+	e, c := s.e, s.c
+	r := rsRun{From: from, To: to}
+	old, err := c.Job(e.Ctx, s.job)
+	if err != nil {
+		return r, err
+	}
+	watch := rsWatchLogs(c)
+	served0 := procIO(srv.proc.Pid(), "wchar")
+	t0 := time.Now()
+	resp, err := c.Client.RescaleJob(e.Ctx, &weirv1.RescaleJobRequest{JobId: s.job, Parallelism: map[string]int32{"state": to}})
+	if err != nil {
+		return r, err
+	}
+	r.Checkpoint = time.Since(t0)
+	j, err := rsWaitNewAttempts(s, old, t0)
+	if err != nil {
+		return r, err
+	}
+	r.Running = time.Since(t0)
+	r.Served = procIO(srv.proc.Pid(), "wchar") - served0
+	r.LocalBytes, r.DownloadedBytes = watch()
+	return r, rsMoved(s, &r, resp.GetCheckpointId(), old, j)
+}
+
+// rsStopAndResume stops the job with a savepoint and submits it again from
+// the savepoint with the state vertex at parallelism to.
+func rsStopAndResume(s *s3Side, srv *s3Server, keys int64, from, to int32) (rsRun, error) {
+	e, c := s.e, s.c
+	r := rsRun{From: from, To: to}
+	served0 := procIO(srv.proc.Pid(), "wchar")
+	t0 := time.Now()
+	sp, err := c.Client.StopWithSavepoint(e.Ctx, &weirv1.StopWithSavepointRequest{JobId: s.job, TargetDirectory: "s3://" + s3Bucket + "/rs-savepoints"})
+	if err != nil {
+		return r, err
+	}
+	r.Checkpoint = time.Since(t0)
+	id, err := c.Submit(e.Ctx, rsSpec("rs", keys, s.dir, to, sp.GetExternalPath()))
+	if err != nil {
+		return r, err
+	}
+	s.job = id
+	if err := c.WaitRunning(e.Ctx, id, 10*time.Minute); err != nil {
+		return r, err
+	}
+	r.Running = time.Since(t0)
+	r.Served = procIO(srv.proc.Pid(), "wchar") - served0
+	return r, nil
+}
+
+// rsWaitNewAttempts polls the job until every subtask runs in an attempt
+// newer than any in old.
+func rsWaitNewAttempts(s *s3Side, old *weirv1.JobInfo, t0 time.Time) (*weirv1.JobInfo, error) {
+	was := int32(-1)
+	for _, v := range old.GetVertices() {
+		for _, st := range v.GetSubtasks() {
+			was = max(was, st.GetAttempt())
+		}
+	}
+	var out *weirv1.JobInfo
+	err := harness.Poll(s.e.Ctx, 10*time.Minute, 2*time.Millisecond, "the rescaled job running", func() (bool, error) {
+		j, err := s.c.Job(s.e.Ctx, s.job)
+		if err != nil {
+			return false, err
+		}
+		switch j.GetState() {
+		case weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED, weirv1.JobState_JOB_STATE_FINISHED:
+			return false, fmt.Errorf("job %s: %s", j.GetState(), j.GetFailureCause())
+		}
+		if j.GetState() != weirv1.JobState_JOB_STATE_RUNNING {
+			return false, nil
+		}
+		for _, v := range j.GetVertices() {
+			for _, st := range v.GetSubtasks() {
+				if st.GetAttempt() <= was || st.GetState() != weirv1.ExecutionState_EXECUTION_STATE_RUNNING {
+					return false, nil
+				}
+			}
+		}
+		out = j
+		return true, nil
+	})
+	return out, err
+}
+
+// rsMoved fills in how much of the checkpoint's state changed subtask and
+// TaskManager between the attempts of old and of now.
+func rsMoved(s *s3Side, r *rsRun, checkpoint int64, old, now *weirv1.JobInfo) error {
+	g, err := s.c.Client.GetCheckpoint(s.e.Ctx, &weirv1.GetCheckpointRequest{JobId: s.job, CheckpointId: checkpoint})
+	if err != nil {
+		return err
+	}
+	tms := func(j *weirv1.JobInfo) map[int32]string {
+		out := map[int32]string{}
+		for _, v := range j.GetVertices() {
+			if v.GetName() == "state" {
+				for _, st := range v.GetSubtasks() {
+					out[st.GetIndex()] = st.GetTaskmanagerId()
+				}
+			}
+		}
+		return out
+	}
+	before, after := tms(old), tms(now)
+	maxP := jobgraph.DefaultMaxParallelism // rsSpec sets none
+	for _, st := range g.GetSubtasks() {
+		if st.GetVertex() != "state" {
+			continue
+		}
+		r.State += st.GetStateSize()
+		was := keygroup.RangeFor(maxP, int(r.From), int(st.GetSubtaskIndex()))
+		per := float64(st.GetStateSize()) / float64(was.End-was.Start+1)
+		for kg := was.Start; kg <= was.End; kg++ {
+			i := int32(keygroup.OperatorIndex(kg, maxP, int(r.To)))
+			if i != st.GetSubtaskIndex() {
+				r.NewSubtask += int64(per)
+			}
+			if after[i] != before[st.GetSubtaskIndex()] {
+				r.NewTaskManager += int64(per)
+			}
+		}
+	}
+	return nil
+}
+
+// rsWatchLogs notes where the TaskManagers' logs end; the function it
+// returns sums the local_bytes and downloaded_bytes of the "restored from
+// the local copy" lines written since.
+func rsWatchLogs(c *harness.Cluster) func() (local, downloaded int64) {
+	tms := c.LiveTMs()
+	off := make([]int64, len(tms))
+	for i, t := range tms {
+		if fi, err := os.Stat(t.Log); err == nil {
+			off[i] = fi.Size()
+		}
+	}
+	return func() (local, downloaded int64) {
+		for i, t := range tms {
+			f, err := os.Open(t.Log)
+			if err != nil {
+				continue
+			}
+			_, _ = f.Seek(off[i], io.SeekStart)
+			b, _ := io.ReadAll(f)
+			f.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				if !strings.Contains(line, "restored from the local copy") {
+					continue
+				}
+				if m := r1LocalBytes.FindStringSubmatch(line); m != nil {
+					n, _ := strconv.ParseInt(m[1], 10, 64)
+					local += n
+				}
+				if m := r1DownloadedBytes.FindStringSubmatch(line); m != nil {
+					n, _ := strconv.ParseInt(m[1], 10, 64)
+					downloaded += n
+				}
+			}
+		}
+		return local, downloaded
+	}
+}
