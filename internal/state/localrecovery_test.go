@@ -3,8 +3,8 @@ package state
 import (
 	"fmt"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 

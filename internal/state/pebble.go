@@ -135,8 +135,18 @@ func OpenPebble(cfg Config) (*Pebble, error) {
 // memtable first. (A failed WAL write would also make Pebble panic while
 // it holds its commit lock.)
 func openDB(fs vfs.FS, dir string, h *health) (*pebble.DB, error) {
+	return openStore(fs, dir, h, false)
+}
+
+// openSnapshot opens a copy of a snapshot to read: read-only, so that it
+// runs no compaction, which would compete with the restore that reads it.
+func openSnapshot(fs vfs.FS, dir string, h *health) (*pebble.DB, error) {
+	return openStore(fs, dir, h, true)
+}
+
+func openStore(fs vfs.FS, dir string, h *health, readOnly bool) (*pebble.DB, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
-		FS: fs, DisableWAL: true, MemTableSize: 8 << 20,
+		FS: fs, DisableWAL: true, MemTableSize: 8 << 20, ReadOnly: readOnly,
 		Logger:        pebbleLogger{h},
 		EventListener: &pebble.EventListener{BackgroundError: h.background},
 	})

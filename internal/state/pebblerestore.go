@@ -1,6 +1,8 @@
 package state
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/keygroup"
@@ -40,7 +46,7 @@ func readNative(r *restorer, log *slog.Logger, st *weirv1.SubtaskState, tmpDir s
 		return err
 	}
 	h := newHealth(log)
-	db, err := openDB(r.fs, tmp, h)
+	db, err := openSnapshot(r.fs, tmp, h)
 	if err != nil {
 		return err
 	}
@@ -90,6 +96,12 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 			continue // restored already, or owns none of our key groups
 		}
 		r.local = p.localCopy(st)
+		if isNative(st) {
+			if err := p.ingestNative(r, st); err != nil {
+				return err
+			}
+			continue
+		}
 		b := p.db.NewBatch()
 		var buf []byte
 		err := readKeyed(r, p.log, st, p.cfg.MaxParallelism, p.dir, kgs.Contains, func(e entry) error {
@@ -117,9 +129,13 @@ func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) 
 			return fmt.Errorf("state: restore into pebble: %w", err)
 		}
 	}
-	if r.localBytes > 0 {
+	switch {
+	case r.localBytes > 0:
 		p.log.Info("restored from the local copy", "checkpoint_id", p.cfg.RestoredCheckpointID,
 			"local_bytes", r.localBytes, "downloaded_bytes", r.remoteBytes)
+	case r.remoteBytes > 0:
+		p.log.Info("restored from checkpoint storage", "checkpoint_id", p.cfg.RestoredCheckpointID,
+			"downloaded_bytes", r.remoteBytes)
 	}
 	return restoreOperator(r, p.lists, prev, subtask, parallelism)
 }
@@ -134,6 +150,107 @@ func (p *Pebble) localCopy(st *weirv1.SubtaskState) func(*weirv1.StateHandle) (s
 	id, l := p.cfg.RestoredCheckpointID, p.recovery.of(st.GetVertex(), st.GetSubtaskIndex())
 	return func(h *weirv1.StateHandle) (string, bool) { return l.find(id, h) }
 }
+
+// ingestNative copies what native snapshot st holds in this subtask's
+// key groups into the store: its keys as they are (the TTL index with
+// them), written as new SST files that the store ingests whole. They
+// overlap nothing it holds (st's key groups are no other state's), so
+// they go to the bottom level with no memtable, flush or compaction on
+// the way: a scale-in's merge costs one pass over the data it moves.
+func (p *Pebble) ingestNative(r *restorer, st *weirv1.SubtaskState) error {
+	tmp, err := os.MkdirTemp(p.dir, restoreDirPrefix)
+	if err != nil {
+		return fmt.Errorf("state: restore: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	dbDir := filepath.Join(tmp, "db")
+	if err := r.download(st, dbDir); err != nil {
+		return err
+	}
+	h := newHealth(p.log)
+	src, err := openSnapshot(r.fs, dbDir, h)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	kgs := p.cfg.KeyGroups
+	it, err := src.NewIter(&pebble.IterOptions{LowerBound: kgPrefix(kgs.Start), UpperBound: kgPrefix(kgs.End + 1)})
+	if err != nil {
+		return fmt.Errorf("state: restore: %w", err)
+	}
+	var files []string
+	var w *sstable.Writer
+	var size int // what w holds, uncompressed
+	finish := func() error {
+		if w == nil {
+			return nil
+		}
+		err := w.Close()
+		w = nil
+		return err
+	}
+	wo := sstableOptions(p.db)
+	for valid := it.First(); valid && err == nil; valid = it.Next() {
+		if w != nil && size >= ingestFileSize {
+			err = finish()
+		}
+		if err == nil && w == nil {
+			var f vfs.File
+			name := filepath.Join(tmp, fmt.Sprintf("ingest-%06d.sst", len(files)))
+			if f, err = r.fs.Create(name, vfs.WriteCategoryUnspecified); err == nil {
+				files = append(files, name)
+				w, size = sstable.NewWriter(&unsyncedWritable{f: f, w: bufio.NewWriterSize(f, 1<<20)}, wo), 0
+			}
+		}
+		if err == nil {
+			err = w.Set(it.Key(), it.Value())
+			size += len(it.Key()) + len(it.Value())
+		}
+	}
+	err = errors.Join(err, it.Error(), it.Close(), finish(), h.err())
+	if err == nil && len(files) > 0 {
+		err = p.db.Ingest(context.Background(), files)
+	}
+	if err != nil {
+		return fmt.Errorf("state: restore into pebble: ingest %s subtask %d: %w", st.GetVertex(), st.GetSubtaskIndex(), err)
+	}
+	return p.health.err()
+}
+
+// unsyncedWritable writes a file to ingest without syncing it: the store
+// keeps no WAL and is never reopened from local files (a restart restores
+// from a checkpoint), so nothing it holds needs to be durable.
+type unsyncedWritable struct {
+	f vfs.File
+	w *bufio.Writer
+}
+
+func (u *unsyncedWritable) Write(p []byte) error {
+	_, err := u.w.Write(p)
+	return err
+}
+
+func (u *unsyncedWritable) Finish() error { return errors.Join(u.w.Flush(), u.f.Close()) }
+
+func (u *unsyncedWritable) Abort() { u.f.Close() }
+
+// ingestFileSize bounds the files ingestNative writes, as compactions
+// bound theirs.
+const ingestFileSize = 64 << 20
+
+// sstableOptions are what files to ingest into db are written with: its
+// newest table format, default block and compression settings.
+func sstableOptions(db *pebble.DB) sstable.WriterOptions {
+	o := &pebble.Options{}
+	o.EnsureDefaults()
+	wo := o.MakeWriterOptions(numLevels-1, db.FormatMajorVersion().MaxTableFormat())
+	wo.BlockSize = 32 << 10
+	return wo
+}
+
+// numLevels is Pebble's LSM depth: ingested files that overlap nothing
+// land in the last level.
+const numLevels = 7
 
 // largestOverlap is the native snapshot among prev holding most of kgs,
 // nil if none holds any.

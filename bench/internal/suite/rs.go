@@ -23,13 +23,14 @@ import (
 // in Flink without the adaptive scheduler).
 //
 // S3's job, state-load-source (p=2) → hash → random-state (p=2 or 4).
-// Each round rewrites 1% of the keys, waits for the daemons to be idle,
+// Each round rewrites 1% of the keys, takes an incremental checkpoint,
+// waits for the daemons to be idle,
 // then asks for the rescale (RescaleJob: a checkpoint, then every subtask
 // redeployed at the new shape from it). Measured from the request: the
 // rescale's checkpoint completed (RescaleJob returned), every subtask
 // RUNNING in its new attempt (a subtask reports RUNNING once its state is
-// restored). During it: what versitygw sent (its write(2) bytes), the
-// "restored from the local copy" log lines, and how much of the state
+// restored). During it: the restores' log lines (bytes read from local
+// copies and downloaded), the storage gets, and how much of the state
 // changed subtask and TaskManager (each old subtask's state size in the
 // rescale's checkpoint, spread evenly over its key groups; the new
 // subtasks' TaskManagers from GetJob).
@@ -60,7 +61,10 @@ type rsRun struct {
 	From, To        int32
 	Checkpoint      time.Duration // request → the rescale's checkpoint completed (or the savepoint taken)
 	Running         time.Duration // request → every subtask running restored
-	Served          int64         // versitygw's write(2) bytes
+	Deployed        time.Duration // request → every subtask in a new attempt
+	Source          time.Duration // request → a new source subtask running (no keyed state to restore)
+	Gets            float64       // the TaskManagers' storage get requests
+	Placement       string        // the state vertex's subtasks' TaskManagers, before → after
 	LocalBytes      int64         // the restores' log lines
 	DownloadedBytes int64
 	State           int64 // the state vertex's state in the checkpoint restored
@@ -131,8 +135,17 @@ func runRS(e *Env, b *Bench) error {
 	}
 	var live, stopped []rsRun
 	p := int32(2)
-	step := func(how string, stop bool) error {
+	step := func(how string, stop, warm bool) error {
 		if err := s.update(changed); err != nil {
+			return err
+		}
+		// A periodic checkpoint's place: the rescale's own then uploads
+		// only what changed since, not what the last rescale's restore
+		// ingested.
+		if err := s.idle("the checkpoint"); err != nil {
+			return err
+		}
+		if _, err := s.checkpoint(false); err != nil {
 			return err
 		}
 		if err := s.idle("the " + how); err != nil {
@@ -142,16 +155,20 @@ func runRS(e *Env, b *Bench) error {
 		var r rsRun
 		var err error
 		if stop {
-			r, err = rsStopAndResume(s, srv, keys, p, to)
+			r, err = rsStopAndResume(s, keys, p, to)
 		} else {
-			r, err = rsRescale(s, srv, p, to)
+			r, err = rsRescale(s, p, to)
 		}
 		if err != nil {
 			return fmt.Errorf("%s %d → %d: %w", how, p, to, err)
 		}
-		e.Logf("RS %s %d → %d: checkpoint %.0f ms, all running %.0f ms after the request; state %.1f MB, %.1f MB changed subtask, %.1f MB changed TaskManager; versitygw sent %.1f MB; log local %.1f MB / downloaded %.1f MB",
-			how, p, to, s1Millis(r.Checkpoint), s1Millis(r.Running), float64(r.State)/mb, float64(r.NewSubtask)/mb, float64(r.NewTaskManager)/mb,
-			float64(r.Served)/mb, float64(r.LocalBytes)/mb, float64(r.DownloadedBytes)/mb)
+		e.Logf("RS %s %d → %d: checkpoint %.0f ms, all deployed %.0f ms, a source running %.0f ms, all running %.0f ms after the request; state %.1f MB, %.1f MB changed subtask, %.1f MB changed TaskManager; restores: local %.1f MB, downloaded %.1f MB, %.0f storage gets; state subtasks %s",
+			how, p, to, s1Millis(r.Checkpoint), s1Millis(r.Deployed), s1Millis(r.Source), s1Millis(r.Running), float64(r.State)/mb, float64(r.NewSubtask)/mb, float64(r.NewTaskManager)/mb,
+			float64(r.LocalBytes)/mb, float64(r.DownloadedBytes)/mb, r.Gets, r.Placement)
+		if warm {
+			p = to
+			return nil
+		}
 		if stop {
 			stopped = append(stopped, r)
 		} else {
@@ -160,16 +177,23 @@ func runRS(e *Env, b *Bench) error {
 		p = to
 		return nil
 	}
+	// The first deployment spreads nothing by state; one round trip,
+	// not measured, puts the subtasks where a rescale keeps them.
+	for range 2 {
+		if err := step("warm-up rescale", false, true); err != nil {
+			return err
+		}
+	}
 	for range rounds {
 		for range 2 {
-			if err := step("rescale", false); err != nil {
+			if err := step("rescale", false, false); err != nil {
 				return err
 			}
 		}
 	}
 	for range stops {
 		for range 2 {
-			if err := step("stop-with-savepoint-and-resume", true); err != nil {
+			if err := step("stop-with-savepoint-and-resume", true, false); err != nil {
 				return err
 			}
 		}
@@ -197,24 +221,26 @@ func runRS(e *Env, b *Bench) error {
 			col(live, from, func(r rsRun) float64 { return ms(r.Running) }))
 		pt.Against("stop-with-savepoint-and-resume (same run)", base.Median, "ms")
 		b.Add("  request → the rescale's checkpoint completed", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Checkpoint) }))
-		d := b.Add("  bytes downloaded from S3 (versitygw's write(2) bytes)", "MB", false, col(live, from, func(r rsRun) float64 { return float64(r.Served) / mb }))
+		b.Add("  request → every subtask deployed in its new attempt", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Deployed) }))
+		b.Add("  request → a source subtask running (no keyed state)", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Source) }))
+		d := b.Add("  bytes downloaded by the restores", "MB", false, col(live, from, func(r rsRun) float64 { return float64(r.DownloadedBytes) / mb }))
+		d.With("read from local copies, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.LocalBytes) / mb })))
+		d.With("TaskManagers' storage gets (median)", median(col(live, from, func(r rsRun) float64 { return r.Gets })))
 		d.With("state of the stateful vertex, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.State) / mb })))
 		d.With("of it, key groups that changed subtask, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.NewSubtask) / mb })))
 		d.With("of it, key groups that changed TaskManager, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.NewTaskManager) / mb })))
-		d.With("log: local_bytes MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.LocalBytes) / mb })))
-		d.With("log: downloaded_bytes MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.DownloadedBytes) / mb })))
 		b.Add("  downloaded ÷ state that changed subtask", "×", false, col(live, from, func(r rsRun) float64 {
-			return float64(r.Served) / float64(max(1, r.NewSubtask))
+			return float64(r.DownloadedBytes) / float64(max(1, r.NewSubtask))
 		}))
 	}
 	b.Note("%d MiB of keyed Pebble state (incremental backend; %d keys × %d B random values), job state-load-source (p=2) → hash → random-state (p=2 ↔ 4) on 2 TaskManagers × 2 slots with --local-recovery; checkpoints to s3://%s/rs on versitygw (posix backend) on loopback, its data in the work directory (same disk)", total>>20, keys, s3ValueBytes, s3Bucket)
-	b.Note("%d rescales each way (RescaleJob), then %d stop-with-savepoint-and-resume each way (StopWithSavepoint, then the same spec at the new parallelism submitted with restore-from the savepoint); before each, %d keys (1%%) rewritten and the daemons idle after sync(2); restore progress polled with GetJob every 2 ms; a subtask reports RUNNING once its state is restored", rounds, stops, changed)
-	b.Note("state that changed subtask / TaskManager: each old stateful subtask's state size in the checkpoint restored, spread evenly over its key groups, counted for the key groups whose new subtask has another index / runs on another TaskManager; bytes downloaded are what versitygw wrote to its sockets (/proc/<pid>/io wchar) from the request until all subtasks ran")
+	b.Note("%d rescales each way (RescaleJob), then %d stop-with-savepoint-and-resume each way (StopWithSavepoint, then the same spec at the new parallelism submitted with restore-from the savepoint); before each, %d keys (1%%) rewritten, an incremental checkpoint (in a periodic checkpoint's place), and the daemons idle after sync(2); restore progress polled with GetJob every 2 ms; a subtask reports RUNNING once its state is restored", rounds, stops, changed)
+	b.Note("state that changed subtask / TaskManager: each old stateful subtask's state size in the checkpoint restored, spread evenly over its key groups, counted for the key groups whose new subtask has another index / runs on another TaskManager; bytes downloaded and read locally are the TaskManagers' restore log lines (downloaded_bytes, local_bytes); one unmeasured round trip 2 → 4 → 2 first, so that the first deployment's placement (which knows no state) does not count")
 	return nil
 }
 
 // rsRescale rescales the state vertex from → to and measures it.
-func rsRescale(s *s3Side, srv *s3Server, from, to int32) (rsRun, error) {
+func rsRescale(s *s3Side, from, to int32) (rsRun, error) {
 	e, c := s.e, s.c
 	r := rsRun{From: from, To: to}
 	old, err := c.Job(e.Ctx, s.job)
@@ -222,31 +248,38 @@ func rsRescale(s *s3Side, srv *s3Server, from, to int32) (rsRun, error) {
 		return r, err
 	}
 	watch := rsWatchLogs(c)
-	served0 := procIO(srv.proc.Pid(), "wchar")
+	m0, err := c.ScrapeTMs(e.Ctx)
+	if err != nil {
+		return r, err
+	}
 	t0 := time.Now()
 	resp, err := c.Client.RescaleJob(e.Ctx, &weirv1.RescaleJobRequest{JobId: s.job, Parallelism: map[string]int32{"state": to}})
 	if err != nil {
 		return r, err
 	}
 	r.Checkpoint = time.Since(t0)
-	j, err := rsWaitNewAttempts(s, old, t0)
+	j, err := rsWaitNewAttempts(s, &r, old, t0)
 	if err != nil {
 		return r, err
 	}
 	r.Running = time.Since(t0)
-	r.Served = procIO(srv.proc.Pid(), "wchar") - served0
 	r.LocalBytes, r.DownloadedBytes = watch()
+	m1, err := c.ScrapeTMs(e.Ctx)
+	if err != nil {
+		return r, err
+	}
+	get := map[string]string{"op": "get"}
+	r.Gets = m1.Sum("weir_storage_requests_total", get) - m0.Sum("weir_storage_requests_total", get)
 	return r, rsMoved(s, &r, resp.GetCheckpointId(), old, j)
 }
 
 // rsStopAndResume stops the job with a savepoint and submits it again from
 // the savepoint with the state vertex at parallelism to.
-func rsStopAndResume(s *s3Side, srv *s3Server, keys int64, from, to int32) (rsRun, error) {
+func rsStopAndResume(s *s3Side, keys int64, from, to int32) (rsRun, error) {
 	e, c := s.e, s.c
 	r := rsRun{From: from, To: to}
-	served0 := procIO(srv.proc.Pid(), "wchar")
 	t0 := time.Now()
-	sp, err := c.Client.StopWithSavepoint(e.Ctx, &weirv1.StopWithSavepointRequest{JobId: s.job, TargetDirectory: "s3://" + s3Bucket + "/rs-savepoints"})
+	sp, err := c.Client.StopWithSavepoint(e.Ctx, &weirv1.StopWithSavepointRequest{JobId: s.job})
 	if err != nil {
 		return r, err
 	}
@@ -260,13 +293,13 @@ func rsStopAndResume(s *s3Side, srv *s3Server, keys int64, from, to int32) (rsRu
 		return r, err
 	}
 	r.Running = time.Since(t0)
-	r.Served = procIO(srv.proc.Pid(), "wchar") - served0
 	return r, nil
 }
 
 // rsWaitNewAttempts polls the job until every subtask runs in an attempt
-// newer than any in old.
-func rsWaitNewAttempts(s *s3Side, old *weirv1.JobInfo, t0 time.Time) (*weirv1.JobInfo, error) {
+// newer than any in old, noting in r when they were all deployed and
+// when the first source ran.
+func rsWaitNewAttempts(s *s3Side, r *rsRun, old *weirv1.JobInfo, t0 time.Time) (*weirv1.JobInfo, error) {
 	was := int32(-1)
 	for _, v := range old.GetVertices() {
 		for _, st := range v.GetSubtasks() {
@@ -283,15 +316,25 @@ func rsWaitNewAttempts(s *s3Side, old *weirv1.JobInfo, t0 time.Time) (*weirv1.Jo
 		case weirv1.JobState_JOB_STATE_FAILED, weirv1.JobState_JOB_STATE_CANCELED, weirv1.JobState_JOB_STATE_FINISHED:
 			return false, fmt.Errorf("job %s: %s", j.GetState(), j.GetFailureCause())
 		}
-		if j.GetState() != weirv1.JobState_JOB_STATE_RUNNING {
-			return false, nil
-		}
+		now := time.Since(t0)
+		deployed, running := true, true
 		for _, v := range j.GetVertices() {
 			for _, st := range v.GetSubtasks() {
+				if st.GetAttempt() <= was {
+					deployed = false
+				}
 				if st.GetAttempt() <= was || st.GetState() != weirv1.ExecutionState_EXECUTION_STATE_RUNNING {
-					return false, nil
+					running = false
+				} else if v.GetName() == "source" && r.Source == 0 {
+					r.Source = now
 				}
 			}
+		}
+		if deployed && r.Deployed == 0 {
+			r.Deployed = now
+		}
+		if !running || j.GetState() != weirv1.JobState_JOB_STATE_RUNNING {
+			return false, nil
 		}
 		out = j
 		return true, nil
@@ -318,6 +361,7 @@ func rsMoved(s *s3Side, r *rsRun, checkpoint int64, old, now *weirv1.JobInfo) er
 		return out
 	}
 	before, after := tms(old), tms(now)
+	r.Placement = fmt.Sprintf("%v → %v", before, after)
 	maxP := jobgraph.DefaultMaxParallelism // rsSpec sets none
 	for _, st := range g.GetSubtasks() {
 		if st.GetVertex() != "state" {
@@ -340,8 +384,8 @@ func rsMoved(s *s3Side, r *rsRun, checkpoint int64, old, now *weirv1.JobInfo) er
 }
 
 // rsWatchLogs notes where the TaskManagers' logs end; the function it
-// returns sums the local_bytes and downloaded_bytes of the "restored from
-// the local copy" lines written since.
+// returns sums the local_bytes and downloaded_bytes of the restores' log
+// lines written since.
 func rsWatchLogs(c *harness.Cluster) func() (local, downloaded int64) {
 	tms := c.LiveTMs()
 	off := make([]int64, len(tms))
@@ -360,7 +404,7 @@ func rsWatchLogs(c *harness.Cluster) func() (local, downloaded int64) {
 			b, _ := io.ReadAll(f)
 			f.Close()
 			for _, line := range strings.Split(string(b), "\n") {
-				if !strings.Contains(line, "restored from the local copy") {
+				if !strings.Contains(line, "restored from the local copy") && !strings.Contains(line, "restored from checkpoint storage") {
 					continue
 				}
 				if m := r1LocalBytes.FindStringSubmatch(line); m != nil {
