@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -294,6 +295,71 @@ func TestLocalRecoveryOnS3(t *testing.T) {
 	}
 	if local == 0 {
 		t.Fatal("no subtask restored from its local copy")
+	}
+	lines, err := check.ReadCommitted(filepath.Join(c.dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.RunningSum(lines, count, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRescaleRestoresLocally: with --local-recovery, a job rescaled 2 → 4
+// → 2 on the same two TaskManagers restores every keyed subtask from the
+// TaskManagers' local copies (each new slot placed where most of its key
+// groups were, a scale-in ingesting the other copy's key groups) and
+// downloads nothing from the bucket, and its output is exactly once.
+func TestRescaleRestoresLocally(t *testing.T) {
+	const count, keys = 30000, 2000
+	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
+	c.useS3()
+	c.tmArgs = []string{"--local-recovery"}
+	startClusterProcs(c, 2, "taskmanager")
+	id := c.submit(s3Job(t, c, count, keys))
+	tms := append([]*process(nil), c.procs[1:3]...)
+	var restores []string
+	for _, p := range []string{"4", "2"} {
+		n, err := c.checkpointsCompleted(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(time.Minute, "two more checkpoints", func() (bool, error) {
+			m, err := c.checkpointsCompleted(id)
+			return m >= n+2, err
+		})
+		if _, err := c.weir("job", "rescale", id, "--parallelism", "sum="+p, "--parallelism", "sink="+p); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := strconv.Atoi(p)
+		c.waitFor(time.Minute, "every sum subtask restored at parallelism "+p, func() (bool, error) {
+			restores = restores[:0]
+			for _, tm := range tms {
+				b, err := os.ReadFile(tm.Log)
+				if err != nil {
+					return false, err
+				}
+				for _, line := range strings.Split(string(b), "\n") {
+					if strings.Contains(line, "task=sum") && strings.Contains(line, "restored from") {
+						restores = append(restores, line)
+					}
+				}
+			}
+			return len(restores) >= want, nil
+		})
+	}
+	job := c.waitJob(id, 3*time.Minute)
+	if job.State != "FINISHED" {
+		t.Fatalf("job ended %s: %s", job.State, job.FailureCause)
+	}
+	if len(restores) != 6 {
+		t.Errorf("%d restores of sum subtasks logged, want 4 then 2", len(restores))
+	}
+	for _, line := range restores {
+		if !strings.Contains(line, "restored from the local copy") || !strings.Contains(line, "downloaded_bytes=0") {
+			t.Errorf("a rescaled subtask downloaded state: %s", line)
+		}
+		t.Logf("%s", line[strings.Index(line, "restored"):])
 	}
 	lines, err := check.ReadCommitted(filepath.Join(c.dir, "out"))
 	if err != nil {

@@ -145,11 +145,18 @@ func openSnapshot(fs vfs.FS, dir string, h *health) (*pebble.DB, error) {
 }
 
 func openStore(fs vfs.FS, dir string, h *health, readOnly bool) (*pebble.DB, error) {
-	db, err := pebble.Open(dir, &pebble.Options{
+	opts := &pebble.Options{
 		FS: fs, DisableWAL: true, MemTableSize: 8 << 20, ReadOnly: readOnly,
 		Logger:        pebbleLogger{h},
 		EventListener: &pebble.EventListener{BackgroundError: h.background},
-	})
+	}
+	if !readOnly {
+		// Virtual files, for clipping a restored store (Pebble.clip); a
+		// store written in an older format moves to it when opened. A
+		// copy opened to read keeps whatever format it has.
+		opts.FormatMajorVersion = pebble.FormatVirtualSSTables
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("state: open pebble %s: %w", dir, err)
 	}

@@ -273,11 +273,14 @@ func overlap(r *weirv1.KeyGroupRange, kgs keygroup.Range) int {
 	return max(0, min(int(r.GetEnd()), kgs.End)-max(int(r.GetStart()), kgs.Start)+1)
 }
 
-// clip deletes what the store opened from st holds outside this
-// subtask's key groups: range deletions, which cost no rewrite; the
-// compactions drop the data later (whole files at once, where a deletion
-// covers them). Left in, a later restore that takes this subtask's
-// snapshot as its base would see key groups another subtask owns now.
+// clip removes what the store opened from st holds outside this
+// subtask's key groups by excising it: the files that straddle the cut
+// become virtual files over the part kept, sharing the file on disk, so
+// nothing is rewritten now and no compaction must rewrite it later (range
+// deletions would make compactions rewrite, and the next checkpoint
+// upload, the whole store). Left in, a later restore that takes this
+// subtask's snapshot as its base would see key groups another subtask
+// owns now.
 func (p *Pebble) clip(st *weirv1.SubtaskState) error {
 	kgs, r := p.cfg.KeyGroups, st.GetKeyGroups()
 	var spans [][2][]byte
@@ -288,7 +291,7 @@ func (p *Pebble) clip(st *weirv1.SubtaskState) error {
 		spans = append(spans, [2][]byte{kgPrefix(kgs.End + 1), kgPrefix(int(r.GetEnd()) + 1)})
 	}
 	for _, s := range spans {
-		if err := p.db.DeleteRange(s[0], s[1], p.wo); err != nil {
+		if err := p.db.Excise(context.Background(), pebble.KeyRange{Start: s[0], End: s[1]}); err != nil {
 			return fmt.Errorf("state: restore: clip to key groups %d-%d: %w", kgs.Start, kgs.End, err)
 		}
 	}

@@ -64,6 +64,8 @@ type rsRun struct {
 	Deployed        time.Duration // request → every subtask in a new attempt
 	Source          time.Duration // request → a new source subtask running (no keyed state to restore)
 	Gets            float64       // the TaskManagers' storage get requests
+	Uploaded        int64         // the rescale's checkpoint: bytes uploaded
+	Sync, Async     time.Duration // the rescale's checkpoint: its slowest subtask's parts
 	Placement       string        // the state vertex's subtasks' TaskManagers, before → after
 	LocalBytes      int64         // the restores' log lines
 	DownloadedBytes int64
@@ -86,7 +88,7 @@ func runRS(e *Env, b *Bench) error {
 	if e.Quick {
 		rounds, stops = 2, 1
 	}
-	dir := filepath.Join(e.Work, "rs")
+	dir := filepath.Join(e.Work, "rs-data") // the cluster's own directory, "rs", keeps its logs
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -108,7 +110,11 @@ func runRS(e *Env, b *Bench) error {
 	undo := setEnv("AWS_ENDPOINT_URL", "http://"+srv.addr, "AWS_REGION", s3Region,
 		"AWS_ACCESS_KEY_ID", s3AccessKey, "AWS_SECRET_ACCESS_KEY", s3SecretKey,
 		"TMPDIR", tmp, "WEIR_LOCAL_RECOVERY", "true")
-	c, err := e.Cluster("rs", harness.Config{TaskManagers: 2, Slots: 2, ExtraJM: []string{"--checkpoint-dir", "s3://" + s3Bucket + "/rs"}})
+	c, err := e.Cluster("rs", harness.Config{TaskManagers: 2, Slots: 2, ExtraJM: []string{"--checkpoint-dir", "s3://" + s3Bucket + "/rs",
+		// Restoring a canonical savepoint of 1 GiB kept a TaskManager from
+		// answering heartbeats for 5 s on this 2-core host: the baseline
+		// would fail instead of being measured.
+		"--heartbeat-timeout", "60s"}})
 	undo()
 	if err != nil {
 		return err
@@ -162,8 +168,8 @@ func runRS(e *Env, b *Bench) error {
 		if err != nil {
 			return fmt.Errorf("%s %d → %d: %w", how, p, to, err)
 		}
-		e.Logf("RS %s %d → %d: checkpoint %.0f ms, all deployed %.0f ms, a source running %.0f ms, all running %.0f ms after the request; state %.1f MB, %.1f MB changed subtask, %.1f MB changed TaskManager; restores: local %.1f MB, downloaded %.1f MB, %.0f storage gets; state subtasks %s",
-			how, p, to, s1Millis(r.Checkpoint), s1Millis(r.Deployed), s1Millis(r.Source), s1Millis(r.Running), float64(r.State)/mb, float64(r.NewSubtask)/mb, float64(r.NewTaskManager)/mb,
+		e.Logf("RS %s %d → %d: checkpoint %.0f ms (%.1f MB uploaded, slowest sync %.0f ms, async %.0f ms), all deployed %.0f ms, a source running %.0f ms, all running %.0f ms after the request; state %.1f MB, %.1f MB changed subtask, %.1f MB changed TaskManager; restores: local %.1f MB, downloaded %.1f MB, %.0f storage gets; state subtasks %s",
+			how, p, to, s1Millis(r.Checkpoint), float64(r.Uploaded)/mb, s1Millis(r.Sync), s1Millis(r.Async), s1Millis(r.Deployed), s1Millis(r.Source), s1Millis(r.Running), float64(r.State)/mb, float64(r.NewSubtask)/mb, float64(r.NewTaskManager)/mb,
 			float64(r.LocalBytes)/mb, float64(r.DownloadedBytes)/mb, r.Gets, r.Placement)
 		if warm {
 			p = to
@@ -220,7 +226,9 @@ func runRS(e *Env, b *Bench) error {
 		pt := b.Add(fmt.Sprintf("rescale %d → %d: request → all subtasks running restored", from, to), "ms", false,
 			col(live, from, func(r rsRun) float64 { return ms(r.Running) }))
 		pt.Against("stop-with-savepoint-and-resume (same run)", base.Median, "ms")
-		b.Add("  request → the rescale's checkpoint completed", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Checkpoint) }))
+		b.Add("  request → the rescale's checkpoint completed", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Checkpoint) })).
+			With("its bytes uploaded, MB (median)", median(col(live, from, func(r rsRun) float64 { return float64(r.Uploaded) / mb }))).
+			With("its slowest subtask's async part, ms (median)", median(col(live, from, func(r rsRun) float64 { return ms(r.Async) })))
 		b.Add("  request → every subtask deployed in its new attempt", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Deployed) }))
 		b.Add("  request → a source subtask running (no keyed state)", "ms", false, col(live, from, func(r rsRun) float64 { return ms(r.Source) }))
 		d := b.Add("  bytes downloaded by the restores", "MB", false, col(live, from, func(r rsRun) float64 { return float64(r.DownloadedBytes) / mb }))
@@ -233,7 +241,7 @@ func runRS(e *Env, b *Bench) error {
 			return float64(r.DownloadedBytes) / float64(max(1, r.NewSubtask))
 		}))
 	}
-	b.Note("%d MiB of keyed Pebble state (incremental backend; %d keys × %d B random values), job state-load-source (p=2) → hash → random-state (p=2 ↔ 4) on 2 TaskManagers × 2 slots with --local-recovery; checkpoints to s3://%s/rs on versitygw (posix backend) on loopback, its data in the work directory (same disk)", total>>20, keys, s3ValueBytes, s3Bucket)
+	b.Note("%d MiB of keyed Pebble state (incremental backend; %d keys × %d B random values), job state-load-source (p=2) → hash → random-state (p=2 ↔ 4) on 2 TaskManagers × 2 slots with --local-recovery, JobManager --heartbeat-timeout 60s (the baseline's restore of a canonical savepoint of 1 GiB kept a TaskManager from answering for 5 s); checkpoints to s3://%s/rs on versitygw (posix backend) on loopback, its data in the work directory (same disk)", total>>20, keys, s3ValueBytes, s3Bucket)
 	b.Note("%d rescales each way (RescaleJob), then %d stop-with-savepoint-and-resume each way (StopWithSavepoint, then the same spec at the new parallelism submitted with restore-from the savepoint); before each, %d keys (1%%) rewritten, an incremental checkpoint (in a periodic checkpoint's place), and the daemons idle after sync(2); restore progress polled with GetJob every 2 ms; a subtask reports RUNNING once its state is restored", rounds, stops, changed)
 	b.Note("state that changed subtask / TaskManager: each old stateful subtask's state size in the checkpoint restored, spread evenly over its key groups, counted for the key groups whose new subtask has another index / runs on another TaskManager; bytes downloaded and read locally are the TaskManagers' restore log lines (downloaded_bytes, local_bytes); one unmeasured round trip 2 → 4 → 2 first, so that the first deployment's placement (which knows no state) does not count")
 	return nil
@@ -364,6 +372,9 @@ func rsMoved(s *s3Side, r *rsRun, checkpoint int64, old, now *weirv1.JobInfo) er
 	r.Placement = fmt.Sprintf("%v → %v", before, after)
 	maxP := jobgraph.DefaultMaxParallelism // rsSpec sets none
 	for _, st := range g.GetSubtasks() {
+		r.Uploaded += st.GetCheckpointedSize()
+		r.Sync = max(r.Sync, time.Duration(st.GetMetrics().GetSyncDurationMs())*time.Millisecond)
+		r.Async = max(r.Async, time.Duration(st.GetMetrics().GetAsyncDurationMs())*time.Millisecond)
 		if st.GetVertex() != "state" {
 			continue
 		}
