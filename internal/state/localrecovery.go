@@ -21,8 +21,11 @@ import (
 // keeping it is a rename, and it costs no copy.
 //
 // dir is <state-dir>/local-recovery/<job>/<vertex>-<subtask>; a copy is
-// dir/chk-<id>. Copies of checkpoints older than the newest completed one
-// and of aborted ones are removed as the backend learns of them.
+// dir/chk-<id>. A restore reads the copies of the subtasks whose state it
+// restores (its own after a failover; after a rescale, those of the
+// indexes whose key groups it takes, if they ran here: of). Copies of
+// checkpoints older than the newest completed one and of aborted ones are
+// removed as the backend learns of them.
 type localRecovery struct{ dir string }
 
 func (l *localRecovery) path(id int64) string {
@@ -42,9 +45,38 @@ func (l *localRecovery) keep(id int64, local string) bool {
 	return os.Rename(local, l.path(id)) == nil
 }
 
-// confirm drops the copies older than checkpoint id, which completed.
+// confirm drops the copies older than checkpoint id, which completed:
+// this subtask's and those other indexes of its vertex left on this
+// TaskManager (a rescale moved their key groups here, or away), which no
+// restore reads once a newer checkpoint completed.
 func (l *localRecovery) confirm(id int64) {
-	l.drop(func(n int64) bool { return n < id })
+	older := func(n int64) bool { return n < id }
+	for _, s := range l.siblings() {
+		s.drop(older)
+	}
+}
+
+// siblings are the copies of every index of this subtask's vertex on this
+// TaskManager, this one's included.
+func (l *localRecovery) siblings() []*localRecovery {
+	if l == nil {
+		return nil
+	}
+	out := []*localRecovery{l}
+	base := filepath.Base(l.dir)
+	i := strings.LastIndexByte(base, '-')
+	if i < 0 {
+		return out
+	}
+	vertex := base[:i+1]
+	entries, _ := os.ReadDir(filepath.Dir(l.dir))
+	for _, e := range entries {
+		index, ok := strings.CutPrefix(e.Name(), vertex)
+		if _, err := strconv.Atoi(index); ok && err == nil && e.IsDir() && e.Name() != base {
+			out = append(out, &localRecovery{dir: filepath.Join(filepath.Dir(l.dir), e.Name())})
+		}
+	}
+	return out
 }
 
 // abort drops the copy of checkpoint id.

@@ -245,4 +245,13 @@ func TestLocalRecoveryAcrossRescale(t *testing.T) {
 	slices.Reverse(prev)
 	back := restore(prev, 2, 2)
 	check(back, "4 → 2")
+	// Once a checkpoint at the new parallelism completed, the copies the
+	// indexes that are gone left behind are dropped too.
+	snapshot(back, 3)
+	for _, i := range []int{2, 3} {
+		dir := LocalRecoveryDir(filepath.Dir(filepath.Dir(parent)), "job", "op", i)
+		if got := names(t, dir); len(got) != 0 {
+			t.Errorf("subtask %d's copies %v outlived checkpoint 3 at parallelism 2", i, got)
+		}
+	}
 }

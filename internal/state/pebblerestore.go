@@ -218,8 +218,10 @@ func (p *Pebble) ingestNative(r *restorer, st *weirv1.SubtaskState) error {
 }
 
 // unsyncedWritable writes a file to ingest without syncing it: the store
-// keeps no WAL and is never reopened from local files (a restart restores
-// from a checkpoint), so nothing it holds needs to be durable.
+// keeps no WAL and nothing it holds needs to survive a crash of the
+// TaskManager, which restores from checkpoints. Its files may be read
+// again from local recovery copies, but only by the running TaskManager:
+// one that starts removes every copy (CleanLocalDir).
 type unsyncedWritable struct {
 	f vfs.File
 	w *bufio.Writer

@@ -52,8 +52,9 @@ type Config struct {
 	// a file).
 	InlineThreshold int
 	// LocalRecovery keeps a local copy of the newest completed
-	// incremental snapshot under StateDir, read first by a restore of
-	// the same subtask on this TaskManager (state.LocalRecoveryDir).
+	// incremental snapshot under StateDir, read first by a restore on
+	// this TaskManager of the same subtask, or of one rescaled to take
+	// over its key groups (state.LocalRecoveryDir).
 	LocalRecovery bool
 	// OnRunning is called once the subtask is connected and about to process.
 	OnRunning func()

@@ -177,23 +177,27 @@ type running struct {
 }
 
 // localRecoveryGrace is how long a subtask's local recovery copies
-// outlive its last attempt here: a failover redeploys it within its
-// restart delay; a job that ended, or a subtask placed elsewhere, does not
-// come back, and its copies go.
+// outlive the last attempt of its vertex here: a failover redeploys it
+// within its restart delay; a job that ended, or a vertex placed
+// elsewhere, does not come back, and its copies go. While the vertex runs
+// here they stay, as a subtask rescaled to another index restores from
+// them; its subtasks drop the copies older than each checkpoint they
+// complete.
 const localRecoveryGrace = 2 * time.Minute
 
 // dropLocalRecoveryLater removes the local copies of a's subtask after
-// the grace period, unless an attempt of it runs here by then.
-func (s *Server) dropLocalRecoveryLater(a *weirv1.ExecutionAttemptID, subtask string) {
+// the grace period, unless an attempt of its vertex runs here by then.
+func (s *Server) dropLocalRecoveryLater(a *weirv1.ExecutionAttemptID) {
 	if !s.cfg.LocalRecovery {
 		return
 	}
 	dir := state.LocalRecoveryDir(s.cfg.StateDir, a.GetJobId(), a.GetVertex(), int(a.GetSubtaskIndex()))
+	vertex := a.GetJobId() + "/" + a.GetVertex() + "/"
 	time.AfterFunc(localRecoveryGrace, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, r := range s.mu.tasks {
-			if r.subtask == subtask {
+			if strings.HasPrefix(r.subtask, vertex) {
 				return
 			}
 		}
@@ -444,8 +448,8 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 		}
 		s.mu.attempts.Ended(ids)
 		s.mu.Unlock()
-		for i, d := range descs {
-			s.dropLocalRecoveryLater(d.GetAttempt(), runs[i].subtask)
+		for _, d := range descs {
+			s.dropLocalRecoveryLater(d.GetAttempt())
 		}
 		cancelled := ctx.Err() != nil
 		cancel()
