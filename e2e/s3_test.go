@@ -249,16 +249,23 @@ func TestS3TaskManagerKilledMidUpload(t *testing.T) {
 	t.Logf("%d retained checkpoints, %d files in shared/, no orphan", len(report.retained), report.sharedFiles)
 }
 
+// localRecoveryCluster starts a cluster on S3 whose two TaskManagers keep
+// local recovery copies.
+func localRecoveryCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
+	c.useS3()
+	c.tmArgs = []string{"--local-recovery"}
+	return startClusterProcs(c, 2, "taskmanager")
+}
+
 // TestLocalRecoveryOnS3: with --local-recovery, a job that fails and
 // restarts on the same TaskManagers restores its Pebble state from the
 // TaskManagers' local copies of the newest completed checkpoint, not
 // from the bucket, and its output is exactly once.
 func TestLocalRecoveryOnS3(t *testing.T) {
 	const count, keys = 60000, 2000
-	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
-	c.useS3()
-	c.tmArgs = []string{"--local-recovery"}
-	startClusterProcs(c, 2, "taskmanager")
+	c := localRecoveryCluster(t)
 	spec := s3Job(t, c, count, keys)
 	b, err := os.ReadFile(spec)
 	if err != nil {
@@ -315,10 +322,7 @@ func TestLocalRecoveryOnS3(t *testing.T) {
 // four cannot be where their key groups are.
 func TestRescaleRestoresLocally(t *testing.T) {
 	const count, keys = 60000, 2000
-	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t)}
-	c.useS3()
-	c.tmArgs = []string{"--local-recovery"}
-	startClusterProcs(c, 2, "taskmanager")
+	c := localRecoveryCluster(t)
 	id := c.submit(s3Job(t, c, count, keys))
 	tms := append([]*process(nil), c.procs[1:3]...)
 	var restores []string

@@ -163,6 +163,30 @@ func (w *rssWatch) done() (before, peak []int64) {
 	return w.before, w.peak
 }
 
+// stateBenchDir makes the work directory of a benchmark of big state on
+// S3 and starts versitygw over it. The state is big: done removes what the
+// checkpoints, the state directories and the server wrote once measured
+// (the logs stay, in the clusters' own directories, which name must not be).
+func stateBenchDir(e *Env, name string) (string, *s3Server, func(), error) {
+	dir := filepath.Join(e.Work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, nil, err
+	}
+	if err := ensureVersity(e); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, nil, err
+	}
+	srv, err := startVersity(e, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, nil, err
+	}
+	return dir, srv, func() {
+		srv.stop(e)
+		os.RemoveAll(dir)
+	}, nil
+}
+
 // ensureVersity builds bin/versitygw from deploy/s3 when it is missing
 // (make bench builds it only for BENCH=S3).
 func ensureVersity(e *Env) error {
@@ -205,22 +229,11 @@ func runR1(e *Env, b *Bench) error {
 	if e.Quick {
 		rounds = 2
 	}
-	dir := filepath.Join(e.Work, "r1")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	// The state is big: what the checkpoints, the state directories and
-	// the server wrote goes once measured (the logs stay, in the clusters'
-	// directories).
-	defer os.RemoveAll(dir)
-	if err := ensureVersity(e); err != nil {
-		return err
-	}
-	srv, err := startVersity(e, dir)
+	dir, srv, done, err := stateBenchDir(e, "r1")
 	if err != nil {
 		return err
 	}
-	defer srv.stop(e)
+	defer done()
 
 	var remote, local []r1Restore
 	for _, cfg := range []struct {
@@ -418,9 +431,57 @@ func runR1Side(e *Env, b *Bench, srv *s3Server, dir, name string, local bool, ke
 }
 
 var (
-	r1LocalBytes      = regexp.MustCompile(`"?local_bytes"?[=:]"?(\d+)`)
-	r1DownloadedBytes = regexp.MustCompile(`"?downloaded_bytes"?[=:]"?(\d+)`)
+	logLocalBytes      = regexp.MustCompile(`"?local_bytes"?[=:]"?(\d+)`)
+	logDownloadedBytes = regexp.MustCompile(`"?downloaded_bytes"?[=:]"?(\d+)`)
 )
+
+// restoreLogs sums the TaskManagers' restore log lines.
+type restoreLogs struct {
+	local, downloaded int64 // local_bytes, downloaded_bytes
+	stateLocal        int   // lines of the "state" vertex's subtasks restored from the local copy
+}
+
+// watchRestoreLogs notes where the TaskManagers' logs end; the function it
+// returns reads the restore lines ("restored from the local copy",
+// "restored from checkpoint storage") written since.
+func watchRestoreLogs(tms []*harness.TM) func() restoreLogs {
+	off := make([]int64, len(tms))
+	for i, t := range tms {
+		if fi, err := os.Stat(t.Log); err == nil {
+			off[i] = fi.Size()
+		}
+	}
+	return func() restoreLogs {
+		var out restoreLogs
+		for i, t := range tms {
+			f, err := os.Open(t.Log)
+			if err != nil {
+				continue
+			}
+			_, _ = f.Seek(off[i], io.SeekStart)
+			b, _ := io.ReadAll(f)
+			f.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				local := strings.Contains(line, "restored from the local copy")
+				if !local && !strings.Contains(line, "restored from checkpoint storage") {
+					continue
+				}
+				if local && (strings.Contains(line, "task=state ") || strings.Contains(line, `"task":"state"`)) {
+					out.stateLocal++
+				}
+				if m := logLocalBytes.FindStringSubmatch(line); m != nil {
+					n, _ := strconv.ParseInt(m[1], 10, 64)
+					out.local += n
+				}
+				if m := logDownloadedBytes.FindStringSubmatch(line); m != nil {
+					n, _ := strconv.ParseInt(m[1], 10, 64)
+					out.downloaded += n
+				}
+			}
+		}
+		return out
+	}
+}
 
 // r1FailAndRestore makes a source subtask fail and measures the restore.
 func r1FailAndRestore(s *s3Side, srv *s3Server, gen int64) (r1Restore, error) {
@@ -446,13 +507,10 @@ func r1FailAndRestore(s *s3Side, srv *s3Server, gen int64) (r1Restore, error) {
 	restarts := j.GetRestarts()
 	tms := c.LiveTMs()
 	var pids []int
-	logOff := make([]int64, len(tms))
-	for i, t := range tms {
+	for _, t := range tms {
 		pids = append(pids, t.Pid())
-		if fi, err := os.Stat(t.Log); err == nil {
-			logOff[i] = fi.Size()
-		}
 	}
+	watch := watchRestoreLogs(tms)
 	m0, err := c.ScrapeTMs(e.Ctx)
 	if err != nil {
 		return r, err
@@ -605,32 +663,8 @@ func r1FailAndRestore(s *s3Side, srv *s3Server, gen int64) (r1Restore, error) {
 			r.Subtasks = append(r.Subtasks, t.Sub(tFail))
 		}
 	}
-	// The TaskManagers' "restored from the local copy" lines of this restore.
-	for i, t := range tms {
-		f, err := os.Open(t.Log)
-		if err != nil {
-			continue
-		}
-		_, _ = f.Seek(logOff[i], io.SeekStart)
-		b, _ := io.ReadAll(f)
-		f.Close()
-		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.Contains(line, "restored from the local copy") {
-				continue
-			}
-			if strings.Contains(line, "task=state ") || strings.Contains(line, `"task":"state"`) {
-				r.LocalLines++
-			}
-			if m := r1LocalBytes.FindStringSubmatch(line); m != nil {
-				n, _ := strconv.ParseInt(m[1], 10, 64)
-				r.LocalBytes += n
-			}
-			if m := r1DownloadedBytes.FindStringSubmatch(line); m != nil {
-				n, _ := strconv.ParseInt(m[1], 10, 64)
-				r.DownloadedBytes += n
-			}
-		}
-	}
+	logs := watch()
+	r.LocalLines, r.LocalBytes, r.DownloadedBytes = logs.stateLocal, logs.local, logs.downloaded
 	return r, nil
 }
 

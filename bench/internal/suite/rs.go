@@ -2,11 +2,9 @@ package suite
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weirproject/weir/bench/internal/harness"
@@ -88,19 +86,11 @@ func runRS(e *Env, b *Bench) error {
 	if e.Quick {
 		rounds, stops = 2, 1
 	}
-	dir := filepath.Join(e.Work, "rs-data") // the cluster's own directory, "rs", keeps its logs
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if err := ensureVersity(e); err != nil {
-		return err
-	}
-	srv, err := startVersity(e, dir)
+	dir, srv, done, err := stateBenchDir(e, "rs-data") // the cluster's own, "rs", keeps its logs
 	if err != nil {
 		return err
 	}
-	defer srv.stop(e)
+	defer done()
 	ctrl, tmp := filepath.Join(dir, "control"), filepath.Join(dir, "tmp")
 	for _, d := range []string{ctrl, tmp} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -255,7 +245,7 @@ func rsRescale(s *s3Side, from, to int32) (rsRun, error) {
 	if err != nil {
 		return r, err
 	}
-	watch := rsWatchLogs(c)
+	watch := watchRestoreLogs(c.LiveTMs())
 	m0, err := c.ScrapeTMs(e.Ctx)
 	if err != nil {
 		return r, err
@@ -271,7 +261,8 @@ func rsRescale(s *s3Side, from, to int32) (rsRun, error) {
 		return r, err
 	}
 	r.Running = time.Since(t0)
-	r.LocalBytes, r.DownloadedBytes = watch()
+	logs := watch()
+	r.LocalBytes, r.DownloadedBytes = logs.local, logs.downloaded
 	m1, err := c.ScrapeTMs(e.Ctx)
 	if err != nil {
 		return r, err
@@ -392,42 +383,4 @@ func rsMoved(s *s3Side, r *rsRun, checkpoint int64, old, now *weirv1.JobInfo) er
 		}
 	}
 	return nil
-}
-
-// rsWatchLogs notes where the TaskManagers' logs end; the function it
-// returns sums the local_bytes and downloaded_bytes of the restores' log
-// lines written since.
-func rsWatchLogs(c *harness.Cluster) func() (local, downloaded int64) {
-	tms := c.LiveTMs()
-	off := make([]int64, len(tms))
-	for i, t := range tms {
-		if fi, err := os.Stat(t.Log); err == nil {
-			off[i] = fi.Size()
-		}
-	}
-	return func() (local, downloaded int64) {
-		for i, t := range tms {
-			f, err := os.Open(t.Log)
-			if err != nil {
-				continue
-			}
-			_, _ = f.Seek(off[i], io.SeekStart)
-			b, _ := io.ReadAll(f)
-			f.Close()
-			for _, line := range strings.Split(string(b), "\n") {
-				if !strings.Contains(line, "restored from the local copy") && !strings.Contains(line, "restored from checkpoint storage") {
-					continue
-				}
-				if m := r1LocalBytes.FindStringSubmatch(line); m != nil {
-					n, _ := strconv.ParseInt(m[1], 10, 64)
-					local += n
-				}
-				if m := r1DownloadedBytes.FindStringSubmatch(line); m != nil {
-					n, _ := strconv.ParseInt(m[1], 10, 64)
-					downloaded += n
-				}
-			}
-		}
-		return local, downloaded
-	}
 }
