@@ -30,6 +30,10 @@ func Main(reg *sdk.Registry) {
 
 // Run is Main with explicit arguments, returning instead of exiting.
 func Run(reg *sdk.Registry, args []string) error {
+	// First: a SIGTERM while the daemon starts (dialling etcd, checking
+	// its storage) then ends it cleanly, not by the signal's default.
+	ctx, stop := daemon.SignalContext()
+	defer stop()
 	all.Register(reg)
 	fs := flag.NewFlagSet("taskmanager", flag.ContinueOnError)
 	cfg := taskmanager.Config{Operators: reg}
@@ -74,7 +78,5 @@ func Run(reg *sdk.Registry, args []string) error {
 		defer client.Close()
 		cfg.Etcd.Client = client
 	}
-	ctx, stop := daemon.SignalContext()
-	defer stop()
 	return taskmanager.Run(ctx, cfg)
 }

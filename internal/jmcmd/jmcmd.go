@@ -19,6 +19,10 @@ import (
 // Run parses the jobmanager flags (each also WEIR_<FLAG>) and serves until
 // SIGINT or SIGTERM.
 func Run(args []string) error {
+	// First: a SIGTERM while the daemon starts (dialling etcd, checking
+	// its storage) then ends it cleanly, not by the signal's default.
+	ctx, stop := daemon.SignalContext()
+	defer stop()
 	fs := flag.NewFlagSet("jobmanager", flag.ContinueOnError)
 	var cfg jobmanager.Config
 	var logging daemon.Logging
@@ -87,7 +91,5 @@ func Run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := daemon.SignalContext()
-	defer stop()
 	return Serve(ctx, srv, cfg)
 }

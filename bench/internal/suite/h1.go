@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -101,7 +102,16 @@ func runH1(e *Env, b *Bench) error {
 			return err
 		}
 		jms[i].proc = p
-		return nil
+		// Up before the next round or the end: a process signalled
+		// while the Go runtime starts dies of the signal.
+		return harness.Poll(e.Ctx, 30*time.Second, 10*time.Millisecond, "jobmanager-"+fmt.Sprint(i+1)+" serving", func() (bool, error) {
+			resp, err := http.Get("http://" + jms[i].http + "/healthz")
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			return true, nil
+		})
 	}
 	if err := start(1); err != nil {
 		return err
