@@ -13,6 +13,11 @@ type Range struct {
 // Contains reports whether kg lies in r.
 func (r Range) Contains(kg int) bool { return kg >= r.Start && kg <= r.End }
 
+// Overlap is how many key groups r and o share.
+func (r Range) Overlap(o Range) int {
+	return max(0, min(r.End, o.End)-max(r.Start, o.Start)+1)
+}
+
 // Of returns the key group of key.
 func Of(key []byte, maxParallelism int) int {
 	h := fnv.New32a()

@@ -39,3 +39,19 @@ func TestOfIsStableAndInRange(t *testing.T) {
 		}
 	}
 }
+
+func TestOverlap(t *testing.T) {
+	for _, c := range []struct {
+		a, b Range
+		want int
+	}{
+		{Range{0, 63}, Range{32, 95}, 32},
+		{Range{0, 31}, Range{32, 63}, 0},
+		{Range{10, 20}, Range{0, 127}, 11},
+		{Range{5, 4}, Range{0, 127}, 0}, // empty
+	} {
+		if got := c.a.Overlap(c.b); got != c.want || c.b.Overlap(c.a) != c.want {
+			t.Errorf("%v.Overlap(%v) = %d, want %d both ways", c.a, c.b, got, c.want)
+		}
+	}
+}

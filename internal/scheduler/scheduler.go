@@ -351,7 +351,7 @@ func (j *Job) statePlacement(old []*Exec) map[SlotKey]string {
 			}
 			if hashed {
 				was := keygroup.RangeFor(maxP, int(o.Vertex.GetParallelism()), int(o.Attempt.GetSubtaskIndex()))
-				if n := min(now.End, was.End) - max(now.Start, was.Start) + 1; n > 0 {
+				if n := now.Overlap(was); n > 0 {
 					add(keyed, e.Slot, o.TaskManager, n)
 				}
 			}

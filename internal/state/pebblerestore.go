@@ -276,7 +276,7 @@ func overlap(r *weirv1.KeyGroupRange, kgs keygroup.Range) int {
 	if r == nil {
 		return 0
 	}
-	return max(0, min(int(r.GetEnd()), kgs.End)-max(int(r.GetStart()), kgs.Start)+1)
+	return kgs.Overlap(keygroup.Range{Start: int(r.GetStart()), End: int(r.GetEnd())})
 }
 
 // clip removes what the store opened from st holds outside this
