@@ -22,7 +22,10 @@ func TestStateDumpBootstrapRoundTrip(t *testing.T) {
 }
 
 func stateRoundTrip(t *testing.T, backend string) {
-	const count, keys = 20000, 16
+	// About 10 s of input (4,000 records/s per source subtask): the first
+	// job must still run when it is stopped after two checkpoints, also on
+	// a loaded machine (with 2.5 s it once finished first).
+	const count, keys = 80000, 16
 	c := startCluster(t, 2)
 	// spec is the job writing into out, in a directory of its own.
 	spec := func(name, out string) string {
