@@ -298,27 +298,22 @@ func MatchSlots(free, prefer []string) ([]string, bool) {
 	if len(free) < len(prefer) {
 		return nil, false
 	}
-	left := map[string]int{}
-	for _, tm := range free {
-		left[tm]++
-	}
+	// A preference takes its TaskManager's first free slot; the rest go
+	// in free's order, which spreads them over the TaskManagers.
+	rest := slices.Clone(free)
 	out := make([]string, len(prefer))
 	for i, tm := range prefer {
-		if tm != "" && left[tm] > 0 {
+		if k := slices.Index(rest, tm); tm != "" && k >= 0 {
 			out[i] = tm
-			left[tm]--
+			rest = slices.Delete(rest, k, k+1)
 		}
 	}
 	next := 0
 	for i := range out {
-		if out[i] != "" {
-			continue
-		}
-		for left[free[next]] == 0 {
+		if out[i] == "" {
+			out[i] = rest[next]
 			next++
 		}
-		out[i] = free[next]
-		left[free[next]]--
 	}
 	return out, true
 }

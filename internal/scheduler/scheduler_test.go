@@ -501,6 +501,10 @@ func TestMatchSlots(t *testing.T) {
 		{free: []string{"a", "b"}, prefer: []string{"", "gone"}, want: []string{"a", "b"}},
 		{free: []string{"a", "b"}, prefer: []string{"", "a"}, want: []string{"b", "a"}},
 		{free: []string{"a"}, prefer: []string{"a", "a"}, want: nil},
+		// Slots without a preference spread over the TaskManagers, as
+		// free lists them, not onto the first one's.
+		{free: []string{"a", "b", "c", "a", "b", "c"}, prefer: []string{"", "", ""}, want: []string{"a", "b", "c"}},
+		{free: []string{"a", "b", "a", "b"}, prefer: []string{"a", ""}, want: []string{"a", "b"}},
 	} {
 		got, ok := MatchSlots(c.free, c.prefer)
 		if !slices.Equal(got, c.want) || ok != (c.want != nil) {
