@@ -151,6 +151,56 @@ func NoRestart() JobOption {
 	}
 }
 
+// Autoscaling is the autoscaler's configuration (see Autoscaler); zero
+// fields take the defaults of the job spec's `autoscaler:`.
+type Autoscaling struct {
+	// TargetUtilization is the share of a vertex's processing capacity its
+	// input should use (default 0.7); a vertex within it ±
+	// UtilizationBoundary (default 0.3) is left alone.
+	TargetUtilization, UtilizationBoundary float64
+	// Interval is how often it decides, over the samples of the last
+	// MetricsWindow, ignoring those within Stabilization of a (re)start.
+	Interval, MetricsWindow, Stabilization time.Duration
+	// ScaleDownDelay is how long a scale-down must be called for before
+	// it happens; CatchUpDuration the time to catch a backlog up in;
+	// RestartTime a rescale's pause.
+	ScaleDownDelay, CatchUpDuration, RestartTime time.Duration
+	// MaxRescalesPerHour bounds its rescales (default 10).
+	MaxRescalesPerHour int
+	// MinParallelism and MaxParallelism bound every vertex; Vertices
+	// bound single vertices by name ([2]int{min, max}, 0 for none).
+	MinParallelism, MaxParallelism int
+	Vertices                       map[string][2]int
+}
+
+// Autoscaler lets the JobManager change the job's parallelism by its load,
+// as Flink's autoscaler does (off by default).
+func Autoscaler(a Autoscaling) JobOption {
+	return func(s *jobSettings) {
+		d := func(v time.Duration) *durationpb.Duration {
+			if v == 0 {
+				return nil
+			}
+			return durationpb.New(v)
+		}
+		c := &weirv1.AutoscalerConfig{
+			Enabled: true, TargetUtilization: a.TargetUtilization, UtilizationBoundary: a.UtilizationBoundary,
+			Interval: d(a.Interval), MetricsWindow: d(a.MetricsWindow), Stabilization: d(a.Stabilization),
+			ScaleDownDelay: d(a.ScaleDownDelay), CatchUpDuration: d(a.CatchUpDuration), RestartTime: d(a.RestartTime),
+			MaxRescalesPerHour: int32(a.MaxRescalesPerHour),
+			MinParallelism:     int32(a.MinParallelism), MaxParallelism: int32(a.MaxParallelism),
+		}
+		for name, b := range a.Vertices {
+			if c.Vertices == nil {
+				c.Vertices = map[string]*weirv1.ParallelismBounds{}
+			}
+			c.Vertices[name] = &weirv1.ParallelismBounds{Min: int32(b[0]), Max: int32(b[1])}
+		}
+		// Stored with every default filled in, as a spec's is.
+		s.g.Autoscaler = jobgraph.AutoscalerProto(jobgraph.AutoscalerSettings(c), true)
+	}
+}
+
 // VertexOption sets a vertex's settings.
 type VertexOption func(*vertex)
 
@@ -247,6 +297,7 @@ func cloneGraph(g *weirv1.JobGraph) *weirv1.JobGraph {
 	c := &weirv1.JobGraph{
 		Name: g.Name, MaxParallelism: g.MaxParallelism, RestoreFrom: g.RestoreFrom,
 		Checkpointing: g.Checkpointing, RestartStrategy: g.RestartStrategy, State: g.State,
+		Autoscaler: g.Autoscaler,
 	}
 	return c
 }

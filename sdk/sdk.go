@@ -302,6 +302,21 @@ type SourceStatus struct {
 	// set), so catching up is not slowed by checkpoints. BacklogUnknown
 	// keeps what the source said last.
 	Backlog Backlog
+	// Pending, when Known, is what the source has left to read, for the
+	// autoscaler; a status without it keeps what the source said last.
+	Pending Pending
+}
+
+// Pending is a source's backlog as it knows it.
+type Pending struct {
+	Known bool
+	// Records are the records it has yet to read (Kafka: how far each
+	// partition's end is ahead of the source's position, summed; Flink's
+	// pendingRecords).
+	Records int64
+	// Splits is how many splits (partitions) it reads: more subtasks than
+	// the splits of all would idle.
+	Splits int
 }
 
 // Backlog is a source's answer to whether it is processing a backlog.

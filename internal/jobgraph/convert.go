@@ -47,6 +47,7 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 	}
 
 	g.RestartStrategy = c.restart(d.RestartStrategy, g.Checkpointing.GetInterval().AsDuration() > 0)
+	g.Autoscaler = c.autoscaler(d.Autoscaler)
 
 	st := d.State
 	if st == nil {

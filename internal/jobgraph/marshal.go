@@ -162,6 +162,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 		set(n, "incremental", boolNode(s.Incremental))
 		set(root, "state", n)
 	}
+	if a := g.Autoscaler; a != nil {
+		set(root, "autoscaler", m.marshalAutoscaler(a))
+	}
 	vertices := &yaml.Node{Kind: yaml.SequenceNode}
 	for i, v := range g.Vertices {
 		if v == nil {

@@ -24,6 +24,7 @@ type specDoc struct {
 	Checkpointing   *checkpointingDoc `yaml:"checkpointing"`
 	RestartStrategy *restartDoc       `yaml:"restart-strategy"`
 	State           *stateDoc         `yaml:"state"`
+	Autoscaler      *autoscalerDoc    `yaml:"autoscaler"`
 	Vertices        []vertexDoc       `yaml:"vertices"`
 	// SQL is the statement of a job `weir sql` compiled.
 	SQL yaml.Node `yaml:"sql"`

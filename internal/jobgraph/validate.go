@@ -40,6 +40,7 @@ func Validate(g *weirv1.JobGraph) error {
 	validateRestart(&ps, g.RestartStrategy)
 	validateState(&ps, g.State)
 	validateVertices(&ps, g, maxOK)
+	validateAutoscaler(&ps, g)
 	return ps.err()
 }
 

@@ -106,7 +106,7 @@ type Source struct {
 	opened  bool          // splits declared (at the first Emit)
 	backoff time.Duration // the last idle backoff, grown while nothing comes
 	// lags are each partition's lag as of its newest fetch, for the
-	// backlog report (backlog-lag).
+	// backlog report (backlog-lag) and the autoscaler.
 	lags map[sourceTP]int64
 	// unlisted are the restored positions of partitions this subtask owns
 	// but that were not listed at open: each checkpoint carries them until
@@ -696,12 +696,10 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			}
 			lag := max(end-p.next, 0)
 			s.lag.Set(float64(lag), p.topic, strconv.Itoa(int(p.partition)))
-			if s.cfg.BacklogLag > 0 {
-				if s.lags == nil {
-					s.lags = map[sourceTP]int64{}
-				}
-				s.lags[p.sourceTP] = lag
+			if s.lags == nil {
+				s.lags = map[sourceTP]int64{}
 			}
+			s.lags[p.sourceTP] = lag
 		}
 	})
 	if finished != nil {
@@ -712,13 +710,27 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			return sdk.SourceStatus{EndOfInput: done}, err
 		}
 	}
-	backlog := s.backlog()
+	st := sdk.SourceStatus{Backlog: s.backlog(), Pending: s.pendingRecords()}
 	if moved {
 		s.backoff = 0
-		return sdk.SourceStatus{Backlog: backlog}, nil
+		return st, nil
 	}
 	s.backoff = min(max(2*s.backoff, sourceMinBackoff), sourceMaxBackoff)
-	return sdk.SourceStatus{Backoff: s.backoff, Backlog: backlog}, nil
+	st.Backoff = s.backoff
+	return st, nil
+}
+
+// pendingRecords is the lag summed over the partitions fetched from so
+// far, for the autoscaler; unknown before the first fetch.
+func (s *Source) pendingRecords() sdk.Pending {
+	if len(s.lags) == 0 {
+		return sdk.Pending{}
+	}
+	var n int64
+	for _, lag := range s.lags {
+		n += lag
+	}
+	return sdk.Pending{Known: true, Records: n, Splits: len(s.order)}
 }
 
 // backlog is whether any partition is backlog-lag records or more behind

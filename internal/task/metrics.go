@@ -172,6 +172,17 @@ func (t *Task) Load(now time.Time) (l Load, ok bool) {
 // tell). Safe to call from any goroutine.
 func (t *Task) Backlog() sdk.Backlog { return sdk.Backlog(t.backlog.Load()) }
 
+// Pending is what the subtask's source said last it has left to read;
+// Known is false for other subtasks and sources that never tell. Safe to
+// call from any goroutine.
+func (t *Task) Pending() sdk.Pending {
+	n := t.pendingRecords.Load()
+	if n < 0 {
+		return sdk.Pending{}
+	}
+	return sdk.Pending{Known: true, Records: n, Splits: int(t.splits.Load())}
+}
+
 // Attempt is the attempt the subtask runs.
 func (t *Task) Attempt() *weirv1.ExecutionAttemptID { return t.attempt }
 

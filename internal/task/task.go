@@ -92,7 +92,11 @@ type Task struct {
 	// backlog is the source's last sdk.Backlog, read by the TaskManager's
 	// heartbeats.
 	backlog atomic.Uint32
-	metrics *subtaskMetrics
+	// pendingRecords and splits are the source's last sdk.Pending
+	// (pendingRecords -1 until it tells), read the same way.
+	pendingRecords atomic.Int64
+	splits         atomic.Int32
+	metrics        *subtaskMetrics
 
 	now func() time.Time
 	// backpressured is the total time the subtask was back-pressured, in
@@ -234,6 +238,7 @@ func New(cfg Config) (*Task, error) {
 		outputNote: make(chan struct{}, 1),
 	}
 	t.srcOut.t = t
+	t.pendingRecords.Store(-1)
 	maxP, p, i := int(d.GetMaxParallelism()), int(d.GetParallelism()), int(a.GetSubtaskIndex())
 	sb := d.GetStateBackend()
 	t.backend, err = state.New(state.Config{

@@ -794,6 +794,9 @@ func (s *Server) measureLoads(now time.Time, prev map[string]loadMark) []*weirv1
 			backlog := b == sdk.ProcessingBacklog
 			report.Backlog = &backlog
 		}
+		if p := t.Pending(); p.Known {
+			report.Load.PendingRecords, report.Load.Splits = &p.Records, int32(p.Splits)
+		}
 		reports = append(reports, report)
 	}
 	for k := range prev {

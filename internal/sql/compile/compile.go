@@ -15,6 +15,7 @@ import (
 	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirproject/weir/internal/jobgraph"
@@ -125,6 +126,9 @@ type settings struct {
 	miniOn    bool
 	miniSize  int
 	miniLat   int64
+	// autoscaler is what the job.autoscaler.* keys said; nil when none
+	// did.
+	autoscaler *weirv1.AutoscalerConfig
 }
 
 // apply takes SET key = value.
@@ -141,6 +145,9 @@ func (c *compiler) apply(d *ddl) error {
 		return t.Milliseconds(), nil
 	}
 	var err error
+	if key, ok := autoscalerKey(d.setKey); ok {
+		return c.applyAutoscaler(d, key)
+	}
 	switch d.setKey {
 	case "table.exec.state.ttl":
 		c.set.ttl, err = dur()
@@ -175,6 +182,120 @@ func (c *compiler) apply(d *ddl) error {
 		}
 		c.set.miniBatch = plan.MiniBatch{Size: size, Latency: c.set.miniLat}
 	}
+	return nil
+}
+
+// autoscalerKeys are the autoscaler's settings, by Flink's names
+// (job.autoscaler.*; the prefix autoscaler.* as in a job spec does too).
+// job.autoscaler.vertex.<name>.min-parallelism and .max-parallelism bound
+// one vertex of the plan.
+var autoscalerKeys = []string{
+	"job.autoscaler.enabled", "job.autoscaler.target-utilization", "job.autoscaler.utilization-boundary",
+	"job.autoscaler.interval", "job.autoscaler.metrics-window", "job.autoscaler.stabilization",
+	"job.autoscaler.scale-down-delay", "job.autoscaler.catch-up-duration", "job.autoscaler.restart-time",
+	"job.autoscaler.max-rescales-per-hour", "job.autoscaler.max-scale-down-factor", "job.autoscaler.max-scale-up-factor",
+	"job.autoscaler.min-parallelism", "job.autoscaler.max-parallelism",
+}
+
+// autoscalerKey is key without its job.autoscaler. (or autoscaler.)
+// prefix, false for another key.
+func autoscalerKey(key string) (string, bool) {
+	if k, ok := strings.CutPrefix(key, "job.autoscaler."); ok {
+		return k, true
+	}
+	return strings.CutPrefix(key, "autoscaler.")
+}
+
+// applyAutoscaler takes SET job.autoscaler.<key> = value.
+func (c *compiler) applyAutoscaler(d *ddl, key string) error {
+	a := c.set.autoscaler
+	if a == nil {
+		a = &weirv1.AutoscalerConfig{}
+	} else {
+		a = proto.Clone(a).(*weirv1.AutoscalerConfig)
+	}
+	v := d.setValue
+	bad := func(want string) error {
+		return c.s.errAt(d.setValueOff, "%s wants %s, got %q", d.setKey, want, v)
+	}
+	num := func() (float64, error) {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, bad("a number")
+		}
+		return f, nil
+	}
+	count := func() (int32, error) {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return 0, bad("a count")
+		}
+		return int32(n), nil
+	}
+	dur := func() (*durationpb.Duration, error) {
+		t, err := parseDuration(v)
+		if err != nil || t < 0 {
+			return nil, bad("a duration such as '30 s' or '5 min'")
+		}
+		return durationpb.New(t), nil
+	}
+	var err error
+	switch key {
+	case "enabled":
+		on, perr := strconv.ParseBool(v)
+		if perr != nil {
+			return bad("true or false")
+		}
+		a.Enabled = on
+	case "target-utilization":
+		a.TargetUtilization, err = num()
+	case "utilization-boundary":
+		a.UtilizationBoundary, err = num()
+	case "max-scale-down-factor":
+		a.MaxScaleDownFactor, err = num()
+	case "max-scale-up-factor":
+		a.MaxScaleUpFactor, err = num()
+	case "interval":
+		a.Interval, err = dur()
+	case "metrics-window":
+		a.MetricsWindow, err = dur()
+	case "stabilization":
+		a.Stabilization, err = dur()
+	case "scale-down-delay":
+		a.ScaleDownDelay, err = dur()
+	case "catch-up-duration":
+		a.CatchUpDuration, err = dur()
+	case "restart-time":
+		a.RestartTime, err = dur()
+	case "max-rescales-per-hour":
+		a.MaxRescalesPerHour, err = count()
+	case "min-parallelism":
+		a.MinParallelism, err = count()
+	case "max-parallelism":
+		a.MaxParallelism, err = count()
+	default:
+		vertex, bound, ok := strings.Cut(strings.TrimPrefix(key, "vertex."), ".")
+		if !strings.HasPrefix(key, "vertex.") || !ok || bound != "min-parallelism" && bound != "max-parallelism" {
+			return c.s.errAt(d.off, "unknown setting %q%s", d.setKey, didYouMean(d.setKey, autoscalerKeys))
+		}
+		if a.Vertices == nil {
+			a.Vertices = map[string]*weirv1.ParallelismBounds{}
+		}
+		b := a.Vertices[vertex]
+		if b == nil {
+			b = &weirv1.ParallelismBounds{}
+			a.Vertices[vertex] = b
+		}
+		if bound == "min-parallelism" {
+			b.Min, err = count()
+		} else {
+			b.Max, err = count()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	c.set.autoscaler = a
 	return nil
 }
 
@@ -525,6 +646,9 @@ func (c *compiler) job(d *ddl, name string, r *rel, limit int64, table *source) 
 		g.State = &weirv1.StateBackendConfig{Backend: weirv1.StateBackendConfig_BACKEND_PEBBLE, Incremental: true}
 	default:
 		return fmt.Errorf("state backend %q: want heap or pebble", c.o.StateBackend)
+	}
+	if a := c.set.autoscaler; a != nil {
+		g.Autoscaler = jobgraph.AutoscalerProto(jobgraph.AutoscalerSettings(a), a.GetEnabled())
 	}
 	if isSelect {
 		// A SELECT's rows go to a client that may be gone for good:

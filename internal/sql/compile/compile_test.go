@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -129,5 +130,25 @@ WITH (connector = 'blackhole');`
 	}
 	if got := stateful("k, sum(v) AS n", ""); slices.Equal(got, base) {
 		t.Errorf("another aggregate kept the vertices' names %v: its state would restore into it", got)
+	}
+}
+
+// SET job.autoscaler.* configures the autoscaler of the jobs after it,
+// with the defaults filled in as a job spec's are.
+func TestAutoscalerSettings(t *testing.T) {
+	res, err := Script(`CREATE SOURCE s (k BIGINT, v BIGINT, ts TIMESTAMP) WITH (connector = 'sequence');
+SET 'job.autoscaler.enabled' = 'true';
+SET 'job.autoscaler.target-utilization' = '0.6';
+SET 'job.autoscaler.metrics-window' = '2 min';
+SET 'autoscaler.max-parallelism' = '8';
+SET 'job.autoscaler.vertex.calc-1.max-parallelism' = '4';
+CREATE SINK out AS SELECT k, v FROM s WHERE v > 1 WITH (connector = 'blackhole');`, Options{Parallelism: 2, CollectAddress: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := res.Jobs[0].Graph.GetAutoscaler()
+	if !a.GetEnabled() || a.GetTargetUtilization() != 0.6 || a.GetMetricsWindow().AsDuration() != 2*time.Minute ||
+		a.GetMaxParallelism() != 8 || a.GetVertices()["calc-1"].GetMax() != 4 || a.GetInterval().AsDuration() == 0 {
+		t.Fatalf("autoscaler %v", a)
 	}
 }

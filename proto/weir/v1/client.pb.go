@@ -126,7 +126,7 @@ func (x NextCheckpoint_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NextCheckpoint_State.Descriptor instead.
 func (NextCheckpoint_State) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{27, 0}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{31, 0}
 }
 
 type NextCheckpoint_Reason int32
@@ -187,7 +187,7 @@ func (x NextCheckpoint_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NextCheckpoint_Reason.Descriptor instead.
 func (NextCheckpoint_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{27, 1}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{31, 1}
 }
 
 type RescaleJobRequest struct {
@@ -767,7 +767,10 @@ type JobInfo struct {
 	// restarting_regions are being restarted now.
 	RestartingRegions []int32 `protobuf:"varint,11,rep,packed,name=restarting_regions,json=restartingRegions,proto3" json:"restarting_regions,omitempty"`
 	// exceptions are the failures of the job, oldest first (the latest 32).
-	Exceptions    []*JobException `protobuf:"bytes,12,rep,name=exceptions,proto3" json:"exceptions,omitempty"`
+	Exceptions []*JobException `protobuf:"bytes,12,rep,name=exceptions,proto3" json:"exceptions,omitempty"`
+	// autoscaler is the autoscaler's latest decision; unset when it is off
+	// or has not decided yet.
+	Autoscaler    *AutoscalerEntry `protobuf:"bytes,13,opt,name=autoscaler,proto3" json:"autoscaler,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -886,6 +889,373 @@ func (x *JobInfo) GetExceptions() []*JobException {
 	return nil
 }
 
+func (x *JobInfo) GetAutoscaler() *AutoscalerEntry {
+	if x != nil {
+		return x.Autoscaler
+	}
+	return nil
+}
+
+type GetAutoscalerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAutoscalerRequest) Reset() {
+	*x = GetAutoscalerRequest{}
+	mi := &file_weir_v1_client_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAutoscalerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAutoscalerRequest) ProtoMessage() {}
+
+func (x *GetAutoscalerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAutoscalerRequest.ProtoReflect.Descriptor instead.
+func (*GetAutoscalerRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetAutoscalerRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type GetAutoscalerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// enabled: the job has the autoscaler on; config is its configuration
+	// with the defaults filled in.
+	Enabled bool              `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Config  *AutoscalerConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// history holds its decisions, oldest first; a run of the same
+	// non-decision is one entry.
+	History       []*AutoscalerEntry `protobuf:"bytes,3,rep,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAutoscalerResponse) Reset() {
+	*x = GetAutoscalerResponse{}
+	mi := &file_weir_v1_client_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAutoscalerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAutoscalerResponse) ProtoMessage() {}
+
+func (x *GetAutoscalerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAutoscalerResponse.ProtoReflect.Descriptor instead.
+func (*GetAutoscalerResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetAutoscalerResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *GetAutoscalerResponse) GetConfig() *AutoscalerConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *GetAutoscalerResponse) GetHistory() []*AutoscalerEntry {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// AutoscalerEntry is one decision of the autoscaler, or a run of the same
+// decision to do nothing.
+type AutoscalerEntry struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TimeMs int64                  `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	// last_ms and repeats: a run's last time and how often it was made
+	// after time_ms.
+	LastMs  int64 `protobuf:"varint,2,opt,name=last_ms,json=lastMs,proto3" json:"last_ms,omitempty"`
+	Repeats int32 `protobuf:"varint,3,opt,name=repeats,proto3" json:"repeats,omitempty"`
+	// kind: waiting, restarted, stabilizing, collecting, no-change,
+	// deferred, limited, no-slots, rescale, rescaled or rescale-failed.
+	Kind        string                  `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Reason      string                  `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Evaluations []*AutoscalerEvaluation `protobuf:"bytes,6,rep,name=evaluations,proto3" json:"evaluations,omitempty"`
+	// parallelism is a rescale's new parallelism per vertex it changes.
+	Parallelism   map[string]int32 `protobuf:"bytes,7,rep,name=parallelism,proto3" json:"parallelism,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutoscalerEntry) Reset() {
+	*x = AutoscalerEntry{}
+	mi := &file_weir_v1_client_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscalerEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscalerEntry) ProtoMessage() {}
+
+func (x *AutoscalerEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscalerEntry.ProtoReflect.Descriptor instead.
+func (*AutoscalerEntry) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AutoscalerEntry) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *AutoscalerEntry) GetLastMs() int64 {
+	if x != nil {
+		return x.LastMs
+	}
+	return 0
+}
+
+func (x *AutoscalerEntry) GetRepeats() int32 {
+	if x != nil {
+		return x.Repeats
+	}
+	return 0
+}
+
+func (x *AutoscalerEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AutoscalerEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AutoscalerEntry) GetEvaluations() []*AutoscalerEvaluation {
+	if x != nil {
+		return x.Evaluations
+	}
+	return nil
+}
+
+func (x *AutoscalerEntry) GetParallelism() map[string]int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return nil
+}
+
+// AutoscalerEvaluation is one vertex's figures over the metrics window
+// (chained vertices count as their chain's head).
+type AutoscalerEvaluation struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Vertex              string                 `protobuf:"bytes,1,opt,name=vertex,proto3" json:"vertex,omitempty"`
+	Parallelism         int32                  `protobuf:"varint,2,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	BusyMsPerSecond     float64                `protobuf:"fixed64,3,opt,name=busy_ms_per_second,json=busyMsPerSecond,proto3" json:"busy_ms_per_second,omitempty"`
+	RecordsInPerSecond  float64                `protobuf:"fixed64,4,opt,name=records_in_per_second,json=recordsInPerSecond,proto3" json:"records_in_per_second,omitempty"`
+	RecordsOutPerSecond float64                `protobuf:"fixed64,5,opt,name=records_out_per_second,json=recordsOutPerSecond,proto3" json:"records_out_per_second,omitempty"`
+	// true_processing_rate: records per second at full busy time; 0 when
+	// unknown.
+	TrueProcessingRate float64 `protobuf:"fixed64,6,opt,name=true_processing_rate,json=trueProcessingRate,proto3" json:"true_processing_rate,omitempty"`
+	TargetRate         float64 `protobuf:"fixed64,7,opt,name=target_rate,json=targetRate,proto3" json:"target_rate,omitempty"`
+	CatchUpRate        float64 `protobuf:"fixed64,8,opt,name=catch_up_rate,json=catchUpRate,proto3" json:"catch_up_rate,omitempty"`
+	// pending_records is a source's backlog; -1 when unknown.
+	PendingRecords int64   `protobuf:"varint,9,opt,name=pending_records,json=pendingRecords,proto3" json:"pending_records,omitempty"`
+	Utilization    float64 `protobuf:"fixed64,10,opt,name=utilization,proto3" json:"utilization,omitempty"`
+	WithinTarget   bool    `protobuf:"varint,11,opt,name=within_target,json=withinTarget,proto3" json:"within_target,omitempty"`
+	Recommended    int32   `protobuf:"varint,12,opt,name=recommended,proto3" json:"recommended,omitempty"`
+	Chosen         int32   `protobuf:"varint,13,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	Reason         string  `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AutoscalerEvaluation) Reset() {
+	*x = AutoscalerEvaluation{}
+	mi := &file_weir_v1_client_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscalerEvaluation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscalerEvaluation) ProtoMessage() {}
+
+func (x *AutoscalerEvaluation) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_client_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscalerEvaluation.ProtoReflect.Descriptor instead.
+func (*AutoscalerEvaluation) Descriptor() ([]byte, []int) {
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AutoscalerEvaluation) GetVertex() string {
+	if x != nil {
+		return x.Vertex
+	}
+	return ""
+}
+
+func (x *AutoscalerEvaluation) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetBusyMsPerSecond() float64 {
+	if x != nil {
+		return x.BusyMsPerSecond
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetRecordsInPerSecond() float64 {
+	if x != nil {
+		return x.RecordsInPerSecond
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetRecordsOutPerSecond() float64 {
+	if x != nil {
+		return x.RecordsOutPerSecond
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetTrueProcessingRate() float64 {
+	if x != nil {
+		return x.TrueProcessingRate
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetTargetRate() float64 {
+	if x != nil {
+		return x.TargetRate
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetCatchUpRate() float64 {
+	if x != nil {
+		return x.CatchUpRate
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetPendingRecords() int64 {
+	if x != nil {
+		return x.PendingRecords
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetUtilization() float64 {
+	if x != nil {
+		return x.Utilization
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetWithinTarget() bool {
+	if x != nil {
+		return x.WithinTarget
+	}
+	return false
+}
+
+func (x *AutoscalerEvaluation) GetRecommended() int32 {
+	if x != nil {
+		return x.Recommended
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetChosen() int32 {
+	if x != nil {
+		return x.Chosen
+	}
+	return 0
+}
+
+func (x *AutoscalerEvaluation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // JobException is a failure in the job's history.
 type JobException struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -905,7 +1275,7 @@ type JobException struct {
 
 func (x *JobException) Reset() {
 	*x = JobException{}
-	mi := &file_weir_v1_client_proto_msgTypes[13]
+	mi := &file_weir_v1_client_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1287,7 @@ func (x *JobException) String() string {
 func (*JobException) ProtoMessage() {}
 
 func (x *JobException) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[13]
+	mi := &file_weir_v1_client_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1300,7 @@ func (x *JobException) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobException.ProtoReflect.Descriptor instead.
 func (*JobException) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobException) GetTimestampMs() int64 {
@@ -994,7 +1364,7 @@ type VertexInfo struct {
 
 func (x *VertexInfo) Reset() {
 	*x = VertexInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[14]
+	mi := &file_weir_v1_client_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1376,7 @@ func (x *VertexInfo) String() string {
 func (*VertexInfo) ProtoMessage() {}
 
 func (x *VertexInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[14]
+	mi := &file_weir_v1_client_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1389,7 @@ func (x *VertexInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VertexInfo.ProtoReflect.Descriptor instead.
 func (*VertexInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VertexInfo) GetName() string {
@@ -1090,7 +1460,7 @@ type SubtaskInfo struct {
 
 func (x *SubtaskInfo) Reset() {
 	*x = SubtaskInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[15]
+	mi := &file_weir_v1_client_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1472,7 @@ func (x *SubtaskInfo) String() string {
 func (*SubtaskInfo) ProtoMessage() {}
 
 func (x *SubtaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[15]
+	mi := &file_weir_v1_client_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1485,7 @@ func (x *SubtaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskInfo.ProtoReflect.Descriptor instead.
 func (*SubtaskInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubtaskInfo) GetIndex() int32 {
@@ -1216,7 +1586,7 @@ type SubtaskWatermarks struct {
 
 func (x *SubtaskWatermarks) Reset() {
 	*x = SubtaskWatermarks{}
-	mi := &file_weir_v1_client_proto_msgTypes[16]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1598,7 @@ func (x *SubtaskWatermarks) String() string {
 func (*SubtaskWatermarks) ProtoMessage() {}
 
 func (x *SubtaskWatermarks) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[16]
+	mi := &file_weir_v1_client_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1611,7 @@ func (x *SubtaskWatermarks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskWatermarks.ProtoReflect.Descriptor instead.
 func (*SubtaskWatermarks) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubtaskWatermarks) GetInputMs() int64 {
@@ -1317,7 +1687,7 @@ type ChannelWatermark struct {
 
 func (x *ChannelWatermark) Reset() {
 	*x = ChannelWatermark{}
-	mi := &file_weir_v1_client_proto_msgTypes[17]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1699,7 @@ func (x *ChannelWatermark) String() string {
 func (*ChannelWatermark) ProtoMessage() {}
 
 func (x *ChannelWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[17]
+	mi := &file_weir_v1_client_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1712,7 @@ func (x *ChannelWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelWatermark.ProtoReflect.Descriptor instead.
 func (*ChannelWatermark) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChannelWatermark) GetUpstreamVertex() string {
@@ -1399,7 +1769,7 @@ type SplitWatermark struct {
 
 func (x *SplitWatermark) Reset() {
 	*x = SplitWatermark{}
-	mi := &file_weir_v1_client_proto_msgTypes[18]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1781,7 @@ func (x *SplitWatermark) String() string {
 func (*SplitWatermark) ProtoMessage() {}
 
 func (x *SplitWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[18]
+	mi := &file_weir_v1_client_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1794,7 @@ func (x *SplitWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitWatermark.ProtoReflect.Descriptor instead.
 func (*SplitWatermark) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SplitWatermark) GetId() string {
@@ -1466,7 +1836,7 @@ type TriggerCheckpointRequest struct {
 
 func (x *TriggerCheckpointRequest) Reset() {
 	*x = TriggerCheckpointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1848,7 @@ func (x *TriggerCheckpointRequest) String() string {
 func (*TriggerCheckpointRequest) ProtoMessage() {}
 
 func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[19]
+	mi := &file_weir_v1_client_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1861,7 @@ func (x *TriggerCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TriggerCheckpointRequest) GetJobId() string {
@@ -1518,7 +1888,7 @@ type TriggerCheckpointResponse struct {
 
 func (x *TriggerCheckpointResponse) Reset() {
 	*x = TriggerCheckpointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1900,7 @@ func (x *TriggerCheckpointResponse) String() string {
 func (*TriggerCheckpointResponse) ProtoMessage() {}
 
 func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[20]
+	mi := &file_weir_v1_client_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1913,7 @@ func (x *TriggerCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TriggerCheckpointResponse) GetCheckpointId() int64 {
@@ -1571,7 +1941,7 @@ type TriggerSavepointRequest struct {
 
 func (x *TriggerSavepointRequest) Reset() {
 	*x = TriggerSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1953,7 @@ func (x *TriggerSavepointRequest) String() string {
 func (*TriggerSavepointRequest) ProtoMessage() {}
 
 func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[21]
+	mi := &file_weir_v1_client_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1966,7 @@ func (x *TriggerSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSavepointRequest.ProtoReflect.Descriptor instead.
 func (*TriggerSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TriggerSavepointRequest) GetJobId() string {
@@ -1623,7 +1993,7 @@ type TriggerSavepointResponse struct {
 
 func (x *TriggerSavepointResponse) Reset() {
 	*x = TriggerSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +2005,7 @@ func (x *TriggerSavepointResponse) String() string {
 func (*TriggerSavepointResponse) ProtoMessage() {}
 
 func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[22]
+	mi := &file_weir_v1_client_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +2018,7 @@ func (x *TriggerSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSavepointResponse.ProtoReflect.Descriptor instead.
 func (*TriggerSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TriggerSavepointResponse) GetCheckpointId() int64 {
@@ -1677,7 +2047,7 @@ type StopWithSavepointRequest struct {
 
 func (x *StopWithSavepointRequest) Reset() {
 	*x = StopWithSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +2059,7 @@ func (x *StopWithSavepointRequest) String() string {
 func (*StopWithSavepointRequest) ProtoMessage() {}
 
 func (x *StopWithSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[23]
+	mi := &file_weir_v1_client_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +2072,7 @@ func (x *StopWithSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopWithSavepointRequest.ProtoReflect.Descriptor instead.
 func (*StopWithSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StopWithSavepointRequest) GetJobId() string {
@@ -1736,7 +2106,7 @@ type StopWithSavepointResponse struct {
 
 func (x *StopWithSavepointResponse) Reset() {
 	*x = StopWithSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +2118,7 @@ func (x *StopWithSavepointResponse) String() string {
 func (*StopWithSavepointResponse) ProtoMessage() {}
 
 func (x *StopWithSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[24]
+	mi := &file_weir_v1_client_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +2131,7 @@ func (x *StopWithSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopWithSavepointResponse.ProtoReflect.Descriptor instead.
 func (*StopWithSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StopWithSavepointResponse) GetCheckpointId() int64 {
@@ -1787,7 +2157,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +2169,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[25]
+	mi := &file_weir_v1_client_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +2182,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListCheckpointsRequest) GetJobId() string {
@@ -1840,7 +2210,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2222,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[26]
+	mi := &file_weir_v1_client_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2235,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListCheckpointsResponse) GetCounts() *CheckpointCounts {
@@ -1935,7 +2305,7 @@ type NextCheckpoint struct {
 
 func (x *NextCheckpoint) Reset() {
 	*x = NextCheckpoint{}
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2317,7 @@ func (x *NextCheckpoint) String() string {
 func (*NextCheckpoint) ProtoMessage() {}
 
 func (x *NextCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[27]
+	mi := &file_weir_v1_client_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2330,7 @@ func (x *NextCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextCheckpoint.ProtoReflect.Descriptor instead.
 func (*NextCheckpoint) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NextCheckpoint) GetState() NextCheckpoint_State {
@@ -2008,7 +2378,7 @@ type GetCheckpointRequest struct {
 
 func (x *GetCheckpointRequest) Reset() {
 	*x = GetCheckpointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[28]
+	mi := &file_weir_v1_client_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2390,7 @@ func (x *GetCheckpointRequest) String() string {
 func (*GetCheckpointRequest) ProtoMessage() {}
 
 func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[28]
+	mi := &file_weir_v1_client_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2403,7 @@ func (x *GetCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*GetCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetCheckpointRequest) GetJobId() string {
@@ -2060,7 +2430,7 @@ type GetCheckpointResponse struct {
 
 func (x *GetCheckpointResponse) Reset() {
 	*x = GetCheckpointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[29]
+	mi := &file_weir_v1_client_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2442,7 @@ func (x *GetCheckpointResponse) String() string {
 func (*GetCheckpointResponse) ProtoMessage() {}
 
 func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[29]
+	mi := &file_weir_v1_client_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2455,7 @@ func (x *GetCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*GetCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetCheckpointResponse) GetCheckpoint() *CheckpointStats {
@@ -2115,7 +2485,7 @@ type CheckpointCounts struct {
 
 func (x *CheckpointCounts) Reset() {
 	*x = CheckpointCounts{}
-	mi := &file_weir_v1_client_proto_msgTypes[30]
+	mi := &file_weir_v1_client_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2497,7 @@ func (x *CheckpointCounts) String() string {
 func (*CheckpointCounts) ProtoMessage() {}
 
 func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[30]
+	mi := &file_weir_v1_client_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2510,7 @@ func (x *CheckpointCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointCounts.ProtoReflect.Descriptor instead.
 func (*CheckpointCounts) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CheckpointCounts) GetRestored() int64 {
@@ -2204,7 +2574,7 @@ type CheckpointStats struct {
 
 func (x *CheckpointStats) Reset() {
 	*x = CheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[31]
+	mi := &file_weir_v1_client_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2586,7 @@ func (x *CheckpointStats) String() string {
 func (*CheckpointStats) ProtoMessage() {}
 
 func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[31]
+	mi := &file_weir_v1_client_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2599,7 @@ func (x *CheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointStats.ProtoReflect.Descriptor instead.
 func (*CheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CheckpointStats) GetId() int64 {
@@ -2369,7 +2739,7 @@ type SubtaskCheckpointStats struct {
 
 func (x *SubtaskCheckpointStats) Reset() {
 	*x = SubtaskCheckpointStats{}
-	mi := &file_weir_v1_client_proto_msgTypes[32]
+	mi := &file_weir_v1_client_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2751,7 @@ func (x *SubtaskCheckpointStats) String() string {
 func (*SubtaskCheckpointStats) ProtoMessage() {}
 
 func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[32]
+	mi := &file_weir_v1_client_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2764,7 @@ func (x *SubtaskCheckpointStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskCheckpointStats.ProtoReflect.Descriptor instead.
 func (*SubtaskCheckpointStats) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubtaskCheckpointStats) GetVertex() string {
@@ -2507,7 +2877,7 @@ type RestoredCheckpoint struct {
 
 func (x *RestoredCheckpoint) Reset() {
 	*x = RestoredCheckpoint{}
-	mi := &file_weir_v1_client_proto_msgTypes[33]
+	mi := &file_weir_v1_client_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2889,7 @@ func (x *RestoredCheckpoint) String() string {
 func (*RestoredCheckpoint) ProtoMessage() {}
 
 func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[33]
+	mi := &file_weir_v1_client_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2902,7 @@ func (x *RestoredCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoredCheckpoint.ProtoReflect.Descriptor instead.
 func (*RestoredCheckpoint) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RestoredCheckpoint) GetId() int64 {
@@ -2571,7 +2941,7 @@ type ListTaskManagersRequest struct {
 
 func (x *ListTaskManagersRequest) Reset() {
 	*x = ListTaskManagersRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[34]
+	mi := &file_weir_v1_client_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2953,7 @@ func (x *ListTaskManagersRequest) String() string {
 func (*ListTaskManagersRequest) ProtoMessage() {}
 
 func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[34]
+	mi := &file_weir_v1_client_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2966,7 @@ func (x *ListTaskManagersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersRequest.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{38}
 }
 
 type ListTaskManagersResponse struct {
@@ -2608,7 +2978,7 @@ type ListTaskManagersResponse struct {
 
 func (x *ListTaskManagersResponse) Reset() {
 	*x = ListTaskManagersResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[35]
+	mi := &file_weir_v1_client_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2990,7 @@ func (x *ListTaskManagersResponse) String() string {
 func (*ListTaskManagersResponse) ProtoMessage() {}
 
 func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[35]
+	mi := &file_weir_v1_client_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +3003,7 @@ func (x *ListTaskManagersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTaskManagersResponse.ProtoReflect.Descriptor instead.
 func (*ListTaskManagersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{35}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListTaskManagersResponse) GetTaskmanagers() []*TaskManagerInfo {
@@ -2657,7 +3027,7 @@ type TaskManagerInfo struct {
 
 func (x *TaskManagerInfo) Reset() {
 	*x = TaskManagerInfo{}
-	mi := &file_weir_v1_client_proto_msgTypes[36]
+	mi := &file_weir_v1_client_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +3039,7 @@ func (x *TaskManagerInfo) String() string {
 func (*TaskManagerInfo) ProtoMessage() {}
 
 func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[36]
+	mi := &file_weir_v1_client_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +3052,7 @@ func (x *TaskManagerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskManagerInfo.ProtoReflect.Descriptor instead.
 func (*TaskManagerInfo) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{36}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TaskManagerInfo) GetId() string {
@@ -2737,7 +3107,7 @@ type DisposeSavepointRequest struct {
 
 func (x *DisposeSavepointRequest) Reset() {
 	*x = DisposeSavepointRequest{}
-	mi := &file_weir_v1_client_proto_msgTypes[37]
+	mi := &file_weir_v1_client_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +3119,7 @@ func (x *DisposeSavepointRequest) String() string {
 func (*DisposeSavepointRequest) ProtoMessage() {}
 
 func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[37]
+	mi := &file_weir_v1_client_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +3132,7 @@ func (x *DisposeSavepointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeSavepointRequest.ProtoReflect.Descriptor instead.
 func (*DisposeSavepointRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{37}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DisposeSavepointRequest) GetPath() string {
@@ -2780,7 +3150,7 @@ type DisposeSavepointResponse struct {
 
 func (x *DisposeSavepointResponse) Reset() {
 	*x = DisposeSavepointResponse{}
-	mi := &file_weir_v1_client_proto_msgTypes[38]
+	mi := &file_weir_v1_client_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3162,7 @@ func (x *DisposeSavepointResponse) String() string {
 func (*DisposeSavepointResponse) ProtoMessage() {}
 
 func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[38]
+	mi := &file_weir_v1_client_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3175,7 @@ func (x *DisposeSavepointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisposeSavepointResponse.ProtoReflect.Descriptor instead.
 func (*DisposeSavepointResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{38}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{42}
 }
 
 // Load splits a subtask's time the way Flink's task metrics do and counts
@@ -2830,15 +3200,20 @@ type SubtaskInfo_Load struct {
 	BackpressuredMs int64 `protobuf:"varint,9,opt,name=backpressured_ms,json=backpressuredMs,proto3" json:"backpressured_ms,omitempty"`
 	BusyMs          int64 `protobuf:"varint,10,opt,name=busy_ms,json=busyMs,proto3" json:"busy_ms,omitempty"`
 	// interval_ms is the span the rates cover; timestamp_ms is its end.
-	IntervalMs    int64 `protobuf:"varint,11,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
-	TimestampMs   int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IntervalMs  int64 `protobuf:"varint,11,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	TimestampMs int64 `protobuf:"varint,12,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// pending_records is a source's backlog: the records it knows it has
+	// yet to read (Kafka lag, Flink's pendingRecords); unset when it does
+	// not tell. splits is how many splits (partitions) it reads.
+	PendingRecords *int64 `protobuf:"varint,13,opt,name=pending_records,json=pendingRecords,proto3,oneof" json:"pending_records,omitempty"`
+	Splits         int32  `protobuf:"varint,14,opt,name=splits,proto3" json:"splits,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubtaskInfo_Load) Reset() {
 	*x = SubtaskInfo_Load{}
-	mi := &file_weir_v1_client_proto_msgTypes[40]
+	mi := &file_weir_v1_client_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3225,7 @@ func (x *SubtaskInfo_Load) String() string {
 func (*SubtaskInfo_Load) ProtoMessage() {}
 
 func (x *SubtaskInfo_Load) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_client_proto_msgTypes[40]
+	mi := &file_weir_v1_client_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3238,7 @@ func (x *SubtaskInfo_Load) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtaskInfo_Load.ProtoReflect.Descriptor instead.
 func (*SubtaskInfo_Load) Descriptor() ([]byte, []int) {
-	return file_weir_v1_client_proto_rawDescGZIP(), []int{15, 0}
+	return file_weir_v1_client_proto_rawDescGZIP(), []int{19, 0}
 }
 
 func (x *SubtaskInfo_Load) GetIdleMsPerSecond() float64 {
@@ -2950,6 +3325,20 @@ func (x *SubtaskInfo_Load) GetTimestampMs() int64 {
 	return 0
 }
 
+func (x *SubtaskInfo_Load) GetPendingRecords() int64 {
+	if x != nil && x.PendingRecords != nil {
+		return *x.PendingRecords
+	}
+	return 0
+}
+
+func (x *SubtaskInfo_Load) GetSplits() int32 {
+	if x != nil {
+		return x.Splits
+	}
+	return 0
+}
+
 var File_weir_v1_client_proto protoreflect.FileDescriptor
 
 const file_weir_v1_client_proto_rawDesc = "" +
@@ -2984,7 +3373,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\x10.weir.v1.JobInfoR\x03job\"\x11\n" +
 	"\x0fListJobsRequest\"8\n" +
 	"\x10ListJobsResponse\x12$\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x10.weir.v1.JobInfoR\x04jobs\"\xb5\x03\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x10.weir.v1.JobInfoR\x04jobs\"\xef\x03\n" +
 	"\aJobInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -3000,7 +3389,44 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x12restarting_regions\x18\v \x03(\x05R\x11restartingRegions\x125\n" +
 	"\n" +
 	"exceptions\x18\f \x03(\v2\x15.weir.v1.JobExceptionR\n" +
-	"exceptions\"\xbf\x01\n" +
+	"exceptions\x128\n" +
+	"\n" +
+	"autoscaler\x18\r \x01(\v2\x18.weir.v1.AutoscalerEntryR\n" +
+	"autoscaler\"-\n" +
+	"\x14GetAutoscalerRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x98\x01\n" +
+	"\x15GetAutoscalerResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x121\n" +
+	"\x06config\x18\x02 \x01(\v2\x19.weir.v1.AutoscalerConfigR\x06config\x122\n" +
+	"\ahistory\x18\x03 \x03(\v2\x18.weir.v1.AutoscalerEntryR\ahistory\"\xd7\x02\n" +
+	"\x0fAutoscalerEntry\x12\x17\n" +
+	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12\x17\n" +
+	"\alast_ms\x18\x02 \x01(\x03R\x06lastMs\x12\x18\n" +
+	"\arepeats\x18\x03 \x01(\x05R\arepeats\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12?\n" +
+	"\vevaluations\x18\x06 \x03(\v2\x1d.weir.v1.AutoscalerEvaluationR\vevaluations\x12K\n" +
+	"\vparallelism\x18\a \x03(\v2).weir.v1.AutoscalerEntry.ParallelismEntryR\vparallelism\x1a>\n" +
+	"\x10ParallelismEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x9e\x04\n" +
+	"\x14AutoscalerEvaluation\x12\x16\n" +
+	"\x06vertex\x18\x01 \x01(\tR\x06vertex\x12 \n" +
+	"\vparallelism\x18\x02 \x01(\x05R\vparallelism\x12+\n" +
+	"\x12busy_ms_per_second\x18\x03 \x01(\x01R\x0fbusyMsPerSecond\x121\n" +
+	"\x15records_in_per_second\x18\x04 \x01(\x01R\x12recordsInPerSecond\x123\n" +
+	"\x16records_out_per_second\x18\x05 \x01(\x01R\x13recordsOutPerSecond\x120\n" +
+	"\x14true_processing_rate\x18\x06 \x01(\x01R\x12trueProcessingRate\x12\x1f\n" +
+	"\vtarget_rate\x18\a \x01(\x01R\n" +
+	"targetRate\x12\"\n" +
+	"\rcatch_up_rate\x18\b \x01(\x01R\vcatchUpRate\x12'\n" +
+	"\x0fpending_records\x18\t \x01(\x03R\x0ependingRecords\x12 \n" +
+	"\vutilization\x18\n" +
+	" \x01(\x01R\vutilization\x12#\n" +
+	"\rwithin_target\x18\v \x01(\bR\fwithinTarget\x12 \n" +
+	"\vrecommended\x18\f \x01(\x05R\vrecommended\x12\x16\n" +
+	"\x06chosen\x18\r \x01(\x05R\x06chosen\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\"\xbf\x01\n" +
 	"\fJobException\x12!\n" +
 	"\ftimestamp_ms\x18\x01 \x01(\x03R\vtimestampMs\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12%\n" +
@@ -3015,7 +3441,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x120\n" +
 	"\bsubtasks\x18\x04 \x03(\v2\x14.weir.v1.SubtaskInfoR\bsubtasks\x12-\n" +
 	"\x04load\x18\x05 \x01(\v2\x19.weir.v1.SubtaskInfo.LoadR\x04load\x12#\n" +
-	"\rload_reported\x18\x06 \x01(\x05R\floadReported\"\xea\x06\n" +
+	"\rload_reported\x18\x06 \x01(\x05R\floadReported\"\xc4\a\n" +
 	"\vSubtaskInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12-\n" +
@@ -3029,7 +3455,7 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\x06region\x18\b \x01(\x05R\x06region\x12\"\n" +
 	"\rstart_time_ms\x18\t \x01(\x03R\vstartTimeMs\x12\x1e\n" +
 	"\vend_time_ms\x18\n" +
-	" \x01(\x03R\tendTimeMs\x1a\xe8\x03\n" +
+	" \x01(\x03R\tendTimeMs\x1a\xc2\x04\n" +
 	"\x04Load\x12+\n" +
 	"\x12idle_ms_per_second\x18\x01 \x01(\x01R\x0fidleMsPerSecond\x12=\n" +
 	"\x1bbackpressured_ms_per_second\x18\x02 \x01(\x01R\x18backpressuredMsPerSecond\x12+\n" +
@@ -3046,7 +3472,10 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	" \x01(\x03R\x06busyMs\x12\x1f\n" +
 	"\vinterval_ms\x18\v \x01(\x03R\n" +
 	"intervalMs\x12!\n" +
-	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\"\xab\x02\n" +
+	"\ftimestamp_ms\x18\f \x01(\x03R\vtimestampMs\x12,\n" +
+	"\x0fpending_records\x18\r \x01(\x03H\x00R\x0ependingRecords\x88\x01\x01\x12\x16\n" +
+	"\x06splits\x18\x0e \x01(\x05R\x06splitsB\x12\n" +
+	"\x10_pending_records\"\xab\x02\n" +
 	"\x11SubtaskWatermarks\x12\x19\n" +
 	"\binput_ms\x18\x01 \x01(\x03R\ainputMs\x12\x1b\n" +
 	"\toutput_ms\x18\x02 \x01(\x03R\boutputMs\x12\x12\n" +
@@ -3205,7 +3634,7 @@ func file_weir_v1_client_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_client_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_weir_v1_client_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_weir_v1_client_proto_goTypes = []any{
 	(CheckpointStatus)(0),                  // 0: weir.v1.CheckpointStatus
 	(NextCheckpoint_State)(0),              // 1: weir.v1.NextCheckpoint.State
@@ -3223,87 +3652,98 @@ var file_weir_v1_client_proto_goTypes = []any{
 	(*ListJobsRequest)(nil),                // 13: weir.v1.ListJobsRequest
 	(*ListJobsResponse)(nil),               // 14: weir.v1.ListJobsResponse
 	(*JobInfo)(nil),                        // 15: weir.v1.JobInfo
-	(*JobException)(nil),                   // 16: weir.v1.JobException
-	(*VertexInfo)(nil),                     // 17: weir.v1.VertexInfo
-	(*SubtaskInfo)(nil),                    // 18: weir.v1.SubtaskInfo
-	(*SubtaskWatermarks)(nil),              // 19: weir.v1.SubtaskWatermarks
-	(*ChannelWatermark)(nil),               // 20: weir.v1.ChannelWatermark
-	(*SplitWatermark)(nil),                 // 21: weir.v1.SplitWatermark
-	(*TriggerCheckpointRequest)(nil),       // 22: weir.v1.TriggerCheckpointRequest
-	(*TriggerCheckpointResponse)(nil),      // 23: weir.v1.TriggerCheckpointResponse
-	(*TriggerSavepointRequest)(nil),        // 24: weir.v1.TriggerSavepointRequest
-	(*TriggerSavepointResponse)(nil),       // 25: weir.v1.TriggerSavepointResponse
-	(*StopWithSavepointRequest)(nil),       // 26: weir.v1.StopWithSavepointRequest
-	(*StopWithSavepointResponse)(nil),      // 27: weir.v1.StopWithSavepointResponse
-	(*ListCheckpointsRequest)(nil),         // 28: weir.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),        // 29: weir.v1.ListCheckpointsResponse
-	(*NextCheckpoint)(nil),                 // 30: weir.v1.NextCheckpoint
-	(*GetCheckpointRequest)(nil),           // 31: weir.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),          // 32: weir.v1.GetCheckpointResponse
-	(*CheckpointCounts)(nil),               // 33: weir.v1.CheckpointCounts
-	(*CheckpointStats)(nil),                // 34: weir.v1.CheckpointStats
-	(*SubtaskCheckpointStats)(nil),         // 35: weir.v1.SubtaskCheckpointStats
-	(*RestoredCheckpoint)(nil),             // 36: weir.v1.RestoredCheckpoint
-	(*ListTaskManagersRequest)(nil),        // 37: weir.v1.ListTaskManagersRequest
-	(*ListTaskManagersResponse)(nil),       // 38: weir.v1.ListTaskManagersResponse
-	(*TaskManagerInfo)(nil),                // 39: weir.v1.TaskManagerInfo
-	(*DisposeSavepointRequest)(nil),        // 40: weir.v1.DisposeSavepointRequest
-	(*DisposeSavepointResponse)(nil),       // 41: weir.v1.DisposeSavepointResponse
-	nil,                                    // 42: weir.v1.RescaleJobRequest.ParallelismEntry
-	(*SubtaskInfo_Load)(nil),               // 43: weir.v1.SubtaskInfo.Load
-	(*durationpb.Duration)(nil),            // 44: google.protobuf.Duration
-	(*CheckpointConfig)(nil),               // 45: weir.v1.CheckpointConfig
-	(*JobGraph)(nil),                       // 46: weir.v1.JobGraph
-	(JobState)(0),                          // 47: weir.v1.JobState
-	(ExecutionState)(0),                    // 48: weir.v1.ExecutionState
-	(CheckpointFailureReason)(0),           // 49: weir.v1.CheckpointFailureReason
-	(CheckpointType)(0),                    // 50: weir.v1.CheckpointType
-	(*CheckpointMetrics)(nil),              // 51: weir.v1.CheckpointMetrics
-	(CheckpointPhase)(0),                   // 52: weir.v1.CheckpointPhase
+	(*GetAutoscalerRequest)(nil),           // 16: weir.v1.GetAutoscalerRequest
+	(*GetAutoscalerResponse)(nil),          // 17: weir.v1.GetAutoscalerResponse
+	(*AutoscalerEntry)(nil),                // 18: weir.v1.AutoscalerEntry
+	(*AutoscalerEvaluation)(nil),           // 19: weir.v1.AutoscalerEvaluation
+	(*JobException)(nil),                   // 20: weir.v1.JobException
+	(*VertexInfo)(nil),                     // 21: weir.v1.VertexInfo
+	(*SubtaskInfo)(nil),                    // 22: weir.v1.SubtaskInfo
+	(*SubtaskWatermarks)(nil),              // 23: weir.v1.SubtaskWatermarks
+	(*ChannelWatermark)(nil),               // 24: weir.v1.ChannelWatermark
+	(*SplitWatermark)(nil),                 // 25: weir.v1.SplitWatermark
+	(*TriggerCheckpointRequest)(nil),       // 26: weir.v1.TriggerCheckpointRequest
+	(*TriggerCheckpointResponse)(nil),      // 27: weir.v1.TriggerCheckpointResponse
+	(*TriggerSavepointRequest)(nil),        // 28: weir.v1.TriggerSavepointRequest
+	(*TriggerSavepointResponse)(nil),       // 29: weir.v1.TriggerSavepointResponse
+	(*StopWithSavepointRequest)(nil),       // 30: weir.v1.StopWithSavepointRequest
+	(*StopWithSavepointResponse)(nil),      // 31: weir.v1.StopWithSavepointResponse
+	(*ListCheckpointsRequest)(nil),         // 32: weir.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),        // 33: weir.v1.ListCheckpointsResponse
+	(*NextCheckpoint)(nil),                 // 34: weir.v1.NextCheckpoint
+	(*GetCheckpointRequest)(nil),           // 35: weir.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),          // 36: weir.v1.GetCheckpointResponse
+	(*CheckpointCounts)(nil),               // 37: weir.v1.CheckpointCounts
+	(*CheckpointStats)(nil),                // 38: weir.v1.CheckpointStats
+	(*SubtaskCheckpointStats)(nil),         // 39: weir.v1.SubtaskCheckpointStats
+	(*RestoredCheckpoint)(nil),             // 40: weir.v1.RestoredCheckpoint
+	(*ListTaskManagersRequest)(nil),        // 41: weir.v1.ListTaskManagersRequest
+	(*ListTaskManagersResponse)(nil),       // 42: weir.v1.ListTaskManagersResponse
+	(*TaskManagerInfo)(nil),                // 43: weir.v1.TaskManagerInfo
+	(*DisposeSavepointRequest)(nil),        // 44: weir.v1.DisposeSavepointRequest
+	(*DisposeSavepointResponse)(nil),       // 45: weir.v1.DisposeSavepointResponse
+	nil,                                    // 46: weir.v1.RescaleJobRequest.ParallelismEntry
+	nil,                                    // 47: weir.v1.AutoscalerEntry.ParallelismEntry
+	(*SubtaskInfo_Load)(nil),               // 48: weir.v1.SubtaskInfo.Load
+	(*durationpb.Duration)(nil),            // 49: google.protobuf.Duration
+	(*CheckpointConfig)(nil),               // 50: weir.v1.CheckpointConfig
+	(*JobGraph)(nil),                       // 51: weir.v1.JobGraph
+	(JobState)(0),                          // 52: weir.v1.JobState
+	(*AutoscalerConfig)(nil),               // 53: weir.v1.AutoscalerConfig
+	(ExecutionState)(0),                    // 54: weir.v1.ExecutionState
+	(CheckpointFailureReason)(0),           // 55: weir.v1.CheckpointFailureReason
+	(CheckpointType)(0),                    // 56: weir.v1.CheckpointType
+	(*CheckpointMetrics)(nil),              // 57: weir.v1.CheckpointMetrics
+	(CheckpointPhase)(0),                   // 58: weir.v1.CheckpointPhase
 }
 var file_weir_v1_client_proto_depIdxs = []int32{
-	42, // 0: weir.v1.RescaleJobRequest.parallelism:type_name -> weir.v1.RescaleJobRequest.ParallelismEntry
-	44, // 1: weir.v1.ConfigureCheckpointingRequest.interval:type_name -> google.protobuf.Duration
-	44, // 2: weir.v1.ConfigureCheckpointingRequest.timeout:type_name -> google.protobuf.Duration
-	44, // 3: weir.v1.ConfigureCheckpointingRequest.min_pause:type_name -> google.protobuf.Duration
-	44, // 4: weir.v1.ConfigureCheckpointingRequest.interval_during_backlog:type_name -> google.protobuf.Duration
-	45, // 5: weir.v1.ConfigureCheckpointingResponse.checkpointing:type_name -> weir.v1.CheckpointConfig
-	46, // 6: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
+	46, // 0: weir.v1.RescaleJobRequest.parallelism:type_name -> weir.v1.RescaleJobRequest.ParallelismEntry
+	49, // 1: weir.v1.ConfigureCheckpointingRequest.interval:type_name -> google.protobuf.Duration
+	49, // 2: weir.v1.ConfigureCheckpointingRequest.timeout:type_name -> google.protobuf.Duration
+	49, // 3: weir.v1.ConfigureCheckpointingRequest.min_pause:type_name -> google.protobuf.Duration
+	49, // 4: weir.v1.ConfigureCheckpointingRequest.interval_during_backlog:type_name -> google.protobuf.Duration
+	50, // 5: weir.v1.ConfigureCheckpointingResponse.checkpointing:type_name -> weir.v1.CheckpointConfig
+	51, // 6: weir.v1.SubmitJobRequest.job:type_name -> weir.v1.JobGraph
 	15, // 7: weir.v1.GetJobResponse.job:type_name -> weir.v1.JobInfo
 	15, // 8: weir.v1.ListJobsResponse.jobs:type_name -> weir.v1.JobInfo
-	47, // 9: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
-	17, // 10: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
-	46, // 11: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
-	16, // 12: weir.v1.JobInfo.exceptions:type_name -> weir.v1.JobException
-	18, // 13: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
-	43, // 14: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	48, // 15: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
-	43, // 16: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
-	19, // 17: weir.v1.SubtaskInfo.watermarks:type_name -> weir.v1.SubtaskWatermarks
-	20, // 18: weir.v1.SubtaskWatermarks.channels:type_name -> weir.v1.ChannelWatermark
-	21, // 19: weir.v1.SubtaskWatermarks.splits:type_name -> weir.v1.SplitWatermark
-	33, // 20: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
-	34, // 21: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
-	34, // 22: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
-	34, // 23: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
-	34, // 24: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
-	36, // 25: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
-	30, // 26: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
-	1,  // 27: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
-	2,  // 28: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
-	34, // 29: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
-	35, // 30: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
-	0,  // 31: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
-	49, // 32: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
-	50, // 33: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
-	51, // 34: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
-	52, // 35: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
-	39, // 36: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	52, // 9: weir.v1.JobInfo.state:type_name -> weir.v1.JobState
+	21, // 10: weir.v1.JobInfo.vertices:type_name -> weir.v1.VertexInfo
+	51, // 11: weir.v1.JobInfo.graph:type_name -> weir.v1.JobGraph
+	20, // 12: weir.v1.JobInfo.exceptions:type_name -> weir.v1.JobException
+	18, // 13: weir.v1.JobInfo.autoscaler:type_name -> weir.v1.AutoscalerEntry
+	53, // 14: weir.v1.GetAutoscalerResponse.config:type_name -> weir.v1.AutoscalerConfig
+	18, // 15: weir.v1.GetAutoscalerResponse.history:type_name -> weir.v1.AutoscalerEntry
+	19, // 16: weir.v1.AutoscalerEntry.evaluations:type_name -> weir.v1.AutoscalerEvaluation
+	47, // 17: weir.v1.AutoscalerEntry.parallelism:type_name -> weir.v1.AutoscalerEntry.ParallelismEntry
+	22, // 18: weir.v1.VertexInfo.subtasks:type_name -> weir.v1.SubtaskInfo
+	48, // 19: weir.v1.VertexInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	54, // 20: weir.v1.SubtaskInfo.state:type_name -> weir.v1.ExecutionState
+	48, // 21: weir.v1.SubtaskInfo.load:type_name -> weir.v1.SubtaskInfo.Load
+	23, // 22: weir.v1.SubtaskInfo.watermarks:type_name -> weir.v1.SubtaskWatermarks
+	24, // 23: weir.v1.SubtaskWatermarks.channels:type_name -> weir.v1.ChannelWatermark
+	25, // 24: weir.v1.SubtaskWatermarks.splits:type_name -> weir.v1.SplitWatermark
+	37, // 25: weir.v1.ListCheckpointsResponse.counts:type_name -> weir.v1.CheckpointCounts
+	38, // 26: weir.v1.ListCheckpointsResponse.history:type_name -> weir.v1.CheckpointStats
+	38, // 27: weir.v1.ListCheckpointsResponse.latest_completed:type_name -> weir.v1.CheckpointStats
+	38, // 28: weir.v1.ListCheckpointsResponse.latest_savepoint:type_name -> weir.v1.CheckpointStats
+	38, // 29: weir.v1.ListCheckpointsResponse.latest_failed:type_name -> weir.v1.CheckpointStats
+	40, // 30: weir.v1.ListCheckpointsResponse.latest_restored:type_name -> weir.v1.RestoredCheckpoint
+	34, // 31: weir.v1.ListCheckpointsResponse.next_checkpoint:type_name -> weir.v1.NextCheckpoint
+	1,  // 32: weir.v1.NextCheckpoint.state:type_name -> weir.v1.NextCheckpoint.State
+	2,  // 33: weir.v1.NextCheckpoint.reason:type_name -> weir.v1.NextCheckpoint.Reason
+	38, // 34: weir.v1.GetCheckpointResponse.checkpoint:type_name -> weir.v1.CheckpointStats
+	39, // 35: weir.v1.GetCheckpointResponse.subtasks:type_name -> weir.v1.SubtaskCheckpointStats
+	0,  // 36: weir.v1.CheckpointStats.status:type_name -> weir.v1.CheckpointStatus
+	55, // 37: weir.v1.CheckpointStats.failure_reason:type_name -> weir.v1.CheckpointFailureReason
+	56, // 38: weir.v1.CheckpointStats.checkpoint_type:type_name -> weir.v1.CheckpointType
+	57, // 39: weir.v1.SubtaskCheckpointStats.metrics:type_name -> weir.v1.CheckpointMetrics
+	58, // 40: weir.v1.SubtaskCheckpointStats.phase:type_name -> weir.v1.CheckpointPhase
+	43, // 41: weir.v1.ListTaskManagersResponse.taskmanagers:type_name -> weir.v1.TaskManagerInfo
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_client_proto_init() }
@@ -3314,13 +3754,14 @@ func file_weir_v1_client_proto_init() {
 	file_weir_v1_checkpoint_proto_init()
 	file_weir_v1_common_proto_init()
 	file_weir_v1_jobgraph_proto_init()
+	file_weir_v1_client_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_client_proto_rawDesc), len(file_weir_v1_client_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

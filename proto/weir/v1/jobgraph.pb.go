@@ -225,7 +225,7 @@ func (x RestartStrategy_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RestartStrategy_Kind.Descriptor instead.
 func (RestartStrategy_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{5, 0}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type StateBackendConfig_Backend int32
@@ -274,7 +274,7 @@ func (x StateBackendConfig_Backend) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StateBackendConfig_Backend.Descriptor instead.
 func (StateBackendConfig_Backend) EnumDescriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{6, 0}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{8, 0}
 }
 
 // JobGraph is the logical plan a client submits: vertices joined by edges.
@@ -295,9 +295,16 @@ type JobGraph struct {
 	DisableChaining bool `protobuf:"varint,8,opt,name=disable_chaining,json=disableChaining,proto3" json:"disable_chaining,omitempty"`
 	// sql is the SQL statement a job compiled by `weir sql` runs; empty for
 	// other jobs.
-	Sql           string `protobuf:"bytes,9,opt,name=sql,proto3" json:"sql,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sql string `protobuf:"bytes,9,opt,name=sql,proto3" json:"sql,omitempty"`
+	// autoscaler, when enabled, lets the JobManager change the job's
+	// parallelism by its load (job spec `autoscaler:`).
+	Autoscaler *AutoscalerConfig `protobuf:"bytes,10,opt,name=autoscaler,proto3" json:"autoscaler,omitempty"`
+	// autoscaler_rescales_ms are the times (Unix ms) of the autoscaler's
+	// rescales in the hour before the graph was stored: a new leader keeps
+	// max-rescales-per-hour with them.
+	AutoscalerRescalesMs []int64 `protobuf:"varint,11,rep,packed,name=autoscaler_rescales_ms,json=autoscalerRescalesMs,proto3" json:"autoscaler_rescales_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *JobGraph) Reset() {
@@ -391,6 +398,20 @@ func (x *JobGraph) GetSql() string {
 		return x.Sql
 	}
 	return ""
+}
+
+func (x *JobGraph) GetAutoscaler() *AutoscalerConfig {
+	if x != nil {
+		return x.Autoscaler
+	}
+	return nil
+}
+
+func (x *JobGraph) GetAutoscalerRescalesMs() []int64 {
+	if x != nil {
+		return x.AutoscalerRescalesMs
+	}
+	return nil
 }
 
 type JobVertex struct {
@@ -782,6 +803,231 @@ func (x *CheckpointConfig) GetIntervalDuringBacklog() *durationpb.Duration {
 	return nil
 }
 
+// AutoscalerConfig is Flink's autoscaler's configuration (its option
+// names without the job.autoscaler prefix). Zero values take the defaults.
+type AutoscalerConfig struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Enabled bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// target_utilization is the share of a vertex's true processing rate
+	// its input should use; a vertex within target_utilization ±
+	// utilization_boundary is left alone.
+	TargetUtilization   float64 `protobuf:"fixed64,2,opt,name=target_utilization,json=targetUtilization,proto3" json:"target_utilization,omitempty"`
+	UtilizationBoundary float64 `protobuf:"fixed64,3,opt,name=utilization_boundary,json=utilizationBoundary,proto3" json:"utilization_boundary,omitempty"`
+	// interval is how often it decides, over the samples of the last
+	// metrics_window, ignoring those within stabilization of a (re)start.
+	Interval      *durationpb.Duration `protobuf:"bytes,4,opt,name=interval,proto3" json:"interval,omitempty"`
+	MetricsWindow *durationpb.Duration `protobuf:"bytes,5,opt,name=metrics_window,json=metricsWindow,proto3" json:"metrics_window,omitempty"`
+	Stabilization *durationpb.Duration `protobuf:"bytes,6,opt,name=stabilization,proto3" json:"stabilization,omitempty"`
+	// scale_down_delay: a scale-down must be called for at every decision
+	// this long before it is carried out.
+	ScaleDownDelay *durationpb.Duration `protobuf:"bytes,7,opt,name=scale_down_delay,json=scaleDownDelay,proto3" json:"scale_down_delay,omitempty"`
+	// catch_up_duration is the time to catch a backlog (Kafka lag) up in;
+	// restart_time the pause of a rescale, whose input is caught up too.
+	CatchUpDuration *durationpb.Duration `protobuf:"bytes,8,opt,name=catch_up_duration,json=catchUpDuration,proto3" json:"catch_up_duration,omitempty"`
+	RestartTime     *durationpb.Duration `protobuf:"bytes,9,opt,name=restart_time,json=restartTime,proto3" json:"restart_time,omitempty"`
+	// max_rescales_per_hour bounds its rescales in any hour (0: the
+	// default, 10).
+	MaxRescalesPerHour int32 `protobuf:"varint,10,opt,name=max_rescales_per_hour,json=maxRescalesPerHour,proto3" json:"max_rescales_per_hour,omitempty"`
+	// One step takes a parallelism p no lower than p·(1−down) and no
+	// higher than p·(1+up).
+	MaxScaleDownFactor float64 `protobuf:"fixed64,11,opt,name=max_scale_down_factor,json=maxScaleDownFactor,proto3" json:"max_scale_down_factor,omitempty"`
+	MaxScaleUpFactor   float64 `protobuf:"fixed64,12,opt,name=max_scale_up_factor,json=maxScaleUpFactor,proto3" json:"max_scale_up_factor,omitempty"`
+	// min_parallelism and max_parallelism bound every vertex; vertices
+	// bound single vertices by name (0: no bound of its own).
+	MinParallelism int32                         `protobuf:"varint,13,opt,name=min_parallelism,json=minParallelism,proto3" json:"min_parallelism,omitempty"`
+	MaxParallelism int32                         `protobuf:"varint,14,opt,name=max_parallelism,json=maxParallelism,proto3" json:"max_parallelism,omitempty"`
+	Vertices       map[string]*ParallelismBounds `protobuf:"bytes,15,rep,name=vertices,proto3" json:"vertices,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AutoscalerConfig) Reset() {
+	*x = AutoscalerConfig{}
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoscalerConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoscalerConfig) ProtoMessage() {}
+
+func (x *AutoscalerConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoscalerConfig.ProtoReflect.Descriptor instead.
+func (*AutoscalerConfig) Descriptor() ([]byte, []int) {
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AutoscalerConfig) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *AutoscalerConfig) GetTargetUtilization() float64 {
+	if x != nil {
+		return x.TargetUtilization
+	}
+	return 0
+}
+
+func (x *AutoscalerConfig) GetUtilizationBoundary() float64 {
+	if x != nil {
+		return x.UtilizationBoundary
+	}
+	return 0
+}
+
+func (x *AutoscalerConfig) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *AutoscalerConfig) GetMetricsWindow() *durationpb.Duration {
+	if x != nil {
+		return x.MetricsWindow
+	}
+	return nil
+}
+
+func (x *AutoscalerConfig) GetStabilization() *durationpb.Duration {
+	if x != nil {
+		return x.Stabilization
+	}
+	return nil
+}
+
+func (x *AutoscalerConfig) GetScaleDownDelay() *durationpb.Duration {
+	if x != nil {
+		return x.ScaleDownDelay
+	}
+	return nil
+}
+
+func (x *AutoscalerConfig) GetCatchUpDuration() *durationpb.Duration {
+	if x != nil {
+		return x.CatchUpDuration
+	}
+	return nil
+}
+
+func (x *AutoscalerConfig) GetRestartTime() *durationpb.Duration {
+	if x != nil {
+		return x.RestartTime
+	}
+	return nil
+}
+
+func (x *AutoscalerConfig) GetMaxRescalesPerHour() int32 {
+	if x != nil {
+		return x.MaxRescalesPerHour
+	}
+	return 0
+}
+
+func (x *AutoscalerConfig) GetMaxScaleDownFactor() float64 {
+	if x != nil {
+		return x.MaxScaleDownFactor
+	}
+	return 0
+}
+
+func (x *AutoscalerConfig) GetMaxScaleUpFactor() float64 {
+	if x != nil {
+		return x.MaxScaleUpFactor
+	}
+	return 0
+}
+
+func (x *AutoscalerConfig) GetMinParallelism() int32 {
+	if x != nil {
+		return x.MinParallelism
+	}
+	return 0
+}
+
+func (x *AutoscalerConfig) GetMaxParallelism() int32 {
+	if x != nil {
+		return x.MaxParallelism
+	}
+	return 0
+}
+
+func (x *AutoscalerConfig) GetVertices() map[string]*ParallelismBounds {
+	if x != nil {
+		return x.Vertices
+	}
+	return nil
+}
+
+type ParallelismBounds struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Min           int32                  `protobuf:"varint,1,opt,name=min,proto3" json:"min,omitempty"`
+	Max           int32                  `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParallelismBounds) Reset() {
+	*x = ParallelismBounds{}
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParallelismBounds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParallelismBounds) ProtoMessage() {}
+
+func (x *ParallelismBounds) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParallelismBounds.ProtoReflect.Descriptor instead.
+func (*ParallelismBounds) Descriptor() ([]byte, []int) {
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ParallelismBounds) GetMin() int32 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *ParallelismBounds) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
 type RestartStrategy struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	Kind                  RestartStrategy_Kind   `protobuf:"varint,1,opt,name=kind,proto3,enum=weir.v1.RestartStrategy_Kind" json:"kind,omitempty"`
@@ -797,7 +1043,7 @@ type RestartStrategy struct {
 
 func (x *RestartStrategy) Reset() {
 	*x = RestartStrategy{}
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1055,7 @@ func (x *RestartStrategy) String() string {
 func (*RestartStrategy) ProtoMessage() {}
 
 func (x *RestartStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[5]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1068,7 @@ func (x *RestartStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartStrategy.ProtoReflect.Descriptor instead.
 func (*RestartStrategy) Descriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RestartStrategy) GetKind() RestartStrategy_Kind {
@@ -884,7 +1130,7 @@ type StateBackendConfig struct {
 
 func (x *StateBackendConfig) Reset() {
 	*x = StateBackendConfig{}
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[6]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1142,7 @@ func (x *StateBackendConfig) String() string {
 func (*StateBackendConfig) ProtoMessage() {}
 
 func (x *StateBackendConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_jobgraph_proto_msgTypes[6]
+	mi := &file_weir_v1_jobgraph_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1155,7 @@ func (x *StateBackendConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateBackendConfig.ProtoReflect.Descriptor instead.
 func (*StateBackendConfig) Descriptor() ([]byte, []int) {
-	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_jobgraph_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StateBackendConfig) GetBackend() StateBackendConfig_Backend {
@@ -930,7 +1176,7 @@ var File_weir_v1_jobgraph_proto protoreflect.FileDescriptor
 
 const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\n" +
-	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x90\x03\n" +
+	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x81\x04\n" +
 	"\bJobGraph\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\bvertices\x18\x02 \x03(\v2\x12.weir.v1.JobVertexR\bvertices\x12?\n" +
@@ -940,7 +1186,12 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\v2\x1b.weir.v1.StateBackendConfigR\x05state\x12!\n" +
 	"\frestore_from\x18\a \x01(\tR\vrestoreFrom\x12)\n" +
 	"\x10disable_chaining\x18\b \x01(\bR\x0fdisableChaining\x12\x10\n" +
-	"\x03sql\x18\t \x01(\tR\x03sql\"\x96\x03\n" +
+	"\x03sql\x18\t \x01(\tR\x03sql\x129\n" +
+	"\n" +
+	"autoscaler\x18\n" +
+	" \x01(\v2\x19.weir.v1.AutoscalerConfigR\n" +
+	"autoscaler\x124\n" +
+	"\x16autoscaler_rescales_ms\x18\v \x03(\x03R\x14autoscalerRescalesMs\"\x96\x03\n" +
 	"\tJobVertex\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
@@ -975,7 +1226,30 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x1ctolerable_failed_checkpoints\x18\t \x01(\x05R\x1atolerableFailedCheckpoints\x12U\n" +
 	"\x16externalized_retention\x18\n" +
 	" \x01(\x0e2\x1e.weir.v1.ExternalizedRetentionR\x15externalizedRetention\x12Q\n" +
-	"\x17interval_during_backlog\x18\v \x01(\v2\x19.google.protobuf.DurationR\x15intervalDuringBacklog\"\xe3\x03\n" +
+	"\x17interval_during_backlog\x18\v \x01(\v2\x19.google.protobuf.DurationR\x15intervalDuringBacklog\"\x97\a\n" +
+	"\x10AutoscalerConfig\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12-\n" +
+	"\x12target_utilization\x18\x02 \x01(\x01R\x11targetUtilization\x121\n" +
+	"\x14utilization_boundary\x18\x03 \x01(\x01R\x13utilizationBoundary\x125\n" +
+	"\binterval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12@\n" +
+	"\x0emetrics_window\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rmetricsWindow\x12?\n" +
+	"\rstabilization\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\rstabilization\x12C\n" +
+	"\x10scale_down_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\x0escaleDownDelay\x12E\n" +
+	"\x11catch_up_duration\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0fcatchUpDuration\x12<\n" +
+	"\frestart_time\x18\t \x01(\v2\x19.google.protobuf.DurationR\vrestartTime\x121\n" +
+	"\x15max_rescales_per_hour\x18\n" +
+	" \x01(\x05R\x12maxRescalesPerHour\x121\n" +
+	"\x15max_scale_down_factor\x18\v \x01(\x01R\x12maxScaleDownFactor\x12-\n" +
+	"\x13max_scale_up_factor\x18\f \x01(\x01R\x10maxScaleUpFactor\x12'\n" +
+	"\x0fmin_parallelism\x18\r \x01(\x05R\x0eminParallelism\x12'\n" +
+	"\x0fmax_parallelism\x18\x0e \x01(\x05R\x0emaxParallelism\x12C\n" +
+	"\bvertices\x18\x0f \x03(\v2'.weir.v1.AutoscalerConfig.VerticesEntryR\bvertices\x1aW\n" +
+	"\rVerticesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.weir.v1.ParallelismBoundsR\x05value:\x028\x01\"7\n" +
+	"\x11ParallelismBounds\x12\x10\n" +
+	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\"\xe3\x03\n" +
 	"\x0fRestartStrategy\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.weir.v1.RestartStrategy.KindR\x04kind\x12\x1a\n" +
 	"\battempts\x18\x02 \x01(\x05R\battempts\x12/\n" +
@@ -1027,7 +1301,7 @@ func file_weir_v1_jobgraph_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_jobgraph_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_weir_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_weir_v1_jobgraph_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_weir_v1_jobgraph_proto_goTypes = []any{
 	(Partitioner)(0),                // 0: weir.v1.Partitioner
 	(CheckpointingMode)(0),          // 1: weir.v1.CheckpointingMode
@@ -1039,41 +1313,53 @@ var file_weir_v1_jobgraph_proto_goTypes = []any{
 	(*WatermarkStrategy)(nil),       // 7: weir.v1.WatermarkStrategy
 	(*JobEdge)(nil),                 // 8: weir.v1.JobEdge
 	(*CheckpointConfig)(nil),        // 9: weir.v1.CheckpointConfig
-	(*RestartStrategy)(nil),         // 10: weir.v1.RestartStrategy
-	(*StateBackendConfig)(nil),      // 11: weir.v1.StateBackendConfig
-	(*structpb.Struct)(nil),         // 12: google.protobuf.Struct
-	(*durationpb.Duration)(nil),     // 13: google.protobuf.Duration
+	(*AutoscalerConfig)(nil),        // 10: weir.v1.AutoscalerConfig
+	(*ParallelismBounds)(nil),       // 11: weir.v1.ParallelismBounds
+	(*RestartStrategy)(nil),         // 12: weir.v1.RestartStrategy
+	(*StateBackendConfig)(nil),      // 13: weir.v1.StateBackendConfig
+	nil,                             // 14: weir.v1.AutoscalerConfig.VerticesEntry
+	(*structpb.Struct)(nil),         // 15: google.protobuf.Struct
+	(*durationpb.Duration)(nil),     // 16: google.protobuf.Duration
 }
 var file_weir_v1_jobgraph_proto_depIdxs = []int32{
 	6,  // 0: weir.v1.JobGraph.vertices:type_name -> weir.v1.JobVertex
 	9,  // 1: weir.v1.JobGraph.checkpointing:type_name -> weir.v1.CheckpointConfig
-	10, // 2: weir.v1.JobGraph.restart_strategy:type_name -> weir.v1.RestartStrategy
-	11, // 3: weir.v1.JobGraph.state:type_name -> weir.v1.StateBackendConfig
-	12, // 4: weir.v1.JobVertex.config:type_name -> google.protobuf.Struct
-	8,  // 5: weir.v1.JobVertex.inputs:type_name -> weir.v1.JobEdge
-	7,  // 6: weir.v1.JobVertex.watermarks:type_name -> weir.v1.WatermarkStrategy
-	13, // 7: weir.v1.WatermarkStrategy.max_out_of_orderness:type_name -> google.protobuf.Duration
-	13, // 8: weir.v1.WatermarkStrategy.idle_timeout:type_name -> google.protobuf.Duration
-	13, // 9: weir.v1.WatermarkStrategy.interval:type_name -> google.protobuf.Duration
-	0,  // 10: weir.v1.JobEdge.partitioner:type_name -> weir.v1.Partitioner
-	13, // 11: weir.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
-	13, // 12: weir.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
-	13, // 13: weir.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
-	1,  // 14: weir.v1.CheckpointConfig.mode:type_name -> weir.v1.CheckpointingMode
-	13, // 15: weir.v1.CheckpointConfig.aligned_checkpoint_timeout:type_name -> google.protobuf.Duration
-	2,  // 16: weir.v1.CheckpointConfig.externalized_retention:type_name -> weir.v1.ExternalizedRetention
-	13, // 17: weir.v1.CheckpointConfig.interval_during_backlog:type_name -> google.protobuf.Duration
-	3,  // 18: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
-	13, // 19: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
-	13, // 20: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
-	13, // 21: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
-	13, // 22: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
-	4,  // 23: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	12, // 2: weir.v1.JobGraph.restart_strategy:type_name -> weir.v1.RestartStrategy
+	13, // 3: weir.v1.JobGraph.state:type_name -> weir.v1.StateBackendConfig
+	10, // 4: weir.v1.JobGraph.autoscaler:type_name -> weir.v1.AutoscalerConfig
+	15, // 5: weir.v1.JobVertex.config:type_name -> google.protobuf.Struct
+	8,  // 6: weir.v1.JobVertex.inputs:type_name -> weir.v1.JobEdge
+	7,  // 7: weir.v1.JobVertex.watermarks:type_name -> weir.v1.WatermarkStrategy
+	16, // 8: weir.v1.WatermarkStrategy.max_out_of_orderness:type_name -> google.protobuf.Duration
+	16, // 9: weir.v1.WatermarkStrategy.idle_timeout:type_name -> google.protobuf.Duration
+	16, // 10: weir.v1.WatermarkStrategy.interval:type_name -> google.protobuf.Duration
+	0,  // 11: weir.v1.JobEdge.partitioner:type_name -> weir.v1.Partitioner
+	16, // 12: weir.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
+	16, // 13: weir.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
+	16, // 14: weir.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
+	1,  // 15: weir.v1.CheckpointConfig.mode:type_name -> weir.v1.CheckpointingMode
+	16, // 16: weir.v1.CheckpointConfig.aligned_checkpoint_timeout:type_name -> google.protobuf.Duration
+	2,  // 17: weir.v1.CheckpointConfig.externalized_retention:type_name -> weir.v1.ExternalizedRetention
+	16, // 18: weir.v1.CheckpointConfig.interval_during_backlog:type_name -> google.protobuf.Duration
+	16, // 19: weir.v1.AutoscalerConfig.interval:type_name -> google.protobuf.Duration
+	16, // 20: weir.v1.AutoscalerConfig.metrics_window:type_name -> google.protobuf.Duration
+	16, // 21: weir.v1.AutoscalerConfig.stabilization:type_name -> google.protobuf.Duration
+	16, // 22: weir.v1.AutoscalerConfig.scale_down_delay:type_name -> google.protobuf.Duration
+	16, // 23: weir.v1.AutoscalerConfig.catch_up_duration:type_name -> google.protobuf.Duration
+	16, // 24: weir.v1.AutoscalerConfig.restart_time:type_name -> google.protobuf.Duration
+	14, // 25: weir.v1.AutoscalerConfig.vertices:type_name -> weir.v1.AutoscalerConfig.VerticesEntry
+	3,  // 26: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
+	16, // 27: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
+	16, // 28: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
+	16, // 29: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
+	16, // 30: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
+	4,  // 31: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
+	11, // 32: weir.v1.AutoscalerConfig.VerticesEntry.value:type_name -> weir.v1.ParallelismBounds
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_jobgraph_proto_init() }
@@ -1087,7 +1373,7 @@ func file_weir_v1_jobgraph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_jobgraph_proto_rawDesc), len(file_weir_v1_jobgraph_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -25,7 +25,7 @@ var File_weir_v1_client_service_proto protoreflect.FileDescriptor
 
 const file_weir_v1_client_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cweir/v1/client_service.proto\x12\aweir.v1\x1a\x14weir/v1/client.proto2\xae\b\n" +
+	"\x1cweir/v1/client_service.proto\x12\aweir.v1\x1a\x14weir/v1/client.proto2\xfe\b\n" +
 	"\rClientService\x12B\n" +
 	"\tSubmitJob\x12\x19.weir.v1.SubmitJobRequest\x1a\x1a.weir.v1.SubmitJobResponse\x12B\n" +
 	"\tCancelJob\x12\x19.weir.v1.CancelJobRequest\x1a\x1a.weir.v1.CancelJobResponse\x129\n" +
@@ -40,7 +40,8 @@ const file_weir_v1_client_service_proto_rawDesc = "" +
 	"\x10DisposeSavepoint\x12 .weir.v1.DisposeSavepointRequest\x1a!.weir.v1.DisposeSavepointResponse\x12E\n" +
 	"\n" +
 	"RescaleJob\x12\x1a.weir.v1.RescaleJobRequest\x1a\x1b.weir.v1.RescaleJobResponse\x12i\n" +
-	"\x16ConfigureCheckpointing\x12&.weir.v1.ConfigureCheckpointingRequest\x1a'.weir.v1.ConfigureCheckpointingResponseB6Z4github.com/weirproject/weir/proto/weir/v1/weirv1grpcb\x06proto3"
+	"\x16ConfigureCheckpointing\x12&.weir.v1.ConfigureCheckpointingRequest\x1a'.weir.v1.ConfigureCheckpointingResponse\x12N\n" +
+	"\rGetAutoscaler\x12\x1d.weir.v1.GetAutoscalerRequest\x1a\x1e.weir.v1.GetAutoscalerResponseB6Z4github.com/weirproject/weir/proto/weir/v1/weirv1grpcb\x06proto3"
 
 var file_weir_v1_client_service_proto_goTypes = []any{
 	(*v1.SubmitJobRequest)(nil),               // 0: weir.v1.SubmitJobRequest
@@ -56,19 +57,21 @@ var file_weir_v1_client_service_proto_goTypes = []any{
 	(*v1.DisposeSavepointRequest)(nil),        // 10: weir.v1.DisposeSavepointRequest
 	(*v1.RescaleJobRequest)(nil),              // 11: weir.v1.RescaleJobRequest
 	(*v1.ConfigureCheckpointingRequest)(nil),  // 12: weir.v1.ConfigureCheckpointingRequest
-	(*v1.SubmitJobResponse)(nil),              // 13: weir.v1.SubmitJobResponse
-	(*v1.CancelJobResponse)(nil),              // 14: weir.v1.CancelJobResponse
-	(*v1.GetJobResponse)(nil),                 // 15: weir.v1.GetJobResponse
-	(*v1.ListJobsResponse)(nil),               // 16: weir.v1.ListJobsResponse
-	(*v1.TriggerCheckpointResponse)(nil),      // 17: weir.v1.TriggerCheckpointResponse
-	(*v1.TriggerSavepointResponse)(nil),       // 18: weir.v1.TriggerSavepointResponse
-	(*v1.StopWithSavepointResponse)(nil),      // 19: weir.v1.StopWithSavepointResponse
-	(*v1.ListCheckpointsResponse)(nil),        // 20: weir.v1.ListCheckpointsResponse
-	(*v1.GetCheckpointResponse)(nil),          // 21: weir.v1.GetCheckpointResponse
-	(*v1.ListTaskManagersResponse)(nil),       // 22: weir.v1.ListTaskManagersResponse
-	(*v1.DisposeSavepointResponse)(nil),       // 23: weir.v1.DisposeSavepointResponse
-	(*v1.RescaleJobResponse)(nil),             // 24: weir.v1.RescaleJobResponse
-	(*v1.ConfigureCheckpointingResponse)(nil), // 25: weir.v1.ConfigureCheckpointingResponse
+	(*v1.GetAutoscalerRequest)(nil),           // 13: weir.v1.GetAutoscalerRequest
+	(*v1.SubmitJobResponse)(nil),              // 14: weir.v1.SubmitJobResponse
+	(*v1.CancelJobResponse)(nil),              // 15: weir.v1.CancelJobResponse
+	(*v1.GetJobResponse)(nil),                 // 16: weir.v1.GetJobResponse
+	(*v1.ListJobsResponse)(nil),               // 17: weir.v1.ListJobsResponse
+	(*v1.TriggerCheckpointResponse)(nil),      // 18: weir.v1.TriggerCheckpointResponse
+	(*v1.TriggerSavepointResponse)(nil),       // 19: weir.v1.TriggerSavepointResponse
+	(*v1.StopWithSavepointResponse)(nil),      // 20: weir.v1.StopWithSavepointResponse
+	(*v1.ListCheckpointsResponse)(nil),        // 21: weir.v1.ListCheckpointsResponse
+	(*v1.GetCheckpointResponse)(nil),          // 22: weir.v1.GetCheckpointResponse
+	(*v1.ListTaskManagersResponse)(nil),       // 23: weir.v1.ListTaskManagersResponse
+	(*v1.DisposeSavepointResponse)(nil),       // 24: weir.v1.DisposeSavepointResponse
+	(*v1.RescaleJobResponse)(nil),             // 25: weir.v1.RescaleJobResponse
+	(*v1.ConfigureCheckpointingResponse)(nil), // 26: weir.v1.ConfigureCheckpointingResponse
+	(*v1.GetAutoscalerResponse)(nil),          // 27: weir.v1.GetAutoscalerResponse
 }
 var file_weir_v1_client_service_proto_depIdxs = []int32{
 	0,  // 0: weir.v1.ClientService.SubmitJob:input_type -> weir.v1.SubmitJobRequest
@@ -84,21 +87,23 @@ var file_weir_v1_client_service_proto_depIdxs = []int32{
 	10, // 10: weir.v1.ClientService.DisposeSavepoint:input_type -> weir.v1.DisposeSavepointRequest
 	11, // 11: weir.v1.ClientService.RescaleJob:input_type -> weir.v1.RescaleJobRequest
 	12, // 12: weir.v1.ClientService.ConfigureCheckpointing:input_type -> weir.v1.ConfigureCheckpointingRequest
-	13, // 13: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
-	14, // 14: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
-	15, // 15: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
-	16, // 16: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
-	17, // 17: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
-	18, // 18: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
-	19, // 19: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
-	20, // 20: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
-	21, // 21: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
-	22, // 22: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
-	23, // 23: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
-	24, // 24: weir.v1.ClientService.RescaleJob:output_type -> weir.v1.RescaleJobResponse
-	25, // 25: weir.v1.ClientService.ConfigureCheckpointing:output_type -> weir.v1.ConfigureCheckpointingResponse
-	13, // [13:26] is the sub-list for method output_type
-	0,  // [0:13] is the sub-list for method input_type
+	13, // 13: weir.v1.ClientService.GetAutoscaler:input_type -> weir.v1.GetAutoscalerRequest
+	14, // 14: weir.v1.ClientService.SubmitJob:output_type -> weir.v1.SubmitJobResponse
+	15, // 15: weir.v1.ClientService.CancelJob:output_type -> weir.v1.CancelJobResponse
+	16, // 16: weir.v1.ClientService.GetJob:output_type -> weir.v1.GetJobResponse
+	17, // 17: weir.v1.ClientService.ListJobs:output_type -> weir.v1.ListJobsResponse
+	18, // 18: weir.v1.ClientService.TriggerCheckpoint:output_type -> weir.v1.TriggerCheckpointResponse
+	19, // 19: weir.v1.ClientService.TriggerSavepoint:output_type -> weir.v1.TriggerSavepointResponse
+	20, // 20: weir.v1.ClientService.StopWithSavepoint:output_type -> weir.v1.StopWithSavepointResponse
+	21, // 21: weir.v1.ClientService.ListCheckpoints:output_type -> weir.v1.ListCheckpointsResponse
+	22, // 22: weir.v1.ClientService.GetCheckpoint:output_type -> weir.v1.GetCheckpointResponse
+	23, // 23: weir.v1.ClientService.ListTaskManagers:output_type -> weir.v1.ListTaskManagersResponse
+	24, // 24: weir.v1.ClientService.DisposeSavepoint:output_type -> weir.v1.DisposeSavepointResponse
+	25, // 25: weir.v1.ClientService.RescaleJob:output_type -> weir.v1.RescaleJobResponse
+	26, // 26: weir.v1.ClientService.ConfigureCheckpointing:output_type -> weir.v1.ConfigureCheckpointingResponse
+	27, // 27: weir.v1.ClientService.GetAutoscaler:output_type -> weir.v1.GetAutoscalerResponse
+	14, // [14:28] is the sub-list for method output_type
+	0,  // [0:14] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -33,6 +33,7 @@ const (
 	ClientService_DisposeSavepoint_FullMethodName       = "/weir.v1.ClientService/DisposeSavepoint"
 	ClientService_RescaleJob_FullMethodName             = "/weir.v1.ClientService/RescaleJob"
 	ClientService_ConfigureCheckpointing_FullMethodName = "/weir.v1.ClientService/ConfigureCheckpointing"
+	ClientService_GetAutoscaler_FullMethodName          = "/weir.v1.ClientService/GetAutoscaler"
 )
 
 // ClientServiceClient is the client API for ClientService service.
@@ -62,6 +63,9 @@ type ClientServiceClient interface {
 	// without a restart; the change is stored with the job, so a new leader
 	// keeps it.
 	ConfigureCheckpointing(ctx context.Context, in *v1.ConfigureCheckpointingRequest, opts ...grpc.CallOption) (*v1.ConfigureCheckpointingResponse, error)
+	// GetAutoscaler returns a job's autoscaler: its configuration and the
+	// history of its decisions, each with its reason.
+	GetAutoscaler(ctx context.Context, in *v1.GetAutoscalerRequest, opts ...grpc.CallOption) (*v1.GetAutoscalerResponse, error)
 }
 
 type clientServiceClient struct {
@@ -202,6 +206,16 @@ func (c *clientServiceClient) ConfigureCheckpointing(ctx context.Context, in *v1
 	return out, nil
 }
 
+func (c *clientServiceClient) GetAutoscaler(ctx context.Context, in *v1.GetAutoscalerRequest, opts ...grpc.CallOption) (*v1.GetAutoscalerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.GetAutoscalerResponse)
+	err := c.cc.Invoke(ctx, ClientService_GetAutoscaler_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientServiceServer is the server API for ClientService service.
 // All implementations must embed UnimplementedClientServiceServer
 // for forward compatibility.
@@ -229,6 +243,9 @@ type ClientServiceServer interface {
 	// without a restart; the change is stored with the job, so a new leader
 	// keeps it.
 	ConfigureCheckpointing(context.Context, *v1.ConfigureCheckpointingRequest) (*v1.ConfigureCheckpointingResponse, error)
+	// GetAutoscaler returns a job's autoscaler: its configuration and the
+	// history of its decisions, each with its reason.
+	GetAutoscaler(context.Context, *v1.GetAutoscalerRequest) (*v1.GetAutoscalerResponse, error)
 	mustEmbedUnimplementedClientServiceServer()
 }
 
@@ -277,6 +294,9 @@ func (UnimplementedClientServiceServer) RescaleJob(context.Context, *v1.RescaleJ
 }
 func (UnimplementedClientServiceServer) ConfigureCheckpointing(context.Context, *v1.ConfigureCheckpointingRequest) (*v1.ConfigureCheckpointingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConfigureCheckpointing not implemented")
+}
+func (UnimplementedClientServiceServer) GetAutoscaler(context.Context, *v1.GetAutoscalerRequest) (*v1.GetAutoscalerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAutoscaler not implemented")
 }
 func (UnimplementedClientServiceServer) mustEmbedUnimplementedClientServiceServer() {}
 func (UnimplementedClientServiceServer) testEmbeddedByValue()                       {}
@@ -533,6 +553,24 @@ func _ClientService_ConfigureCheckpointing_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientService_GetAutoscaler_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.GetAutoscalerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientServiceServer).GetAutoscaler(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientService_GetAutoscaler_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientServiceServer).GetAutoscaler(ctx, req.(*v1.GetAutoscalerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientService_ServiceDesc is the grpc.ServiceDesc for ClientService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -591,6 +629,10 @@ var ClientService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConfigureCheckpointing",
 			Handler:    _ClientService_ConfigureCheckpointing_Handler,
+		},
+		{
+			MethodName: "GetAutoscaler",
+			Handler:    _ClientService_GetAutoscaler_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
