@@ -29,7 +29,7 @@ func group(use, short string, aliases ...string) *cobra.Command {
 
 func (a *app) jobCommand() *cobra.Command {
 	cmd := group("job", "Submit, inspect, cancel and stop jobs")
-	cmd.AddCommand(a.jobSubmitCommand(), a.jobListCommand(), a.jobGetCommand(), a.jobCancelCommand(), a.jobStopCommand(), a.jobRescaleCommand(), a.jobExceptionsCommand())
+	cmd.AddCommand(a.jobSubmitCommand(), a.jobListCommand(), a.jobGetCommand(), a.jobCancelCommand(), a.jobStopCommand(), a.jobRescaleCommand(), a.jobExceptionsCommand(), a.jobAutoscalerCommand())
 	return cmd
 }
 
@@ -292,6 +292,41 @@ was not restarted).`,
 				return writeJSON(a.stdout, views)
 			}
 			return writeExceptions(a.stdout, views)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (a *app) jobAutoscalerCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "autoscaler JOB_ID",
+		Short: "Show a job's autoscaler: its configuration and every decision with its reason",
+		Long: `Autoscaler prints the autoscaler's decisions, oldest first: each
+rescale it made and why, and each time it decided not to (a run of the same
+decision to do nothing is one line, with how often it was made). -o json
+adds the configuration and every vertex's figures (true processing rate,
+target and catch-up rates, utilization, backlog) behind each decision.`,
+		Args: exactArgs("JOB_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := parseFormat(output)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			resp, err := call(cmd.Context(), a, c.GetAutoscaler, &weirv1.GetAutoscalerRequest{JobId: id}, "get the autoscaler of job "+id, jobNotFound(id))
+			if err != nil {
+				return err
+			}
+			if f == formatJSON {
+				return writeJSON(a.stdout, newAutoscalerView(resp))
+			}
+			return writeAutoscaler(a.stdout, resp)
 		},
 	}
 	addOutputFlag(cmd, &output)

@@ -50,6 +50,9 @@ func writeJobDetails(w io.Writer, j *weirv1.JobInfo) error {
 	if c := j.GetFailureCause(); c != "" {
 		t.row("Failure:", oneLine(c))
 	}
+	if e := j.GetAutoscaler(); e != nil {
+		t.row("Autoscaler:", autoscalerLine(e))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -69,6 +72,32 @@ func writeJobDetails(w io.Writer, j *weirv1.JobInfo) error {
 			t.row(v.GetName(), v.GetOperator(), v.GetParallelism(), s.GetIndex(), s.GetAttempt(),
 				s.GetState().FlinkName(), dash(s.GetTaskmanagerId()), s.GetRegion())
 		}
+	}
+	return t.flush()
+}
+
+// autoscalerLine is one decision: when, what, why.
+func autoscalerLine(e *weirv1.AutoscalerEntry) string {
+	when := formatTime(e.GetTimeMs())
+	if e.GetRepeats() > 0 {
+		when += fmt.Sprintf(" (%d times to %s)", e.GetRepeats()+1, formatTime(e.GetLastMs()))
+	}
+	return fmt.Sprintf("%s %s: %s", when, e.GetKind(), oneLine(e.GetReason()))
+}
+
+func writeAutoscaler(w io.Writer, r *weirv1.GetAutoscalerResponse) error {
+	if !r.GetEnabled() {
+		_, err := fmt.Fprintln(w, "The autoscaler is off for this job (job spec autoscaler.enabled).")
+		return err
+	}
+	t := newTable(w)
+	t.row("TIME", "LAST", "TIMES", "DECISION", "REASON")
+	for _, e := range r.GetHistory() {
+		last := "-"
+		if e.GetRepeats() > 0 {
+			last = formatTime(e.GetLastMs())
+		}
+		t.row(formatTime(e.GetTimeMs()), last, e.GetRepeats()+1, e.GetKind(), oneLine(e.GetReason()))
 	}
 	return t.flush()
 }

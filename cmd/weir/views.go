@@ -18,6 +18,68 @@ type jobView struct {
 	Regions           int32        `json:"regions"`
 	RestartingRegions []int32      `json:"restarting_regions"`
 	Vertices          []vertexView `json:"vertices"`
+	// Autoscaler is the autoscaler's latest decision; absent when it is
+	// off or has not decided yet.
+	Autoscaler *autoscalerEntryView `json:"autoscaler,omitempty"`
+}
+
+type autoscalerEntryView struct {
+	Time        int64                      `json:"time"`
+	Last        int64                      `json:"last,omitempty"`
+	Repeats     int32                      `json:"repeats,omitempty"`
+	Kind        string                     `json:"kind"`
+	Reason      string                     `json:"reason"`
+	Parallelism map[string]int32           `json:"parallelism,omitempty"`
+	Vertices    []autoscalerEvaluationView `json:"vertices,omitempty"`
+}
+
+type autoscalerEvaluationView struct {
+	Vertex              string  `json:"vertex"`
+	Parallelism         int32   `json:"parallelism"`
+	BusyMsPerSecond     float64 `json:"busy_ms_per_second"`
+	RecordsInPerSecond  float64 `json:"records_in_per_second"`
+	RecordsOutPerSecond float64 `json:"records_out_per_second"`
+	TrueProcessingRate  float64 `json:"true_processing_rate"`
+	TargetRate          float64 `json:"target_rate"`
+	CatchUpRate         float64 `json:"catch_up_rate"`
+	PendingRecords      int64   `json:"pending_records"`
+	Utilization         float64 `json:"utilization"`
+	WithinTarget        bool    `json:"within_target"`
+	Recommended         int32   `json:"recommended"`
+	Chosen              int32   `json:"chosen"`
+	Reason              string  `json:"reason"`
+}
+
+// autoscalerView is weir job autoscaler -o json.
+type autoscalerView struct {
+	Enabled bool                     `json:"enabled"`
+	Config  *weirv1.AutoscalerConfig `json:"config"`
+	History []autoscalerEntryView    `json:"history"`
+}
+
+func newAutoscalerView(r *weirv1.GetAutoscalerResponse) autoscalerView {
+	v := autoscalerView{Enabled: r.GetEnabled(), Config: r.GetConfig(), History: []autoscalerEntryView{}}
+	for _, e := range r.GetHistory() {
+		v.History = append(v.History, *newAutoscalerEntryView(e))
+	}
+	return v
+}
+
+func newAutoscalerEntryView(e *weirv1.AutoscalerEntry) *autoscalerEntryView {
+	if e == nil {
+		return nil
+	}
+	v := &autoscalerEntryView{Time: e.GetTimeMs(), Last: e.GetLastMs(), Repeats: e.GetRepeats(), Kind: e.GetKind(), Reason: e.GetReason(), Parallelism: e.GetParallelism()}
+	for _, x := range e.GetEvaluations() {
+		v.Vertices = append(v.Vertices, autoscalerEvaluationView{
+			Vertex: x.GetVertex(), Parallelism: x.GetParallelism(), BusyMsPerSecond: x.GetBusyMsPerSecond(),
+			RecordsInPerSecond: x.GetRecordsInPerSecond(), RecordsOutPerSecond: x.GetRecordsOutPerSecond(),
+			TrueProcessingRate: x.GetTrueProcessingRate(), TargetRate: x.GetTargetRate(), CatchUpRate: x.GetCatchUpRate(),
+			PendingRecords: x.GetPendingRecords(), Utilization: x.GetUtilization(), WithinTarget: x.GetWithinTarget(),
+			Recommended: x.GetRecommended(), Chosen: x.GetChosen(), Reason: x.GetReason(),
+		})
+	}
+	return v
 }
 
 type vertexView struct {
@@ -48,6 +110,7 @@ func newJobView(j *weirv1.JobInfo) jobView {
 		Regions:           j.GetRegions(),
 		Vertices:          []vertexView{},
 		RestartingRegions: append([]int32{}, j.GetRestartingRegions()...),
+		Autoscaler:        newAutoscalerEntryView(j.GetAutoscaler()),
 	}
 	for _, vx := range j.GetVertices() {
 		vv := vertexView{Name: vx.GetName(), Operator: vx.GetOperator(), Parallelism: vx.GetParallelism(), Subtasks: []subtaskView{}}

@@ -69,6 +69,9 @@ type jobMaster struct {
 	finalLoads map[string]*weirv1.SubtaskInfo_Load
 
 	view atomic.Pointer[jobView]
+	// autoscale is the job's autoscaler; nil when it has none. Set before
+	// the job is registered, read-only after.
+	autoscale *autoscaling
 	// closed is closed once the coordinator closed with the job's end.
 	closed     chan struct{}
 	closeOnce  sync.Once
@@ -178,6 +181,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	j.setStateMetric(weirv1.JobState_JOB_STATE_CREATED)
 	j.publish()
 	go j.run()
+	j.startAutoscaler(g)
 	return j, nil
 }
 
@@ -425,7 +429,7 @@ func (j *jobMaster) info() *weirv1.JobInfo {
 	v := j.current()
 	info := &weirv1.JobInfo{
 		Id: j.id, Name: j.name, State: v.State, FailureCause: v.Cause, Graph: v.Graph, Restarts: v.Restarts,
-		Regions: int32(v.Regions),
+		Regions: int32(v.Regions), Autoscaler: j.lastAutoscalerEntry(),
 	}
 	if !v.Start.IsZero() {
 		info.StartTimeMs = v.Start.UnixMilli()

@@ -28,21 +28,35 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 	if err != nil {
 		return nil, err
 	}
+	id, err := s.rescale(ctx, j, req.GetParallelism(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return &weirv1.RescaleJobResponse{CheckpointId: id}, nil
+}
+
+// rescale rescales j to parallelism (vertex names to their new
+// parallelism), storing the graph edit changed too, and returns the
+// checkpoint it restarts from.
+func (s *Server) rescale(ctx context.Context, j *jobMaster, parallelism map[string]int32, edit func(*weirv1.JobGraph)) (int64, error) {
 	// One change of the stored graph at a time: two would each store
 	// their own copy, and the later would undo the earlier.
 	j.reconfig.Lock()
 	defer j.reconfig.Unlock()
-	if len(req.GetParallelism()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "jobmanager: rescale: name at least one vertex and its new parallelism")
+	if len(parallelism) == 0 {
+		return 0, status.Error(codes.InvalidArgument, "jobmanager: rescale: name at least one vertex and its new parallelism")
 	}
 	g := proto.Clone(j.current().Graph).(*weirv1.JobGraph)
-	names := make([]string, 0, len(req.GetParallelism()))
-	for name := range req.GetParallelism() {
+	if edit != nil {
+		edit(g)
+	}
+	names := make([]string, 0, len(parallelism))
+	for name := range parallelism {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		p := req.GetParallelism()[name]
+		p := parallelism[name]
 		var v *weirv1.JobVertex
 		for _, x := range g.GetVertices() {
 			if x.GetName() == name {
@@ -50,19 +64,19 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 			}
 		}
 		if v == nil {
-			return nil, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: job %s has no vertex %q (it has %s)", j.id, name, vertexNames(g))
+			return 0, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: job %s has no vertex %q (it has %s)", j.id, name, vertexNames(g))
 		}
 		if p < 1 || p > g.GetMaxParallelism() {
-			return nil, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: vertex %q: parallelism %d is outside 1..%d (the job's max-parallelism)", name, p, g.GetMaxParallelism())
+			return 0, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: vertex %q: parallelism %d is outside 1..%d (the job's max-parallelism)", name, p, g.GetMaxParallelism())
 		}
 		v.Parallelism = p
 	}
 	if err := jobgraph.Validate(g); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: %v", err)
+		return 0, status.Errorf(codes.InvalidArgument, "jobmanager: rescale: %v", err)
 	}
 	if need, have := scheduler.SlotsNeeded(g), s.slotsFor(j); need > have {
 		held := total(j.current().held)
-		return nil, status.Errorf(codes.FailedPrecondition, "jobmanager: rescale: job %s would need %d slots; it holds %d and %d more are free", j.id, need, held, have-held)
+		return 0, status.Errorf(codes.FailedPrecondition, "jobmanager: rescale: job %s would need %d slots; it holds %d and %d more are free", j.id, need, held, have-held)
 	}
 	// The last checkpoint before the restart (the coordinator pauses
 	// periodic ones). Unaligned if the job's are, its in-flight records
@@ -72,12 +86,12 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 	// restart or its refusal, one of which follows here.
 	r := j.coord.Trigger(context.WithoutCancel(ctx), coordinator.RescaleCheckpoint, "")
 	if err := triggerError(j.id, r); err != nil {
-		return nil, err
+		return 0, err
 	}
 	services, err := s.services()
 	if err != nil {
 		j.coord.ResumePeriodic()
-		return nil, err
+		return 0, err
 	}
 	// Stored once the scheduler took it (a graph stored for a rescale it
 	// refused would be recovered by the next leader): a new leader then
@@ -91,17 +105,17 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 		j.graphs.Abandon(change)
 		j.alignWhileLagging(g)
 		j.coord.ResumePeriodic()
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return 0, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	if err := putJobRetrying(ctx, services, j.id, g); err != nil {
 		j.log.Error("rescale under way but not stored yet: storing it is retried; until then a new leader would run the job at its previous parallelism", "err", err)
 		j.goIO(func() { j.storeLater(services, g, change) })
-		return nil, status.Errorf(codes.Unavailable, "jobmanager: rescale of job %s is under way but not stored yet (retried until the store answers; until then a new leader would restore the previous parallelism): %v", j.id, err)
+		return 0, status.Errorf(codes.Unavailable, "jobmanager: rescale of job %s is under way but not stored yet (retried until the store answers; until then a new leader would restore the previous parallelism): %v", j.id, err)
 	}
 	j.graphs.Stored(change)
 	j.alignWhileLagging(g)
-	j.log.Info("job rescaling", "checkpoint_id", r.ID, "parallelism", req.GetParallelism())
-	return &weirv1.RescaleJobResponse{CheckpointId: r.ID}, nil
+	j.log.Info("job rescaling", "checkpoint_id", r.ID, "parallelism", parallelism)
+	return r.ID, nil
 }
 
 // storeLater stores g, a change of the graph the job already made, until

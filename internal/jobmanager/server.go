@@ -137,6 +137,7 @@ type Server struct {
 	reg      *prometheus.Registry
 	ckptMet  *checkpointing.Metrics
 	jobState *prometheus.GaugeVec
+	autoMet  *autoscalerMetrics
 	tmGauge  prometheus.Gauge
 	tmLost   *prometheus.CounterVec
 	restarts *prometheus.CounterVec
@@ -228,6 +229,7 @@ func New(cfg Config) (*Server, error) {
 		Name: "weir_jobmanager_attempts_adopted_total",
 		Help: "Subtask attempts a registering TaskManager reported running that a job took over (from a previous leader, or still current here) instead of redeploying.",
 	})
+	s.autoMet = newAutoscalerMetrics(reg)
 	reg.MustRegister(s.jobState, s.tmGauge, s.tmLost, s.restarts, s.regionRestarts, s.leader, s.foreignReports, s.strays, s.adopted)
 	s.mu.tms = members.New[*taskManager]()
 	s.mu.jobs = map[string]*jobMaster{}

@@ -79,6 +79,7 @@ func New(api weirv1grpc.ClientServiceServer, log *slog.Logger) *Handler {
 	h.handle("PATCH /jobs/{jobid}", h.patchJob)
 	h.handle("GET /jobs/{jobid}/config", h.getJobConfig)
 	h.handle("GET /jobs/{jobid}/exceptions", h.getJobExceptions)
+	h.handle("GET /jobs/{jobid}/autoscaler", h.getJobAutoscaler)
 	h.handle("GET /jobs/{jobid}/plan", h.getJobPlan)
 	h.handle("GET /jobs/{jobid}/resource-requirements", h.getResourceRequirements)
 	h.handleLimit("PUT /jobs/{jobid}/resource-requirements", maxRescaleBodyBytes, h.putResourceRequirements)
