@@ -6,7 +6,7 @@ BUF      := $(GO) tool -modfile=tools/go.mod buf
 BINARIES := jobmanager taskmanager weir
 DAEMONS  := jobmanager taskmanager
 
-.PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean \
+.PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean autoscaler-step \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
 	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl
 
@@ -258,6 +258,14 @@ soak-sql-ttl: versitygw
 STATE_TTL_SOAK ?= 5m
 soak-state-ttl: versitygw
 	WEIR_STATE_TTL_SOAK=$(STATE_TTL_SOAK) $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 3h -run 'TestStateTTLFlat$$' -v ./e2e/
+
+# The autoscaler's step test at full length: a Kafka job whose input steps
+# 5x up for 30 minutes of constant load and back down, scaled by its
+# autoscaler alone; it fails on a rescale under constant load once the lag
+# recovered, on lost or duplicated output, or on a missed scale-down (the
+# short run, about 3 minutes, is part of make test). About 45 minutes.
+autoscaler-step:
+	WEIR_AUTOSCALER_STEP=long $(GO) test -tags $(TEST_TAGS) -count=1 -timeout 70m -run 'TestAutoscalerStep$$' -v ./e2e/
 
 clean:
 	rm -rf $(BIN)

@@ -143,10 +143,8 @@ func recommend(cfg Config, u Unit, e *Evaluation, processed float64) (int32, str
 		why = "no input: scaling down"
 	}
 	switch {
-	case q != want && (q == lo || q == hi) && (want < lo || want > hi):
+	case want < lo || want > hi:
 		why += fmt.Sprintf("; %d is outside %d..%d (%s)", want, lo, hi, bound)
-	case q == p:
-		why += fmt.Sprintf("; %d is as far as its bounds %d..%d allow", p, lo, hi)
 	case q != want:
 		why += fmt.Sprintf("; %d rounded to %d, a divisor of the %d key groups", want, q, u.MaxParallelism)
 	}

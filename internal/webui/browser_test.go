@@ -572,6 +572,8 @@ vertices:
 		// The demo job never failed.
 		b.do(chromedp.Navigate(c.base + "/#/jobs/" + job))
 		b.wait("no exceptions", `document.querySelector("#exceptions-panel h2")?.textContent === "Exceptions" && document.querySelector("#exceptions #exceptions-empty")?.textContent === "No exceptions"`, 30*time.Second)
+		// Its autoscaler is off, and the panel says how to turn it on.
+		b.wait("the autoscaler off", `document.querySelector("#autoscaler #autoscaler-off")?.textContent.includes("autoscaler: {enabled: true}")`, 30*time.Second)
 
 		// Subtask 0 of the sink fails once; forward edges make each
 		// source and sink pair a region of its own, so only its region

@@ -1,8 +1,9 @@
 // A job's overview tab: a SQL job's statement; the graph coloured by
 // back-pressure, and for the vertex clicked its back-pressure, event time
-// and subtasks; the vertices table; the job's exceptions.
+// and subtasks; the vertices table; the autoscaler; the job's exceptions.
 
 import { api } from "./api.js";
+import { autoscalerPanel } from "./autoscaler.js";
 import { levelBadge, subtaskLoadTable } from "./backpressure.js";
 import { exceptionsList } from "./exceptions.js";
 import { jobGraph } from "./graph.js";
@@ -26,17 +27,18 @@ export function jobOverviewTab(jid, body) {
     <section class="panel" id="wm-panel"><h2 id="wm-title">Event time</h2><div class="scroll" id="wm-body"></div></section>
     <section class="panel" id="st-panel"><h2 id="st-title">Subtasks</h2><div class="scroll" id="st-body"></div></section>
     <section class="panel"><h2>Vertices</h2><div class="scroll" id="job-vertices"></div></section>
+    <section class="panel" id="autoscaler-panel"><h2>Autoscaler</h2><div class="scroll" id="autoscaler"></div></section>
     <section class="panel" id="exceptions-panel"><h2>Exceptions</h2><div class="scroll" id="exceptions"></div></section>`);
   const $ = (id) => body.querySelector(`#${id}`);
   // The tab keeps the last answers, so a click redraws at once instead of
   // waiting for the next poll.
   let selected = null; // vertex id whose subtasks are shown
-  let last = null; // {job, bps, wms, exceptions}
+  let last = null; // {job, bps, wms, exceptions, autoscaler}
   let details = null; // {vid, info}: the subtasks of a vertex
   const vertexDetails = (vid) => api(`/jobs/${enc}/vertices/${encodeURIComponent(vid)}`).catch((e) => ({ error: e.message }));
   const draw = () => {
     if (!last) return;
-    const { job, bps, wms, exceptions } = last;
+    const { job, bps, wms, exceptions, autoscaler } = last;
     if (selected && !(job.vertices || []).some((v) => v.id === selected)) selected = null;
     $("sql-panel").hidden = !job.sql;
     setText($("job-sql"), job.sql);
@@ -52,6 +54,7 @@ export function jobOverviewTab(jid, body) {
     setHTML($("st-title"), v ? html`Subtasks of ${v.name}` : html`Subtasks`);
     setHTML($("st-body"), v ? subtasksTable(v, details?.vid === v.id ? details.info : null)
       : html`<p class="muted" id="st-hint">Click a vertex to see where each of its subtasks runs, its attempt and its region: the subtasks that restart together.</p>`);
+    setHTML($("autoscaler"), autoscalerPanel(autoscaler));
     setHTML($("exceptions"), exceptionsList(exceptions));
   };
   const pick = async (e) => {
@@ -75,14 +78,15 @@ export function jobOverviewTab(jid, body) {
     // Flink's dashboard asks each vertex for its back-pressure; so does this one.
     const vs = job.vertices || [];
     const vid = selected;
-    const [answers, wm, exceptions, info] = await Promise.all([
+    const [answers, wm, exceptions, autoscaler, info] = await Promise.all([
       Promise.all(vs.map((v) => api(`/jobs/${enc}/vertices/${encodeURIComponent(v.id)}/backpressure`).catch(() => null))),
       api(`/jobs/${enc}/watermarks`).catch(() => null),
       api(`/jobs/${enc}/exceptions`).catch((e) => ({ error: e.message })),
+      api(`/jobs/${enc}/autoscaler`).catch((e) => ({ error: e.message })),
       vid ? vertexDetails(vid) : null,
     ]);
     if (vid) details = { vid, info };
-    last = { job, bps: new Map(vs.map((v, i) => [v.id, answers[i]])), wms: new Map((wm?.vertices || []).map((w) => [w.id, w])), exceptions };
+    last = { job, bps: new Map(vs.map((v, i) => [v.id, answers[i]])), wms: new Map((wm?.vertices || []).map((w) => [w.id, w])), exceptions, autoscaler };
     draw();
   };
 }

@@ -1,0 +1,314 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirproject/weir/internal/check"
+	"github.com/weirproject/weir/internal/kafka/kafkatest"
+)
+
+// stepPlan is the autoscaler step test's schedule: the input at base
+// records/s for warm, at factor × base for high, at base again for low.
+type stepPlan struct {
+	base, factor    int
+	warm, high, low time.Duration
+	// autoscaler is the job spec's autoscaler: block.
+	autoscaler string
+	// lagTarget is the lag (in seconds of the high input) the job must
+	// be back under within recover of the step up.
+	lagTarget float64
+	recover   time.Duration
+}
+
+// The step test's plans. The short one runs in make test; the long one
+// (make autoscaler-step) holds the high input for 30 minutes to show the
+// parallelism does not oscillate under constant load.
+var (
+	shortStep = stepPlan{
+		base: 150, factor: 5, warm: 20 * time.Second, high: 60 * time.Second, low: 50 * time.Second,
+		autoscaler: `{enabled: true, interval: 2s, metrics-window: 8s, stabilization: 4s, scale-down-delay: 15s,
+             catch-up-duration: 30s, restart-time: 2s, max-parallelism: 8, max-rescales-per-hour: 30}`,
+		lagTarget: 2, recover: 45 * time.Second,
+	}
+	longStep = stepPlan{
+		base: 150, factor: 5, warm: 2 * time.Minute, high: 30 * time.Minute, low: 10 * time.Minute,
+		autoscaler: `{enabled: true, interval: 10s, metrics-window: 1m, stabilization: 30s, scale-down-delay: 2m,
+             catch-up-duration: 2m, restart-time: 2s, max-parallelism: 8}`,
+		lagTarget: 2, recover: 3 * time.Minute,
+	}
+)
+
+// A Kafka job whose input steps 5× up and back down, scaled by its
+// autoscaler alone: it reaches a parallelism that keeps up within two
+// decisions, the lag (the source's group offsets behind the topic's end)
+// comes back under its target, the parallelism holds while the load is
+// constant, it scales down after the step down, and the output topic read
+// with read_committed holds every input record exactly once. The work
+// stage handles 200 records/s per subtask (a 5 ms pause per record), so
+// parallelism, not this machine's speed, sets the capacity.
+func TestAutoscalerStep(t *testing.T) {
+	plan := shortStep
+	if os.Getenv("WEIR_AUTOSCALER_STEP") == "long" {
+		plan = longStep
+	}
+	tm := buildSlowTaskManager(t)
+	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t), tmArgs: []string{"--slots", "4"}}
+	startClusterProcs(c, 2, tm)
+	broker := c.startKafka(8, "in", "out")
+	spec := fmt.Sprintf(`name: autoscaled
+checkpointing: {interval: 500ms, mode: exactly-once, timeout: 30s, retained: 1}
+restart-strategy: {type: fixed-delay, attempts: 100, delay: 500ms}
+autoscaler: %s
+vertices:
+  - {name: in, operator: kafka-source, parallelism: 1,
+     config: {bootstrap-servers: %[2]q, topic: in, starting-offsets: earliest, group-id: autoscaled}}
+  - {name: work, operator: slow-forward, parallelism: 1, inputs: [{from: in, partition: hash}], config: {delay: 5ms}}
+  - {name: out, operator: kafka-sink, parallelism: 1, inputs: [{from: work, partition: forward}],
+     config: {bootstrap-servers: %[2]q, topic: out, delivery: exactly-once, transactional-id-prefix: autoscaled, transaction-timeout: 5m}}
+`, plan.autoscaler, broker)
+	path := filepath.Join(c.dir, "autoscaled.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := c.submit(path)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	admin := kadm.NewClient(cl)
+	var rate atomic.Int64
+	rate.Store(int64(plan.base))
+	ctx, stopProducing := context.WithCancel(context.Background())
+	defer stopProducing()
+	produced := make(chan int, 1)
+	go func() { produced <- produceAt(ctx, cl, &rate) }()
+
+	start := time.Now()
+	phase := func(format string, args ...any) {
+		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	phase("job %s submitted; producing %d records/s", id, plan.base)
+	c.watchParallelism(id, plan.warm, phase)
+
+	rate.Store(int64(plan.base * plan.factor))
+	high := float64(plan.base * plan.factor)
+	stepUp := time.Now()
+	phase("input steps up to %.0f records/s", high)
+	var recovered time.Duration
+	target := int64(plan.lagTarget * high)
+	peak := int64(0)
+	c.waitFor(plan.recover, fmt.Sprintf("the lag back under %d records (%.0f s of input)", target, plan.lagTarget), func() (bool, error) {
+		lag, err := groupLag(admin, "in", "autoscaled")
+		if err != nil {
+			return false, nil
+		}
+		peak = max(peak, lag)
+		if time.Since(stepUp) > 5*time.Second && lag < target {
+			recovered = time.Since(stepUp)
+			return true, nil
+		}
+		return false, nil
+	})
+	phase("lag back under %d records %.1f s after the step (peak %d)", target, recovered.Seconds(), peak)
+	c.watchParallelism(id, plan.high-recovered, phase)
+	upHistory := c.autoscalerHistory(id)
+	ups := rescalesBetween(upHistory, stepUp, time.Now())
+	if len(ups) == 0 || len(ups) > 2 {
+		t.Fatalf("%d rescales after the step up, want 1 or 2: %v", len(ups), ups)
+	}
+	keptUp := c.parallelism(id, "work")
+	if float64(keptUp)*200*0.95 < high {
+		t.Fatalf("work runs at %d after the step up: %d × 200 records/s does not keep up with %.0f", keptUp, keptUp, high)
+	}
+	settled := stepUp.Add(recovered)
+	if late := rescalesBetween(upHistory, settled, time.Now()); len(late) > 0 {
+		t.Fatalf("rescaled under constant load after the lag recovered: %v", late)
+	}
+	phase("step up: %d rescale(s) %v; work at %d; no rescale over the %s of constant load after the lag recovered",
+		len(ups), ups, keptUp, time.Since(settled).Round(time.Second))
+
+	rate.Store(int64(plan.base))
+	stepDown := time.Now()
+	phase("input steps down to %d records/s", plan.base)
+	c.watchParallelism(id, plan.low, phase)
+	downs := rescalesBetween(c.autoscalerHistory(id), stepDown, time.Now())
+	if p := c.parallelism(id, "work"); len(downs) == 0 || p >= keptUp {
+		t.Fatalf("after the step down: %d rescales, work at %d (was %d): want it scaled down", len(downs), p, keptUp)
+	}
+	phase("step down: %d rescale(s) %v; work at %d", len(downs), downs, c.parallelism(id, "work"))
+
+	stopProducing()
+	n := <-produced
+	c.waitFor(2*time.Minute, "every record committed to out", func() (bool, error) {
+		return written(t, broker, "out") >= int64(n), nil
+	})
+	want := make([]string, n)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	var got []string
+	c.waitFor(time.Minute, "the committed output complete", func() (bool, error) {
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		recs, err := kafkatest.ReadCommitted(rctx, "out", kgo.SeedBrokers(broker))
+		if err != nil {
+			return false, err
+		}
+		got = got[:0]
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+		return len(got) >= n, nil
+	})
+	if err := check.Lines(got, want); err != nil {
+		t.Fatalf("the output is not exactly once: %v", err)
+	}
+	phase("exactly once: %d records produced, each committed once", n)
+	for _, e := range c.autoscalerHistory(id) {
+		if e.Kind == "rescaled" || e.Kind == "rescale-failed" {
+			t.Logf("%s %s: %s", time.UnixMilli(e.Time).Format("15:04:05"), e.Kind, e.Reason)
+		}
+	}
+}
+
+// produceAt produces records 0, 1, 2, … (the value; the key spreads them
+// over the partitions) to the client's topic at rate records/s, which may
+// change meanwhile, until ctx ends; it returns how many it produced, all
+// acknowledged.
+func produceAt(ctx context.Context, cl *kgo.Client, rate *atomic.Int64) int {
+	const tick = 10 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	n, owed := 0, 0.0
+	for {
+		select {
+		case <-ctx.Done():
+			if err := cl.Flush(context.Background()); err != nil {
+				panic(err)
+			}
+			return n
+		case <-t.C:
+		}
+		owed += float64(rate.Load()) * tick.Seconds()
+		for ; owed >= 1; owed-- {
+			v := strconv.Itoa(n)
+			cl.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(n % 64)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				if err != nil && ctx.Err() == nil {
+					panic(fmt.Sprintf("produce %s: %v", v, err))
+				}
+			})
+			n++
+		}
+	}
+}
+
+// groupLag is how far group's committed offsets are behind topic's end,
+// summed over the partitions: the lag Kafka's tools show.
+func groupLag(admin *kadm.Client, topic, group string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ends, err := admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := admin.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	var lag int64
+	ends.Each(func(o kadm.ListedOffset) {
+		at := int64(0)
+		if c, ok := committed.Lookup(topic, o.Partition); ok {
+			at = c.At
+		}
+		lag += max(o.Offset-at, 0)
+	})
+	return lag, nil
+}
+
+// autoscalerEntry is an entry of weir job autoscaler -o json.
+type autoscalerEntry struct {
+	Time   int64  `json:"time"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
+}
+
+func (c *cluster) autoscalerHistory(id string) []autoscalerEntry {
+	c.t.Helper()
+	var v struct {
+		History []autoscalerEntry `json:"history"`
+	}
+	if err := c.weirJSON(&v, "job", "autoscaler", id); err != nil {
+		c.t.Fatal(err)
+	}
+	return v.History
+}
+
+// rescalesBetween are the rescales the autoscaler carried out in
+// [from, to), as their reasons.
+func rescalesBetween(h []autoscalerEntry, from, to time.Time) []string {
+	var out []string
+	for _, e := range h {
+		at := time.UnixMilli(e.Time)
+		if e.Kind == "rescaled" && !at.Before(from) && at.Before(to) {
+			out = append(out, at.Format("15:04:05")+" "+strings.SplitN(e.Reason, " (", 2)[0])
+		}
+	}
+	return out
+}
+
+func (c *cluster) parallelism(id, vertex string) int {
+	c.t.Helper()
+	var job struct {
+		Vertices []struct {
+			Name        string `json:"name"`
+			Parallelism int    `json:"parallelism"`
+		} `json:"vertices"`
+	}
+	if err := c.weirJSON(&job, "job", "get", id); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, v := range job.Vertices {
+		if v.Name == vertex {
+			return v.Parallelism
+		}
+	}
+	c.t.Fatalf("job %s has no vertex %s", id, vertex)
+	return 0
+}
+
+// watchParallelism lets d pass, logging every change of the work
+// vertex's parallelism and failing if the job stops running.
+func (c *cluster) watchParallelism(id string, d time.Duration, log func(string, ...any)) {
+	c.t.Helper()
+	end := time.Now().Add(d)
+	last := -1
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for ; time.Now().Before(end); <-poll.C {
+		var job jobJSON
+		if err := c.weirJSON(&job, "job", "get", id); err != nil {
+			c.t.Fatal(err)
+		}
+		if job.State != "RUNNING" {
+			c.t.Fatalf("job %s is %s: %s", id, job.State, job.FailureCause)
+		}
+		if p := c.parallelism(id, "work"); p != last {
+			log("work runs at parallelism %d", p)
+			last = p
+		}
+	}
+}
