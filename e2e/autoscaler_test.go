@@ -66,8 +66,11 @@ func TestAutoscalerStep(t *testing.T) {
 	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t), tmArgs: []string{"--slots", "4"}}
 	startClusterProcs(c, 2, tm)
 	broker := c.startKafka(8, "in", "out")
+	// Unaligned checkpoints: the work stage is back-pressured whenever the
+	// input outruns it, and an aligned barrier, the rescale's included,
+	// would wait behind every record queued before it.
 	spec := fmt.Sprintf(`name: autoscaled
-checkpointing: {interval: 500ms, mode: exactly-once, timeout: 30s, retained: 1}
+checkpointing: {interval: 500ms, mode: exactly-once, timeout: 30s, retained: 1, unaligned: true}
 restart-strategy: {type: fixed-delay, attempts: 100, delay: 500ms}
 autoscaler: %s
 vertices:
@@ -82,6 +85,12 @@ vertices:
 		t.Fatal(err)
 	}
 	id := c.submit(path)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, err := c.weir("job", "autoscaler", id)
+			t.Logf("the autoscaler's decisions (%v):\n%s", err, out)
+		}
+	})
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic("in"))
 	if err != nil {

@@ -87,6 +87,10 @@ type Context interface {
 	UnionListState(name string) ListState
 	// RestoredCheckpointID is the checkpoint this subtask was restored from, 0 if none.
 	RestoredCheckpointID() int64
+	// ReportPending tells the runtime what a source has left to read, for
+	// the autoscaler. Safe from any goroutine: a source whose Emit blocks
+	// under back-pressure keeps it fresh from a goroutine of its own.
+	ReportPending(Pending)
 	// TimerService registers timers for the current key; the runtime calls
 	// the operator's OnTimer (TimerHandler) when one fires.
 	TimerService() TimerService
@@ -302,12 +306,9 @@ type SourceStatus struct {
 	// set), so catching up is not slowed by checkpoints. BacklogUnknown
 	// keeps what the source said last.
 	Backlog Backlog
-	// Pending, when Known, is what the source has left to read, for the
-	// autoscaler; a status without it keeps what the source said last.
-	Pending Pending
 }
 
-// Pending is a source's backlog as it knows it.
+// Pending is a source's backlog as it knows it (Context.ReportPending).
 type Pending struct {
 	Known bool
 	// Records are the records it has yet to read (Kafka: how far each

@@ -68,9 +68,11 @@ type Unit struct {
 }
 
 // Decision asks the driver to rescale: Parallelism has every vertex of
-// every unit that changes.
+// every unit that changes, From their parallelism the decision was made
+// at (the driver refuses it if the job changed meanwhile).
 type Decision struct {
 	Parallelism map[string]int32
+	From        map[string]int32
 	Reason      string
 }
 
@@ -312,12 +314,12 @@ func (a *Autoscaler) decide(now time.Time, o Observation) *Decision {
 		a.record(entry)
 		return nil
 	}
-	d := &Decision{Parallelism: map[string]int32{}, Reason: strings.Join(steps, "; ")}
+	d := &Decision{Parallelism: map[string]int32{}, From: map[string]int32{}, Reason: strings.Join(steps, "; ")}
 	for _, u := range o.Units {
 		for _, e := range evals {
 			if e.Vertex == u.Name && e.Chosen != e.Parallelism {
 				for _, v := range u.Vertices {
-					d.Parallelism[v] = e.Chosen
+					d.Parallelism[v], d.From[v] = e.Chosen, e.Parallelism
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package jobmanager
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -128,11 +129,19 @@ func (a *autoscaling) carryOut(d autoscaler.Decision, earlier []time.Time) error
 	ctx, cancel := context.WithTimeout(j.ctx, time.Minute)
 	defer cancel()
 	now := time.Now()
-	_, err := j.s.rescale(ctx, j, d.Parallelism, func(g *weirv1.JobGraph) {
+	_, err := j.s.rescale(ctx, j, d.Parallelism, func(g *weirv1.JobGraph) error {
+		// A rescale by hand between the decision and now: the decision
+		// was made for another shape.
+		for _, v := range g.GetVertices() {
+			if p, ok := d.From[v.GetName()]; ok && p != v.GetParallelism() {
+				return fmt.Errorf("vertex %s runs at %d, not the %d the autoscaler decided from", v.GetName(), v.GetParallelism(), p)
+			}
+		}
 		g.AutoscalerRescalesMs = g.AutoscalerRescalesMs[:0]
 		for _, t := range append(earlier, now) {
 			g.AutoscalerRescalesMs = append(g.AutoscalerRescalesMs, t.UnixMilli())
 		}
+		return nil
 	})
 	if status.Code(err) == codes.Unavailable && a.applied(d) {
 		// Under way, its storing retried in the background.

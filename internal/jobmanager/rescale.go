@@ -37,8 +37,9 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 
 // rescale rescales j to parallelism (vertex names to their new
 // parallelism), storing the graph edit changed too, and returns the
-// checkpoint it restarts from.
-func (s *Server) rescale(ctx context.Context, j *jobMaster, parallelism map[string]int32, edit func(*weirv1.JobGraph)) (int64, error) {
+// checkpoint it restarts from. edit, under the lock that orders the
+// changes of the graph, may refuse the rescale with an error.
+func (s *Server) rescale(ctx context.Context, j *jobMaster, parallelism map[string]int32, edit func(*weirv1.JobGraph) error) (int64, error) {
 	// One change of the stored graph at a time: two would each store
 	// their own copy, and the later would undo the earlier.
 	j.reconfig.Lock()
@@ -48,7 +49,9 @@ func (s *Server) rescale(ctx context.Context, j *jobMaster, parallelism map[stri
 	}
 	g := proto.Clone(j.current().Graph).(*weirv1.JobGraph)
 	if edit != nil {
-		edit(g)
+		if err := edit(g); err != nil {
+			return 0, status.Errorf(codes.FailedPrecondition, "jobmanager: rescale: %v", err)
+		}
 	}
 	names := make([]string, 0, len(parallelism))
 	for name := range parallelism {

@@ -1048,6 +1048,8 @@ func (n *nemesis) subtaskCtx(subtask int, restored int64, state string, items []
 	return c
 }
 
+func (c *nemCtx) ReportPending(sdk.Pending) {}
+
 func (c *nemCtx) Config() sdk.Config          { return c.cfg }
 func (c *nemCtx) TaskName() string            { return c.name }
 func (c *nemCtx) SubtaskIndex() int           { return c.subtask }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -105,8 +106,10 @@ type Source struct {
 	state   sdk.ListState
 	opened  bool          // splits declared (at the first Emit)
 	backoff time.Duration // the last idle backoff, grown while nothing comes
+	// reading are the parts, for the backlog reporter's goroutine.
+	reading atomic.Pointer[[]*sourcePart]
 	// lags are each partition's lag as of its newest fetch, for the
-	// backlog report (backlog-lag) and the autoscaler.
+	// backlog report (backlog-lag).
 	lags map[sourceTP]int64
 	// unlisted are the restored positions of partitions this subtask owns
 	// but that were not listed at open: each checkpoint carries them until
@@ -145,6 +148,10 @@ type sourcePart struct {
 	stop int64 // bounded: offset to stop at; -1 when unbounded
 	out  sdk.Collector
 	done bool
+	// pos and finished are next and done for the backlog reporter's
+	// goroutine, updated after each fetch.
+	pos      atomic.Int64
+	finished atomic.Bool
 }
 
 const (
@@ -155,6 +162,8 @@ const (
 	// empty: quick to pick up a trickle, cheap when a topic is quiet.
 	sourceMinBackoff = time.Millisecond
 	sourceMaxBackoff = 50 * time.Millisecond
+	// pendingInterval is how often the backlog is reported.
+	pendingInterval = time.Second
 	// sourceStateName is the union list state of the positions.
 	sourceStateName = "kafka-source-offsets"
 )
@@ -273,6 +282,8 @@ func (s *Source) Open(ctx sdk.Context) (err error) {
 
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
+	s.published()
+	s.wg.Go(func() { s.reportPending(bg, ctx, pendingInterval) })
 	switch {
 	case cfg.Discovery > 0:
 		s.found = make(chan []*sourcePart)
@@ -470,6 +481,16 @@ func (s *Source) add(p *sourcePart) {
 	s.parts[p.sourceTP] = p
 	i, _ := slices.BinarySearchFunc(s.order, p.sourceTP, func(q *sourcePart, tp sourceTP) int { return sourceCompareTP(q.sourceTP, tp) })
 	s.order = slices.Insert(s.order, i, p)
+	parts := slices.Clone(s.order)
+	s.reading.Store(&parts)
+}
+
+// published makes the parts' positions visible to the backlog reporter.
+func (s *Source) published() {
+	for _, p := range s.order {
+		p.pos.Store(p.next)
+		p.finished.Store(p.done)
+	}
 }
 
 // resolveStart sets the next offset of parts to a concrete one: a
@@ -696,21 +717,26 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			}
 			lag := max(end-p.next, 0)
 			s.lag.Set(float64(lag), p.topic, strconv.Itoa(int(p.partition)))
-			if s.lags == nil {
-				s.lags = map[sourceTP]int64{}
+			if s.cfg.BacklogLag > 0 {
+				if s.lags == nil {
+					s.lags = map[sourceTP]int64{}
+				}
+				s.lags[p.sourceTP] = lag
 			}
-			s.lags[p.sourceTP] = lag
 		}
 	})
 	if finished != nil {
 		s.consumer.RemoveConsumePartitions(finished)
+	}
+	if moved || finished != nil {
+		s.published()
 	}
 	if s.active == 0 && s.cfg.Bounded {
 		if done, err := s.ended(); err != nil || done {
 			return sdk.SourceStatus{EndOfInput: done}, err
 		}
 	}
-	st := sdk.SourceStatus{Backlog: s.backlog(), Pending: s.pendingRecords()}
+	st := sdk.SourceStatus{Backlog: s.backlog()}
 	if moved {
 		s.backoff = 0
 		return st, nil
@@ -720,17 +746,44 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 	return st, nil
 }
 
-// pendingRecords is the lag summed over the partitions fetched from so
-// far, for the autoscaler; unknown before the first fetch.
-func (s *Source) pendingRecords() sdk.Pending {
-	if len(s.lags) == 0 {
-		return sdk.Pending{}
+// reportPending reports, every interval until ctx ends, how far the
+// partitions' ends are ahead of this subtask's positions, summed: the
+// autoscaler's backlog. It asks the brokers rather than waiting for
+// fetches, because under back-pressure Emit blocks and fetches stop,
+// which is when the backlog matters.
+func (s *Source) reportPending(ctx context.Context, sctx sdk.Context, interval time.Duration) {
+	adm := kadm.NewClient(s.admin)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		parts := *s.reading.Load()
+		if len(parts) == 0 {
+			sctx.ReportPending(sdk.Pending{Known: true})
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, interval)
+		list := adm.ListEndOffsets
+		if s.cfg.ReadCommitted {
+			list = adm.ListCommittedOffsets // the last stable offsets
+		}
+		ends, err := list(lctx, sourceTopics(parts)...)
+		cancel()
+		if err != nil {
+			continue // unknown this time: the last report stands
+		}
+		var n int64
+		for _, p := range parts {
+			if e, ok := ends.Lookup(p.topic, p.partition); ok && e.Err == nil && !p.finished.Load() {
+				n += max(e.Offset-p.pos.Load(), 0)
+			}
+		}
+		sctx.ReportPending(sdk.Pending{Known: true, Records: n, Splits: len(parts)})
 	}
-	var n int64
-	for _, lag := range s.lags {
-		n += lag
-	}
-	return sdk.Pending{Known: true, Records: n, Splits: len(s.order)}
 }
 
 // backlog is whether any partition is backlog-lag records or more behind

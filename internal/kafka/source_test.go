@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/weirproject/weir/internal/kafka/kafkacfg"
 	"github.com/weirproject/weir/internal/keygroup"
+	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/state"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
 	"github.com/weirproject/weir/sdk"
@@ -39,7 +41,10 @@ type srcCtx struct {
 	restoredID  int64
 	heap        *state.Heap
 	metrics     *srcMetrics
+	pending     atomic.Pointer[sdk.Pending]
 }
+
+func (c *srcCtx) ReportPending(p sdk.Pending) { c.pending.Store(&p) }
 
 const srcMaxParallelism = 128
 
@@ -448,6 +453,28 @@ func TestSourceLag(t *testing.T) {
 	if len(lag) != 2 || lag["weir_kafka_source_lag_records{in,0}"] != 0 || lag["weir_kafka_source_lag_records{in,1}"] != 0 {
 		t.Fatalf("after reading everything: lag %v, want both partitions at 0", lag)
 	}
+}
+
+// The backlog the autoscaler reads is reported from the source's own
+// goroutine, asking the broker for the partitions' ends: it stays true
+// while Emit is not called (a source blocked by back-pressure) and falls
+// as the source reads.
+func TestSourceReportsPending(t *testing.T) {
+	addr, _ := newBroker(t, kfake.SeedTopics(2, "in"))
+	srcProduce(t, addr, "in", 2, 0, 1500)
+	s := srcOpen(t, srcConfig(addr, "topic", "in"), 0, 1, 0, nil)
+	waitPending := func(want int64) {
+		t.Helper()
+		poll.UntilNoError(t, 10*time.Second, 50*time.Millisecond, fmt.Sprintf("a backlog of %d records reported", want), func() (bool, error) {
+			p := s.ctx.pending.Load()
+			return p != nil && p.Known && p.Records == want && p.Splits == 2, nil
+		})
+	}
+	waitPending(3000) // nothing emitted yet
+	srcProduce(t, addr, "in", 2, 1500, 1600)
+	waitPending(3200) // more arrived, still nothing emitted
+	s.emitUntil(t, 3200)
+	waitPending(0)
 }
 
 func TestSourceTopicPattern(t *testing.T) {

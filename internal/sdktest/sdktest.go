@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ type Context struct {
 	Timers      sdk.TimerService
 	Outputs     map[string]sdk.Collector
 	LateDropped int
+	// Pending is what a source reported last with ReportPending; it may
+	// be reported from any goroutine.
+	pending atomic.Pointer[sdk.Pending]
 
 	subtask, parallelism int
 	cfg                  sdk.Config
@@ -96,6 +100,18 @@ func (c *Context) ReducingState(name string, reduce func(acc, v []byte) []byte) 
 func (c *Context) ListState(name string) sdk.ListState      { return c.Heap.ListState(name, false) }
 func (c *Context) UnionListState(name string) sdk.ListState { return c.Heap.ListState(name, true) }
 func (c *Context) RestoredCheckpointID() int64              { return c.RestoredID }
+
+// ReportPending keeps p for Pending.
+func (c *Context) ReportPending(p sdk.Pending) { c.pending.Store(&p) }
+
+// Pending is what the source reported last, the zero Pending (not Known)
+// before it did.
+func (c *Context) Pending() sdk.Pending {
+	if p := c.pending.Load(); p != nil {
+		return *p
+	}
+	return sdk.Pending{}
+}
 
 func (c *Context) TimerService() sdk.TimerService {
 	if c.Timers == nil {

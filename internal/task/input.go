@@ -36,10 +36,6 @@ func (t *Task) step() (progressed bool, backoff time.Duration, err error) {
 		if st.Backlog != sdk.BacklogUnknown {
 			t.backlog.Store(uint32(st.Backlog))
 		}
-		if p := st.Pending; p.Known {
-			t.pendingRecords.Store(max(p.Records, 0))
-			t.splits.Store(int32(p.Splits))
-		}
 		if st.EndOfInput {
 			return true, 0, t.reachEndOfInput()
 		}

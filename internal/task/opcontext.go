@@ -16,6 +16,13 @@ func (c *opContext) Parallelism() int            { return int(c.t.desc.GetParall
 func (c *opContext) AttemptNumber() int          { return int(c.t.attempt.GetAttempt()) }
 func (c *opContext) Logger() *slog.Logger        { return c.t.log }
 func (c *opContext) RestoredCheckpointID() int64 { return c.t.restoredID }
+
+func (c *opContext) ReportPending(p sdk.Pending) {
+	if p.Known {
+		c.t.splits.Store(int32(p.Splits))
+		c.t.pendingRecords.Store(max(p.Records, 0))
+	}
+}
 func (c *opContext) Config() sdk.Config {
 	return sdk.Config(c.t.desc.GetConfig().AsMap())
 }

@@ -92,8 +92,9 @@ type Task struct {
 	// backlog is the source's last sdk.Backlog, read by the TaskManager's
 	// heartbeats.
 	backlog atomic.Uint32
-	// pendingRecords and splits are the source's last sdk.Pending
-	// (pendingRecords -1 until it tells), read the same way.
+	// pendingRecords and splits are what the source reported last
+	// (sdk.Context.ReportPending; pendingRecords -1 until it does), read
+	// the same way.
 	pendingRecords atomic.Int64
 	splits         atomic.Int32
 	metrics        *subtaskMetrics
