@@ -36,13 +36,13 @@ type stepPlan struct {
 // parallelism does not oscillate under constant load.
 var (
 	shortStep = stepPlan{
-		base: 150, factor: 5, warm: 20 * time.Second, high: 60 * time.Second, low: 50 * time.Second,
+		base: 120, factor: 5, warm: 20 * time.Second, high: 90 * time.Second, low: 50 * time.Second,
 		autoscaler: `{enabled: true, interval: 2s, metrics-window: 8s, stabilization: 4s, scale-down-delay: 15s,
              catch-up-duration: 30s, restart-time: 2s, max-parallelism: 8, max-rescales-per-hour: 30}`,
-		lagTarget: 2, recover: 45 * time.Second,
+		lagTarget: 2, recover: time.Minute,
 	}
 	longStep = stepPlan{
-		base: 150, factor: 5, warm: 2 * time.Minute, high: 30 * time.Minute, low: 10 * time.Minute,
+		base: 120, factor: 5, warm: 2 * time.Minute, high: 30 * time.Minute, low: 10 * time.Minute,
 		autoscaler: `{enabled: true, interval: 10s, metrics-window: 1m, stabilization: 30s, scale-down-delay: 2m,
              catch-up-duration: 2m, restart-time: 2s, max-parallelism: 8}`,
 		lagTarget: 2, recover: 3 * time.Minute,
@@ -102,57 +102,60 @@ vertices:
 	rate.Store(int64(plan.base))
 	ctx, stopProducing := context.WithCancel(context.Background())
 	defer stopProducing()
-	produced := make(chan int, 1)
-	go func() { produced <- produceAt(ctx, cl, &rate) }()
+	type result struct {
+		n   int
+		err error
+	}
+	produced := make(chan result, 1)
+	go func() {
+		n, err := produceAt(ctx, cl, &rate)
+		produced <- result{n, err}
+	}()
 
 	start := time.Now()
 	phase := func(format string, args ...any) {
 		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	phase("job %s submitted; producing %d records/s", id, plan.base)
-	c.watchParallelism(id, plan.warm, phase)
+	c.watch(id, admin, plan.warm, phase)
 
 	rate.Store(int64(plan.base * plan.factor))
 	high := float64(plan.base * plan.factor)
 	stepUp := time.Now()
 	phase("input steps up to %.0f records/s", high)
-	var recovered time.Duration
 	target := int64(plan.lagTarget * high)
-	peak := int64(0)
-	c.waitFor(plan.recover, fmt.Sprintf("the lag back under %d records (%.0f s of input)", target, plan.lagTarget), func() (bool, error) {
-		lag, err := groupLag(admin, "in", "autoscaled")
-		if err != nil {
-			return false, nil
-		}
-		peak = max(peak, lag)
-		if time.Since(stepUp) > 5*time.Second && lag < target {
-			recovered = time.Since(stepUp)
-			return true, nil
-		}
-		return false, nil
-	})
-	phase("lag back under %d records %.1f s after the step (peak %d)", target, recovered.Seconds(), peak)
-	c.watchParallelism(id, plan.high-recovered, phase)
-	upHistory := c.autoscalerHistory(id)
-	ups := rescalesBetween(upHistory, stepUp, time.Now())
+	samples := c.watch(id, admin, plan.high, phase)
+	end := time.Now()
+	h := c.autoscalerHistory(id)
+	ups := rescalesBetween(h, stepUp, end)
+	// Within two decisions, and none after: the whole phase is constant
+	// load (30 minutes in the long run).
 	if len(ups) == 0 || len(ups) > 2 {
-		t.Fatalf("%d rescales after the step up, want 1 or 2: %v", len(ups), ups)
+		t.Fatalf("%d rescales under the high input, want 1 or 2 (keeping up within two decisions, then none): %v", len(ups), ups)
+	}
+	lastUp := ups[len(ups)-1].at
+	var peak int64
+	recovered := time.Duration(-1)
+	for _, sm := range samples {
+		peak = max(peak, sm.lag)
+		if recovered < 0 && !sm.at.Before(lastUp) && sm.lag < target {
+			recovered = sm.at.Sub(stepUp)
+		}
+	}
+	if recovered < 0 || recovered > plan.recover {
+		t.Fatalf("the lag came back under %d records (%.0f s of input) %s after the step, want within %s (peak %d)", target, plan.lagTarget, recovered, plan.recover, peak)
+	}
+	if last := samples[len(samples)-1]; last.lag >= target {
+		t.Fatalf("at the end of the high input the lag is %d records, over its target %d: work at %d does not keep up", last.lag, target, last.p)
 	}
 	keptUp := c.parallelism(id, "work")
-	if float64(keptUp)*200*0.95 < high {
-		t.Fatalf("work runs at %d after the step up: %d × 200 records/s does not keep up with %.0f", keptUp, keptUp, high)
-	}
-	settled := stepUp.Add(recovered)
-	if late := rescalesBetween(upHistory, settled, time.Now()); len(late) > 0 {
-		t.Fatalf("rescaled under constant load after the lag recovered: %v", late)
-	}
-	phase("step up: %d rescale(s) %v; work at %d; no rescale over the %s of constant load after the lag recovered",
-		len(ups), ups, keptUp, time.Since(settled).Round(time.Second))
+	phase("step up: %d rescale(s) %v; the lag back under %d records %.1f s after the step (peak %d); work at %d, no rescale over the %s since",
+		len(ups), ups, target, recovered.Seconds(), peak, keptUp, end.Sub(lastUp).Round(time.Second))
 
 	rate.Store(int64(plan.base))
 	stepDown := time.Now()
 	phase("input steps down to %d records/s", plan.base)
-	c.watchParallelism(id, plan.low, phase)
+	c.watch(id, admin, plan.low, phase)
 	downs := rescalesBetween(c.autoscalerHistory(id), stepDown, time.Now())
 	if p := c.parallelism(id, "work"); len(downs) == 0 || p >= keptUp {
 		t.Fatalf("after the step down: %d rescales, work at %d (was %d): want it scaled down", len(downs), p, keptUp)
@@ -160,7 +163,11 @@ vertices:
 	phase("step down: %d rescale(s) %v; work at %d", len(downs), downs, c.parallelism(id, "work"))
 
 	stopProducing()
-	n := <-produced
+	res := <-produced
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	n := res.n
 	c.waitFor(2*time.Minute, "every record committed to out", func() (bool, error) {
 		return written(t, broker, "out") >= int64(n), nil
 	})
@@ -168,20 +175,26 @@ vertices:
 	for i := range want {
 		want[i] = strconv.Itoa(i)
 	}
+	// The last records are committed with the next checkpoints: read until
+	// all are there, or the wait is over and the checker says what is not.
 	var got []string
-	c.waitFor(time.Minute, "the committed output complete", func() (bool, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		recs, err := kafkatest.ReadCommitted(rctx, "out", kgo.SeedBrokers(broker))
+		cancel()
 		if err != nil {
-			return false, err
+			t.Fatal(err)
 		}
 		got = got[:0]
 		for _, r := range recs {
 			got = append(got, string(r.Value))
 		}
-		return len(got) >= n, nil
-	})
+		if len(got) >= n || time.Now().After(deadline) {
+			break
+		}
+		<-time.After(500 * time.Millisecond) // the checkpoint interval: the next commit
+	}
 	if err := check.Lines(got, want); err != nil {
 		t.Fatalf("the output is not exactly once: %v", err)
 	}
@@ -196,27 +209,34 @@ vertices:
 // produceAt produces records 0, 1, 2, … (the value; the key spreads them
 // over the partitions) to the client's topic at rate records/s, which may
 // change meanwhile, until ctx ends; it returns how many it produced, all
-// acknowledged.
-func produceAt(ctx context.Context, cl *kgo.Client, rate *atomic.Int64) int {
+// acknowledged, or the first error.
+func produceAt(ctx context.Context, cl *kgo.Client, rate *atomic.Int64) (int, error) {
 	const tick = 10 * time.Millisecond
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	n, owed := 0, 0.0
+	var failed atomic.Pointer[error]
 	for {
 		select {
 		case <-ctx.Done():
 			if err := cl.Flush(context.Background()); err != nil {
-				panic(err)
+				return n, err
 			}
-			return n
+			if err := failed.Load(); err != nil {
+				return n, *err
+			}
+			return n, nil
 		case <-t.C:
 		}
 		owed += float64(rate.Load()) * tick.Seconds()
 		for ; owed >= 1; owed-- {
 			v := strconv.Itoa(n)
-			cl.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(n % 64)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
-				if err != nil && ctx.Err() == nil {
-					panic(fmt.Sprintf("produce %s: %v", v, err))
+			// Not under ctx: a record buffered when the producing stops
+			// must still be written, since it is counted.
+			cl.Produce(context.Background(), &kgo.Record{Key: []byte(strconv.Itoa(n % 64)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					err = fmt.Errorf("produce %s: %w", v, err)
+					failed.CompareAndSwap(nil, &err)
 				}
 			})
 			n++
@@ -266,14 +286,22 @@ func (c *cluster) autoscalerHistory(id string) []autoscalerEntry {
 	return v.History
 }
 
+// rescale is one the autoscaler carried out.
+type rescale struct {
+	at     time.Time
+	reason string
+}
+
+func (r rescale) String() string { return r.at.Format("15:04:05") + " " + r.reason }
+
 // rescalesBetween are the rescales the autoscaler carried out in
-// [from, to), as their reasons.
-func rescalesBetween(h []autoscalerEntry, from, to time.Time) []string {
-	var out []string
+// [from, to).
+func rescalesBetween(h []autoscalerEntry, from, to time.Time) []rescale {
+	var out []rescale
 	for _, e := range h {
 		at := time.UnixMilli(e.Time)
 		if e.Kind == "rescaled" && !at.Before(from) && at.Before(to) {
-			out = append(out, at.Format("15:04:05")+" "+strings.SplitN(e.Reason, " (", 2)[0])
+			out = append(out, rescale{at, strings.SplitN(e.Reason, " (", 2)[0]})
 		}
 	}
 	return out
@@ -299,15 +327,24 @@ func (c *cluster) parallelism(id, vertex string) int {
 	return 0
 }
 
-// watchParallelism lets d pass, logging every change of the work
-// vertex's parallelism and failing if the job stops running.
-func (c *cluster) watchParallelism(id string, d time.Duration, log func(string, ...any)) {
+// lagSample is the work vertex's parallelism and the lag at one moment.
+type lagSample struct {
+	at  time.Time
+	p   int
+	lag int64
+}
+
+// watch lets d pass, sampling the work vertex's parallelism and the lag
+// every second, logging every change of parallelism, and failing if the
+// job stops running.
+func (c *cluster) watch(id string, admin *kadm.Client, d time.Duration, log func(string, ...any)) []lagSample {
 	c.t.Helper()
 	end := time.Now().Add(d)
 	last := -1
-	poll := time.NewTicker(time.Second)
-	defer poll.Stop()
-	for ; time.Now().Before(end); <-poll.C {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var out []lagSample
+	for ; time.Now().Before(end); <-tick.C {
 		var job jobJSON
 		if err := c.weirJSON(&job, "job", "get", id); err != nil {
 			c.t.Fatal(err)
@@ -315,9 +352,14 @@ func (c *cluster) watchParallelism(id string, d time.Duration, log func(string, 
 		if job.State != "RUNNING" {
 			c.t.Fatalf("job %s is %s: %s", id, job.State, job.FailureCause)
 		}
-		if p := c.parallelism(id, "work"); p != last {
+		p := c.parallelism(id, "work")
+		if p != last {
 			log("work runs at parallelism %d", p)
 			last = p
 		}
+		if lag, err := groupLag(admin, "in", "autoscaled"); err == nil {
+			out = append(out, lagSample{time.Now(), p, lag})
+		}
 	}
+	return out
 }
