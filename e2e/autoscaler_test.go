@@ -36,7 +36,7 @@ type stepPlan struct {
 // parallelism does not oscillate under constant load.
 var (
 	shortStep = stepPlan{
-		base: 120, factor: 5, warm: 20 * time.Second, high: 90 * time.Second, low: 50 * time.Second,
+		base: 120, factor: 5, warm: 15 * time.Second, high: 75 * time.Second, low: 45 * time.Second,
 		autoscaler: `{enabled: true, interval: 2s, metrics-window: 8s, stabilization: 4s, scale-down-delay: 15s,
              catch-up-duration: 30s, restart-time: 2s, max-parallelism: 8, max-rescales-per-hour: 30}`,
 		lagTarget: 2, recover: time.Minute,
