@@ -53,6 +53,16 @@ func (f *fakeJobManager) GetJob(_ context.Context, req *weirv1.GetJobRequest) (*
 	return nil, status.Errorf(codes.NotFound, "no job %s", req.GetJobId())
 }
 
+func (f *fakeJobManager) GetAutoscaler(_ context.Context, req *weirv1.GetAutoscalerRequest) (*weirv1.GetAutoscalerResponse, error) {
+	if req.GetJobId() != "job-a" {
+		return nil, status.Errorf(codes.NotFound, "no job %s", req.GetJobId())
+	}
+	return &weirv1.GetAutoscalerResponse{Enabled: true, History: []*weirv1.AutoscalerEntry{
+		{TimeMs: 1_700_000_000_000, Kind: "rescaled", Reason: "work 1 → 4 (utilization 1.61)", Parallelism: map[string]int32{"work": 4}},
+		sampleJob().GetAutoscaler(),
+	}}, nil
+}
+
 func (f *fakeJobManager) CancelJob(_ context.Context, req *weirv1.CancelJobRequest) (*weirv1.CancelJobResponse, error) {
 	return nil, status.Error(codes.FailedPrecondition, "job is already FINISHED")
 }
@@ -268,8 +278,11 @@ func TestCommandsAgainstFake(t *testing.T) {
 			stderrWant: "weir: list taskmanagers: not supported by the JobManager at " + addr + ": method ListTaskManagers not implemented\n"},
 		{name: "job list table", args: []string{"job", "list"},
 			stdoutHas: []string{"ID     NAME         STATE    START", "job-a  running-sum  RUNNING  "}},
+		{name: "job autoscaler table", args: []string{"job", "autoscaler", "job-a"},
+			stdoutHas: []string{"DECISION", "rescaled   work 1 → 4 (utilization 1.61)", "6      no-change  every vertex is within its target utilization"}},
+		{name: "job autoscaler of unknown job", args: []string{"job", "autoscaler", "nope"}, code: 1, stderrWant: "weir: job nope not found\n"},
 		{name: "job get table", args: []string{"job", "get", "job-a"},
-			stdoutHas: []string{"State:     RUNNING", "VERTEX  OPERATOR         PARALLELISM  SUBTASK  ATTEMPT  STATE    TASKMANAGER  REGION",
+			stdoutHas: []string{"State:       RUNNING", "no-change: every vertex is within its target utilization", "VERTEX  OPERATOR         PARALLELISM  SUBTASK  ATTEMPT  STATE    TASKMANAGER  REGION",
 				"source  sequence-source  2            1        0        RUNNING  tm-2         0"}},
 		{name: "checkpoint list table", args: []string{"checkpoint", "list", "job-a"},
 			stdoutHas: []string{"Counts:            5 total, 1 in progress, 3 completed, 1 failed, 1 restored",

@@ -15,6 +15,8 @@ func sampleJob() *weirv1.JobInfo {
 	return &weirv1.JobInfo{
 		Id: "job-a", Name: "running-sum", State: weirv1.JobState_JOB_STATE_RUNNING,
 		StartTimeMs: 1_700_000_000_000, Restarts: 1, FailureCause: "",
+		Autoscaler: &weirv1.AutoscalerEntry{TimeMs: 1_700_000_002_000, LastMs: 1_700_000_012_000, Repeats: 5, Kind: "no-change",
+			Reason: "every vertex is within its target utilization"},
 		Vertices: []*weirv1.VertexInfo{{
 			Name: "source", Operator: "sequence-source", Parallelism: 2,
 			Subtasks: []*weirv1.SubtaskInfo{
@@ -88,7 +90,7 @@ func decode(t *testing.T, v any) any {
 
 func TestJobJSONFieldNames(t *testing.T) {
 	j := decode(t, newJobView(sampleJob())).(map[string]any)
-	if got, want := keys(t, j), sorted("id", "name", "state", "start_time", "end_time", "failure_cause", "restarts", "regions", "restarting_regions", "vertices"); !slices.Equal(got, want) {
+	if got, want := keys(t, j), sorted("id", "name", "state", "start_time", "end_time", "failure_cause", "restarts", "regions", "restarting_regions", "vertices", "autoscaler"); !slices.Equal(got, want) {
 		t.Errorf("job keys = %v, want %v", got, want)
 	}
 	if j["state"] != "RUNNING" || j["start_time"] != 1_700_000_000_000.0 || j["end_time"] != 0.0 {
