@@ -43,6 +43,7 @@ func (c *fakeCtx) ReducingState(string, func(acc, v []byte) []byte) sdk.Reducing
 }
 func (c *fakeCtx) UnionListState(string) sdk.ListState { return &list{} }
 func (c *fakeCtx) RestoredCheckpointID() int64         { return c.restored }
+func (c *fakeCtx) ReportPending(sdk.Pending)           {}
 func (c *fakeCtx) TimerService() sdk.TimerService      { return nil }
 func (c *fakeCtx) Output(string) sdk.Collector         { return nil }
 func (c *fakeCtx) EmitLate(sdk.Record)                 {}
