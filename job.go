@@ -184,11 +184,14 @@ func Autoscaler(a Autoscaling) JobOption {
 			return durationpb.New(v)
 		}
 		c := &weirv1.AutoscalerConfig{
-			Enabled: true, TargetUtilization: a.TargetUtilization, UtilizationBoundary: a.UtilizationBoundary,
+			Enabled: true, TargetUtilization: a.TargetUtilization,
 			Interval: d(a.Interval), MetricsWindow: d(a.MetricsWindow), Stabilization: d(a.Stabilization),
 			ScaleDownDelay: d(a.ScaleDownDelay), CatchUpDuration: d(a.CatchUpDuration), RestartTime: d(a.RestartTime),
 			MaxRescalesPerHour: int32(a.MaxRescalesPerHour),
 			MinParallelism:     int32(a.MinParallelism), MaxParallelism: int32(a.MaxParallelism),
+		}
+		if a.UtilizationBoundary != 0 {
+			c.UtilizationBoundary = &a.UtilizationBoundary
 		}
 		for name, b := range a.Vertices {
 			if c.Vertices == nil {

@@ -68,8 +68,8 @@ type Unit struct {
 }
 
 // Decision asks the driver to rescale: Parallelism has every vertex of
-// every unit that changes, From their parallelism the decision was made
-// at (the driver refuses it if the job changed meanwhile).
+// every unit that changes, From every vertex's parallelism the decision
+// was made at (the driver refuses it if the job changed meanwhile).
 type Decision struct {
 	Parallelism map[string]int32
 	From        map[string]int32
@@ -91,6 +91,10 @@ type Autoscaler struct {
 	seen     map[string]int32
 	restarts int32
 	running  bool
+	// awaitResume: the job is (re)starting by the autoscaler's own hand,
+	// or was not yet seen running; its first RUNNING observation starts
+	// the stabilization time, however long the start took.
+	awaitResume bool
 	// downSince is when each unit's scale-down was first asked for, at
 	// every decision since.
 	downSince map[string]time.Time
@@ -115,7 +119,7 @@ const historyLimit = 200
 // the times of its earlier rescales (kept with the job, so that a new
 // leader keeps the hourly limit).
 func New(cfg Config, now time.Time, rescales []time.Time) *Autoscaler {
-	a := &Autoscaler{cfg: cfg, downSince: map[string]time.Time{}, lastEval: now}
+	a := &Autoscaler{cfg: cfg, downSince: map[string]time.Time{}, lastEval: now, awaitResume: true}
 	for _, t := range rescales {
 		if now.Sub(t) < time.Hour {
 			a.rescales = append(a.rescales, t)
@@ -188,12 +192,23 @@ func (a *Autoscaler) trackRestarts(now time.Time, o Observation) {
 	for _, u := range o.Units {
 		shape[u.Name] = u.Parallelism
 	}
+	if a.awaitResume {
+		// Whatever happens until the job runs (its restarts counted, a
+		// failover during the rescale's own restart) is part of the
+		// start: the samples count from the end of the stabilization
+		// time after it.
+		a.restarts, a.running = o.Restarts, o.Running
+		if o.Running {
+			a.awaitResume, a.seen = false, shape
+			a.restart(now)
+		}
+		return
+	}
 	// The shape is tracked while the job runs: a stopped job shows none.
-	first := a.seen == nil
-	reshaped := o.Running && !first && !maps.Equal(shape, a.seen)
-	restarted := !first && o.Restarts != a.restarts
+	reshaped := o.Running && !maps.Equal(shape, a.seen)
+	restarted := o.Restarts != a.restarts
 	stopped := a.running && !o.Running
-	resumed := !first && o.Running && !a.running
+	resumed := o.Running && !a.running
 	if o.Running {
 		a.seen = shape
 	}
@@ -316,10 +331,13 @@ func (a *Autoscaler) decide(now time.Time, o Observation) *Decision {
 	}
 	d := &Decision{Parallelism: map[string]int32{}, From: map[string]int32{}, Reason: strings.Join(steps, "; ")}
 	for _, u := range o.Units {
+		for _, v := range u.Vertices {
+			d.From[v] = u.Parallelism
+		}
 		for _, e := range evals {
 			if e.Vertex == u.Name && e.Chosen != e.Parallelism {
 				for _, v := range u.Vertices {
-					d.Parallelism[v], d.From[v] = e.Chosen, e.Parallelism
+					d.Parallelism[v] = e.Chosen
 				}
 			}
 		}
@@ -374,9 +392,9 @@ func (a *Autoscaler) Rescaled(now time.Time, d Decision) {
 	a.pending = nil
 	a.rescales = append(a.rescales, now)
 	a.restart(now)
-	// The restart and new shape the next observation shows are this
+	// The restart and new shape the next observations show are this
 	// rescale's own, not news.
-	a.seen, a.running = nil, false
+	a.awaitResume = true
 	a.lastEval = now
 	a.record(Entry{Time: now, Kind: KindRescaled, Reason: d.Reason, Parallelism: maps.Clone(d.Parallelism)})
 }

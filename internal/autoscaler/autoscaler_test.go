@@ -48,8 +48,10 @@ type harness struct {
 	state          string
 	restarts       int32
 	failNext       bool
-	printed        int // history entries printed
-	rescaleTimes   []time.Time
+	stallNext      bool // the next rescale leaves the job RESTARTING
+
+	printed      int // history entries printed
+	rescaleTimes []time.Time
 }
 
 func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
@@ -158,6 +160,9 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	case "fail-next":
 		h.failNext = true
 		return "ok"
+	case "stall-next":
+		h.stallNext = true
+		return "ok"
 	case "run":
 		every := dur("every", "1s")
 		end := h.now.Add(dur("for", "1m"))
@@ -249,6 +254,12 @@ func (h *harness) tick(t *testing.T, dt time.Duration) {
 	}
 	h.rescaleTimes = append(h.rescaleTimes, h.now)
 	h.a.Rescaled(h.now, *d)
+	if h.stallNext {
+		// Its restart does not end: a failover during it, the job
+		// waiting for slots.
+		h.stallNext, h.running, h.state = false, false, "RESTARTING"
+		h.restarts++
+	}
 	h.check(t)
 }
 
@@ -307,7 +318,7 @@ func (h *harness) rel(t time.Time) string {
 
 func TestConfigValidate(t *testing.T) {
 	good := Config{TargetUtilization: 0.7, UtilizationBoundary: 0.3, Interval: time.Second, MetricsWindow: time.Minute,
-		CatchUpDuration: time.Minute, MaxScaleDownFactor: 0.6, MaxScaleUpFactor: 10}
+		CatchUpDuration: time.Minute, MaxScaleDownFactor: 0.6, MaxScaleUpFactor: 10, MaxRescalesPerHour: 10}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +330,10 @@ func TestConfigValidate(t *testing.T) {
 		"bounds":        func(c *Config) { c.MinParallelism, c.MaxParallelism = 4, 2 },
 		"vertex bounds": func(c *Config) { c.Vertices = map[string]Bounds{"x": {Min: 3, Max: 1}} },
 		"down factor":   func(c *Config) { c.MaxScaleDownFactor = 0 },
+		"NaN":           func(c *Config) { c.TargetUtilization = math.NaN() },
+		"NaN boundary":  func(c *Config) { c.UtilizationBoundary = math.NaN() },
+		"infinite up":   func(c *Config) { c.MaxScaleUpFactor = math.Inf(1) },
+		"no rescales":   func(c *Config) { c.MaxRescalesPerHour = 0 },
 	} {
 		c := good
 		c.Vertices = nil

@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -31,7 +32,7 @@ type Config struct {
 	// RestartTime is the pause a rescale costs, whose input must be
 	// caught up too.
 	RestartTime time.Duration
-	// MaxRescalesPerHour bounds the rescales in any hour; 0 is no limit.
+	// MaxRescalesPerHour bounds the rescales in any hour (at least 1).
 	MaxRescalesPerHour int
 	// MaxScaleDownFactor and MaxScaleUpFactor bound one step: a vertex's
 	// parallelism p goes no lower than p·(1−down) and no higher than
@@ -66,12 +67,24 @@ const (
 	DefaultMaxScaleUpFactor    = 100000
 )
 
-// Validate says what is wrong with c, nil when nothing is.
+// Validate says what is wrong with c, nil when nothing is. The checks
+// are written so that NaN fails them.
 func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"target-utilization", c.TargetUtilization}, {"utilization-boundary", c.UtilizationBoundary},
+		{"max-scale-down-factor", c.MaxScaleDownFactor}, {"max-scale-up-factor", c.MaxScaleUpFactor},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s %v is not a number", f.name, f.v)
+		}
+	}
 	switch {
-	case c.TargetUtilization <= 0 || c.TargetUtilization > 1:
+	case !(c.TargetUtilization > 0 && c.TargetUtilization <= 1):
 		return fmt.Errorf("target-utilization %v is outside (0, 1]", c.TargetUtilization)
-	case c.UtilizationBoundary < 0 || c.UtilizationBoundary >= 1:
+	case !(c.UtilizationBoundary >= 0 && c.UtilizationBoundary < 1):
 		return fmt.Errorf("utilization-boundary %v is outside [0, 1)", c.UtilizationBoundary)
 	case c.Interval <= 0:
 		return fmt.Errorf("interval %s must be positive", c.Interval)
@@ -81,11 +94,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("stabilization, scale-down-delay and restart-time must not be negative")
 	case c.CatchUpDuration <= 0:
 		return fmt.Errorf("catch-up-duration %s must be positive", c.CatchUpDuration)
-	case c.MaxRescalesPerHour < 0:
-		return fmt.Errorf("max-rescales-per-hour %d is negative", c.MaxRescalesPerHour)
-	case c.MaxScaleDownFactor <= 0 || c.MaxScaleDownFactor > 1:
+	case c.MaxRescalesPerHour < 1:
+		return fmt.Errorf("max-rescales-per-hour %d must be at least 1", c.MaxRescalesPerHour)
+	case !(c.MaxScaleDownFactor > 0 && c.MaxScaleDownFactor <= 1):
 		return fmt.Errorf("max-scale-down-factor %v is outside (0, 1]", c.MaxScaleDownFactor)
-	case c.MaxScaleUpFactor <= 0:
+	case !(c.MaxScaleUpFactor > 0):
 		return fmt.Errorf("max-scale-up-factor %v must be positive", c.MaxScaleUpFactor)
 	case c.MinParallelism < 0 || c.MaxParallelism < 0 || c.MaxParallelism > 0 && c.MinParallelism > c.MaxParallelism:
 		return fmt.Errorf("min-parallelism %d and max-parallelism %d are not bounds", c.MinParallelism, c.MaxParallelism)

@@ -124,8 +124,9 @@ func recommend(cfg Config, u Unit, e *Evaluation, processed float64) (int32, str
 		factor = need / e.TrueProcessingRate
 	}
 	factor = min(max(factor, 1-cfg.MaxScaleDownFactor), 1+cfg.MaxScaleUpFactor)
-	want := int32(math.Ceil(float64(p)*factor - 1e-9))
-	q := min(max(want, lo), hi)
+	// In floating point until bounded: a large factor would overflow.
+	want := math.Ceil(float64(p)*factor - 1e-9)
+	q := int32(min(max(want, float64(lo)), float64(hi)))
 	if u.Keyed && u.MaxParallelism > 0 {
 		// Key groups spread evenly only over a divisor of their number;
 		// Flink rounds up to the next one, within the bounds.
@@ -143,10 +144,10 @@ func recommend(cfg Config, u Unit, e *Evaluation, processed float64) (int32, str
 		why = "no input: scaling down"
 	}
 	switch {
-	case want < lo || want > hi:
-		why += fmt.Sprintf("; %d is outside %d..%d (%s)", want, lo, hi, bound)
-	case q != want:
-		why += fmt.Sprintf("; %d rounded to %d, a divisor of the %d key groups", want, q, u.MaxParallelism)
+	case want < float64(lo) || want > float64(hi):
+		why += fmt.Sprintf("; %.0f is outside %d..%d (%s)", want, lo, hi, bound)
+	case float64(q) != want:
+		why += fmt.Sprintf("; %.0f rounded to %d, a divisor of the %d key groups", want, q, u.MaxParallelism)
 	}
 	return q, why
 }

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"gopkg.in/yaml.v3"
 
@@ -46,7 +47,7 @@ func (c *converter) autoscaler(d *autoscalerDoc) *weirv1.AutoscalerConfig {
 	a := &weirv1.AutoscalerConfig{
 		Enabled:             c.bool(&d.Enabled, p+"enabled", false),
 		TargetUtilization:   c.float(&d.TargetUtilization, p+"target-utilization", autoscaler.DefaultTargetUtilization),
-		UtilizationBoundary: c.float(&d.UtilizationBoundary, p+"utilization-boundary", autoscaler.DefaultUtilizationBoundary),
+		UtilizationBoundary: proto.Float64(c.float(&d.UtilizationBoundary, p+"utilization-boundary", autoscaler.DefaultUtilizationBoundary)),
 		Interval:            c.duration(&d.Interval, p+"interval", autoscaler.DefaultInterval),
 		MetricsWindow:       c.duration(&d.MetricsWindow, p+"metrics-window", autoscaler.DefaultMetricsWindow),
 		Stabilization:       c.duration(&d.Stabilization, p+"stabilization", autoscaler.DefaultStabilization),
@@ -58,6 +59,9 @@ func (c *converter) autoscaler(d *autoscalerDoc) *weirv1.AutoscalerConfig {
 		MaxScaleUpFactor:    c.float(&d.MaxScaleUpFactor, p+"max-scale-up-factor", autoscaler.DefaultMaxScaleUpFactor),
 		MinParallelism:      c.int32(&d.MinParallelism, p+"min-parallelism", 0),
 		MaxParallelism:      c.int32(&d.MaxParallelism, p+"max-parallelism", 0),
+	}
+	if present(&d.MaxRescalesPerHour) && a.MaxRescalesPerHour < 1 {
+		c.ps.addAt(d.MaxRescalesPerHour.Line, p+"max-rescales-per-hour", "must be at least 1, got %d", a.MaxRescalesPerHour)
 	}
 	for name, b := range d.Vertices {
 		if a.Vertices == nil {
@@ -89,7 +93,7 @@ func AutoscalerSettings(a *weirv1.AutoscalerConfig) autoscaler.Config {
 	}
 	c := autoscaler.Config{
 		TargetUtilization:   or(a.GetTargetUtilization(), autoscaler.DefaultTargetUtilization),
-		UtilizationBoundary: or(a.GetUtilizationBoundary(), autoscaler.DefaultUtilizationBoundary),
+		UtilizationBoundary: autoscaler.DefaultUtilizationBoundary,
 		Interval:            dur(a.GetInterval(), autoscaler.DefaultInterval),
 		MetricsWindow:       dur(a.GetMetricsWindow(), autoscaler.DefaultMetricsWindow),
 		Stabilization:       dur(a.GetStabilization(), autoscaler.DefaultStabilization),
@@ -101,6 +105,9 @@ func AutoscalerSettings(a *weirv1.AutoscalerConfig) autoscaler.Config {
 		MaxScaleUpFactor:    or(a.GetMaxScaleUpFactor(), autoscaler.DefaultMaxScaleUpFactor),
 		MinParallelism:      a.GetMinParallelism(),
 		MaxParallelism:      a.GetMaxParallelism(),
+	}
+	if a.UtilizationBoundary != nil {
+		c.UtilizationBoundary = a.GetUtilizationBoundary()
 	}
 	if c.MaxRescalesPerHour == 0 {
 		c.MaxRescalesPerHour = autoscaler.DefaultMaxRescalesPerHour
@@ -117,7 +124,7 @@ func AutoscalerSettings(a *weirv1.AutoscalerConfig) autoscaler.Config {
 // AutoscalerProto is c as the job graph carries it.
 func AutoscalerProto(c autoscaler.Config, enabled bool) *weirv1.AutoscalerConfig {
 	a := &weirv1.AutoscalerConfig{
-		Enabled: enabled, TargetUtilization: c.TargetUtilization, UtilizationBoundary: c.UtilizationBoundary,
+		Enabled: enabled, TargetUtilization: c.TargetUtilization, UtilizationBoundary: proto.Float64(c.UtilizationBoundary),
 		Interval: durationpb.New(c.Interval), MetricsWindow: durationpb.New(c.MetricsWindow),
 		Stabilization: durationpb.New(c.Stabilization), ScaleDownDelay: durationpb.New(c.ScaleDownDelay),
 		CatchUpDuration: durationpb.New(c.CatchUpDuration), RestartTime: durationpb.New(c.RestartTime),
@@ -177,7 +184,9 @@ func (m *marshaler) marshalAutoscaler(a *weirv1.AutoscalerConfig) *yaml.Node {
 	n := mapping()
 	set(n, "enabled", boolNode(a.Enabled))
 	set(n, "target-utilization", floatNode(a.TargetUtilization))
-	set(n, "utilization-boundary", floatNode(a.UtilizationBoundary))
+	if a.UtilizationBoundary != nil {
+		set(n, "utilization-boundary", floatNode(a.GetUtilizationBoundary()))
+	}
 	set(n, "interval", m.durationNode(p+"interval", a.Interval))
 	set(n, "metrics-window", m.durationNode(p+"metrics-window", a.MetricsWindow))
 	set(n, "stabilization", m.durationNode(p+"stabilization", a.Stabilization))

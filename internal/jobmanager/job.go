@@ -52,7 +52,7 @@ type jobMaster struct {
 	// reconfig serializes the changes of the stored graph (rescale,
 	// checkpointing configuration); graphs, under it, follows whether the
 	// store holds the graph the job runs.
-	reconfig sync.Mutex
+	reconfig reconfigLock
 	graphs   storedgraph.Tracker
 
 	mailbox mailbox

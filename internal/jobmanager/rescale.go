@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -42,8 +43,14 @@ func (s *Server) RescaleJob(ctx context.Context, req *weirv1.RescaleJobRequest) 
 func (s *Server) rescale(ctx context.Context, j *jobMaster, parallelism map[string]int32, edit func(*weirv1.JobGraph) error) (int64, error) {
 	// One change of the stored graph at a time: two would each store
 	// their own copy, and the later would undo the earlier.
-	j.reconfig.Lock()
+	if err := j.reconfig.LockContext(ctx, j.ctx); err != nil {
+		return 0, err
+	}
 	defer j.reconfig.Unlock()
+	// Its retries end with the job master too (a lost leadership).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(j.ctx, cancel)()
 	if len(parallelism) == 0 {
 		return 0, status.Error(codes.InvalidArgument, "jobmanager: rescale: name at least one vertex and its new parallelism")
 	}
@@ -121,6 +128,36 @@ func (s *Server) rescale(ctx context.Context, j *jobMaster, parallelism map[stri
 	return r.ID, nil
 }
 
+// reconfigLock is a mutex whose waiters can give up: a rescale the
+// autoscaler carries out must not hold up the job master's stop behind a
+// client's rescale that holds it. The zero value is unlocked.
+type reconfigLock struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (l *reconfigLock) sem() chan struct{} {
+	l.once.Do(func() { l.ch = make(chan struct{}, 1) })
+	return l.ch
+}
+
+// Lock waits for the lock.
+func (l *reconfigLock) Lock() { l.sem() <- struct{}{} }
+
+// LockContext waits for the lock until ctx or stop ends.
+func (l *reconfigLock) LockContext(ctx, stop context.Context) error {
+	select {
+	case l.sem() <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop.Done():
+		return status.Error(codes.Unavailable, "jobmanager: the job is no longer managed here")
+	}
+}
+
+func (l *reconfigLock) Unlock() { <-l.sem() }
+
 // storeLater stores g, a change of the graph the job already made, until
 // the store takes it, a later change was stored or the job's HA data
 // removed (change is no longer the latest), the job ended, or this
@@ -134,7 +171,9 @@ func (j *jobMaster) storeLater(services haServices, g *weirv1.JobGraph, change s
 			return
 		case <-time.After(backoff.Next()):
 		}
-		j.reconfig.Lock()
+		if j.reconfig.LockContext(j.ctx, j.ctx) != nil {
+			return
+		}
 		if !j.graphs.Retry(change) || j.isClosed() {
 			// Stored again meanwhile, or the job ended: storing it now
 			// would bring an ended job back at the next leader.
@@ -231,7 +270,9 @@ func (s *Server) ConfigureCheckpointing(ctx context.Context, req *weirv1.Configu
 	if err != nil {
 		return nil, err
 	}
-	j.reconfig.Lock()
+	if err := j.reconfig.LockContext(ctx, j.ctx); err != nil {
+		return nil, err
+	}
 	defer j.reconfig.Unlock()
 	var r coordinator.Reconfiguration
 	g := proto.Clone(j.current().Graph).(*weirv1.JobGraph)

@@ -106,7 +106,8 @@ type Source struct {
 	state   sdk.ListState
 	opened  bool          // splits declared (at the first Emit)
 	backoff time.Duration // the last idle backoff, grown while nothing comes
-	// reading are the parts, for the backlog reporter's goroutine.
+	// reading are the parts as last published, for the backlog
+	// reporter's goroutine.
 	reading atomic.Pointer[[]*sourcePart]
 	// lags are each partition's lag as of its newest fetch, for the
 	// backlog report (backlog-lag).
@@ -148,9 +149,10 @@ type sourcePart struct {
 	stop int64 // bounded: offset to stop at; -1 when unbounded
 	out  sdk.Collector
 	done bool
-	// pos and finished are next and done for the backlog reporter's
-	// goroutine, updated after each fetch.
+	// pos, stopAt and finished are next, stop and done for the backlog
+	// reporter's goroutine, updated after each fetch.
 	pos      atomic.Int64
+	stopAt   atomic.Int64
 	finished atomic.Bool
 }
 
@@ -481,16 +483,17 @@ func (s *Source) add(p *sourcePart) {
 	s.parts[p.sourceTP] = p
 	i, _ := slices.BinarySearchFunc(s.order, p.sourceTP, func(q *sourcePart, tp sourceTP) int { return sourceCompareTP(q.sourceTP, tp) })
 	s.order = slices.Insert(s.order, i, p)
-	parts := slices.Clone(s.order)
-	s.reading.Store(&parts)
 }
 
 // published makes the parts' positions visible to the backlog reporter.
 func (s *Source) published() {
 	for _, p := range s.order {
 		p.pos.Store(p.next)
+		p.stopAt.Store(p.stop)
 		p.finished.Store(p.done)
 	}
+	parts := slices.Clone(s.order)
+	s.reading.Store(&parts)
 }
 
 // resolveStart sets the next offset of parts to a concrete one: a
@@ -670,6 +673,7 @@ func (s *Source) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
 			if err := s.consume(added); err != nil {
 				return sdk.SourceStatus{}, err
 			}
+			s.published()
 		default:
 		}
 	}
@@ -778,9 +782,15 @@ func (s *Source) reportPending(ctx context.Context, sctx sdk.Context, interval t
 		}
 		var n int64
 		for _, p := range parts {
-			if e, ok := ends.Lookup(p.topic, p.partition); ok && e.Err == nil && !p.finished.Load() {
-				n += max(e.Offset-p.pos.Load(), 0)
+			e, ok := ends.Lookup(p.topic, p.partition)
+			if !ok || e.Err != nil || p.finished.Load() {
+				continue
 			}
+			end := e.Offset
+			if stop := p.stopAt.Load(); stop >= 0 {
+				end = min(end, stop) // bounded: what lies past the stop is not its to read
+			}
+			n += max(end-p.pos.Load(), 0)
 		}
 		sctx.ReportPending(sdk.Pending{Known: true, Records: n, Splits: len(parts)})
 	}

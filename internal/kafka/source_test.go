@@ -475,6 +475,29 @@ func TestSourceReportsPending(t *testing.T) {
 	waitPending(3200) // more arrived, still nothing emitted
 	s.emitUntil(t, 3200)
 	waitPending(0)
+
+	// A subtask that owns no partition reports an empty backlog.
+	var idle *srcSubtask
+	for i := 0; idle == nil && i < 8; i++ {
+		if x := srcOpen(t, srcConfig(addr, "topic", "in"), i, 8, 0, nil); len(x.src.order) == 0 {
+			idle = x
+		}
+	}
+	if idle == nil {
+		t.Fatal("every subtask of 8 owns one of 2 partitions")
+	}
+	poll.UntilNoError(t, 10*time.Second, 50*time.Millisecond, "an empty backlog reported", func() (bool, error) {
+		p := idle.ctx.pending.Load()
+		return p != nil && p.Known && p.Records == 0 && p.Splits == 0, nil
+	})
+
+	// A bounded source counts only what lies before its stops.
+	b := srcOpen(t, srcConfig(addr, "topic", "in", "bounded", "latest"), 0, 1, 0, nil)
+	srcProduce(t, addr, "in", 2, 1600, 2600)
+	poll.UntilNoError(t, 10*time.Second, 50*time.Millisecond, "the bounded backlog reported", func() (bool, error) {
+		p := b.ctx.pending.Load()
+		return p != nil && p.Known && p.Records == 3200, nil
+	})
 }
 
 func TestSourceTopicPattern(t *testing.T) {

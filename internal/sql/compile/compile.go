@@ -250,7 +250,9 @@ func (c *compiler) applyAutoscaler(d *ddl, key string) error {
 	case "target-utilization":
 		a.TargetUtilization, err = num()
 	case "utilization-boundary":
-		a.UtilizationBoundary, err = num()
+		var b float64
+		b, err = num()
+		a.UtilizationBoundary = &b
 	case "max-scale-down-factor":
 		a.MaxScaleDownFactor, err = num()
 	case "max-scale-up-factor":
@@ -269,6 +271,9 @@ func (c *compiler) applyAutoscaler(d *ddl, key string) error {
 		a.RestartTime, err = dur()
 	case "max-rescales-per-hour":
 		a.MaxRescalesPerHour, err = count()
+		if err == nil && a.MaxRescalesPerHour < 1 {
+			return bad("at least 1")
+		}
 	case "min-parallelism":
 		a.MinParallelism, err = count()
 	case "max-parallelism":

@@ -811,8 +811,9 @@ type AutoscalerConfig struct {
 	// target_utilization is the share of a vertex's true processing rate
 	// its input should use; a vertex within target_utilization ±
 	// utilization_boundary is left alone.
-	TargetUtilization   float64 `protobuf:"fixed64,2,opt,name=target_utilization,json=targetUtilization,proto3" json:"target_utilization,omitempty"`
-	UtilizationBoundary float64 `protobuf:"fixed64,3,opt,name=utilization_boundary,json=utilizationBoundary,proto3" json:"utilization_boundary,omitempty"`
+	TargetUtilization float64 `protobuf:"fixed64,2,opt,name=target_utilization,json=targetUtilization,proto3" json:"target_utilization,omitempty"`
+	// utilization_boundary: unset takes the default, 0.3.
+	UtilizationBoundary *float64 `protobuf:"fixed64,3,opt,name=utilization_boundary,json=utilizationBoundary,proto3,oneof" json:"utilization_boundary,omitempty"`
 	// interval is how often it decides, over the samples of the last
 	// metrics_window, ignoring those within stabilization of a (re)start.
 	Interval      *durationpb.Duration `protobuf:"bytes,4,opt,name=interval,proto3" json:"interval,omitempty"`
@@ -886,8 +887,8 @@ func (x *AutoscalerConfig) GetTargetUtilization() float64 {
 }
 
 func (x *AutoscalerConfig) GetUtilizationBoundary() float64 {
-	if x != nil {
-		return x.UtilizationBoundary
+	if x != nil && x.UtilizationBoundary != nil {
+		return *x.UtilizationBoundary
 	}
 	return 0
 }
@@ -1226,11 +1227,11 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\x1ctolerable_failed_checkpoints\x18\t \x01(\x05R\x1atolerableFailedCheckpoints\x12U\n" +
 	"\x16externalized_retention\x18\n" +
 	" \x01(\x0e2\x1e.weir.v1.ExternalizedRetentionR\x15externalizedRetention\x12Q\n" +
-	"\x17interval_during_backlog\x18\v \x01(\v2\x19.google.protobuf.DurationR\x15intervalDuringBacklog\"\x97\a\n" +
+	"\x17interval_during_backlog\x18\v \x01(\v2\x19.google.protobuf.DurationR\x15intervalDuringBacklog\"\xb5\a\n" +
 	"\x10AutoscalerConfig\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12-\n" +
-	"\x12target_utilization\x18\x02 \x01(\x01R\x11targetUtilization\x121\n" +
-	"\x14utilization_boundary\x18\x03 \x01(\x01R\x13utilizationBoundary\x125\n" +
+	"\x12target_utilization\x18\x02 \x01(\x01R\x11targetUtilization\x126\n" +
+	"\x14utilization_boundary\x18\x03 \x01(\x01H\x00R\x13utilizationBoundary\x88\x01\x01\x125\n" +
 	"\binterval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12@\n" +
 	"\x0emetrics_window\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rmetricsWindow\x12?\n" +
 	"\rstabilization\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\rstabilization\x12C\n" +
@@ -1246,7 +1247,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\bvertices\x18\x0f \x03(\v2'.weir.v1.AutoscalerConfig.VerticesEntryR\bvertices\x1aW\n" +
 	"\rVerticesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.weir.v1.ParallelismBoundsR\x05value:\x028\x01\"7\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.weir.v1.ParallelismBoundsR\x05value:\x028\x01B\x17\n" +
+	"\x15_utilization_boundary\"7\n" +
 	"\x11ParallelismBounds\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x05R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\"\xe3\x03\n" +
@@ -1367,6 +1369,7 @@ func file_weir_v1_jobgraph_proto_init() {
 	if File_weir_v1_jobgraph_proto != nil {
 		return
 	}
+	file_weir_v1_jobgraph_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
