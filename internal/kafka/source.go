@@ -483,17 +483,24 @@ func (s *Source) add(p *sourcePart) {
 	s.parts[p.sourceTP] = p
 	i, _ := slices.BinarySearchFunc(s.order, p.sourceTP, func(q *sourcePart, tp sourceTP) int { return sourceCompareTP(q.sourceTP, tp) })
 	s.order = slices.Insert(s.order, i, p)
+	// The reporter's list changes only here, not at every fetch.
+	parts := slices.Clone(s.order)
+	s.reading.Store(&parts)
+	p.publish()
+}
+
+// publish makes p's position visible to the backlog reporter.
+func (p *sourcePart) publish() {
+	p.pos.Store(p.next)
+	p.stopAt.Store(p.stop)
+	p.finished.Store(p.done)
 }
 
 // published makes the parts' positions visible to the backlog reporter.
 func (s *Source) published() {
 	for _, p := range s.order {
-		p.pos.Store(p.next)
-		p.stopAt.Store(p.stop)
-		p.finished.Store(p.done)
+		p.publish()
 	}
-	parts := slices.Clone(s.order)
-	s.reading.Store(&parts)
 }
 
 // resolveStart sets the next offset of parts to a concrete one: a
@@ -765,7 +772,10 @@ func (s *Source) reportPending(ctx context.Context, sctx sdk.Context, interval t
 			return
 		case <-t.C:
 		}
-		parts := *s.reading.Load()
+		var parts []*sourcePart
+		if r := s.reading.Load(); r != nil {
+			parts = *r
+		}
 		if len(parts) == 0 {
 			sctx.ReportPending(sdk.Pending{Known: true})
 			continue
