@@ -132,6 +132,14 @@ func PebbleState(incremental bool) JobOption {
 	}
 }
 
+// BufferTimeout bounds how long a record waits in a partly filled output
+// batch before it is sent (the job spec's buffer-timeout, Flink's
+// execution.buffer-timeout; default 500µs). Lower trades CPU for latency
+// when the pipeline is partly loaded; 0 sends after every step.
+func BufferTimeout(d time.Duration) JobOption {
+	return func(s *jobSettings) { s.g.BufferTimeout = durationpb.New(d) }
+}
+
 // MaxParallelism sets the number of key groups (default 128).
 func MaxParallelism(n int) JobOption {
 	return func(s *jobSettings) { s.g.MaxParallelism = int32(n) }

@@ -760,6 +760,12 @@ func TestJobOptions(t *testing.T) {
 	if !g.GetCheckpointing().GetUnaligned() || g.GetRestartStrategy().GetKind() != weirv1.RestartStrategy_KIND_NONE {
 		t.Fatalf("options did not reach the graph: %v", g)
 	}
+	if g = build(weir.BufferTimeout(200 * time.Microsecond)); g.GetBufferTimeout().AsDuration() != 200*time.Microsecond {
+		t.Fatalf("buffer timeout: %v", g.GetBufferTimeout())
+	}
+	if g = build(); g.GetBufferTimeout() != nil {
+		t.Fatalf("buffer timeout set by default: %v", g.GetBufferTimeout())
+	}
 	// Defaults as a YAML spec without those keys: no checkpoints, heap,
 	// no restarts.
 	g = build()

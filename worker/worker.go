@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/operators/all"
+	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
 	"github.com/weirproject/weir/internal/taskmanager"
 	"github.com/weirproject/weir/sdk"
@@ -47,6 +48,7 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.StringVar(&cfg.ID, "id", "", "TaskManager ID (default random)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the subtasks' local state, cleared of an earlier run's leftovers at start (default <temp dir>/weir-<id>)")
 	fs.BoolVar(&cfg.LocalRecovery, "local-recovery", false, "keep a local copy of each subtask's newest completed incremental (Pebble) snapshot, so a subtask restarted on this TaskManager restores from disk instead of checkpoint storage")
+	fs.IntVar(&cfg.StateCacheBytes, "state-cache-bytes", state.DefaultStateCacheBytes, "bytes of keyed state each subtask on the Pebble backend keeps in memory and writes back in batches (at checkpoints, before iterations, when full); -1 turns the cache off")
 	fs.DurationVar(&cfg.OrphanTimeout, "orphan-timeout", registration.DefaultOrphanTimeout, "how long subtasks run on while this TaskManager is registered with no JobManager (the leader died, or cannot be reached): a new leader adopts them within it instead of restarting them; after it they are cancelled")
 	fs.IntVar(&cfg.StateInlineThreshold, "state-inline-threshold", storage.DefaultInlineThreshold, "state smaller than this many bytes goes into the checkpoint's _metadata instead of a file of its own (Flink's state.storage.fs.memory-threshold); 0 writes every file")
 	var etcdEndpoints string

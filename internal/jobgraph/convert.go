@@ -24,6 +24,10 @@ func (c *converter) graph(d *specDoc) *weirv1.JobGraph {
 		Sql:             c.str(&d.SQL, "sql"),
 	}
 
+	if present(&d.BufferTimeout) {
+		g.BufferTimeout = c.duration(&d.BufferTimeout, "buffer-timeout", 0)
+	}
+
 	cp := d.Checkpointing
 	if cp == nil {
 		cp = &checkpointingDoc{}

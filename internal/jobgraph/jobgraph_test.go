@@ -285,6 +285,9 @@ func TestParseInvalid(t *testing.T) {
 		{"bad int", "name: x\nvertices:\n  - {name: a, operator: o, parallelism: two}\n", `line 3: vertices[0].parallelism: must be an integer, got "two"`},
 		{"int out of range", "name: x\nmax-parallelism: 99999999999\n" + two, "max-parallelism: 99999999999 is out of range"},
 		{"missing name", two, "name: required"},
+		{"negative buffer timeout", "name: x\nbuffer-timeout: -1ms\n" + two, "buffer-timeout: must be between 0s and 1m, got -1ms"},
+		{"buffer timeout too long", "name: x\nbuffer-timeout: 2m\n" + two, "buffer-timeout: must be between 0s and 1m, got 2m"},
+		{"bad buffer timeout", "name: x\nbuffer-timeout: fast\n" + two, `line 2: buffer-timeout: invalid duration "fast"`},
 		{"autoscaler utilization", "name: x\nautoscaler: {enabled: true, target-utilization: 1.5}\n" + two, "autoscaler: target-utilization 1.5 is outside (0, 1]"},
 		{"autoscaler window", "name: x\nautoscaler: {interval: 1m, metrics-window: 10s}\n" + two, "autoscaler: metrics-window 10s is shorter than interval 1m0s"},
 		{"autoscaler vertex", "name: x\nautoscaler: {vertices: {c: {max-parallelism: 2}}}\n" + two, `autoscaler.vertices.c: the job has no vertex "c"`},
@@ -497,6 +500,8 @@ func TestRoundTrip(t *testing.T) {
 		"unaligned":       "name: u\ncheckpointing: {interval: 250ms, unaligned: true, aligned-checkpoint-timeout: 2s, max-concurrent: 2}\nvertices:\n  - {name: a, operator: o}\n",
 		"backlog":         "name: k\ncheckpointing: {interval: 1s, interval-during-backlog: 0s}\nvertices:\n  - {name: a, operator: o, slot-sharing-group: g}\n",
 		"sql job":         "name: q\nsql: |-\n  INSERT INTO k\n  SELECT a, 'it''s' FROM s  \n  \tWHERE v < 10;\nvertices:\n  - {name: a, operator: o, description: \"Calc(where=[<(v, 10)]): a: b\"}\n  - name: b\n    operator: o\n    description: |\n      two\n      lines\n    inputs: [{from: a}]\n",
+		"buffer timeout":  "name: t\nbuffer-timeout: 250µs\nvertices:\n  - {name: a, operator: o}\n",
+		"no batching":     "name: t\nbuffer-timeout: 0s\nvertices:\n  - {name: a, operator: o}\n",
 		"autoscaler":      "name: s\nautoscaler: {enabled: true, target-utilization: 0.6, interval: 5s, metrics-window: 30s, max-parallelism: 8, vertices: {a: {min-parallelism: 2}}}\nvertices:\n  - {name: a, operator: o}\n",
 		"broadcast graph": "name: b\nvertices:\n  - {name: a, operator: o, parallelism: 3}\n  - {name: r, operator: o}\n  - {name: j, operator: o, parallelism: 4, inputs: [{from: a, partition: rebalance}, {from: r, partition: broadcast}]}\n",
 	}

@@ -123,6 +123,9 @@ func (m *marshaler) graph(g *weirv1.JobGraph) *yaml.Node {
 	if g.Sql != "" {
 		set(root, "sql", strNode(g.Sql))
 	}
+	if g.BufferTimeout != nil {
+		set(root, "buffer-timeout", m.durationNode("buffer-timeout", g.BufferTimeout))
+	}
 	if c := g.Checkpointing; c != nil {
 		n := mapping()
 		set(n, "interval", m.durationNode("checkpointing.interval", c.Interval))

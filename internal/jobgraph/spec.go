@@ -21,6 +21,7 @@ type specDoc struct {
 	MaxParallelism  yaml.Node         `yaml:"max-parallelism"`
 	RestoreFrom     yaml.Node         `yaml:"restore-from"`
 	Chaining        yaml.Node         `yaml:"chaining"`
+	BufferTimeout   yaml.Node         `yaml:"buffer-timeout"`
 	Checkpointing   *checkpointingDoc `yaml:"checkpointing"`
 	RestartStrategy *restartDoc       `yaml:"restart-strategy"`
 	State           *stateDoc         `yaml:"state"`

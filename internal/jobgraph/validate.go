@@ -36,6 +36,11 @@ func Validate(g *weirv1.JobGraph) error {
 	if !maxOK {
 		ps.add("max-parallelism", "must be between 1 and %d, got %d", UpperBoundMaxParallelism, g.MaxParallelism)
 	}
+	if g.BufferTimeout != nil {
+		if d, ok := checkDuration(&ps, "buffer-timeout", g.BufferTimeout); ok && (d < 0 || d > MaxBufferTimeout) {
+			ps.add("buffer-timeout", "must be between 0s and %s, got %s", FormatDuration(MaxBufferTimeout), FormatDuration(d))
+		}
+	}
 	validateCheckpointing(&ps, g.Checkpointing)
 	validateRestart(&ps, g.RestartStrategy)
 	validateState(&ps, g.State)
@@ -43,6 +48,10 @@ func Validate(g *weirv1.JobGraph) error {
 	validateAutoscaler(&ps, g)
 	return ps.err()
 }
+
+// MaxBufferTimeout bounds buffer-timeout: a record held longer than this
+// in a batch is a mistake, not a setting (Flink's default is 100ms).
+const MaxBufferTimeout = time.Minute
 
 func validateCheckpointing(ps *problems, c *weirv1.CheckpointConfig) {
 	const p = "checkpointing."

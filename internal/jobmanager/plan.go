@@ -26,7 +26,7 @@ func descriptors(g *weirv1.JobGraph, all, deploy []scheduler.Exec, tms map[strin
 			Parallelism: v.GetParallelism(), MaxParallelism: g.GetMaxParallelism(),
 			CheckpointOptions: opts, CheckpointDir: checkpointDir, StateBackend: g.GetState(),
 			Restore:    restore.taskRestore(v.GetName(), int(e.Attempt.GetSubtaskIndex()), int(v.GetParallelism()), int(g.GetMaxParallelism())),
-			Watermarks: v.GetWatermarks(),
+			Watermarks: v.GetWatermarks(), BufferTimeout: g.GetBufferTimeout(),
 		}
 		seen := map[string]bool{}
 		for _, in := range v.GetInputs() {

@@ -139,6 +139,9 @@ type Config struct {
 	// RestoredCheckpointID is the checkpoint the subtask restores, 0 for
 	// none: its local copy, if kept, is read first.
 	RestoredCheckpointID int64
+	// CacheBytes bounds the Pebble backend's write-back cache
+	// (DefaultStateCacheBytes when 0, none when negative).
+	CacheBytes int
 }
 
 // New builds the backend cfg asks for.

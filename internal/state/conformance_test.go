@@ -23,16 +23,22 @@ type backendKind struct {
 	// inline is Config.InlineThreshold: the suite's state is small, so
 	// with the default every exclusive handle is inline, with 0 a file.
 	inline int
+	// cache is Config.CacheBytes: 1 writes back and evicts at every
+	// write, -1 turns the cache off.
+	cache int
 }
 
 // The first three write files (tests pick kinds[2] for incremental).
 var kinds = []backendKind{
-	{"heap", weirv1.StateBackendConfig_BACKEND_HEAP, false, 0},
-	{"pebble", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, 0},
-	{"pebble-incremental", weirv1.StateBackendConfig_BACKEND_PEBBLE, true, 0},
-	{"heap-inline", weirv1.StateBackendConfig_BACKEND_HEAP, false, storage.DefaultInlineThreshold},
-	{"pebble-inline", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, storage.DefaultInlineThreshold},
-	{"pebble-incremental-inline", weirv1.StateBackendConfig_BACKEND_PEBBLE, true, storage.DefaultInlineThreshold},
+	{"heap", weirv1.StateBackendConfig_BACKEND_HEAP, false, 0, 0},
+	{"pebble", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, 0, 0},
+	{"pebble-incremental", weirv1.StateBackendConfig_BACKEND_PEBBLE, true, 0, 0},
+	{"heap-inline", weirv1.StateBackendConfig_BACKEND_HEAP, false, storage.DefaultInlineThreshold, 0},
+	{"pebble-inline", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, storage.DefaultInlineThreshold, 0},
+	{"pebble-incremental-inline", weirv1.StateBackendConfig_BACKEND_PEBBLE, true, storage.DefaultInlineThreshold, 0},
+	{"pebble-tiny-cache", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, 0, 1},
+	{"pebble-incremental-tiny-cache", weirv1.StateBackendConfig_BACKEND_PEBBLE, true, 0, 1},
+	{"pebble-uncached", weirv1.StateBackendConfig_BACKEND_PEBBLE, false, 0, -1},
 }
 
 func newBackend(t *testing.T, k backendKind, shared string, parallelism, subtask int) Backend {
@@ -41,6 +47,7 @@ func newBackend(t *testing.T, k backendKind, shared string, parallelism, subtask
 		Kind: k.kind, Incremental: k.incremental, MaxParallelism: confMaxP,
 		KeyGroups: keygroup.RangeFor(confMaxP, parallelism, subtask),
 		LocalDir:  t.TempDir(), SharedDir: shared, InlineThreshold: k.inline,
+		CacheBytes: k.cache,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -372,6 +379,7 @@ func TestPebbleIncrementalReferencesConfirmedFiles(t *testing.T) {
 			b.SetCurrentKey([]byte(fmt.Sprintf("k%d-%d", id, i)))
 			v.Update([]byte(strings.Repeat("v", 100)))
 		}
+		p.writeBack()
 		if err := p.db.Flush(); err != nil {
 			t.Fatal(err)
 		}

@@ -53,6 +53,8 @@ func TestPebbleStoreFailure(t *testing.T) {
 		p.SetCurrentKey([]byte(fmt.Sprint("k", i)))
 		v.Update(make([]byte, 1<<20))
 	}
+	// Read back from the store, not the cache.
+	p.dropCache()
 	if err := p.db.Flush(); err != nil {
 		t.Fatal(err)
 	}

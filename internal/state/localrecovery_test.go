@@ -196,6 +196,7 @@ func TestLocalRecoveryAcrossRescale(t *testing.T) {
 		// was opened from held more).
 		for i, b := range bs {
 			kgs := keygroup.RangeFor(confMaxP, len(bs), i)
+			b.(*Pebble).writeBack()
 			it, err := b.(*Pebble).db.NewIter(nil)
 			if err != nil {
 				t.Fatal(err)

@@ -47,23 +47,18 @@ func (p *Pebble) MigrateState(name string, isMap bool, f func([]byte) ([]byte, e
 		} else {
 			prefix = encodeKey(prefix, kg, name, nil)
 		}
-		b := p.db.NewBatch()
+		// Written through the cache, which writes back in batches as
+		// it fills; the iterator does not see the new values.
 		it := p.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 		for valid := it.First(); valid; valid = it.Next() {
 			v, ferr := f(it.Value())
 			if ferr != nil {
 				p.closeIter(it)
-				b.Close()
 				return fmt.Errorf("state: migrate %q, key group %d: %w", name, kg, ferr)
 			}
-			p.must("migrate", b.Set(it.Key(), v, nil))
-			if b.Len() > 4<<20 {
-				p.must("migrate", b.Commit(p.wo))
-				b = p.db.NewBatch()
-			}
+			p.set(it.Key(), v)
 		}
 		p.closeIter(it)
-		p.must("migrate", b.Commit(p.wo))
 	}
 	return nil
 }

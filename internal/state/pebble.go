@@ -57,6 +57,8 @@ type Pebble struct {
 	poisoned bool
 	// recovery keeps local copies of snapshots (nil: off).
 	recovery *localRecovery
+	// cache holds entries in memory and writes them back (nil: off).
+	cache *writeCache
 
 	mu sync.Mutex
 	// baseID is the newest completed checkpoint the backend was told of;
@@ -122,6 +124,7 @@ func OpenPebble(cfg Config) (*Pebble, error) {
 		cfg: cfg, fs: fs, files: storage.Files{FS: fs}, log: log, health: h,
 		dir: dir, db: db, uid: hex.EncodeToString(uid[:]), wo: pebble.NoSync,
 		lists: operatorLists{}, taken: map[int64]*takenSnapshot{},
+		cache: newWriteCache(cfg.CacheBytes),
 	}
 	if cfg.LocalRecoveryDir != "" && cfg.Incremental {
 		p.recovery = &localRecovery{dir: cfg.LocalRecoveryDir}
@@ -285,20 +288,22 @@ func (p *Pebble) catch(op string) {
 	panic(&StoreError{Err: err})
 }
 
-func (p *Pebble) set(k, v []byte) {
+func (p *Pebble) storeSet(k, v []byte) {
 	p.usable()
 	defer p.catch("set")
 	p.must("set", p.db.Set(k, v, p.wo))
 }
 
-func (p *Pebble) del(k []byte) {
+func (p *Pebble) storeDel(k []byte) {
 	p.usable()
 	defer p.catch("delete")
 	p.must("delete", p.db.Delete(k, p.wo))
 }
 
-// iter opens an iterator over the store.
+// iter opens an iterator over the store, after writing the cache back:
+// it sees every write made before it.
 func (p *Pebble) iter(opts *pebble.IterOptions) *pebble.Iterator {
+	p.writeBack()
 	p.usable()
 	defer p.catch("iterate")
 	it, err := p.db.NewIter(opts)
@@ -312,22 +317,9 @@ func (p *Pebble) closeIter(it *pebble.Iterator) {
 	p.must("iterate", errors.Join(it.Error(), it.Close()))
 }
 
-// has says whether a store key holds a value.
-func (p *Pebble) has(k []byte) bool {
-	p.usable()
-	defer p.catch("get")
-	_, closer, err := p.db.Get(k)
-	if errors.Is(err, pebble.ErrNotFound) {
-		p.usable()
-		return false
-	}
-	p.must("get", err)
-	closer.Close()
-	return true
-}
-
-// get reads a store key; the value is the caller's.
-func (p *Pebble) get(k []byte) ([]byte, bool) {
+// storeGet reads a key from the store, past the cache; the value is the
+// caller's.
+func (p *Pebble) storeGet(k []byte) ([]byte, bool) {
 	p.usable()
 	defer p.catch("get")
 	b, closer, err := p.db.Get(k)

@@ -79,6 +79,8 @@ func readNative(r *restorer, log *slog.Logger, st *weirv1.SubtaskState, tmpDir s
 // groups it takes over. Only the other states' entries in these key
 // groups are copied in, as Flink's RocksDB backend rescales.
 func (p *Pebble) Restore(prev []*weirv1.SubtaskState, subtask, parallelism int) error {
+	// The store changes underneath the cache.
+	p.dropCache()
 	r := newRestorer(p.fs)
 	kgs := p.cfg.KeyGroups
 	base := largestOverlap(prev, kgs)

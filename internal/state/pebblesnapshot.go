@@ -22,6 +22,14 @@ func (p *Pebble) TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error) {
 	if err := p.health.err(); err != nil {
 		return nil, &StoreError{Err: err}
 	}
+	var err error
+	func() {
+		defer storeErrorAs(&err)
+		p.writeBack()
+	}()
+	if err != nil {
+		return nil, err
+	}
 	lists := p.lists.copy()
 	if opts.Canonical || !p.cfg.Incremental {
 		var snap *pebble.Snapshot

@@ -184,22 +184,19 @@ scan:
 	return err
 }
 
-// Clear deletes the entries one by one: a range tombstone per call would
-// pile up and slow reads down when maps are cleared per record.
+// Clear deletes the entries one by one, through the cache: a range
+// tombstone per call would pile up and slow reads down when maps are
+// cleared per record.
 func (m *pebbleMap) Clear() {
+	var keys [][]byte
 	it := m.p.iter(m.bounds())
-	b := m.p.db.NewBatch()
-	defer b.Close()
 	for valid := it.First(); valid; valid = it.Next() {
-		if err := b.Delete(it.Key(), nil); err != nil {
-			it.Close()
-			m.p.must("delete", err)
-		}
+		keys = append(keys, bytes.Clone(it.Key()))
 	}
 	m.p.closeIter(it)
-	m.p.usable()
-	defer m.p.catch("delete")
-	m.p.must("delete", b.Commit(m.p.wo))
+	for _, k := range keys {
+		m.p.del(k)
+	}
 }
 
 // ownedSpan bounds an iterator to the key groups the backend owns.

@@ -107,8 +107,6 @@ func (p *Pebble) indexTTL(s *ttlState, isMap bool) {
 	index := s.index
 	p.usable()
 	defer p.catch("index TTL state")
-	b := p.db.NewBatch()
-	defer func() { b.Close() }()
 	var prefix, ik []byte
 	for kg := kgs.Start; kg <= kgs.End; kg++ {
 		// Key groups restored from a native snapshot kept their index;
@@ -121,19 +119,13 @@ func (p *Pebble) indexTTL(s *ttlState, isMap bool) {
 		} else {
 			prefix = encodeKey(prefix, kg, s.name, nil)
 		}
-		p.indexSpan(b, prefix, s, kg, index, &ik)
-		p.must("index TTL state", b.Set(encodeKey(nil, kg, index, nil), nil, nil))
-		if b.Len() > 4<<20 {
-			p.must("index TTL state", b.Commit(p.wo))
-			b.Close()
-			b = p.db.NewBatch()
-		}
+		p.indexSpan(prefix, s, kg, index, &ik)
+		p.set(encodeKey(nil, kg, index, nil), nil)
 	}
-	p.must("index TTL state", b.Commit(p.wo))
 }
 
 // indexSpan files every entry of one key group's span of state s.
-func (p *Pebble) indexSpan(b *pebble.Batch, prefix []byte, s *ttlState, kg int, index string, ik *[]byte) {
+func (p *Pebble) indexSpan(prefix []byte, s *ttlState, kg int, index string, ik *[]byte) {
 	it := p.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	closed := false
 	defer func() {
@@ -148,7 +140,7 @@ func (p *Pebble) indexSpan(b *pebble.Batch, prefix []byte, s *ttlState, kg int, 
 		}
 		exp, _ := expiryOf(s.name, it.Value())
 		*ik = encodeTTLIndex(*ik, kg, index, s.deadline(exp), e.key, e.userKey)
-		p.must("index TTL state", b.Set(*ik, nil, nil))
+		p.set(*ik, nil)
 	}
 	closed = true
 	p.closeIter(it)
@@ -173,8 +165,6 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 	kgs := p.cfg.KeyGroups
 	budget := ttlSweepBatch
 	next = math.MaxInt64
-	b := p.db.NewBatch()
-	defer b.Close()
 	it := p.iter(p.ownedSpan())
 	closed := false
 	defer func() {
@@ -212,17 +202,17 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 				if v, ok := p.get(pk); ok {
 					exp, _ := expiryOf(s.name, v)
 					if exp <= now {
-						p.must("expire TTL state", b.Delete(pk, nil))
+						p.del(pk)
 					} else {
 						// Written again since it was filed: filed
 						// again, under its expiry now.
 						d := s.deadline(exp)
 						ik = encodeTTLIndex(ik, kg, index, d, key, uk)
-						p.must("expire TTL state", b.Set(ik, nil, nil))
+						p.set(ik, nil)
 						next = min(next, d)
 					}
 				}
-				p.must("expire TTL state", b.Delete(it.Key(), nil))
+				p.del(it.Key())
 			}
 			// The first entry not swept: due now if the budget ran out,
 			// else its deadline is still ahead.
@@ -241,7 +231,6 @@ func (p *Pebble) AdvanceTime(now int64) (next int64) {
 	}
 	closed = true
 	p.closeIter(it)
-	p.must("expire TTL state", b.Commit(p.wo))
 	if budget == 0 {
 		next = now
 	}

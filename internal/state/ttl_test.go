@@ -54,6 +54,7 @@ func stored(t *testing.T, b Backend) (entries, index int) {
 			index += len(bk)
 		}
 	case *Pebble:
+		b.writeBack()
 		it, err := b.db.NewIter(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -321,6 +322,7 @@ func TestTTLIndexNotInSnapshots(t *testing.T) {
 		t.Fatalf("the snapshot holds states %q", states)
 	}
 	p := b.(*Pebble)
+	p.writeBack()
 	it, _ := p.db.NewIter(&pebble.IterOptions{})
 	defer it.Close()
 	index := 0

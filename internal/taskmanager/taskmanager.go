@@ -68,6 +68,9 @@ type Config struct {
 	// incremental snapshots under StateDir, so a subtask restarted here
 	// restores without downloading (Flink's local recovery).
 	LocalRecovery bool
+	// StateCacheBytes bounds each subtask's Pebble write-back cache
+	// (state.DefaultStateCacheBytes when 0, none when negative).
+	StateCacheBytes int
 	// OrphanTimeout is how long subtasks run on without a registration
 	// with a JobManager leader, for a new leader to adopt them;
 	// registration.DefaultOrphanTimeout when 0.
@@ -391,6 +394,7 @@ func (s *Server) DeployTask(_ context.Context, req *weirv1.DeployTaskRequest) (*
 			Descriptor: d, Operators: s.cfg.Operators, Network: s, Responder: s, Metrics: s.metrics,
 			Logger: s.log, QueueCapacity: s.cfg.QueueCapacity, StateDir: s.cfg.StateDir,
 			InlineThreshold: s.cfg.StateInlineThreshold, LocalRecovery: s.cfg.LocalRecovery,
+			StateCacheBytes: s.cfg.StateCacheBytes,
 			// The reports go off the subtask's goroutine: without a
 			// leader they are retried until one takes them, and the
 			// subtask must stay cancellable meanwhile.

@@ -75,9 +75,9 @@ func run() error {
 	quietWait := flag.Duration("quiet-wait", 60*time.Second, "before benchmarks, wait for other processes to calm down, up to this long in the whole run (0: never wait)")
 	quietCores := flag.Float64("quiet-cores", 0.3, "CPU cores other processes may use for the host to count as quiet")
 	stateBytes := flag.Int64("state-bytes", 0, "keyed state S1, S3, R1 and RS load, in bytes (default 1 GiB; with -quick 64 MiB for S1, 128 MiB for S3, R1 and RS)")
-	nexmarkEvents := flag.Int64("nexmark-events", 0, "events each of N1's and N2's Nexmark jobs generates (default N1 10,000,000, N2 3,000,000; with -quick N1 1,000,000, N2 500,000)")
-	nexmarkSamples := flag.Int("nexmark-samples", 0, "runs of each query on each side (SQL, Go API) N2 takes the median of (default 3; with -quick 1)")
-	nexmarkQueries := flag.String("nexmark-queries", "", "comma-separated queries N2 runs (default all of internal/sql/nexmarksql's, Names and UpdatingNames)")
+	nexmarkEvents := flag.Int64("nexmark-events", 0, "events each of N1's and N2's Nexmark jobs generates (default 3,000,000; with -quick N1 1,000,000, N2 500,000)")
+	nexmarkSamples := flag.Int("nexmark-samples", 0, "runs of each point N1 and N2 take the median of (default 3; with -quick 1)")
+	nexmarkQueries := flag.String("nexmark-queries", "", "comma-separated queries N1 and N2 run (default: all of each)")
 	flag.Parse()
 
 	self, err := os.Executable()

@@ -25,6 +25,8 @@ func Register(r *sdk.Registry) {
 	r.RegisterOperator("probe", func() sdk.Operator { return &Probe{} })
 	r.RegisterSource("idle-source", func() sdk.Source { return &IdleSource{} })
 	r.RegisterSource("clock-source", func() sdk.Source { return &ClockSource{} })
+	r.RegisterSource("latency-source", func() sdk.Source { return &LatencySource{} })
+	r.RegisterOperator("latency-sink", func() sdk.Operator { return &LatencySink{} })
 }
 
 // Map is a stateless pass-through map (Nexmark q0's shape): it emits each

@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirproject/weir/bench/internal/stats"
 	"github.com/weirproject/weir/sdk"
 )
 
@@ -102,5 +105,84 @@ func TestClockSourceCatchesUp(t *testing.T) {
 	}
 	if out.n < rate {
 		t.Fatalf("replayed only %d records", out.n)
+	}
+}
+
+type keep struct{ recs []sdk.Record }
+
+func (k *keep) Collect(r sdk.Record) { k.recs = append(k.recs, r) }
+
+// The latency sink keeps each window's records apart, ignores those
+// created before the first window, and writes its histograms once, at
+// the first record created after the last window.
+func TestLatencySinkWindows(t *testing.T) {
+	dir := t.TempDir()
+	from := time.Now().Add(-10 * time.Second)
+	s := &LatencySink{}
+	cfg := sdk.Config{"dir": dir, "from-ms": float64(from.UnixMilli()), "window-ms": float64(1000), "windows": float64(2)}
+	if err := s.Open(&fakeCtx{cfg: cfg, lists: map[string]*list{}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(created time.Time) sdk.Record {
+		v := make([]byte, 8)
+		binary.BigEndian.PutUint64(v, uint64(created.UnixNano()))
+		return sdk.Record{Value: v}
+	}
+	for _, at := range []time.Duration{-time.Second, 100 * time.Millisecond, 200 * time.Millisecond, 1500 * time.Millisecond} {
+		if err := s.ProcessRecord(rec(from.Add(at)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "source-0.lat")
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("written before the windows ended")
+	}
+	if err := s.ProcessRecord(rec(from.Add(2500*time.Millisecond)), nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs []stats.Histogram
+	if err := json.Unmarshal(b, &hs); err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 2 || hs[0].N != 2 || hs[1].N != 1 {
+		t.Fatalf("windows %+v", hs)
+	}
+	// A record 8.5 s old at the sink.
+	if q := hs[1].Quantile(0.5); q < 8e9 || q > 9.5e9 {
+		t.Fatalf("latency %v ns", q)
+	}
+}
+
+// A paced latency source emits what is due and backs off until the next
+// record; unpaced, it emits a full burst per call.
+func TestLatencySourcePacing(t *testing.T) {
+	s := &LatencySource{}
+	if err := s.Open(&fakeCtx{cfg: sdk.Config{"rate": float64(1000)}, lists: map[string]*list{}}); err != nil {
+		t.Fatal(err)
+	}
+	s.t0 = time.Now().Add(-100 * time.Millisecond)
+	var k keep
+	st, err := s.Emit(&k)
+	if err != nil || len(k.recs) < 100 || len(k.recs) > 110 || st.Backoff != 0 {
+		t.Fatalf("emitted %d, %+v, %v", len(k.recs), st, err)
+	}
+	if st, _ := s.Emit(&k); st.Backoff <= 0 || st.Backoff > 2*time.Millisecond {
+		t.Fatalf("no backoff when nothing is due: %+v", st)
+	}
+	created := int64(binary.BigEndian.Uint64(k.recs[0].Value))
+	if d := time.Since(time.Unix(0, created)); d < 0 || d > time.Second {
+		t.Fatalf("stamp %v ago", d)
+	}
+	u := &LatencySource{}
+	if err := u.Open(&fakeCtx{cfg: sdk.Config{}, lists: map[string]*list{}}); err != nil {
+		t.Fatal(err)
+	}
+	var all count
+	if _, err := u.Emit(&all); err != nil || all.n != 256 {
+		t.Fatalf("unpaced burst %d, %v", all.n, err)
 	}
 }

@@ -1,12 +1,14 @@
 package suite
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,17 +33,21 @@ import (
 const (
 	// n1DefaultEvents is N unless -nexmark-events says otherwise; -quick
 	// takes n1QuickEvents.
-	n1DefaultEvents = 10_000_000
+	n1DefaultEvents = 3_000_000
 	n1QuickEvents   = 1_000_000
-	n1Parallelism   = 2
-	n1Checkpoint    = 10 * time.Second
+	// n1DefaultSamples runs of each query on each backend give each
+	// point, their median (-nexmark-samples; -quick takes 1): one run
+	// varies by ±20 % on a shared host.
+	n1DefaultSamples = 3
+	n1Parallelism    = 2
+	n1Checkpoint     = 10 * time.Second
 	// n1Poll is how often, at first, the job's state is polled while it
 	// runs (n1PollEvery).
 	n1Poll = 10 * time.Millisecond
 )
 
-// N1 runs only when asked for (BENCH=N1): 16 bounded jobs of 10 M events
-// take 10–20 minutes.
+// N1 runs only when asked for (BENCH=N1): 48 bounded jobs of 3 M events
+// take 15–25 minutes.
 func init() { onDemand["N1"] = true }
 
 // n1Backends are the keyed state backends each query runs on, as
@@ -56,6 +62,10 @@ var n1Backends = []string{"heap", "pebble-incremental"}
 var (
 	n1Flink = map[string]float64{"q0": 155e3, "q1": 158e3, "q2": 175e3, "q3": 152e3, "q4": 34.3e3, "q5": 22.1e3, "q7": 12.3e3, "q8": 146e3}
 	n1Goal  = map[string]float64{"q0": 800e3, "q1": 800e3, "q2": 800e3, "q3": 760e3, "q4": 171.5e3, "q5": 110.5e3, "q7": 61.5e3, "q8": 730e3}
+	// n1Windowed are the window queries whose Pebble run must reach
+	// n1PebbleGoal × the heap run's events/s/core.
+	n1Windowed   = []string{"q4", "q5", "q7"}
+	n1PebbleGoal = 0.5
 )
 
 // n1Options are a run's job settings: N events as fast as they go, p=2,
@@ -297,6 +307,25 @@ func runN1(e *Env, b *Bench) error {
 		}
 	}
 	n := float64(events)
+	samples := e.NexmarkSamples
+	if samples <= 0 {
+		samples = n1DefaultSamples
+		if e.Quick {
+			samples = 1
+		}
+	}
+	names := queries.Names
+	if len(e.NexmarkQueries) > 0 {
+		names = nil
+		for _, q := range e.NexmarkQueries {
+			if !slices.Contains(queries.Names, q) {
+				return fmt.Errorf("-nexmark-queries: N1 has no query %q (have %v)", q, queries.Names)
+			}
+			if !slices.Contains(names, q) {
+				names = append(names, q)
+			}
+		}
+	}
 
 	e.Logf("N1: q0 generator alone, %d events in one goroutine", events)
 	gwall, gcpu, err := n1Generator(e, events)
@@ -308,30 +337,57 @@ func runN1(e *Env, b *Bench) error {
 		With("events_per_s", n/gwall.Seconds()).With("cpu_s", gcpu.Seconds()).With("wall_s", gwall.Seconds()).With("events", n)
 
 	type key struct{ q, backend string }
-	res := map[key]n1Result{}
+	res := map[key][]n1Result{}
 	// An error (a cluster that does not start, the run interrupted) ends
 	// the benchmark, with the points of the queries that ran before.
 	var runErr error
-	for _, q := range queries.Names {
+	for _, q := range names {
 		if runErr = e.Ctx.Err(); runErr != nil {
 			break
 		}
-		if err := n1Query(e, b, prog, q, events, func(backend string, r n1Result) { res[key{q, backend}] = r }); err != nil {
+		if err := n1Query(e, b, prog, q, events, samples, func(backend string, r n1Result) { res[key{q, backend}] = append(res[key{q, backend}], r) }); err != nil {
 			runErr = fmt.Errorf("%s: %w", q, err)
 			break
 		}
 	}
 
-	for _, q := range queries.Names {
+	// median is each point's median run (by events/s/core) and its
+	// samples; ok is false when no run finished.
+	median := func(q, backend string) (n1Result, []float64, bool) {
+		var done []n1Result
+		for _, r := range res[key{q, backend}] {
+			if r.State == weirv1.JobState_JOB_STATE_FINISHED {
+				done = append(done, r)
+			}
+		}
+		if len(done) == 0 {
+			return n1Result{}, nil, false
+		}
+		slices.SortFunc(done, func(a, b n1Result) int {
+			_, _, x, _ := a.metrics(events)
+			_, _, y, _ := b.metrics(events)
+			return cmp.Compare(x, y)
+		})
+		var per []float64
+		for _, r := range done {
+			_, _, v, _ := r.metrics(events)
+			per = append(per, v)
+		}
+		return done[len(done)/2], per, true
+	}
+	for _, q := range names {
 		for _, backend := range n1Backends {
-			r, ok := res[key{q, backend}]
-			if !ok || r.State != weirv1.JobState_JOB_STATE_FINISHED {
+			r, per, ok := median(q, backend)
+			if !ok {
 				b.Note("%s %s: no result (the job did not finish: see the problems)", q, backend)
 				continue
 			}
-			perS, cores, perCore, coresTime := r.metrics(events)
+			if len(per) < samples {
+				b.Note("%s %s: %d of %d runs finished", q, backend, len(per), samples)
+			}
+			perS, cores, _, coresTime := r.metrics(events)
 			name := q + " " + backend
-			b.Add(name+": events/s/core", "events/s/core", true, []float64{perCore}).
+			b.Add(name+": events/s/core", "events/s/core", true, per).
 				Against("generator alone", gen, "events/s/core").
 				With("events_per_s", perS).With("cpu_cores", cores).With("cores_x_time_s", coresTime).
 				With("wall_s", r.Wall.Seconds()).With("events", n).
@@ -339,18 +395,30 @@ func runN1(e *Env, b *Bench) error {
 				With("checkpoints_failed_as_job_ended", float64(r.FailedAtEnd))
 			b.Add(name+": events/s", "events/s", true, []float64{perS}).With("cpu_cores", cores)
 			b.Add(name+": Cores × Time", "core·s", false, []float64{coresTime})
-			b.Note("%s: FINISHED in %.2f s, %.2f cores, %d checkpoints completed (%d failed, %d of them as the job ended)", name, r.Wall.Seconds(), cores, r.Completed, r.FailedCkpt, r.FailedAtEnd)
+			b.Note("%s (the median run): FINISHED in %.2f s, %.2f cores, %d checkpoints completed (%d failed, %d of them as the job ended)", name, r.Wall.Seconds(), cores, r.Completed, r.FailedCkpt, r.FailedAtEnd)
 		}
 	}
-	for _, q := range queries.Names {
+	for _, q := range names {
 		v := math.NaN()
-		if r, ok := res[key{q, "heap"}]; ok && r.State == weirv1.JobState_JOB_STATE_FINISHED {
+		if r, _, ok := median(q, "heap"); ok {
 			_, _, v, _ = r.metrics(events)
 		}
 		b.Goal(fmt.Sprintf("%s heap events/s/core (~5 × Flink 1.13's %s)", q, fmtNum(n1Flink[q], "")), v, ">=", n1Goal[q], "events/s/core")
+		if !slices.Contains(n1Windowed, q) {
+			continue
+		}
+		ratio := math.NaN()
+		if hr, _, ok := median(q, "heap"); ok {
+			if pr, _, ok := median(q, "pebble-incremental"); ok {
+				_, _, h, _ := hr.metrics(events)
+				_, _, p, _ := pr.metrics(events)
+				ratio = p / h
+			}
+		}
+		b.Goal(q+" pebble-incremental ÷ heap events/s/core", ratio, ">=", n1PebbleGoal, "×")
 	}
-	b.Note("method: %s events per job (rate 0: as fast as they go), every vertex p=%d, checkpoints every %s (exactly-once, aligned), the discarding sink, on 1 JobManager + 1 TaskManager of %d slots that is the query's program (bin/nexmark -query qN taskmanager; a cluster per query, the heap and pebble-incremental jobs one after the other on it); T = job RUNNING (all subtasks) → FINISHED (polled every %s, later every 0.5 %% of the time elapsed, at most 250 ms), C = CPU time (/proc) of the JobManager and the TaskManager over T; events/s = N/T, cores = C/T, events/s/core = N/C, Cores × Time = C (Nexmark's \"Cores * Time(s)\", here for N events); the goals, on the heap run, are 5 × Flink 1.13's published events/s/core (q0, q1 and q2 at one 800k)",
-		fmtNum(n, ""), n1Parallelism, n1Checkpoint, n1Parallelism, n1Poll)
+	b.Note("method: each point is the median of %d runs; %s events per job (rate 0: as fast as they go), every vertex p=%d, checkpoints every %s (exactly-once, aligned), the discarding sink, on 1 JobManager + 1 TaskManager of %d slots that is the query's program (bin/nexmark -query qN taskmanager; a cluster per query, the heap and pebble-incremental jobs one after the other on it); T = job RUNNING (all subtasks) → FINISHED (polled every %s, later every 0.5 %% of the time elapsed, at most 250 ms), C = CPU time (/proc) of the JobManager and the TaskManager over T; events/s = N/T, cores = C/T, events/s/core = N/C, Cores × Time = C (Nexmark's \"Cores * Time(s)\", here for N events); the goals, on the heap run, are 5 × Flink 1.13's published events/s/core (q0, q1 and q2 at one 800k)",
+		samples, fmtNum(n, ""), n1Parallelism, n1Checkpoint, n1Parallelism, n1Poll)
 	b.Note("our source generates the events in-process (the Nexmark generator inside the source vertex, typed records; the generator alone, in one goroutine of the harness, is the ratio's baseline: the source's own ceiling per core), where Flink's and RisingWave's Nexmark suites read JSON events from Kafka: their per-core numbers include the Kafka consumer and JSON parsing, ours the generation")
 	return runErr
 }
@@ -358,7 +426,7 @@ func runN1(e *Env, b *Bench) error {
 // n1Query runs query q on every backend on a cluster of its own, and with
 // -profile one extra, unmeasured heap job while the TaskManager is
 // profiled.
-func n1Query(e *Env, b *Bench, prog, q string, events int64, done func(backend string, r n1Result)) error {
+func n1Query(e *Env, b *Bench, prog, q string, events int64, samples int, done func(backend string, r n1Result)) error {
 	dir := filepath.Join(e.Work, "n1-"+q)
 	tm, err := n1TaskManager(dir, prog, q, e.Profile)
 	if err != nil {
@@ -393,37 +461,41 @@ func n1Query(e *Env, b *Bench, prog, q string, events int64, done func(backend s
 	}
 	defer func() { e.StopCluster(c) }()
 	var heapWall time.Duration
-	for _, backend := range n1Backends {
-		if len(c.LiveTMs()) == 0 {
-			// The TaskManager died with the previous job: a new cluster.
-			e.StopCluster(c)
-			if c, err = start(); err != nil {
-				return err
+	// The samples alternate backends, so a change of the host's load
+	// falls on both.
+	for sample := range samples {
+		for _, backend := range n1Backends {
+			if len(c.LiveTMs()) == 0 {
+				// The TaskManager died with the previous job: a new cluster.
+				e.StopCluster(c)
+				if c, err = start(); err != nil {
+					return err
+				}
 			}
-		}
-		e.Logf("N1 %s %s: %d events", q, backend, events)
-		r, err := n1Run(e, c, q, backend, events)
-		if err != nil {
-			if e.Ctx.Err() != nil {
-				return err
+			e.Logf("N1 %s %s: %d events, run %d of %d", q, backend, events, sample+1, samples)
+			r, err := n1Run(e, c, q, backend, events)
+			if err != nil {
+				if e.Ctx.Err() != nil {
+					return err
+				}
+				e.Problem("%s %s: %v\nTaskManager log:\n%s", q, backend, err, n1Tail(c))
+				continue
 			}
-			e.Problem("%s %s: %v\nTaskManager log:\n%s", q, backend, err, n1Tail(c))
-			continue
-		}
-		done(backend, r)
-		perS, cores, perCore, _ := r.metrics(events)
-		e.Logf("N1 %s %s: %s in %.2f s: %s events/s, %.2f cores, %s events/s/core, %d checkpoints", q, backend, r.State, r.Wall.Seconds(), fmtNum(perS, ""), cores, fmtNum(perCore, ""), r.Completed)
-		switch {
-		case r.State != weirv1.JobState_JOB_STATE_FINISHED:
-			e.Problem("%s %s: job %s: %s\nTaskManager log:\n%s", q, backend, r.State, r.Cause, n1Tail(c))
-		case r.Restarts > 0:
-			e.Problem("%s %s: job FINISHED after %d restarts (numbers include the recovery)", q, backend, r.Restarts)
-		}
-		if n := r.FailedCkpt - r.FailedAtEnd; n > 0 {
-			e.Problem("%s %s: %d checkpoints failed while the job ran (and %d as it ended)", q, backend, n, r.FailedAtEnd)
-		}
-		if backend == "heap" {
-			heapWall = r.Wall
+			done(backend, r)
+			perS, cores, perCore, _ := r.metrics(events)
+			e.Logf("N1 %s %s: %s in %.2f s: %s events/s, %.2f cores, %s events/s/core, %d checkpoints", q, backend, r.State, r.Wall.Seconds(), fmtNum(perS, ""), cores, fmtNum(perCore, ""), r.Completed)
+			switch {
+			case r.State != weirv1.JobState_JOB_STATE_FINISHED:
+				e.Problem("%s %s: job %s: %s\nTaskManager log:\n%s", q, backend, r.State, r.Cause, n1Tail(c))
+			case r.Restarts > 0:
+				e.Problem("%s %s: job FINISHED after %d restarts (numbers include the recovery)", q, backend, r.Restarts)
+			}
+			if n := r.FailedCkpt - r.FailedAtEnd; n > 0 {
+				e.Problem("%s %s: %d checkpoints failed while the job ran (and %d as it ended)", q, backend, n, r.FailedAtEnd)
+			}
+			if backend == "heap" {
+				heapWall = r.Wall
+			}
 		}
 	}
 	if e.Profile && len(c.LiveTMs()) > 0 {

@@ -31,6 +31,7 @@ var All = []Spec{
 	{"B2", "checkpoint-latency", "checkpoint latency trigger → completed, idle pipeline, ~1 KiB state per subtask; closed-loop checkpoints/s", runB2},
 	{"B3", "backpressure", "checkpoint duration under back-pressure (sink spinning 200 µs/record): aligned, unaligned, aligned with timeout", runB3},
 	{"B4", "barrier-latency", "barrier latency per hop, in-process (forward, chained and unchained) and across TaskManagers (rebalance), idle and 50% loaded", runB4},
+	{"L1", "latency", "end-to-end latency, source → map → sink across 2 TaskManagers, at-least-once and exactly-once, at 10 %, 50 % and 80 % of capacity: p50 / p99 / p99.9 against the bare hops", runL1},
 	{"B5", "throughput", "records/s per core (CPU time of all processes), 2 TaskManagers, checkpoints every 1 s", runB5},
 	{"W1", "windows", "window operator records/s per core (tumbling, sliding, session; heap and Pebble) against keyed-sum on the same backend, 2 TaskManagers, checkpoints every 1 s", runW1},
 	{"G1", "goapi", "typed Go API (package weir) records/s per core against the same job from built-in operators, 2 TaskManagers, checkpoints every 1 s", runG1},

@@ -129,6 +129,8 @@ type settings struct {
 	// autoscaler is what the job.autoscaler.* keys said; nil when none
 	// did.
 	autoscaler *weirv1.AutoscalerConfig
+	// bufferTimeout is execution.buffer-timeout; nil when not set.
+	bufferTimeout *durationpb.Duration
 }
 
 // apply takes SET key = value.
@@ -165,9 +167,20 @@ func (c *compiler) apply(d *ddl) error {
 		c.set.miniSize = n
 	case "table.exec.mini-batch.allow-latency":
 		c.set.miniLat, err = dur()
+	case "execution.buffer-timeout":
+		// Finer than dur's milliseconds: sub-millisecond timeouts are
+		// the point of setting it.
+		t, perr := parseDuration(v)
+		if n, nerr := strconv.ParseInt(v, 10, 64); nerr == nil {
+			t, perr = time.Duration(n)*time.Millisecond, nil
+		}
+		if perr != nil || t < 0 || t > jobgraph.MaxBufferTimeout {
+			return c.s.errAt(d.setValueOff, "%s wants a duration between 0 ms and 1 min such as '500 us' or '5 ms', got %q", d.setKey, v)
+		}
+		c.set.bufferTimeout = durationpb.New(t)
 	default:
 		return c.s.errAt(d.off, "unknown setting %q%s",
-			d.setKey, didYouMean(d.setKey, []string{"table.exec.state.ttl", "table.exec.mini-batch.enabled", "table.exec.mini-batch.size", "table.exec.mini-batch.allow-latency"}))
+			d.setKey, didYouMean(d.setKey, []string{"table.exec.state.ttl", "table.exec.mini-batch.enabled", "table.exec.mini-batch.size", "table.exec.mini-batch.allow-latency", "execution.buffer-timeout"}))
 	}
 	if err != nil {
 		return err
@@ -320,6 +333,7 @@ func parseDuration(v string) (time.Duration, error) {
 		return 0, err
 	}
 	units := map[string]time.Duration{
+		"us": time.Microsecond, "µs": time.Microsecond, "micro": time.Microsecond, "micros": time.Microsecond, "microsecond": time.Microsecond, "microseconds": time.Microsecond,
 		"ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond, "millisecond": time.Millisecond, "milliseconds": time.Millisecond,
 		"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
 		"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
@@ -655,6 +669,7 @@ func (c *compiler) job(d *ddl, name string, r *rel, limit int64, table *source) 
 	if a := c.set.autoscaler; a != nil {
 		g.Autoscaler = jobgraph.AutoscalerProto(jobgraph.AutoscalerSettings(a), a.GetEnabled())
 	}
+	g.BufferTimeout = c.set.bufferTimeout
 	if isSelect {
 		// A SELECT's rows go to a client that may be gone for good:
 		// a few restarts, then the job fails rather than retrying

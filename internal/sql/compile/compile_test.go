@@ -152,3 +152,23 @@ CREATE SINK out AS SELECT k, v FROM s WHERE v > 1 WITH (connector = 'blackhole')
 		t.Fatalf("autoscaler %v", a)
 	}
 }
+
+// SET execution.buffer-timeout reaches the job's graph, to the
+// microsecond; a bare number is milliseconds, as Flink reads it.
+func TestBufferTimeoutSetting(t *testing.T) {
+	for v, want := range map[string]time.Duration{"'250 us'": 250 * time.Microsecond, "'2'": 2 * time.Millisecond, "'0 ms'": 0} {
+		res, err := Script(`CREATE SOURCE s (k BIGINT, v BIGINT, ts TIMESTAMP) WITH (connector = 'sequence');
+SET 'execution.buffer-timeout' = `+v+`;
+CREATE SINK out AS SELECT k, v FROM s WITH (connector = 'blackhole');`, Options{Parallelism: 2, CollectAddress: "127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Jobs[0].Graph.GetBufferTimeout(); got == nil || got.AsDuration() != want {
+			t.Fatalf("%s: buffer timeout %v, want %s", v, got, want)
+		}
+	}
+	_, err := Script(`SET 'execution.buffer-timeout' = '-1 ms';`, Options{})
+	if err == nil || !strings.Contains(err.Error(), "execution.buffer-timeout wants a duration") {
+		t.Fatalf("negative timeout: %v", err)
+	}
+}

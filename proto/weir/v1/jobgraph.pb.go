@@ -303,8 +303,12 @@ type JobGraph struct {
 	// rescales in the hour before the graph was stored: a new leader keeps
 	// max-rescales-per-hour with them.
 	AutoscalerRescalesMs []int64 `protobuf:"varint,11,rep,packed,name=autoscaler_rescales_ms,json=autoscalerRescalesMs,proto3" json:"autoscaler_rescales_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// buffer_timeout bounds how long a record may wait in a partly filled
+	// output batch before it is sent (job spec `buffer-timeout`); unset, the
+	// TaskManager's default. Zero sends after every step of a subtask.
+	BufferTimeout *durationpb.Duration `protobuf:"bytes,12,opt,name=buffer_timeout,json=bufferTimeout,proto3" json:"buffer_timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobGraph) Reset() {
@@ -410,6 +414,13 @@ func (x *JobGraph) GetAutoscaler() *AutoscalerConfig {
 func (x *JobGraph) GetAutoscalerRescalesMs() []int64 {
 	if x != nil {
 		return x.AutoscalerRescalesMs
+	}
+	return nil
+}
+
+func (x *JobGraph) GetBufferTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.BufferTimeout
 	}
 	return nil
 }
@@ -1177,7 +1188,7 @@ var File_weir_v1_jobgraph_proto protoreflect.FileDescriptor
 
 const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"\n" +
-	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x81\x04\n" +
+	"\x16weir/v1/jobgraph.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc3\x04\n" +
 	"\bJobGraph\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\bvertices\x18\x02 \x03(\v2\x12.weir.v1.JobVertexR\bvertices\x12?\n" +
@@ -1192,7 +1203,8 @@ const file_weir_v1_jobgraph_proto_rawDesc = "" +
 	"autoscaler\x18\n" +
 	" \x01(\v2\x19.weir.v1.AutoscalerConfigR\n" +
 	"autoscaler\x124\n" +
-	"\x16autoscaler_rescales_ms\x18\v \x03(\x03R\x14autoscalerRescalesMs\"\x96\x03\n" +
+	"\x16autoscaler_rescales_ms\x18\v \x03(\x03R\x14autoscalerRescalesMs\x12@\n" +
+	"\x0ebuffer_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\rbufferTimeout\"\x96\x03\n" +
 	"\tJobVertex\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12 \n" +
@@ -1320,8 +1332,8 @@ var file_weir_v1_jobgraph_proto_goTypes = []any{
 	(*RestartStrategy)(nil),         // 12: weir.v1.RestartStrategy
 	(*StateBackendConfig)(nil),      // 13: weir.v1.StateBackendConfig
 	nil,                             // 14: weir.v1.AutoscalerConfig.VerticesEntry
-	(*structpb.Struct)(nil),         // 15: google.protobuf.Struct
-	(*durationpb.Duration)(nil),     // 16: google.protobuf.Duration
+	(*durationpb.Duration)(nil),     // 15: google.protobuf.Duration
+	(*structpb.Struct)(nil),         // 16: google.protobuf.Struct
 }
 var file_weir_v1_jobgraph_proto_depIdxs = []int32{
 	6,  // 0: weir.v1.JobGraph.vertices:type_name -> weir.v1.JobVertex
@@ -1329,39 +1341,40 @@ var file_weir_v1_jobgraph_proto_depIdxs = []int32{
 	12, // 2: weir.v1.JobGraph.restart_strategy:type_name -> weir.v1.RestartStrategy
 	13, // 3: weir.v1.JobGraph.state:type_name -> weir.v1.StateBackendConfig
 	10, // 4: weir.v1.JobGraph.autoscaler:type_name -> weir.v1.AutoscalerConfig
-	15, // 5: weir.v1.JobVertex.config:type_name -> google.protobuf.Struct
-	8,  // 6: weir.v1.JobVertex.inputs:type_name -> weir.v1.JobEdge
-	7,  // 7: weir.v1.JobVertex.watermarks:type_name -> weir.v1.WatermarkStrategy
-	16, // 8: weir.v1.WatermarkStrategy.max_out_of_orderness:type_name -> google.protobuf.Duration
-	16, // 9: weir.v1.WatermarkStrategy.idle_timeout:type_name -> google.protobuf.Duration
-	16, // 10: weir.v1.WatermarkStrategy.interval:type_name -> google.protobuf.Duration
-	0,  // 11: weir.v1.JobEdge.partitioner:type_name -> weir.v1.Partitioner
-	16, // 12: weir.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
-	16, // 13: weir.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
-	16, // 14: weir.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
-	1,  // 15: weir.v1.CheckpointConfig.mode:type_name -> weir.v1.CheckpointingMode
-	16, // 16: weir.v1.CheckpointConfig.aligned_checkpoint_timeout:type_name -> google.protobuf.Duration
-	2,  // 17: weir.v1.CheckpointConfig.externalized_retention:type_name -> weir.v1.ExternalizedRetention
-	16, // 18: weir.v1.CheckpointConfig.interval_during_backlog:type_name -> google.protobuf.Duration
-	16, // 19: weir.v1.AutoscalerConfig.interval:type_name -> google.protobuf.Duration
-	16, // 20: weir.v1.AutoscalerConfig.metrics_window:type_name -> google.protobuf.Duration
-	16, // 21: weir.v1.AutoscalerConfig.stabilization:type_name -> google.protobuf.Duration
-	16, // 22: weir.v1.AutoscalerConfig.scale_down_delay:type_name -> google.protobuf.Duration
-	16, // 23: weir.v1.AutoscalerConfig.catch_up_duration:type_name -> google.protobuf.Duration
-	16, // 24: weir.v1.AutoscalerConfig.restart_time:type_name -> google.protobuf.Duration
-	14, // 25: weir.v1.AutoscalerConfig.vertices:type_name -> weir.v1.AutoscalerConfig.VerticesEntry
-	3,  // 26: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
-	16, // 27: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
-	16, // 28: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
-	16, // 29: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
-	16, // 30: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
-	4,  // 31: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
-	11, // 32: weir.v1.AutoscalerConfig.VerticesEntry.value:type_name -> weir.v1.ParallelismBounds
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	15, // 5: weir.v1.JobGraph.buffer_timeout:type_name -> google.protobuf.Duration
+	16, // 6: weir.v1.JobVertex.config:type_name -> google.protobuf.Struct
+	8,  // 7: weir.v1.JobVertex.inputs:type_name -> weir.v1.JobEdge
+	7,  // 8: weir.v1.JobVertex.watermarks:type_name -> weir.v1.WatermarkStrategy
+	15, // 9: weir.v1.WatermarkStrategy.max_out_of_orderness:type_name -> google.protobuf.Duration
+	15, // 10: weir.v1.WatermarkStrategy.idle_timeout:type_name -> google.protobuf.Duration
+	15, // 11: weir.v1.WatermarkStrategy.interval:type_name -> google.protobuf.Duration
+	0,  // 12: weir.v1.JobEdge.partitioner:type_name -> weir.v1.Partitioner
+	15, // 13: weir.v1.CheckpointConfig.interval:type_name -> google.protobuf.Duration
+	15, // 14: weir.v1.CheckpointConfig.timeout:type_name -> google.protobuf.Duration
+	15, // 15: weir.v1.CheckpointConfig.min_pause:type_name -> google.protobuf.Duration
+	1,  // 16: weir.v1.CheckpointConfig.mode:type_name -> weir.v1.CheckpointingMode
+	15, // 17: weir.v1.CheckpointConfig.aligned_checkpoint_timeout:type_name -> google.protobuf.Duration
+	2,  // 18: weir.v1.CheckpointConfig.externalized_retention:type_name -> weir.v1.ExternalizedRetention
+	15, // 19: weir.v1.CheckpointConfig.interval_during_backlog:type_name -> google.protobuf.Duration
+	15, // 20: weir.v1.AutoscalerConfig.interval:type_name -> google.protobuf.Duration
+	15, // 21: weir.v1.AutoscalerConfig.metrics_window:type_name -> google.protobuf.Duration
+	15, // 22: weir.v1.AutoscalerConfig.stabilization:type_name -> google.protobuf.Duration
+	15, // 23: weir.v1.AutoscalerConfig.scale_down_delay:type_name -> google.protobuf.Duration
+	15, // 24: weir.v1.AutoscalerConfig.catch_up_duration:type_name -> google.protobuf.Duration
+	15, // 25: weir.v1.AutoscalerConfig.restart_time:type_name -> google.protobuf.Duration
+	14, // 26: weir.v1.AutoscalerConfig.vertices:type_name -> weir.v1.AutoscalerConfig.VerticesEntry
+	3,  // 27: weir.v1.RestartStrategy.kind:type_name -> weir.v1.RestartStrategy.Kind
+	15, // 28: weir.v1.RestartStrategy.delay:type_name -> google.protobuf.Duration
+	15, // 29: weir.v1.RestartStrategy.initial_backoff:type_name -> google.protobuf.Duration
+	15, // 30: weir.v1.RestartStrategy.max_backoff:type_name -> google.protobuf.Duration
+	15, // 31: weir.v1.RestartStrategy.reset_backoff_threshold:type_name -> google.protobuf.Duration
+	4,  // 32: weir.v1.StateBackendConfig.backend:type_name -> weir.v1.StateBackendConfig.Backend
+	11, // 33: weir.v1.AutoscalerConfig.VerticesEntry.value:type_name -> weir.v1.ParallelismBounds
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_jobgraph_proto_init() }

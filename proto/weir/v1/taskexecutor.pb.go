@@ -9,6 +9,7 @@ package weirv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
@@ -39,7 +40,10 @@ type TaskDeploymentDescriptor struct {
 	Restore      *TaskRestore        `protobuf:"bytes,11,opt,name=restore,proto3" json:"restore,omitempty"`
 	StateBackend *StateBackendConfig `protobuf:"bytes,12,opt,name=state_backend,json=stateBackend,proto3" json:"state_backend,omitempty"`
 	// watermarks is the source's watermark strategy, if any.
-	Watermarks    *WatermarkStrategy `protobuf:"bytes,13,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
+	Watermarks *WatermarkStrategy `protobuf:"bytes,13,opt,name=watermarks,proto3" json:"watermarks,omitempty"`
+	// buffer_timeout is the job's (JobGraph.buffer_timeout); unset, the
+	// TaskManager's default.
+	BufferTimeout *durationpb.Duration `protobuf:"bytes,14,opt,name=buffer_timeout,json=bufferTimeout,proto3" json:"buffer_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +165,13 @@ func (x *TaskDeploymentDescriptor) GetStateBackend() *StateBackendConfig {
 func (x *TaskDeploymentDescriptor) GetWatermarks() *WatermarkStrategy {
 	if x != nil {
 		return x.Watermarks
+	}
+	return nil
+}
+
+func (x *TaskDeploymentDescriptor) GetBufferTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.BufferTimeout
 	}
 	return nil
 }
@@ -1015,7 +1026,7 @@ var File_weir_v1_taskexecutor_proto protoreflect.FileDescriptor
 
 const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\n" +
-	"\x1aweir/v1/taskexecutor.proto\x12\aweir.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/common.proto\x1a\x16weir/v1/jobgraph.proto\"\x8f\x05\n" +
+	"\x1aweir/v1/taskexecutor.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18weir/v1/checkpoint.proto\x1a\x14weir/v1/common.proto\x1a\x16weir/v1/jobgraph.proto\"\xd1\x05\n" +
 	"\x18TaskDeploymentDescriptor\x125\n" +
 	"\aattempt\x18\x01 \x01(\v2\x1b.weir.v1.ExecutionAttemptIDR\aattempt\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12\x1a\n" +
@@ -1032,7 +1043,8 @@ const file_weir_v1_taskexecutor_proto_rawDesc = "" +
 	"\rstate_backend\x18\f \x01(\v2\x1b.weir.v1.StateBackendConfigR\fstateBackend\x12:\n" +
 	"\n" +
 	"watermarks\x18\r \x01(\v2\x1a.weir.v1.WatermarkStrategyR\n" +
-	"watermarks\"\xaf\x01\n" +
+	"watermarks\x12@\n" +
+	"\x0ebuffer_timeout\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\rbufferTimeout\"\xaf\x01\n" +
 	"\x13InputGateDescriptor\x12#\n" +
 	"\rsource_vertex\x18\x01 \x01(\tR\fsourceVertex\x126\n" +
 	"\vpartitioner\x18\x02 \x01(\x0e2\x14.weir.v1.PartitionerR\vpartitioner\x12;\n" +
@@ -1121,9 +1133,10 @@ var file_weir_v1_taskexecutor_proto_goTypes = []any{
 	(*CheckpointOptions)(nil),                // 18: weir.v1.CheckpointOptions
 	(*StateBackendConfig)(nil),               // 19: weir.v1.StateBackendConfig
 	(*WatermarkStrategy)(nil),                // 20: weir.v1.WatermarkStrategy
-	(Partitioner)(0),                         // 21: weir.v1.Partitioner
-	(*SubtaskState)(nil),                     // 22: weir.v1.SubtaskState
-	(*KeyGroupRange)(nil),                    // 23: weir.v1.KeyGroupRange
+	(*durationpb.Duration)(nil),              // 21: google.protobuf.Duration
+	(Partitioner)(0),                         // 22: weir.v1.Partitioner
+	(*SubtaskState)(nil),                     // 23: weir.v1.SubtaskState
+	(*KeyGroupRange)(nil),                    // 24: weir.v1.KeyGroupRange
 }
 var file_weir_v1_taskexecutor_proto_depIdxs = []int32{
 	16, // 0: weir.v1.TaskDeploymentDescriptor.attempt:type_name -> weir.v1.ExecutionAttemptID
@@ -1134,31 +1147,32 @@ var file_weir_v1_taskexecutor_proto_depIdxs = []int32{
 	5,  // 5: weir.v1.TaskDeploymentDescriptor.restore:type_name -> weir.v1.TaskRestore
 	19, // 6: weir.v1.TaskDeploymentDescriptor.state_backend:type_name -> weir.v1.StateBackendConfig
 	20, // 7: weir.v1.TaskDeploymentDescriptor.watermarks:type_name -> weir.v1.WatermarkStrategy
-	21, // 8: weir.v1.InputGateDescriptor.partitioner:type_name -> weir.v1.Partitioner
-	2,  // 9: weir.v1.InputGateDescriptor.channels:type_name -> weir.v1.InputChannelDescriptor
-	3,  // 10: weir.v1.InputChannelDescriptor.partition:type_name -> weir.v1.ResultPartitionID
-	16, // 11: weir.v1.ResultPartitionID.producer:type_name -> weir.v1.ExecutionAttemptID
-	21, // 12: weir.v1.OutputDescriptor.partitioner:type_name -> weir.v1.Partitioner
-	22, // 13: weir.v1.TaskRestore.subtasks:type_name -> weir.v1.SubtaskState
-	23, // 14: weir.v1.TaskRestore.key_groups:type_name -> weir.v1.KeyGroupRange
-	0,  // 15: weir.v1.DeployTaskRequest.task:type_name -> weir.v1.TaskDeploymentDescriptor
-	0,  // 16: weir.v1.DeployTaskRequest.chained:type_name -> weir.v1.TaskDeploymentDescriptor
-	16, // 17: weir.v1.CancelTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 18: weir.v1.TriggerCheckpointOnTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	18, // 19: weir.v1.TriggerCheckpointOnTaskRequest.options:type_name -> weir.v1.CheckpointOptions
-	16, // 20: weir.v1.TriggerCheckpointOnTaskRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
-	16, // 21: weir.v1.TriggerCheckpointOnTaskResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
-	16, // 22: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 23: weir.v1.NotifyCheckpointCompleteRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
-	16, // 24: weir.v1.NotifyCheckpointCompleteResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
-	16, // 25: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
-	16, // 26: weir.v1.NotifyCheckpointAbortedRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
-	16, // 27: weir.v1.NotifyCheckpointAbortedResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	21, // 8: weir.v1.TaskDeploymentDescriptor.buffer_timeout:type_name -> google.protobuf.Duration
+	22, // 9: weir.v1.InputGateDescriptor.partitioner:type_name -> weir.v1.Partitioner
+	2,  // 10: weir.v1.InputGateDescriptor.channels:type_name -> weir.v1.InputChannelDescriptor
+	3,  // 11: weir.v1.InputChannelDescriptor.partition:type_name -> weir.v1.ResultPartitionID
+	16, // 12: weir.v1.ResultPartitionID.producer:type_name -> weir.v1.ExecutionAttemptID
+	22, // 13: weir.v1.OutputDescriptor.partitioner:type_name -> weir.v1.Partitioner
+	23, // 14: weir.v1.TaskRestore.subtasks:type_name -> weir.v1.SubtaskState
+	24, // 15: weir.v1.TaskRestore.key_groups:type_name -> weir.v1.KeyGroupRange
+	0,  // 16: weir.v1.DeployTaskRequest.task:type_name -> weir.v1.TaskDeploymentDescriptor
+	0,  // 17: weir.v1.DeployTaskRequest.chained:type_name -> weir.v1.TaskDeploymentDescriptor
+	16, // 18: weir.v1.CancelTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 19: weir.v1.TriggerCheckpointOnTaskRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	18, // 20: weir.v1.TriggerCheckpointOnTaskRequest.options:type_name -> weir.v1.CheckpointOptions
+	16, // 21: weir.v1.TriggerCheckpointOnTaskRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 22: weir.v1.TriggerCheckpointOnTaskResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	16, // 23: weir.v1.NotifyCheckpointCompleteRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 24: weir.v1.NotifyCheckpointCompleteRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 25: weir.v1.NotifyCheckpointCompleteResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	16, // 26: weir.v1.NotifyCheckpointAbortedRequest.attempt:type_name -> weir.v1.ExecutionAttemptID
+	16, // 27: weir.v1.NotifyCheckpointAbortedRequest.attempts:type_name -> weir.v1.ExecutionAttemptID
+	16, // 28: weir.v1.NotifyCheckpointAbortedResponse.unknown:type_name -> weir.v1.ExecutionAttemptID
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_taskexecutor_proto_init() }

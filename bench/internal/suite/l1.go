@@ -1,0 +1,153 @@
+package suite
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/weirproject/weir/bench/internal/harness"
+	"github.com/weirproject/weir/bench/internal/stats"
+)
+
+// L1 measures end-to-end latency: a record's time from its creation in
+// the source to its arrival at the sink operator, through a 3-vertex
+// pipeline (latency-source → bench-map → latency-sink, p=2 each, every
+// edge rebalance, so half the records cross TaskManagers at each hop) on
+// 2 TaskManagers, with at-least-once and with exactly-once checkpoints, at
+// 10 %, 50 % and 80 % of the pipeline's own maximum throughput. Each
+// point is the median over l1Windows windows of the windows' quantiles;
+// the floor is the same two hops bare: twice half the gRPC stream round
+// trip (the cross-TaskManager hop, the slower of the two kinds).
+
+const (
+	l1Windows   = 3
+	l1Window    = 2 * time.Second
+	l1Warmup    = 3 * time.Second
+	l1Interval  = "1s"
+	l1GoalP99US = 1000
+	l1GoalRatio = 10
+)
+
+var l1Loads = []float64{0.1, 0.5, 0.8}
+
+// l1Spec is the pipeline at rate records/s per source subtask (negative:
+// as fast as it goes), its sink measuring from fromMs on.
+func l1Spec(name, mode string, rate float64, dir string, fromMs int64) string {
+	return fmt.Sprintf(`name: %s
+checkpointing: {interval: %s, mode: %s, timeout: 1m, retained: 1}
+vertices:
+  - {name: source, operator: latency-source, parallelism: 2, config: {rate: %.0f}}
+  - {name: map, operator: bench-map, parallelism: 2, inputs: [{from: source, partition: rebalance}]}
+  - {name: sink, operator: latency-sink, parallelism: 2, inputs: [{from: map, partition: rebalance}], config: {dir: %q, from-ms: %d, window-ms: %d, windows: %d}}
+`, name, l1Interval, mode, rate, dir, fromMs, l1Window.Milliseconds(), l1Windows)
+}
+
+// readLatency merges the sinks' histograms window by window.
+func readLatency(dir string) ([]stats.Histogram, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.lat"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no latency files in %s", dir)
+	}
+	out := make([]stats.Histogram, l1Windows)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var hs []stats.Histogram
+		if err := json.Unmarshal(b, &hs); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for i := range min(len(hs), len(out)) {
+			out[i].Merge(&hs[i])
+		}
+	}
+	return out, nil
+}
+
+// L1: end-to-end latency under load.
+func runL1(e *Env, b *Bench) error {
+	c, err := e.Cluster("l1", harness.Config{TaskManagers: 2, Slots: 2})
+	if err != nil {
+		return err
+	}
+	defer e.StopCluster(c)
+	floor := 2 * us(e.Floors.StreamRTT) / 2
+	for _, mode := range []string{"at-least-once", "exactly-once"} {
+		// The pipeline's own capacity, to load it by fractions of it.
+		var capacity float64
+		dir := filepath.Join(c.Dir(), "l1-max-"+mode)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		err := runJob(e, c, l1Spec("l1-max-"+mode, mode, -1, dir, math.MaxInt32), func(job string) error {
+			if err := sleep(e, 1500*time.Millisecond); err != nil {
+				return err
+			}
+			ws, err := sampleWindows(e, c, job, "sink", 3, time.Second)
+			if err != nil {
+				return err
+			}
+			var r []float64
+			for _, w := range ws {
+				r = append(r, w.rate())
+			}
+			capacity = median(r)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s capacity: %w", mode, err)
+		}
+		b.Add(fmt.Sprintf("%s: capacity", mode), "rec/s", true, []float64{capacity})
+		for _, load := range l1Loads {
+			rate := capacity * load / 2 // per source subtask
+			dir := filepath.Join(c.Dir(), fmt.Sprintf("l1-%s-%.0f", mode, load*100))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			from := time.Now().Add(l1Warmup)
+			e.Logf("L1: %s at %.0f %% (%.0f rec/s)", mode, load*100, rate*2)
+			var hs []stats.Histogram
+			err := runJob(e, c, l1Spec("l1-"+mode, mode, rate, dir, from.UnixMilli()), func(job string) error {
+				end := from.Add(l1Windows*l1Window + 10*time.Second)
+				return harness.Poll(e.Ctx, time.Until(end), 100*time.Millisecond, "the sinks' latency files", func() (bool, error) {
+					files, _ := filepath.Glob(filepath.Join(dir, "*.lat"))
+					if len(files) < 2 {
+						return false, nil
+					}
+					hs, err = readLatency(dir)
+					return err == nil, err
+				})
+			})
+			if err != nil {
+				return fmt.Errorf("%s at %.0f %%: %w", mode, load*100, err)
+			}
+			var p50, p99, p999, n []float64
+			for _, h := range hs {
+				p50 = append(p50, h.Quantile(0.5)/1e3)
+				p99 = append(p99, h.Quantile(0.99)/1e3)
+				p999 = append(p999, h.Quantile(0.999)/1e3)
+				n = append(n, float64(h.N))
+			}
+			name := fmt.Sprintf("%s, %.0f %% load", mode, load*100)
+			b.Add(name+": p50", "µs", false, p50).Against("2 × ½ stream RTT", floor, "µs").With("source_rate_total_rec_per_s", rate*2).With("records_per_window", median(n))
+			b.Add(name+": p99", "µs", false, p99).Against("2 × ½ stream RTT", floor, "µs")
+			b.Add(name+": p99.9", "µs", false, p999).Against("2 × ½ stream RTT", floor, "µs")
+		}
+	}
+	for _, mode := range []string{"at-least-once", "exactly-once"} {
+		if p := b.Point(mode + ", 50 % load: p99"); p != nil {
+			b.Goal(mode+" p99 at 50 % load", p.Median, "<=", l1GoalP99US, "µs")
+			b.Goal(mode+" p99 at 50 % load / floor", p.Ratio, "<=", l1GoalRatio, "×")
+		}
+	}
+	b.Note("latency = time.Now() at the sink operator − the record's creation stamp in the source (both Unix ns on the same host); source → map → sink, p=2 each, every edge rebalance (half the records cross TaskManagers at each hop), 2 TaskManagers, checkpoints every %s; load = the fraction of the pipeline's capacity (measured first, as fast as it goes, per mode); each point is the median of %d windows of %s, after %s of warm-up, each window's quantile over both sinks' records; floor = 2 × ½ gRPC stream round trip = %.1f µs",
+		l1Interval, l1Windows, l1Window, l1Warmup, floor)
+	return nil
+}
