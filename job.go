@@ -308,7 +308,7 @@ func cloneGraph(g *weirv1.JobGraph) *weirv1.JobGraph {
 	c := &weirv1.JobGraph{
 		Name: g.Name, MaxParallelism: g.MaxParallelism, RestoreFrom: g.RestoreFrom,
 		Checkpointing: g.Checkpointing, RestartStrategy: g.RestartStrategy, State: g.State,
-		Autoscaler: g.Autoscaler,
+		Autoscaler: g.Autoscaler, BufferTimeout: g.BufferTimeout,
 	}
 	return c
 }
