@@ -244,7 +244,7 @@ func (p *Pebble) Close() error {
 	default:
 		err = p.db.Close()
 	}
-	p.db = nil
+	p.db, p.cache = nil, nil
 	return errors.Join(err, os.RemoveAll(p.dir))
 }
 

@@ -6,8 +6,8 @@ package state
 // the cache each of those is a Pebble get (a memtable and SST search) and
 // a Pebble set (a memtable insert); with it they are map lookups, and the
 // store sees one write per key per write-back instead of one per record.
-// An entry created and deleted between write-backs (a window that fires
-// before the next checkpoint) never reaches the store at all.
+// A key read as absent, then created and deleted between write-backs (a
+// window that fires before the next checkpoint), never reaches the store.
 //
 // Dirty entries are written back before anything reads the store past the
 // cache: an iterator (iteration sees the store as it was when it began,
@@ -17,10 +17,10 @@ package state
 type writeCache struct {
 	budget int64
 	bytes  int64
-	m      map[string]cacheEntry
+	m      map[string]*cacheEntry
 	// dirty are the keys of entries changed since the last write-back,
-	// so a write-back costs what changed, not the cache's size. A key may
-	// appear once only: it is added when its entry turns dirty.
+	// so a write-back costs what changed, not the cache's size; an entry
+	// is queued at most once (cacheEntry.queued).
 	dirty []string
 }
 
@@ -30,20 +30,26 @@ type cacheEntry struct {
 	present bool
 	// dirty: the store does not hold this entry yet.
 	dirty bool
+	// queued: the key is in writeCache.dirty.
+	queued bool
 	// stored: the store may hold a value for the key, so a delete must
 	// reach it. A key found absent and then written and deleted between
 	// write-backs never touches the store.
 	stored bool
 }
 
-// cacheEntryOverhead approximates the map's bookkeeping per entry.
-const cacheEntryOverhead = 64
+// cacheEntryOverhead approximates the map's and the entry's bookkeeping.
+const cacheEntryOverhead = 96
 
-func (e cacheEntry) size(k string) int64 { return int64(len(k) + cap(e.val) + cacheEntryOverhead) }
+func (e *cacheEntry) size(k string) int64 { return int64(len(k) + cap(e.val) + cacheEntryOverhead) }
 
 // DefaultStateCacheBytes is the Pebble backend's write-back cache per
 // subtask when Config.CacheBytes is 0.
 const DefaultStateCacheBytes = 32 << 20
+
+// writeBackBatch bounds one batch of a write-back: a budget of any size
+// writes back in batches Pebble takes.
+const writeBackBatch = 4 << 20
 
 func newWriteCache(budget int) *writeCache {
 	if budget < 0 {
@@ -52,7 +58,7 @@ func newWriteCache(budget int) *writeCache {
 	if budget == 0 {
 		budget = DefaultStateCacheBytes
 	}
-	return &writeCache{budget: int64(budget), m: map[string]cacheEntry{}}
+	return &writeCache{budget: int64(budget), m: map[string]*cacheEntry{}}
 }
 
 // lookup reads k through the cache; the value is the cache's (or the
@@ -67,7 +73,11 @@ func (p *Pebble) lookup(k []byte) ([]byte, bool) {
 	}
 	v, ok := p.storeGet(k)
 	if c != nil {
-		p.cachePut(k, cacheEntry{val: v, present: ok, stored: ok})
+		ks := string(k)
+		e := &cacheEntry{val: v, present: ok, stored: ok}
+		c.m[ks] = e
+		c.bytes += e.size(ks)
+		p.maybeEvict()
 	}
 	return v, ok
 }
@@ -92,68 +102,56 @@ func (p *Pebble) has(k []byte) bool {
 // set writes k = v; v stays the caller's.
 func (p *Pebble) set(k, v []byte) {
 	p.usable()
-	c := p.cache
-	if c == nil {
+	if p.cache == nil {
 		p.storeSet(k, v)
 		return
 	}
-	e, ok := c.m[string(k)]
-	if !ok {
-		// Unknown: the store may hold the key.
-		e.stored = true
-	}
-	p.cacheWrite(k, e, ok, append(e.val[:0], v...), true)
+	e := p.entry(k)
+	p.write(k, e, append(e.val[:0], v...), true)
 }
 
 // del deletes k.
 func (p *Pebble) del(k []byte) {
 	p.usable()
-	c := p.cache
-	if c == nil {
+	if p.cache == nil {
 		p.storeDel(k)
 		return
 	}
-	e, ok := c.m[string(k)]
-	if !ok {
-		e.stored = true
-	}
-	p.cacheWrite(k, e, ok, e.val[:0], false)
+	e := p.entry(k)
+	p.write(k, e, e.val[:0], false)
 }
 
-// cacheWrite gives k's entry e (found: it was cached) the value val
-// (present) or none, dirty unless the store needs no change.
-func (p *Pebble) cacheWrite(k []byte, e cacheEntry, found bool, val []byte, present bool) {
+// entry is k's cache entry, a new one if the cache does not hold k: the
+// store may hold it, as far as the cache knows.
+func (p *Pebble) entry(k []byte) *cacheEntry {
 	c := p.cache
-	if found {
+	if e, ok := c.m[string(k)]; ok {
 		c.bytes -= e.size(string(k))
+		return e
 	}
-	wasDirty := found && e.dirty
+	e := &cacheEntry{stored: true}
+	c.m[string(k)] = e
+	return e
+}
+
+// write gives e, k's entry (taken out of the byte count by entry), the
+// value val (present) or none, dirty unless the store needs no change.
+func (p *Pebble) write(k []byte, e *cacheEntry, val []byte, present bool) {
+	c := p.cache
 	e.val, e.present = val, present
 	// A delete of a key the store cannot hold is nothing to write back.
 	e.dirty = present || e.stored
-	ks := string(k)
-	c.m[ks] = e
-	c.bytes += e.size(ks)
-	if e.dirty && !wasDirty {
-		c.dirty = append(c.dirty, ks)
+	if e.dirty && !e.queued {
+		e.queued = true
+		c.dirty = append(c.dirty, string(k))
 	}
-	if c.bytes > c.budget {
-		p.evict()
-	}
+	c.bytes += e.size(string(k))
+	p.maybeEvict()
 }
 
-// cachePut caches an entry read from the store.
-func (p *Pebble) cachePut(k []byte, e cacheEntry) {
-	c := p.cache
-	ks := string(k)
-	c.m[ks] = e
-	c.bytes += e.size(ks)
-	if c.bytes > c.budget {
-		p.evict()
-	}
-}
-
-// writeBack writes every dirty entry to the store in one batch.
+// writeBack writes every dirty entry to the store, in batches of at most
+// writeBackBatch bytes. An entry is clean once its batch committed; a
+// failed commit fails the store, so nothing reads a cached entry again.
 func (p *Pebble) writeBack() {
 	c := p.cache
 	if c == nil || len(c.dirty) == 0 {
@@ -162,10 +160,24 @@ func (p *Pebble) writeBack() {
 	p.usable()
 	defer p.catch("write back")
 	b := p.db.NewBatch()
-	defer b.Close()
+	defer func() { b.Close() }()
+	var pending []*cacheEntry
+	commit := func() {
+		p.must("write back", b.Commit(p.wo))
+		for _, e := range pending {
+			e.dirty, e.stored = false, e.present
+		}
+		pending = pending[:0]
+		b.Close()
+		b = p.db.NewBatch()
+	}
 	for _, ks := range c.dirty {
 		e, ok := c.m[ks]
-		if !ok || !e.dirty {
+		if !ok {
+			continue
+		}
+		e.queued = false
+		if !e.dirty {
 			continue
 		}
 		if e.present {
@@ -173,20 +185,26 @@ func (p *Pebble) writeBack() {
 		} else {
 			p.must("write back", b.Delete([]byte(ks), nil))
 		}
-		e.dirty, e.stored = false, e.present
-		c.m[ks] = e
+		pending = append(pending, e)
+		if b.Len() >= writeBackBatch {
+			commit()
+		}
 	}
+	commit()
 	clear(c.dirty)
 	c.dirty = c.dirty[:0]
-	p.must("write back", b.Commit(p.wo))
 }
 
-// evict writes back and then drops entries until the cache is at half
-// its budget. Map iteration starts at a random entry, which makes this a
-// random eviction: hot keys are read back at once, cold ones are not.
-func (p *Pebble) evict() {
-	p.writeBack()
+// maybeEvict writes back and then drops entries until the cache is at
+// half its budget, once it is over budget. Map iteration starts at a
+// random entry, which makes this a random eviction: hot keys are read
+// back at once, cold ones are not.
+func (p *Pebble) maybeEvict() {
 	c := p.cache
+	if c.bytes <= c.budget {
+		return
+	}
+	p.writeBack()
 	for ks, e := range c.m {
 		if c.bytes <= c.budget/2 {
 			break

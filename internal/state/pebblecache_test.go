@@ -207,4 +207,13 @@ func TestPebbleCacheBlindWriteThenDelete(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d dirty entries for a key the store never held", n)
 	}
+	// Written and deleted again and again, it is queued for write-back
+	// once at most.
+	for range 100 {
+		v.Update([]byte("x"))
+		v.Clear()
+	}
+	if n := len(p.cache.dirty); n > 1 {
+		t.Fatalf("%d keys queued for write-back, want at most 1", n)
+	}
 }

@@ -15,7 +15,8 @@ import (
 // snapshot, a sequence number. A native one first flushes the memtable, as
 // Flink's RocksDB backend does, so that all state is in immutable SST files:
 // the store keeps no WAL, so until flushed the memtable is in no file. The
-// flush writes at most one memtable (MemTableSize), which bounds the
+// flush writes at most one memtable (MemTableSize) and the write-back
+// cache's dirty entries before it at most its budget, which bound the
 // mailbox's synchronous part; the checkpoint itself hard-links the SST
 // files. A failed store fails the snapshot with a *StoreError.
 func (p *Pebble) TakeSnapshot(opts SnapshotOptions) (StateSnapshot, error) {

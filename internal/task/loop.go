@@ -196,10 +196,11 @@ func (t *Task) cycle() (idle bool, wait time.Duration, err error) {
 		if wait == 0 || backoff < wait {
 			wait = backoff
 		}
-		// A source that emits again within the flush interval keeps
-		// batching until the interval is up, as a busy one does: flushing
-		// at every pause of a rate-limited source sends a message per
-		// record and fills the consumers' credit windows.
+		// A source that emits again within the buffer timeout keeps
+		// batching until it is up, as a busy one does: flushing at every
+		// pause of a rate-limited source sends a message per record and
+		// fills the consumers' credit windows. A source that backs off
+		// longer flushes now: its records would wait the whole backoff.
 		if backoff < t.cfg.FlushInterval && now.Sub(t.lastFlush) < t.cfg.FlushInterval {
 			return true, wait, nil
 		}

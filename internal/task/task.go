@@ -200,12 +200,13 @@ type Task struct {
 
 // DefaultBufferTimeout bounds how long a record waits in a partly filled
 // output batch unless the job sets its buffer-timeout. A busy subtask
-// fills its batches well before it (256 records); the bound is for the
-// partly loaded one, a rate-limited source above all, whose records
-// would otherwise wait for a full batch. Half a millisecond costs at most
-// 2,000 messages per second per channel, little beside the CPU a partly
-// loaded pipeline has spare, where Flink's 100ms default holds a record
-// up to 100ms.
+// with few consumers fills its batches (256 records) well before it; the
+// bound is for the partly loaded one, a rate-limited source above all,
+// whose records would otherwise wait for a full batch. Half a millisecond
+// costs at most 2,000 messages per second per channel, little beside the
+// CPU a partly loaded pipeline has spare, where Flink's 100ms default
+// holds a record up to 100ms. A wide shuffle, whose batches fill slowly
+// even when the sender is busy, may want more.
 const DefaultBufferTimeout = 500 * time.Microsecond
 
 // New validates the descriptor and builds the subtask; Run starts it.
