@@ -195,23 +195,29 @@ func (p *Pebble) writeBack() {
 	c.dirty = c.dirty[:0]
 }
 
-// maybeEvict writes back and then drops entries until the cache is at
-// half its budget, once it is over budget. Map iteration starts at a
-// random entry, which makes this a random eviction: hot keys are read
-// back at once, cold ones are not.
+// maybeEvict writes back and then keeps entries up to half the budget,
+// once the cache is over budget. Map iteration starts at a random entry,
+// which makes this a random eviction: hot keys are read back at once,
+// cold ones are not. The kept entries go into a new map: deleting half of
+// a map's entries leaves tombstones that lengthen every later lookup's
+// probe.
 func (p *Pebble) maybeEvict() {
 	c := p.cache
 	if c.bytes <= c.budget {
 		return
 	}
 	p.writeBack()
+	kept := make(map[string]*cacheEntry, len(c.m)/2)
+	var bytes int64
 	for ks, e := range c.m {
-		if c.bytes <= c.budget/2 {
+		n := e.size(ks)
+		if bytes+n > c.budget/2 {
 			break
 		}
-		c.bytes -= e.size(ks)
-		delete(c.m, ks)
+		kept[ks] = e
+		bytes += n
 	}
+	c.m, c.bytes = kept, bytes
 }
 
 // dropCache forgets every cached entry: the store is about to change
