@@ -31,7 +31,7 @@ build:
 # shows them.
 TEST_TAGS ?= failpoints
 test: vet versitygw
-	@bash -o pipefail -c 'WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 30m ./... 2>&1 | tee $(BIN)/test.log' || { \
+	@bash -o pipefail -c 'WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 45m ./... 2>&1 | tee $(BIN)/test.log' || { \
 		echo "== make test failed; its race reports and failures again:"; \
 		grep -a -A50 -e '^WARNING: DATA RACE' $(BIN)/test.log | head -300; \
 		grep -a -e '^--- FAIL' -e '^FAIL' -e '^panic:' $(BIN)/test.log | head -50; \

@@ -130,6 +130,8 @@ type failJob struct {
 	// stateRoot holds each subtask's local state directory, named after
 	// it ("count-0"); a temporary directory when empty.
 	stateRoot string
+	// stateCache is Config.StateCacheBytes.
+	stateCache int
 }
 
 func startFailJob(t *testing.T, dir string, o failJob) *failEnv {
@@ -178,6 +180,7 @@ func startFailJob(t *testing.T, dir string, o failJob) *failEnv {
 		tk, err := New(Config{
 			Descriptor: d, Operators: ops, Network: net, Responder: e.resp, Metrics: NewMetrics(prometheus.NewRegistry()),
 			Logger: slog.New(slog.DiscardHandler), StateDir: e.stateDirs[key], FS: o.fs,
+			StateCacheBytes: o.stateCache,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -295,10 +298,13 @@ func TestPebbleDiskErrorFailsSubtask(t *testing.T) {
 				inj.armed.Store(true)
 			}
 			// 16 keys of 1 MiB fill a memtable quickly: flushes write SSTs
-			// in the background, and most reads go to them.
+			// in the background, and most reads go to them. A cache of 1
+			// MiB writes each value back and evicts it at once: the store
+			// sees every access, as it would with state larger than the
+			// cache.
 			e := startFailJob(t, t.TempDir(), failJob{
 				parallelism: 1, backend: weirv1.StateBackendConfig_BACKEND_PEBBLE, fs: errorfs.Wrap(vfs.Default, inj),
-				config: map[string]any{"pad": 1 << 20}, stateRoot: root,
+				config: map[string]any{"pad": 1 << 20}, stateRoot: root, stateCache: 1 << 20,
 			})
 			if tc.name == "read" {
 				e.waitProcessed(64)
