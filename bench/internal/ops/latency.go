@@ -17,11 +17,14 @@ import (
 // the wall clock from when it opened; a negative rate emits as fast as the
 // output takes them. L1 measures from this stamp to the sink.
 type LatencySource struct {
-	rate  float64
-	t0    time.Time
-	sent  int64
-	buf   []byte
-	burst int
+	rate float64
+	t0   time.Time
+	sent int64
+	buf  []byte
+	// now is the clock the pacing reads (time.Now; tests fix it). The
+	// stamps are always the wall clock: the sink in another process
+	// compares them with its own.
+	now func() time.Time
 }
 
 func (s *LatencySource) Open(ctx sdk.Context) error {
@@ -32,12 +35,15 @@ func (s *LatencySource) Open(ctx sdk.Context) error {
 	if s.rate == 0 {
 		return fmt.Errorf("latency-source: rate must not be 0")
 	}
-	s.t0 = time.Now()
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.t0 = s.now()
 	return nil
 }
 
 func (s *LatencySource) Emit(out sdk.Collector) (sdk.SourceStatus, error) {
-	now := time.Now()
+	now := s.now()
 	n := int64(256)
 	if s.rate > 0 {
 		n = min(int64(now.Sub(s.t0).Seconds()*s.rate)-s.sent, 256)

@@ -160,18 +160,20 @@ func TestLatencySinkWindows(t *testing.T) {
 // A paced latency source emits what is due and backs off until the next
 // record; unpaced, it emits a full burst per call.
 func TestLatencySourcePacing(t *testing.T) {
-	s := &LatencySource{}
+	now := time.Unix(1000, 0)
+	s := &LatencySource{now: func() time.Time { return now }}
 	if err := s.Open(&fakeCtx{cfg: sdk.Config{"rate": float64(1000)}, lists: map[string]*list{}}); err != nil {
 		t.Fatal(err)
 	}
-	s.t0 = time.Now().Add(-100 * time.Millisecond)
+	now = now.Add(100 * time.Millisecond)
 	var k keep
 	st, err := s.Emit(&k)
-	if err != nil || len(k.recs) < 100 || len(k.recs) > 110 || st.Backoff != 0 {
+	if err != nil || len(k.recs) != 100 || st.Backoff != 0 {
 		t.Fatalf("emitted %d, %+v, %v", len(k.recs), st, err)
 	}
-	if st, _ := s.Emit(&k); st.Backoff <= 0 || st.Backoff > 2*time.Millisecond {
-		t.Fatalf("no backoff when nothing is due: %+v", st)
+	// The 101st record is due 1ms after the 100th.
+	if st, _ := s.Emit(&k); st.Backoff != time.Millisecond {
+		t.Fatalf("backoff %v when nothing is due, want 1ms", st.Backoff)
 	}
 	created := int64(binary.BigEndian.Uint64(k.recs[0].Value))
 	if d := time.Since(time.Unix(0, created)); d < 0 || d > time.Second {
