@@ -145,10 +145,16 @@ func (k *keyedScope) fail(err error) {
 // layout from into this program's; nil when nothing changes.
 type migrateFrom func(from string) (func([]byte) ([]byte, error), error)
 
-func (k *keyedScope) value(name, typ, layout string, o stateOptions, m migrateFrom) sdk.ValueState {
+// describe returns a state's type name and values' layout for its
+// declaration: called once per scope, not per access, since both take
+// reflection (and the layout a JSON encoding) to build.
+type describe func() (typ, layout string)
+
+func (k *keyedScope) value(name string, d describe, o stateOptions, m migrateFrom) sdk.ValueState {
 	if st, ok := k.values[name]; ok {
 		return st
 	}
+	typ, layout := d()
 	k.declare(name, typ+o.schema(), layout, false, o, m)
 	var st sdk.ValueState
 	if o.ttl != nil {
@@ -160,10 +166,11 @@ func (k *keyedScope) value(name, typ, layout string, o stateOptions, m migrateFr
 	return st
 }
 
-func (k *keyedScope) mapState(name, typ, layout string, o stateOptions, m migrateFrom) sdk.MapState {
+func (k *keyedScope) mapState(name string, d describe, o stateOptions, m migrateFrom) sdk.MapState {
 	if st, ok := k.maps[name]; ok {
 		return st
 	}
+	typ, layout := d()
 	k.declare(name, typ+o.schema(), layout, true, o, m)
 	var st sdk.MapState
 	if o.ttl != nil {
@@ -359,9 +366,13 @@ func (s *ValueState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.value(s.name, "value "+typeName[V](), layoutOf(s.codec), s.opts, func(from string) (func([]byte) ([]byte, error), error) {
+	return k, k.value(s.name, s.describe, s.opts, func(from string) (func([]byte) ([]byte, error), error) {
 		return migration(s.codec, from)
 	})
+}
+
+func (s *ValueState[V]) describe() (string, string) {
+	return "value " + typeName[V](), layoutOf(s.codec)
 }
 
 // Value is the key's value, false when it has none.
@@ -430,18 +441,23 @@ func (s *MapState[UK, V]) state(ctx StateContext) (*keyedScope, sdk.MapState) {
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	kl, vl := layoutOf(s.kc), layoutOf(s.vc)
-	layout := ""
-	if kl != "" && vl != "" {
-		layout = kl + "\x01" + vl
-	}
-	return k, k.mapState(s.name, fmt.Sprintf("map %s %s", typeName[UK](), typeName[V]()), layout, s.opts, func(from string) (func([]byte) ([]byte, error), error) {
+	return k, k.mapState(s.name, s.describe, s.opts, func(from string) (func([]byte) ([]byte, error), error) {
 		fk, fv, _ := strings.Cut(from, "\x01")
-		if fk != kl {
+		if fk != layoutOf(s.kc) {
 			return nil, fmt.Errorf("its keys' layout changed (%s): a map's keys keep theirs", typeName[UK]())
 		}
 		return migration(s.vc, fv)
 	})
+}
+
+// describe's layout is the keys' and the values' layouts, "" when either
+// codec is the program's own.
+func (s *MapState[UK, V]) describe() (string, string) {
+	layout := ""
+	if kl, vl := layoutOf(s.kc), layoutOf(s.vc); kl != "" && vl != "" {
+		layout = kl + "\x01" + vl
+	}
+	return fmt.Sprintf("map %s %s", typeName[UK](), typeName[V]()), layout
 }
 
 // Get is the value of uk, false when absent.
@@ -532,12 +548,16 @@ func (s *ListState[V]) WithCodec(c Codec[V]) *ListState[V] {
 	return s
 }
 
+func (s *ListState[V]) describe() (string, string) {
+	return "list " + typeName[V](), layoutOf(s.codec)
+}
+
 func (s *ListState[V]) state(ctx StateContext) (*keyedScope, sdk.ValueState) {
 	k := ctx.scope()
 	if s.err != nil {
 		k.fail(fmt.Errorf("weir: state %q: %w", s.name, s.err))
 	}
-	return k, k.value(s.name, "list "+typeName[V](), layoutOf(s.codec), s.opts, func(from string) (func([]byte) ([]byte, error), error) {
+	return k, k.value(s.name, s.describe, s.opts, func(from string) (func([]byte) ([]byte, error), error) {
 		f, err := migration(s.codec, from)
 		if f == nil || err != nil {
 			return nil, err
