@@ -27,6 +27,15 @@ func init() { next.Store(rand.Int64N(span)) }
 // Addr is 127.0.0.1:<port> of a port free now.
 func Addr(t testing.TB) string {
 	t.Helper()
+	addr, err := Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// Pick is Addr for programs that are not tests (the benchmark harness).
+func Pick() (string, error) {
 	for range 1000 {
 		port := base + int(next.Add(1))%span
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -35,8 +44,7 @@ func Addr(t testing.TB) string {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		return addr
+		return addr, nil
 	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
+	return "", fmt.Errorf("freeport: no free port below the ephemeral range")
 }

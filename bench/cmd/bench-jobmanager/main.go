@@ -20,6 +20,7 @@ func main() {
 			mux := http.NewServeMux()
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 			go func() { _ = http.Serve(l, mux) }()
 		}
 	}

@@ -6,7 +6,6 @@ package harness
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weirproject/weir/internal/freeport"
 	"github.com/weirproject/weir/internal/proc"
 )
 
@@ -86,14 +86,15 @@ func RSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS for %d", pid)
 }
 
-// FreeAddr returns a loopback address with a port free right now.
+// FreeAddr returns a loopback address with a port free right now, below
+// the kernel's ephemeral range, so no outgoing connection takes it before
+// the daemon binds it.
 func FreeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Pick()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // LogPath names a log file in dir.

@@ -182,6 +182,18 @@ func runJob(e *Env, c *harness.Cluster, spec string, measure func(job string) er
 // profileTMs saves a CPU profile of every live TaskManager (and of the
 // JobManager when it runs bench-jobmanager) over d, when profiling is on.
 func profileTMs(e *Env, b *Bench, c *harness.Cluster, name string, d time.Duration) {
+	capture(e, b, c, name, "profile", "pprof", d)
+}
+
+// traceTMs saves a runtime execution trace (go tool trace) of the same
+// daemons over d, when profiling is on: where a CPU profile shows work, a
+// trace shows waiting (scheduler latency, blocking, the collector).
+func traceTMs(e *Env, b *Bench, c *harness.Cluster, name string, d time.Duration) {
+	capture(e, b, c, name, "trace", "trace", d)
+}
+
+// capture fetches /debug/pprof/<endpoint> of every daemon serving pprof.
+func capture(e *Env, b *Bench, c *harness.Cluster, name, endpoint, ext string, d time.Duration) {
 	if !e.Profile {
 		return
 	}
@@ -206,7 +218,7 @@ func profileTMs(e *Env, b *Bench, c *harness.Cluster, name string, d time.Durati
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", t.addr, int(d.Seconds()))
+			url := fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", t.addr, endpoint, int(d.Seconds()))
 			client := &http.Client{Timeout: d + 10*time.Second}
 			resp, err := client.Get(url)
 			if err != nil {
@@ -214,7 +226,7 @@ func profileTMs(e *Env, b *Bench, c *harness.Cluster, name string, d time.Durati
 				return
 			}
 			defer resp.Body.Close()
-			path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.pprof", b.ID, name, t.id))
+			path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.%s", b.ID, name, t.id, ext))
 			f, err := os.Create(path)
 			if err != nil {
 				e.Logf("profile: %v", err)
@@ -243,8 +255,9 @@ func sleep(e *Env, d time.Duration) error {
 }
 
 // profileCheckpoints runs spec on a fresh cluster whose JobManager serves
-// pprof and profiles every daemon for d while checkpoints are taken one
-// after the other: an extra, unmeasured run for where the time goes.
+// pprof and profiles every daemon for d, then traces them for 2 s, while
+// checkpoints are taken one after the other: an extra, unmeasured run for
+// where the time goes.
 func profileCheckpoints(e *Env, b *Bench, name string, cfg harness.Config, spec string, d time.Duration) {
 	if !e.Profile {
 		return
@@ -260,7 +273,7 @@ func profileCheckpoints(e *Env, b *Bench, name string, cfg harness.Config, spec 
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			deadline := time.Now().Add(d + time.Second)
+			deadline := time.Now().Add(d + 3*time.Second)
 			for time.Now().Before(deadline) && e.Ctx.Err() == nil {
 				if _, _, err := closedLoop(e, c, job, 1); err != nil {
 					return
@@ -268,6 +281,7 @@ func profileCheckpoints(e *Env, b *Bench, name string, cfg harness.Config, spec 
 			}
 		}()
 		profileTMs(e, b, c, name, d)
+		traceTMs(e, b, c, name, 2*time.Second)
 		<-done
 		return nil
 	})

@@ -72,7 +72,8 @@ func readLatency(dir string) ([]stats.Histogram, error) {
 
 // l1Run runs the pipeline at rate (per source subtask; negative: as fast
 // as it goes) and returns the sinks' latency histograms, window by window.
-func l1Run(e *Env, c *harness.Cluster, mode string, rate float64, what string) ([]stats.Histogram, error) {
+// during, if not nil, runs once the warm-up is over.
+func l1Run(e *Env, c *harness.Cluster, mode string, rate float64, what string, during func()) ([]stats.Histogram, error) {
 	dir := filepath.Join(c.Dir(), fmt.Sprintf("l1-%s-%s", mode, what))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -80,6 +81,12 @@ func l1Run(e *Env, c *harness.Cluster, mode string, rate float64, what string) (
 	from := time.Now().Add(l1Warmup)
 	var hs []stats.Histogram
 	err := runJob(e, c, l1Spec("l1-"+mode, mode, rate, dir, from.UnixMilli()), func(job string) error {
+		if during != nil {
+			if err := sleep(e, time.Until(from)); err != nil {
+				return err
+			}
+			during()
+		}
 		end := from.Add(l1Windows*l1Window + 10*time.Second)
 		return harness.Poll(e.Ctx, time.Until(end), 100*time.Millisecond, "the sinks' latency files", func() (bool, error) {
 			files, _ := filepath.Glob(filepath.Join(dir, "*.lat"))
@@ -122,7 +129,7 @@ func runL1(e *Env, b *Bench) error {
 		// The pipeline's own capacity, to load it by fractions of it:
 		// the records the sinks received per window, created while the
 		// source ran as fast as it could.
-		full, err := l1Run(e, c, mode, -1, "max")
+		full, err := l1Run(e, c, mode, -1, "max", nil)
 		if err != nil {
 			return fmt.Errorf("%s capacity: %w", mode, err)
 		}
@@ -135,9 +142,20 @@ func runL1(e *Env, b *Bench) error {
 		for _, load := range l1Loads {
 			rate := capacity * load / 2 // per source subtask
 			e.Logf("L1: %s at %.0f %% (%.0f rec/s)", mode, load*100, rate*2)
-			hs, err := l1Run(e, c, mode, rate, fmt.Sprintf("%.0f", load*100))
+			hs, err := l1Run(e, c, mode, rate, fmt.Sprintf("%.0f", load*100), nil)
 			if err != nil {
 				return fmt.Errorf("%s at %.0f %%: %w", mode, load*100, err)
+			}
+			if e.Profile && load == 0.5 {
+				// An extra, unmeasured run at the same load: a runtime
+				// trace, then a CPU profile, of both TaskManagers.
+				name := mode + "-50"
+				if _, err := l1Run(e, c, mode, rate, "50-profile", func() {
+					traceTMs(e, b, c, name, 2*time.Second)
+					profileTMs(e, b, c, name, 3*time.Second)
+				}); err != nil {
+					e.Logf("L1 profile run: %v", err)
+				}
 			}
 			var got []float64
 			for _, h := range hs {
