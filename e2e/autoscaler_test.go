@@ -59,6 +59,7 @@ var (
 // stage handles 200 records/s per subtask (a 5 ms pause per record), so
 // parallelism, not this machine's speed, sets the capacity.
 func TestAutoscalerStep(t *testing.T) {
+	t.Parallel()
 	plan := shortStep
 	if os.Getenv("WEIR_AUTOSCALER_STEP") == "long" {
 		plan = longStep

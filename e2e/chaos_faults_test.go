@@ -38,6 +38,7 @@ type pointStats struct {
 // TaskManagers with incremental Pebble state; its committed output must
 // hold every record exactly once.
 func TestChaosFaultPoints(t *testing.T) {
+	t.Parallel()
 	rounds := *chaosFaultRounds
 	rng := rand.New(rand.NewPCG(seed(t), 1))
 	h := startHACluster(t, 2, 3)

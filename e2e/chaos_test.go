@@ -224,6 +224,7 @@ func seed(t *testing.T) uint64 {
 // TestChaosExactlyOnce kills TaskManagers under a running job: the
 // committed output must still hold every record exactly once.
 func TestChaosExactlyOnce(t *testing.T) {
+	t.Parallel()
 	if err := chaosRun(t, "exactly-once", *chaosRounds, seed(t)); err != nil {
 		t.Fatalf("exactly-once run: %v", err)
 	}
@@ -233,6 +234,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 // chaos in at-least-once mode restores snapshots that already counted
 // records the sources replay, so the checker must report duplicates.
 func TestChaosAtLeastOnceDuplicates(t *testing.T) {
+	t.Parallel()
 	err := chaosRun(t, "at-least-once", max(2, *chaosRounds/2), seed(t))
 	if err == nil {
 		t.Fatal("at-least-once chaos produced exactly-once output: the checker's counter-proof did not happen")

@@ -24,6 +24,13 @@ import (
 	"github.com/weirproject/weir/internal/proc"
 )
 
+// Most tests here call t.Parallel: their time goes to waiting on daemons
+// (leases, restarts, timers, rate-limited inputs), about two thirds of a
+// core for the package run one test at a time. go test runs them
+// -parallel (GOMAXPROCS by default) at a time, after the tests that do
+// not: those whose work is CPU-bound (the Nexmark and SQL query suites,
+// the state round trip) or too short to matter.
+
 // binDir holds the binaries built once for the whole package.
 var binDir string
 

@@ -142,6 +142,7 @@ func (c *cluster) killTaskManagers(id string, tms []*process, kills int) int {
 // window state restored): every (key, window) is committed exactly once
 // with exactly the batch result.
 func TestEventTimeWindowsUnderKills(t *testing.T) {
+	t.Parallel()
 	const count, keys, rate = 16000, 6, 2000
 	for _, w := range windowRuns {
 		t.Run(w.name, func(t *testing.T) {
@@ -170,6 +171,7 @@ func TestEventTimeWindowsUnderKills(t *testing.T) {
 // windows and their timers follow their key groups, and the output of both
 // runs together is the batch result.
 func TestEventTimeSavepointRescale(t *testing.T) {
+	t.Parallel()
 	const count, keys, rate = 16000, 6, 1000
 	w := windowRuns[1] // sliding: the most windows in flight at the stop
 	c := startCluster(t, 2)
@@ -189,6 +191,7 @@ func TestEventTimeSavepointRescale(t *testing.T) {
 // first source's barrier enter the snapshot and are replayed after the
 // restore), must fail the window checker: it catches a broken run.
 func TestEventTimeCheckerBites(t *testing.T) {
+	t.Parallel()
 	const count, keys, rate = 30000, 6, 3000
 	w := windowRuns[0]
 	c := startCluster(t, 3)
@@ -257,6 +260,7 @@ func (c *cluster) why(id, vertex string) (whyAnswer, error) {
 // watermark is held back by that partition's split. With one, the split is
 // reported idle, not holding anything back, and windows fire.
 func TestWhyNoWindowFires(t *testing.T) {
+	t.Parallel()
 	for _, idle := range []string{"", "idle-timeout: 1s, "} {
 		name := "no idle timeout"
 		if idle != "" {

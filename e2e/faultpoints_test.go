@@ -157,6 +157,7 @@ func skewThenCrash(t *testing.T, mode string) error {
 // faults that leave exactly-once output intact make at-least-once output
 // fail the checker.
 func TestFaultCounterProof(t *testing.T) {
+	t.Parallel()
 	t.Run("at-least-once", func(t *testing.T) {
 		err := skewThenCrash(t, "at-least-once")
 		if err == nil {
@@ -179,6 +180,7 @@ func TestFaultCounterProof(t *testing.T) {
 // next finalizations then fail, so the job fails over again and restores
 // from checkpoint 1 — which must still be whole.
 func TestFaultFailoverDuringFinalize(t *testing.T) {
+	t.Parallel()
 	const count, keys, rate = 24000, 16, 2000
 	c := startCluster(t, 3)
 	spec, out := faultSpec(t, c, count, keys, rate, "200ms", "exactly-once", 1, "")
@@ -214,6 +216,7 @@ func TestFaultFailoverDuringFinalize(t *testing.T) {
 // must recover from it: falling back to scratch would commit the output of
 // checkpoints 1 and 2 a second time.
 func TestFaultUnknownStoreOutcome(t *testing.T) {
+	t.Parallel()
 	const count, keys, rate = 20000, 16, 2000
 	c := startCluster(t, 2)
 	spec, out := faultSpec(t, c, count, keys, rate, "200ms", "exactly-once", 1, "")
@@ -246,6 +249,7 @@ func TestFaultUnknownStoreOutcome(t *testing.T) {
 // which would commit the other sinks' output again; it then runs to the
 // end of its input.
 func TestFaultStopWithSavepointThenCrash(t *testing.T) {
+	t.Parallel()
 	const count, keys, rate = 20000, 16, 2000
 	c := startCluster(t, 3)
 	// No periodic checkpoint comes before the savepoint: its notification

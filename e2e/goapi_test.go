@@ -72,6 +72,7 @@ func wordcountLine(i int64) []string {
 }
 
 func TestGoAPIWordCount(t *testing.T) {
+	t.Parallel()
 	const lines = 20000
 	out := filepath.Join(t.TempDir(), "out")
 	got := runProgramWithKill(t, "example-wordcount", out, "WORDCOUNT_OUT="+out, fmt.Sprintf("WORDCOUNT_LINES=%d", lines), "WORDCOUNT_RATE=2000")
@@ -112,6 +113,7 @@ func lostOrDuplicated(got, want int) string {
 }
 
 func TestGoAPIInactivityAlert(t *testing.T) {
+	t.Parallel()
 	const events, silence = 70000, 10_000
 	out := filepath.Join(t.TempDir(), "out")
 	got := runProgramWithKill(t, "example-inactivity-alert", out, "ALERT_OUT="+out, fmt.Sprintf("ALERT_EVENTS=%d", events), "ALERT_RATE=4000")
@@ -141,6 +143,7 @@ func TestGoAPIInactivityAlert(t *testing.T) {
 }
 
 func TestGoAPIWindowedTotals(t *testing.T) {
+	t.Parallel()
 	const payments = 30000
 	out := filepath.Join(t.TempDir(), "out")
 	got := runProgramWithKill(t, "example-windowed-totals", out, "TOTALS_OUT="+out, fmt.Sprintf("TOTALS_PAYMENTS=%d", payments), "TOTALS_RATE=3000")

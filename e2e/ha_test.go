@@ -92,6 +92,7 @@ func writeHASpec(t *testing.T, dir, out string, count, keys int) string {
 // etcd and its latest checkpoint with its restart count, checkpoint IDs
 // keep increasing, and the output is exactly once.
 func TestHALeaderFailover(t *testing.T) {
+	t.Parallel()
 	// At 2000 records/s per source subtask: about 25 s, enough for a
 	// TaskManager failover and then a leader failover before the end.
 	const count, keys = 100000, 16
@@ -160,6 +161,7 @@ func TestHALeaderFailover(t *testing.T) {
 // then resumes it: the deposed leader's writes are fenced off, it steps
 // down, and the output stays exactly once.
 func TestHAFencing(t *testing.T) {
+	t.Parallel()
 	const count, keys = 40000, 16
 	h := startHACluster(t, 2, 2)
 	out := filepath.Join(h.dir, "out")
@@ -227,6 +229,7 @@ func logField(log, key string) string {
 // restart skips it for the newest readable checkpoint, as a new leader's
 // recovery does.
 func TestHARestartSkipsUnreadableStoreEntry(t *testing.T) {
+	t.Parallel()
 	const count, keys = 30000, 16
 	h := startHACluster(t, 1, 2)
 	out := filepath.Join(h.dir, "out")
@@ -270,6 +273,7 @@ func TestHARestartSkipsUnreadableStoreEntry(t *testing.T) {
 // input keeps growing through the change of leader, checkpoints resume on
 // the new leader, and the output is exactly once.
 func TestHALeaderKillAdopts(t *testing.T) {
+	t.Parallel()
 	// At 2000 records/s per source subtask: about 30 s.
 	const count, keys = 120000, 16
 	const lease = 2 * time.Second

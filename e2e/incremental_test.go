@@ -26,6 +26,7 @@ import (
 // referenced by a retained checkpoint's metadata: what the subtasks wrote
 // for aborted and in-flight checkpoints is gone.
 func TestIncrementalPebbleNoOrphans(t *testing.T) {
+	t.Parallel()
 	for _, storage := range storages {
 		t.Run(storage, func(t *testing.T) { incrementalPebbleNoOrphans(t, storage) })
 	}

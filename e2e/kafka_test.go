@@ -129,6 +129,7 @@ func kafkaKill(t *testing.T, delivery string, faults map[string]string) error {
 // The Kafka sink's commit window, killed at each step on real processes:
 // the topic read with read_committed holds every record exactly once.
 func TestKafkaSinkKills(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		point string
@@ -159,6 +160,7 @@ func TestKafkaSinkKills(t *testing.T) {
 // records past the one the job restores: a kill at the first checkpoint can
 // land before any record was written, and then there is nothing to repeat.
 func TestKafkaSinkAtLeastOnceDuplicates(t *testing.T) {
+	t.Parallel()
 	err := kafkaKill(t, "at-least-once", map[string]string{"taskBeforeAck": `4*off->1*return("crash")`})
 	if err == nil {
 		t.Fatal("at-least-once delivery through a crash passed the checker: the counter-proof did not happen")
@@ -173,6 +175,7 @@ func TestKafkaSinkAtLeastOnceDuplicates(t *testing.T) {
 // the store and before it notified anyone: the new leader restores that
 // checkpoint, whose pre-committed transactions the restored sinks commit.
 func TestKafkaSinkLeaderKill(t *testing.T) {
+	t.Parallel()
 	const count, keys, rate = 24000, 16, 2000
 	h := startHACluster(t, 2, 2)
 	broker := h.startKafka(3)
@@ -240,6 +243,7 @@ func produce(t *testing.T, broker, topic string, n, keys int) {
 // resumed at twice the parallelism: the output topic holds every sum
 // exactly once.
 func TestKafkaRescaleFromSavepoint(t *testing.T) {
+	t.Parallel()
 	records := 1_000_000
 	if testing.Short() {
 		records = 100_000

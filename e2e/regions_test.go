@@ -38,6 +38,7 @@ type regionJobJSON struct {
 // restarts: b's subtasks keep attempt 0 and stay RUNNING at every look
 // while a is down, and both outputs hold every running sum exactly once.
 func TestRegionFailover(t *testing.T) {
+	t.Parallel()
 	const count, keys = 24000, 8
 	c := &cluster{t: t, dir: t.TempDir(), jmAddr: freePort(t), jmHTTP: freePort(t), tmArgs: []string{"--slots", "1"}}
 	startClusterProcs(c, 2, "taskmanager")
@@ -174,6 +175,7 @@ func TestRegionFailover(t *testing.T) {
 // the checkpoints triggered after the change are spaced by the new
 // interval.
 func TestLiveRescaleAndReconfigure(t *testing.T) {
+	t.Parallel()
 	// The source's rate is per subtask: 2 s at parallelism 2, about 5 s at
 	// 4 and the rest, some 14 s, at 1.
 	const count, keys = 40000, 16

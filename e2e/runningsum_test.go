@@ -17,6 +17,7 @@ import (
 // JobManager and two TaskManagers, with sum and sink chained and not, and
 // checks the committed output holds every running sum exactly once.
 func TestRunningSumExactlyOnce(t *testing.T) {
+	t.Parallel()
 	for _, chained := range []bool{true, false} {
 		name := "chained"
 		if !chained {

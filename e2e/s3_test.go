@@ -59,6 +59,7 @@ type checkpointHistory struct {
 // without a restart, the first checkpoint after the server is back
 // completes, and the output is exactly once.
 func TestS3Outage(t *testing.T) {
+	t.Parallel()
 	const count, keys = 24000, 16
 	c := startClusterOn(t, 2, "taskmanager", "s3")
 	id := c.submit(s3Job(t, c, count, keys))
@@ -138,6 +139,7 @@ func TestS3Outage(t *testing.T) {
 // the server): checkpoints take longer but complete, and the output is
 // exactly once.
 func TestS3Slow(t *testing.T) {
+	t.Parallel()
 	const count, keys = 16000, 16
 	var target atomic.Pointer[url.URL]
 	var delayed atomic.Int64
@@ -204,6 +206,7 @@ func (c *cluster) metric(httpAddr, series string) float64 {
 // references: the orphan clean-up listed the bucket and deleted the
 // dead TaskManager's uploads.
 func TestS3TaskManagerKilledMidUpload(t *testing.T) {
+	t.Parallel()
 	const count, keys = 400000, 2000
 	c := startClusterOn(t, 3, "taskmanager", "s3")
 	spec := s3Job(t, c, count, keys)
@@ -264,6 +267,7 @@ func localRecoveryCluster(t *testing.T) *cluster {
 // TaskManagers' local copies of the newest completed checkpoint, not
 // from the bucket, and its output is exactly once.
 func TestLocalRecoveryOnS3(t *testing.T) {
+	t.Parallel()
 	const count, keys = 60000, 2000
 	c := localRecoveryCluster(t)
 	spec := s3Job(t, c, count, keys)
@@ -321,6 +325,7 @@ func TestLocalRecoveryOnS3(t *testing.T) {
 // state, may put both subtasks on one TaskManager, and then half of the
 // four cannot be where their key groups are.
 func TestRescaleRestoresLocally(t *testing.T) {
+	t.Parallel()
 	const count, keys = 60000, 2000
 	c := localRecoveryCluster(t)
 	id := c.submit(s3Job(t, c, count, keys))
@@ -436,6 +441,7 @@ func TestJobManagerRefusesBadCheckpointStorage(t *testing.T) {
 // the rest. Both the default policy (a file per checkpoint) and rolling
 // by size with in-progress files kept across checkpoints.
 func TestFileSinkOnS3(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, roll string }{
 		{"a file per checkpoint", ""},
 		{"rolled by size", ", roll: {on-checkpoint: false, max-size: 256KiB, max-age: 1h}"},

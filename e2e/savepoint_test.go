@@ -35,6 +35,7 @@ func (c *cluster) submit(spec string, args ...string) string {
 // resumes it from there into the same output: the committed output of both
 // runs together must hold every record exactly once.
 func TestStopWithSavepointAndResume(t *testing.T) {
+	t.Parallel()
 	for _, storage := range storages {
 		t.Run(storage, func(t *testing.T) { stopWithSavepointAndResume(t, storage) })
 	}
@@ -98,6 +99,7 @@ func stopWithSavepointAndResume(t *testing.T, storage string) {
 // cancelled run wrote after that checkpoint is rolled back, so the output
 // of both runs again holds every record exactly once.
 func TestResumeFromRetainedCheckpoint(t *testing.T) {
+	t.Parallel()
 	for _, storage := range storages {
 		t.Run(storage, func(t *testing.T) { resumeFromRetainedCheckpoint(t, storage) })
 	}
@@ -169,6 +171,7 @@ func resumeFromRetainedCheckpoint(t *testing.T, storage string) {
 // splits are handed to the new subtasks, and the output of both runs holds
 // every record exactly once.
 func TestRescaleFromSavepoint(t *testing.T) {
+	t.Parallel()
 	for _, storage := range storages {
 		t.Run(storage, func(t *testing.T) { rescaleFromSavepoint(t, storage) })
 	}

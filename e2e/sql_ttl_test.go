@@ -18,6 +18,7 @@ import (
 // job without TTL must grow (which shows the test measures something),
 // the one with it must not.
 func TestSQLStateTTLFlat(t *testing.T) {
+	t.Parallel()
 	soak := soakDuration(t, "WEIR_SQL_TTL_SOAK", 20*time.Second)
 	c := startCluster(t, 1)
 	// Key i on both sides, at 500 records/s per subtask: each key joins

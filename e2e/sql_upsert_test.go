@@ -26,6 +26,7 @@ import (
 // normalized into a changelog) and aggregates it again into a Debezium
 // file sink, whose replayed changelog must hold the batch result too.
 func TestSQLKafkaUpsert(t *testing.T) {
+	t.Parallel()
 	const count, keys = 20000, 50
 	c := startCluster(t, 2)
 	broker := c.startKafka(2, "totals")

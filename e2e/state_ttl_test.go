@@ -16,6 +16,7 @@ import (
 // and the sum's state size is sampled at each checkpoint: the jobs without
 // TTL must grow, those with it must not.
 func TestStateTTLFlat(t *testing.T) {
+	t.Parallel()
 	soak := soakDuration(t, "WEIR_STATE_TTL_SOAK", 20*time.Second)
 	c := startCluster(t, 2) // a slot per job
 	ids := map[string]string{}

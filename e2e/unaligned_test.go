@@ -94,6 +94,7 @@ func checkpointSummary(c *cluster, job string, cp *weirv1.CheckpointStats) strin
 // checkpoint, whose channel state holds records in flight: the committed
 // output of both runs is exactly that of an undisturbed run.
 func TestUnalignedCheckpointsUnderBackpressure(t *testing.T) {
+	t.Parallel()
 	const count, keys = 40000, 16
 	c := startClusterWith(t, 2, buildSlowTaskManager(t))
 	api, ctx := c.client()

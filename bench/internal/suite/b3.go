@@ -101,6 +101,7 @@ func runB3(e *Env, b *Bench) error {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
 	}
+	profileCheckpoints(e, b, "unaligned", harness.Config{TaskManagers: 2, Slots: 2}, backpressureSpec("b3-profile", "unaligned"), 5*time.Second)
 	if p := b.Point("aligned: trigger → completed"); p != nil {
 		b.Goal("aligned / predicted drain", p.Ratio, "<=", 1.2, "×")
 	}
