@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,9 +154,24 @@ func (c *cluster) useS3(endpoint ...string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	useDefaultS3(c.t, s3)
+}
+
+// defaultS3 serializes the tests that point this process's blob.Default
+// at their own S3 server: the tests run in parallel, and each reads its
+// checkpoints and output through that one global.
+var defaultS3 sync.Mutex
+
+// useDefaultS3 makes s3 blob.Default's S3 store until t ends, waiting for
+// any other test that holds it.
+func useDefaultS3(t testing.TB, s3 blob.Store) {
+	defaultS3.Lock()
 	prev := blob.Default.S3
 	blob.Default.S3 = s3
-	c.t.Cleanup(func() { blob.Default.S3 = prev })
+	t.Cleanup(func() {
+		blob.Default.S3 = prev
+		defaultS3.Unlock()
+	})
 }
 
 // storages are the checkpoint storages the storage-dependent tests run

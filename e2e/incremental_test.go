@@ -246,9 +246,7 @@ func TestOrphanCheckFindsPlantedFiles(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				prev := blob.Default.S3
-				blob.Default.S3 = s3
-				t.Cleanup(func() { blob.Default.S3 = prev })
+				useDefaultS3(t, s3)
 				jobDir = "s3://weir-e2e/checkpoints/job"
 			}
 			orphanCheckFindsPlantedFiles(t, jobDir)
