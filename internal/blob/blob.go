@@ -122,7 +122,9 @@ type Stores struct {
 }
 
 // Open returns the store of loc, or an error naming an unsupported scheme.
-func (s Stores) Open(loc string) (Store, error) {
+// It reads only the field loc's scheme needs: tests swap Default's S3
+// store while others open local paths.
+func (s *Stores) Open(loc string) (Store, error) {
 	switch sc := Scheme(loc); sc {
 	case "":
 		if s.Local == nil {

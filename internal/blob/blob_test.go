@@ -229,11 +229,11 @@ func TestLocations(t *testing.T) {
 		}
 	}
 	for _, loc := range []string{"gs://b/x", "hdfs://nn/x", "S3A://b/x"} {
-		if _, err := (blob.Stores{}).Open(loc); err == nil || !strings.Contains(err.Error(), "unsupported storage scheme") {
+		if _, err := (&blob.Stores{}).Open(loc); err == nil || !strings.Contains(err.Error(), "unsupported storage scheme") {
 			t.Errorf("Open(%q) = %v, want an unsupported scheme", loc, err)
 		}
 	}
-	if _, err := (blob.Stores{}).Open("s3://b/x"); err == nil || !strings.Contains(err.Error(), "not configured") {
+	if _, err := (&blob.Stores{}).Open("s3://b/x"); err == nil || !strings.Contains(err.Error(), "not configured") {
 		t.Errorf("s3 without configuration: %v", err)
 	}
 }

@@ -226,6 +226,10 @@ func capture(e *Env, b *Bench, c *harness.Cluster, name, endpoint, ext string, d
 				return
 			}
 			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				e.Logf("%s %s: %s", endpoint, t.id, resp.Status)
+				return
+			}
 			path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.%s", b.ID, name, t.id, ext))
 			f, err := os.Create(path)
 			if err != nil {
