@@ -8,7 +8,7 @@ DAEMONS  := jobmanager taskmanager
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean autoscaler-step \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
-	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl
+	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl kube-apiserver
 
 all: build
 
@@ -30,15 +30,15 @@ build:
 # reports and failures are printed again at the end, where a CI log's tail
 # shows them.
 TEST_TAGS ?= failpoints
-test: vet versitygw
-	@bash -o pipefail -c 'WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 45m ./... 2>&1 | tee $(BIN)/test.log' || { \
+test: vet versitygw kube-apiserver
+	@bash -o pipefail -c 'WEIR_VERSITYGW=$(abspath $(BIN))/versitygw WEIR_KUBE_APISERVER=$(abspath $(BIN))/kube-apiserver $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 45m ./... 2>&1 | tee $(BIN)/test.log' || { \
 		echo "== make test failed; its race reports and failures again:"; \
 		grep -a -A50 -e '^WARNING: DATA RACE' $(BIN)/test.log | head -300; \
 		grep -a -e '^--- FAIL' -e '^FAIL' -e '^panic:' $(BIN)/test.log | head -50; \
 		exit 1; }
 
-test-short: versitygw
-	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw $(GO) test -race -tags $(TEST_TAGS) -short ./...
+test-short: versitygw kube-apiserver
+	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw WEIR_KUBE_APISERVER=$(abspath $(BIN))/kube-apiserver $(GO) test -race -tags $(TEST_TAGS) -short ./...
 
 # Every fuzz target (func FuzzXxx in this module's tests) in turn, for
 # FUZZTIME each: about 7 minutes with the default, `make fuzz FUZZTIME=10m`
@@ -61,6 +61,19 @@ fuzz:
 # rather than by each test package that needs it.
 versitygw:
 	cd deploy/s3 && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/versitygw github.com/versity/versitygw/cmd/versitygw
+
+# A real Kubernetes API server for the tests of --ha kubernetes, the
+# operator and the Helm chart (internal/kubetest runs it over an embedded
+# etcd). The tools-only module deploy/kubernetes/apiserver pins
+# k8s.io/kubernetes with its staging modules replaced by their published
+# versions. The first build takes 10-20 minutes on 2 cores; the build
+# cache keeps it, and an existing binary of the pinned version is kept.
+KUBE_APISERVER_VERSION := v1.37.2
+kube-apiserver:
+	@if [ -x $(BIN)/kube-apiserver ] && [ "$$(cat $(BIN)/kube-apiserver.version 2>/dev/null)" = "$(KUBE_APISERVER_VERSION)" ]; then exit 0; fi; \
+	echo "== building kube-apiserver $(KUBE_APISERVER_VERSION) (once; 10-20 minutes)"; \
+	cd deploy/kubernetes/apiserver && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver && \
+	echo $(KUBE_APISERVER_VERSION) > $(abspath $(BIN))/kube-apiserver.version
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -101,18 +101,35 @@ func (s *EtcdStore) decode(kv *mvccpb.KeyValue) entry {
 		return e
 	}
 	e.id = id
-	var rec checkpointRecord
-	switch err := json.Unmarshal(kv.Value, &rec); {
-	case err != nil:
-		e.err = fmt.Errorf("unreadable value: %w", err)
-	case rec.ID != id:
-		e.err = fmt.Errorf("value holds checkpoint %d", rec.ID)
-	case rec.MetadataPath == "":
-		e.err = errors.New("value has no metadata path")
-	default:
-		e.cp = checkpoint.Completed{ID: rec.ID, MetadataPath: rec.MetadataPath, Dir: rec.Dir, Savepoint: rec.Savepoint}
-	}
+	e.cp, e.err = DecodeCheckpoint(id, kv.Value)
 	return e
+}
+
+// EncodeCheckpoint is the stored value of one completed checkpoint: a
+// pointer to its _metadata, never the metadata itself. Every HA backend
+// stores the same JSON, so that its format changes only on purpose.
+func EncodeCheckpoint(cp checkpoint.Completed) ([]byte, error) {
+	if cp.ID <= 0 {
+		return nil, errors.New("checkpoint ID must be positive")
+	}
+	if cp.MetadataPath == "" {
+		return nil, errors.New("no metadata path")
+	}
+	return json.Marshal(checkpointRecord{ID: cp.ID, MetadataPath: cp.MetadataPath, Dir: cp.Dir, Savepoint: cp.Savepoint})
+}
+
+// DecodeCheckpoint reads a value EncodeCheckpoint wrote for checkpoint id.
+func DecodeCheckpoint(id int64, v []byte) (checkpoint.Completed, error) {
+	var rec checkpointRecord
+	switch err := json.Unmarshal(v, &rec); {
+	case err != nil:
+		return checkpoint.Completed{}, fmt.Errorf("unreadable value: %w", err)
+	case rec.ID != id:
+		return checkpoint.Completed{}, fmt.Errorf("value holds checkpoint %d", rec.ID)
+	case rec.MetadataPath == "":
+		return checkpoint.Completed{}, errors.New("value has no metadata path")
+	}
+	return checkpoint.Completed{ID: rec.ID, MetadataPath: rec.MetadataPath, Dir: rec.Dir, Savepoint: rec.Savepoint}, nil
 }
 
 // Add stores cp, then removes the checkpoints beyond the newest retained,
@@ -130,13 +147,7 @@ func (s *EtcdStore) Add(ctx context.Context, cp checkpoint.Completed) ([]checkpo
 }
 
 func (s *EtcdStore) add(ctx context.Context, cp checkpoint.Completed) ([]checkpoint.Completed, error) {
-	if cp.ID <= 0 {
-		return nil, errors.New("checkpoint ID must be positive")
-	}
-	if cp.MetadataPath == "" {
-		return nil, errors.New("no metadata path")
-	}
-	val, err := json.Marshal(checkpointRecord{ID: cp.ID, MetadataPath: cp.MetadataPath, Dir: cp.Dir, Savepoint: cp.Savepoint})
+	val, err := EncodeCheckpoint(cp)
 	if err != nil {
 		return nil, err
 	}
