@@ -190,13 +190,13 @@ func (e *Elector) lead(l *coordinationv1.Lease, holder, info string, renewed tim
 	_ = json.Unmarshal([]byte(info), &li)
 	lctx, lcancel := context.WithCancelCause(e.root)
 	ld := &Leadership{
-		e:       e,
-		info:    li,
-		fence:   Fence{Holder: holder, Term: transitionsOf(l)},
-		ctx:     lctx,
-		cancel:  lcancel,
-		done:    make(chan struct{}),
-		exited:  make(chan struct{}),
+		e:      e,
+		info:   li,
+		fence:  Fence{Holder: holder, Term: transitionsOf(l)},
+		ctx:    lctx,
+		cancel: lcancel,
+		done:   make(chan struct{}),
+		exited: make(chan struct{}),
 	}
 	ld.mu.lease, ld.mu.renewed = l, renewed
 	e.wg.Add(1)

@@ -153,7 +153,9 @@ func entries(cm *corev1.ConfigMap) []entry {
 	return out
 }
 
-func checkpointName(id int64) string { return fmt.Sprintf("%s%0*d", checkpointKey, checkpointWidth, id) }
+func checkpointName(id int64) string {
+	return fmt.Sprintf("%s%0*d", checkpointKey, checkpointWidth, id)
+}
 
 // Add stores cp and removes the checkpoints beyond the newest retained in
 // one fenced update, returning the removed ones, oldest first. Adding the
