@@ -21,6 +21,7 @@ import (
 	"github.com/weirproject/weir/internal/blob/blobtest"
 	"github.com/weirproject/weir/internal/blob/s3blob"
 	"github.com/weirproject/weir/internal/freeport"
+	"github.com/weirproject/weir/internal/kubetest"
 	"github.com/weirproject/weir/internal/poll"
 	"github.com/weirproject/weir/internal/proc"
 )
@@ -78,7 +79,7 @@ func run(m *testing.M) int {
 		}
 	}
 	binDir = dir
-	return m.Run()
+	return kubetest.Main(m)
 }
 
 // process is one daemon under test.
@@ -109,6 +110,9 @@ type cluster struct {
 	s3 *blobtest.Server
 	// tmArgs are extra flags of every TaskManager.
 	tmArgs []string
+	// tmWhere and cliWhere, when set, are how TaskManagers and the CLI
+	// find the leader (--ha kubernetes) instead of jmAddr or etcd.
+	tmWhere, cliWhere []string
 }
 
 // checkpointDir is --checkpoint-dir: the cluster's storage.
@@ -226,7 +230,10 @@ func startClusterProcs(c *cluster, n int, tmBinary string) *cluster {
 // startTaskManager starts a TaskManager with two slots.
 func (c *cluster) startTaskManager(binary, id string) *process {
 	where := []string{"--jobmanager", c.jmAddr}
-	if c.etcd != "" {
+	switch {
+	case c.tmWhere != nil:
+		where = c.tmWhere
+	case c.etcd != "":
 		where = []string{"--etcd-endpoints", c.etcd, "--cluster-id", "e2e"}
 	}
 	// A state directory of the test's own: the default one is named after
@@ -307,7 +314,10 @@ func (c *cluster) weir(args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	where := []string{"--jobmanager", c.jmAddr}
-	if c.etcd != "" {
+	switch {
+	case c.cliWhere != nil:
+		where = c.cliWhere
+	case c.etcd != "":
 		where = []string{"--etcd-endpoints", c.etcd, "--cluster-id", "e2e"}
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "weir"), append(where, args...)...)

@@ -28,6 +28,9 @@ type haCluster struct {
 	jms  map[string]*process // RPC address → JobManager
 	http map[string]string   // RPC address → HTTP address
 	tms  []*process
+	// kube, when set, is the Kubernetes HA the cluster runs on instead of
+	// etcd (kube_ha_test.go).
+	kube *kubeHA
 }
 
 func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
@@ -55,9 +58,13 @@ func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
 	return h
 }
 
-// leader returns the JobManager process etcd names as leader.
+// leader returns the JobManager process etcd (or the Kubernetes Lease)
+// names as leader.
 func (h *haCluster) leader() (string, *process) {
 	h.t.Helper()
+	if h.kube != nil {
+		return h.kubeLeader()
+	}
 	client, err := clientv3.New(clientv3.Config{Endpoints: []string{h.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		h.t.Fatal(err)

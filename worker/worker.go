@@ -12,11 +12,14 @@
 package worker
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"github.com/weirproject/weir/internal/registration"
 	"os"
 
 	"github.com/weirproject/weir/internal/daemon"
+	"github.com/weirproject/weir/internal/kubeha"
 	"github.com/weirproject/weir/internal/operators/all"
 	"github.com/weirproject/weir/internal/state"
 	"github.com/weirproject/weir/internal/storage"
@@ -51,9 +54,12 @@ func Run(reg *sdk.Registry, args []string) error {
 	fs.IntVar(&cfg.StateCacheBytes, "state-cache-bytes", state.DefaultStateCacheBytes, "bytes of keyed state each subtask on the Pebble backend keeps in memory and writes back in batches (at checkpoints, before iterations, when full); -1 turns the cache off")
 	fs.DurationVar(&cfg.OrphanTimeout, "orphan-timeout", registration.DefaultOrphanTimeout, "how long subtasks run on while this TaskManager is registered with no JobManager (the leader died, or cannot be reached): a new leader adopts them within it instead of restarting them; after it they are cancelled")
 	fs.IntVar(&cfg.StateInlineThreshold, "state-inline-threshold", storage.DefaultInlineThreshold, "state smaller than this many bytes goes into the checkpoint's _metadata instead of a file of its own (Flink's state.storage.fs.memory-threshold); 0 writes every file")
-	var etcdEndpoints string
+	var etcdEndpoints, haMode string
+	fs.StringVar(&haMode, "ha", "", "how to find the JobManager leader: kubernetes (the cluster's Lease on the API server), etcd (with --etcd-endpoints), or unset: through etcd when --etcd-endpoints is set, else at --jobmanager")
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "", "find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager")
-	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
+	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name in etcd or on Kubernetes (with --etcd-endpoints or --ha kubernetes)")
+	var kube daemon.Kube
+	kube.Register(fs)
 	var security daemon.TLS
 	security.Register(fs)
 	logging.Register(fs)
@@ -72,7 +78,22 @@ func Run(reg *sdk.Registry, args []string) error {
 	if cfg.TLS, err = daemon.MutualTLS(security.GRPC, log); err != nil {
 		return err
 	}
-	if etcdEndpoints != "" {
+	switch haMode {
+	case "", "etcd", "none":
+		if haMode == "etcd" && etcdEndpoints == "" {
+			return errors.New("--ha etcd needs --etcd-endpoints")
+		}
+	case "kubernetes":
+		client, ns, err := kube.Client()
+		if err != nil {
+			return err
+		}
+		cfg.Kube = kubeha.Config{Client: client, Namespace: ns, ClusterID: cfg.Etcd.ClusterID, Logger: log}
+		cfg.JobManager = ""
+	default:
+		return fmt.Errorf("--ha: want etcd or kubernetes, got %q", haMode)
+	}
+	if etcdEndpoints != "" && haMode != "kubernetes" {
 		client, err := daemon.EtcdClient(etcdEndpoints, security.Etcd, log)
 		if err != nil {
 			return err

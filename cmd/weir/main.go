@@ -72,6 +72,9 @@ type app struct {
 	timeout time.Duration
 	// etcdEndpoints, when set, locate the leader instead of addr.
 	etcdEndpoints, clusterID string
+	// kube, when its kubeconfig is set, locates the leader through the
+	// cluster's Lease on Kubernetes instead of addr.
+	kube daemon.Kube
 	// tls turns on mutual TLS with the JobManager; etcdTLS, TLS to etcd.
 	tls, etcdTLS tlsconfig.Files
 	// tokenFile holds the bearer token of a JobManager with
@@ -161,7 +164,9 @@ The JobManager's address comes from --jobmanager, else from the
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 10*time.Second, "timeout of each call to the JobManager")
 	root.PersistentFlags().StringVar(&a.etcdEndpoints, "etcd-endpoints", "",
 		"find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager; $"+envEtcdEndpoints)
-	root.PersistentFlags().StringVar(&a.clusterID, "cluster-id", "default", "cluster name in etcd (with --etcd-endpoints)")
+	root.PersistentFlags().StringVar(&a.clusterID, "cluster-id", "default", "cluster name in etcd or on Kubernetes (with --etcd-endpoints or --kubeconfig)")
+	root.PersistentFlags().StringVar(&a.kube.Kubeconfig, "kubeconfig", "", "find the JobManager leader through the cluster's Lease on the Kubernetes API server this kubeconfig file reaches, instead of --jobmanager (--ha kubernetes)")
+	root.PersistentFlags().StringVar(&a.kube.Namespace, "kube-namespace", "", "namespace of the cluster's Lease (with --kubeconfig; default the kubeconfig context's)")
 	files := []*string{&a.tls.Cert, &a.tls.Key, &a.tls.CA, &a.etcdTLS.Cert, &a.etcdTLS.Key, &a.etcdTLS.CA, &a.tokenFile}
 	for i, f := range fileFlags {
 		root.PersistentFlags().StringVar(files[i], f.flag, "", f.usage+"; $"+f.env)
@@ -221,7 +226,14 @@ func (a *app) client() (weirv1grpc.ClientServiceClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.etcdEndpoints != "" {
+	switch {
+	case a.kube.Kubeconfig != "":
+		addr, err := kubeLeaderAddress(a.kube, a.clusterID, a.timeout)
+		if err != nil {
+			return nil, err
+		}
+		a.addr = addr
+	case a.etcdEndpoints != "":
 		addr, err := leaderAddress(a.etcdEndpoints, a.clusterID, a.timeout, a.etcdTLS)
 		if err != nil {
 			return nil, err

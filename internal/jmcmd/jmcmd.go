@@ -14,6 +14,7 @@ import (
 	"github.com/weirproject/weir/internal/auth"
 	"github.com/weirproject/weir/internal/daemon"
 	"github.com/weirproject/weir/internal/jobmanager"
+	"github.com/weirproject/weir/internal/kubeha"
 )
 
 // Run parses the jobmanager flags (each also WEIR_<FLAG>) and serves until
@@ -35,9 +36,11 @@ func Run(args []string) error {
 		cfg.SavepointDirs = strings.FieldsFunc(v, func(r rune) bool { return r == ',' })
 		return nil
 	})
-	fs.StringVar(&haMode, "ha", "none", "high availability: none (standalone) or etcd")
+	fs.StringVar(&haMode, "ha", "none", "high availability: none (standalone), etcd, or kubernetes (a Lease and ConfigMaps on the API server)")
 	fs.StringVar(&etcdEndpoints, "etcd-endpoints", "localhost:2379", "etcd endpoints, comma-separated (with --ha etcd)")
-	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name: JobManagers and TaskManagers of one cluster share it in etcd")
+	var kube daemon.Kube
+	kube.Register(fs)
+	fs.StringVar(&cfg.Etcd.ClusterID, "cluster-id", "default", "cluster name: JobManagers and TaskManagers of one cluster share it in etcd or on Kubernetes (there a DNS label)")
 	fs.DurationVar(&cfg.Etcd.SessionTTL, "leader-lease", 5*time.Second, "leadership lease TTL: a dead leader is replaced after about this long")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address others use to reach --rpc-addr (default 127.0.0.1:<port>)")
 	fs.StringVar(&cfg.AdvertiseHTTPAddr, "advertise-http-addr", "", "address others use to reach --http-addr (default 127.0.0.1:<port>)")
@@ -84,8 +87,14 @@ func Run(args []string) error {
 		}
 		defer client.Close()
 		cfg.Etcd.Client = client
+	case "kubernetes":
+		client, ns, err := kube.Client()
+		if err != nil {
+			return err
+		}
+		cfg.Kube = kubeha.Config{Client: client, Namespace: ns, ClusterID: cfg.Etcd.ClusterID, LeaseDuration: cfg.Etcd.SessionTTL, Logger: log}
 	default:
-		return fmt.Errorf("--ha: want none or etcd, got %q", haMode)
+		return fmt.Errorf("--ha: want none, etcd or kubernetes, got %q", haMode)
 	}
 	srv, err := jobmanager.New(cfg)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirproject/weir/internal/ha"
 	"github.com/weirproject/weir/internal/jobmanager"
+	"github.com/weirproject/weir/internal/kubeha"
 )
 
 // proxiedHeader marks a request a standby forwarded, so that two standbys
@@ -70,12 +71,19 @@ func (p *leaderProxy) dialTLS(ctx context.Context, network, addr string) (net.Co
 
 // follow keeps the leader's address current until ctx ends.
 func (p *leaderProxy) follow(ctx context.Context) {
-	keys, err := ha.NewKeys(p.cfg.Etcd.ClusterID)
-	if err != nil {
-		p.s.Logger().Error("cannot follow the leader for the REST API", "err", err)
-		return
+	var leaders <-chan ha.LeaderInfo
+	switch p.cfg.HA {
+	case "kubernetes":
+		leaders = kubeha.Observe(ctx, p.cfg.Kube)
+	default:
+		keys, err := ha.NewKeys(p.cfg.Etcd.ClusterID)
+		if err != nil {
+			p.s.Logger().Error("cannot follow the leader for the REST API", "err", err)
+			return
+		}
+		leaders = ha.Observe(ctx, p.cfg.Etcd.Client, keys.Leader())
 	}
-	for info := range ha.Observe(ctx, p.cfg.Etcd.Client, keys.Leader()) {
+	for info := range leaders {
 		p.leader.Store(&info)
 	}
 }

@@ -65,7 +65,7 @@ func Serve(ctx context.Context, s *jobmanager.Server, cfg jobmanager.Config) err
 	rest := restapi.New(s, log)
 	defer rest.Close()
 	var api http.Handler = rest
-	if cfg.HA == "etcd" {
+	if cfg.HA != "none" {
 		proxy := newLeaderProxy(s, cfg, rest, restTLS != nil)
 		api = proxy
 		wg.Go(func() { proxy.follow(ctx) })

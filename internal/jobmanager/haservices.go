@@ -10,6 +10,7 @@ import (
 	"github.com/weirproject/weir/internal/checkpoint"
 	"github.com/weirproject/weir/internal/fault"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/kubeha"
 	"github.com/weirproject/weir/internal/restart"
 	"github.com/weirproject/weir/internal/scheduler"
 	weirv1 "github.com/weirproject/weir/proto/weir/v1"
@@ -33,8 +34,8 @@ type checkpointStore interface {
 }
 
 // haServices is the metadata a leader must not lose, for one leadership
-// term: standalone (memory and the checkpoint directory) or etcd (every
-// write fenced by the term's leadership).
+// term: standalone (memory and the checkpoint directory), etcd or
+// Kubernetes (every write fenced by the term's leadership).
 type haServices interface {
 	jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error)
 	putJob(ctx context.Context, id string, g *weirv1.JobGraph) error
@@ -178,6 +179,11 @@ func (h *etcdServices) jobs(ctx context.Context) (map[string]storedJob, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeStoredJobs(stored), nil
+}
+
+// decodeStoredJobs decodes what a job store listed.
+func decodeStoredJobs(stored []ha.StoredJob) map[string]storedJob {
 	out := map[string]storedJob{}
 	for _, sj := range stored {
 		g := &weirv1.JobGraph{}
@@ -195,5 +201,68 @@ func (h *etcdServices) jobs(ctx context.Context) (map[string]storedJob, error) {
 		}
 		out[sj.ID] = storedJob{graph: g, status: st}
 	}
-	return out, nil
+	return out
+}
+
+// kubeServices keeps jobs, counters and completed checkpoints in
+// ConfigMaps on the Kubernetes API server, fenced by the term of the
+// leadership that created them.
+type kubeServices struct {
+	cfg   kubeha.Config
+	fence kubeha.Fence
+	jobs_ *kubeha.JobStore
+}
+
+func newKubeServices(cfg kubeha.Config, fence kubeha.Fence) (*kubeServices, error) {
+	js, err := kubeha.NewJobStore(cfg, fence)
+	if err != nil {
+		return nil, err
+	}
+	return &kubeServices{cfg: cfg, fence: fence, jobs_: js}, nil
+}
+
+func (h *kubeServices) jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error) {
+	c, err := kubeha.NewCheckpoints(h.cfg, jobID, retained, h.fence)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kubeCounter{c}, c, nil
+}
+
+// kubeCounter is the counter's face of a job's Checkpoints.
+type kubeCounter struct{ *kubeha.Checkpoints }
+
+func (c kubeCounter) Shutdown(ctx context.Context, discard bool) error {
+	return c.ShutdownCounter(ctx, discard)
+}
+
+func (h *kubeServices) putJob(ctx context.Context, id string, g *weirv1.JobGraph) error {
+	if err := fault.Point(fault.JMStoreJob); err != nil {
+		return err
+	}
+	b, err := proto.Marshal(g)
+	if err != nil {
+		return err
+	}
+	return h.jobs_.Put(ctx, id, b)
+}
+
+func (h *kubeServices) putStatus(ctx context.Context, id string, st jobStatus) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return h.jobs_.PutStatus(ctx, id, b)
+}
+
+func (h *kubeServices) removeJob(ctx context.Context, id string) error {
+	return h.jobs_.Delete(ctx, id)
+}
+
+func (h *kubeServices) jobs(ctx context.Context) (map[string]storedJob, error) {
+	stored, err := h.jobs_.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return decodeStoredJobs(stored), nil
 }

@@ -18,12 +18,13 @@ import (
 )
 
 // leaderOnly refuses the client API and the TaskManager gateway on a
-// JobManager that does not lead: callers find the leader through etcd.
+// JobManager that does not lead: callers find the leader through the HA
+// store (etcd or the Kubernetes Lease).
 func (s *Server) leaderOnly(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	client := strings.HasPrefix(info.FullMethod, "/weir.v1.ClientService/")
 	switch {
 	case !s.leading.Load() && (client || strings.HasPrefix(info.FullMethod, "/weir.v1.JobManagerGatewayService/")):
-		return nil, status.Error(codes.Unavailable, "jobmanager: not the leader; find the leader through etcd")
+		return nil, status.Error(codes.Unavailable, "jobmanager: not the leader; find the leader through the HA store (etcd, or the Kubernetes Lease)")
 	case !s.recovered.Load() && info.FullMethod == registerMethod:
 		// A TaskManager registers once the jobs are known: what it reports
 		// running is adopted by them, or cancelled. Its registration waits
@@ -75,17 +76,18 @@ func (s *Server) services() (haServices, error) {
 }
 
 // lead campaigns for leadership until ctx ends; each term recovers every
-// job from etcd, and a lost term steps down before campaigning again.
+// job from the HA store, and a lost term steps down before campaigning
+// again.
 func (s *Server) lead(ctx context.Context, info ha.LeaderInfo) {
-	elector, err := ha.NewElector(s.cfg.Etcd)
+	elector, err := s.newElector()
 	if err != nil {
 		s.log.Error("leader election unavailable", "err", err)
 		return
 	}
-	defer elector.Close()
+	defer elector.close()
 	for ctx.Err() == nil {
-		s.log.Info("campaigning for leadership", "rpc_addr", info.RPCAddr)
-		l, err := elector.Campaign(ctx, info)
+		s.log.Info("campaigning for leadership", "rpc_addr", info.RPCAddr, "ha", s.cfg.HA)
+		l, err := elector.campaign(ctx, info)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("campaign failed; retrying", "err", err)
@@ -114,8 +116,8 @@ func (s *Server) lead(ctx context.Context, info ha.LeaderInfo) {
 // becomeLeader takes over: every job in the job store is recovered and
 // redeployed from its latest completed checkpoint once TaskManagers
 // register.
-func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
-	services, err := newEtcdServices(s.cfg.Etcd, l.Fence())
+func (s *Server) becomeLeader(ctx context.Context, l leadership) {
+	services, err := l.services()
 	if err != nil {
 		s.log.Error("HA services unavailable", "err", err)
 		return
@@ -128,7 +130,7 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 	s.mu.Unlock()
 	s.leading.Store(true)
 	s.leader.Set(1)
-	s.log.Info("elected leader", "fence_revision", l.Fence().Rev)
+	s.log.Info("elected leader", "fence", l.fence())
 	jobs, err := services.jobs(ctx)
 	for err != nil {
 		// Until the stored jobs are known the client API stays refused:
@@ -169,7 +171,7 @@ func (s *Server) becomeLeader(ctx context.Context, l *ha.Leadership) {
 // recoverJob rebuilds one stored job, starting from the newest readable
 // checkpoint in its store (an unreadable newest one is skipped for the one
 // before it).
-func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id string, sj storedJob) error {
+func (s *Server) recoverJob(ctx context.Context, services haServices, id string, sj storedJob) error {
 	g := sj.graph
 	var origin *restorePoint
 	if g.GetRestoreFrom() != "" {
@@ -178,7 +180,7 @@ func (s *Server) recoverJob(ctx context.Context, services *etcdServices, id stri
 			return err
 		}
 	}
-	store, err := ha.NewEtcdStore(services.cfg, id, int(g.GetCheckpointing().GetRetained()), ha.Fence{})
+	_, store, err := services.jobServices(id, int(g.GetCheckpointing().GetRetained()))
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/weirproject/weir/internal/blob"
 	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/kubeha"
 	"github.com/weirproject/weir/internal/members"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/storage"
@@ -49,10 +50,13 @@ type Config struct {
 	// RPCTimeout bounds each call to a TaskManager.
 	RPCTimeout time.Duration
 	Logger     *slog.Logger
-	// HA is "none" (standalone) or "etcd".
+	// HA is "none" (standalone), "etcd" or "kubernetes".
 	HA string
 	// Etcd configures HA on etcd; its Client is required with HA "etcd".
 	Etcd ha.Config
+	// Kube configures HA on the Kubernetes API server; its Client is
+	// required with HA "kubernetes".
+	Kube kubeha.Config
 	// AdvertiseAddr and AdvertiseHTTPAddr are how others reach this
 	// JobManager when it leads; derived from the listeners when empty.
 	AdvertiseAddr     string
@@ -114,8 +118,15 @@ func (c *Config) Validate() error {
 		if err := c.Etcd.Validate(); err != nil {
 			return fmt.Errorf("jobmanager: %w", err)
 		}
+	case "kubernetes":
+		if c.Kube.Logger == nil {
+			c.Kube.Logger = c.Logger
+		}
+		if err := c.Kube.Validate(); err != nil {
+			return fmt.Errorf("jobmanager: %w", err)
+		}
 	default:
-		return fmt.Errorf("jobmanager: high availability must be none or etcd, got %q", c.HA)
+		return fmt.Errorf("jobmanager: high availability must be none, etcd or kubernetes, got %q", c.HA)
 	}
 	return nil
 }
@@ -253,11 +264,11 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Interceptor() grpc.UnaryServerInterceptor { return s.leaderOnly }
 
 // Background runs what the JobManager does besides answering calls, until
-// ctx ends: the leadership campaign with etcd HA (advertising info), and
+// ctx ends: the leadership campaign with HA (advertising info), and
 // the watch of the TaskManagers' heartbeats.
 func (s *Server) Background(ctx context.Context, info ha.LeaderInfo) {
 	var wg sync.WaitGroup
-	if s.cfg.HA == "etcd" {
+	if s.cfg.HA != "none" {
 		wg.Go(func() { s.lead(ctx, info) })
 	}
 	wg.Go(func() { s.watchHeartbeats(ctx) })
@@ -352,6 +363,11 @@ func (s *Server) Configuration() map[string]string {
 		if c.Etcd.Client != nil {
 			m["high-availability.etcd.endpoints"] = strings.Join(c.Etcd.Client.Endpoints(), ",")
 		}
+	}
+	if c.HA == "kubernetes" {
+		m["high-availability.cluster-id"] = c.Kube.ClusterID
+		m["high-availability.kubernetes.namespace"] = c.Kube.Namespace
+		m["high-availability.kubernetes.lease-duration"] = c.Kube.LeaseDuration.String()
 	}
 	for k, v := range m {
 		if v == "" {

@@ -381,3 +381,46 @@ func TestDeletedLeaseKeepsTermsRising(t *testing.T) {
 		}
 	}
 }
+
+// The safety of the Lease: a leader cut off from the API server steps
+// down before any standby, campaigning all along, can take over.
+func TestStandbyTakesOverOnlyAfterTheLeaderSteppedDown(t *testing.T) {
+	s := kubetest.Shared(t)
+	ns := s.Namespace(t)
+	cfgA, cutA := config(t, s, ns)
+	cfgB, _ := config(t, s, ns)
+	a, b := newElector(t, cfgA), newElector(t, cfgB)
+	for round := range 3 {
+		la := campaign(t, a, "jm-a", 10*time.Second)
+		won := make(chan *Leadership, 1)
+		go func() {
+			if l, err := b.Campaign(t.Context(), ha.LeaderInfo{ID: "jm-b"}); err == nil {
+				won <- l
+			}
+		}()
+		// Cut at a different place in the renewal period each round.
+		time.Sleep(time.Duration(1500+round*333) * time.Millisecond)
+		cutA.on.Store(true)
+		cutAt := time.Now()
+		var lb *Leadership
+		select {
+		case lb = <-won:
+		case <-time.After(10 * time.Second):
+			t.Fatal("B never took over")
+		}
+		took := time.Since(cutAt)
+		select {
+		case <-la.Done():
+		default:
+			t.Fatalf("round %d: B took over %v after the cut while A still believed it led", round, took)
+		}
+		t.Logf("round %d: B took over %v after A was cut off (lease 3s)", round, took)
+		if took < 2*time.Second-100*time.Millisecond {
+			t.Errorf("round %d: B took over %v after the cut, before A's last renewal could have expired", round, took)
+		}
+		cutA.on.Store(false)
+		if err := lb.Resign(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -273,7 +273,13 @@ func (s *APIServer) waitReady(exited <-chan error) error {
 
 func (s *APIServer) writeKubeconfig() error {
 	s.Kubeconfig = filepath.Join(s.dir, "kubeconfig")
-	return os.WriteFile(s.Kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+	return s.WriteKubeconfig(s.Kubeconfig, s.URL)
+}
+
+// WriteKubeconfig writes a kubeconfig file reaching the server as its
+// administrator at server (its URL, or a proxy's in front of it).
+func (s *APIServer) WriteKubeconfig(path, server string) error {
+	return os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: kubetest
@@ -290,7 +296,7 @@ contexts:
     cluster: kubetest
     user: admin
 current-context: kubetest
-`, s.URL, s.Token)), 0o600)
+`, server, s.Token)), 0o600)
 }
 
 func (s *APIServer) stop() {

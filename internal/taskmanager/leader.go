@@ -6,6 +6,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/kubeha"
 )
 
 // leaderSource tells where the JobManager leader is. It pushes every
@@ -36,4 +37,11 @@ type etcdLeader struct {
 
 func (l etcdLeader) follow(ctx context.Context) <-chan ha.LeaderInfo {
 	return ha.Observe(ctx, l.client, l.keys.Leader())
+}
+
+// kubeLeader follows the leader elected on the Kubernetes API server.
+type kubeLeader kubeha.Config
+
+func (l kubeLeader) follow(ctx context.Context) <-chan ha.LeaderInfo {
+	return kubeha.Observe(ctx, kubeha.Config(l))
 }

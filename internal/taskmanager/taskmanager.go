@@ -28,6 +28,7 @@ import (
 	"github.com/weirproject/weir/internal/attempts"
 	"github.com/weirproject/weir/internal/exchange"
 	"github.com/weirproject/weir/internal/ha"
+	"github.com/weirproject/weir/internal/kubeha"
 	"github.com/weirproject/weir/internal/rpc"
 	"github.com/weirproject/weir/internal/rpcpolicy"
 	"github.com/weirproject/weir/internal/state"
@@ -56,6 +57,9 @@ type Config struct {
 	// Etcd, when its Client is set, finds the JobManager leader through
 	// etcd instead of the fixed JobManager address.
 	Etcd ha.Config
+	// Kube, when its Client is set, finds the JobManager leader through
+	// the cluster's Lease on the Kubernetes API server.
+	Kube kubeha.Config
 	// Credits bounds in-flight buffers per remote input channel.
 	Credits int
 	// QueueCapacity bounds each output subpartition, in buffers.
@@ -90,8 +94,13 @@ type Config struct {
 
 // Validate checks the configuration and fills defaults.
 func (c *Config) Validate() error {
-	if c.JobManager == "" && c.Etcd.Client == nil {
-		return errors.New("taskmanager: a JobManager address or etcd endpoints are required")
+	if c.JobManager == "" && c.Etcd.Client == nil && c.Kube.Client == nil {
+		return errors.New("taskmanager: a JobManager address, etcd endpoints or a Kubernetes API server are required")
+	}
+	if c.Kube.Client != nil {
+		if err := c.Kube.Validate(); err != nil {
+			return fmt.Errorf("taskmanager: %w", err)
+		}
 	}
 	if c.Slots < 1 {
 		return fmt.Errorf("taskmanager: slots must be at least 1, got %d", c.Slots)
@@ -263,6 +272,8 @@ func run(ctx context.Context, cfg Config, leaders leaderSource) error {
 	s.ctx = ctx
 	switch {
 	case leaders != nil:
+	case cfg.Kube.Client != nil:
+		leaders = kubeLeader(cfg.Kube)
 	case cfg.Etcd.Client != nil:
 		keys, _ := ha.NewKeys(cfg.Etcd.ClusterID) // checked by Validate
 		leaders = etcdLeader{client: cfg.Etcd.Client, keys: keys}
