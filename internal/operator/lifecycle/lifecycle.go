@@ -1,0 +1,499 @@
+// Package lifecycle is the life of a WeirJob as a pure state machine:
+// Decide reads what the operator observed (the resource's spec and stored
+// status, the job as its JobManager reports it, the time) and returns the
+// status to store and at most one action for the driver to carry out;
+// Complete folds the action's outcome into the status. The driver (the
+// operator's reconciler) does the I/O and nothing else, so every upgrade,
+// suspension, rollback and recovery path is tested here with no API server
+// and no JobManager.
+//
+// An upgrade moves through phases kept in status.upgrade:
+//
+//	(spec changed) ── Stopping ──► Starting ──► Verifying ──► RUNNING
+//	                  stop by mode   submit       job RUNNING?
+//	                  (savepoint,    the target   │ failed, or not within
+//	                  cancel+last    spec from    │ the rollback timeout
+//	                  checkpoint,    the path     ▼
+//	                  cancel)                    Stopping(rollback) ──► Starting ──► Verifying ──► ROLLED_BACK
+//
+// A first deployment, a resume and the recovery of a job its JobManager
+// lost start at Starting.
+package lifecycle
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/weirproject/weir/operator/api/v1alpha1"
+)
+
+// Phases of an upgrade.
+const (
+	PhaseStopping  = "Stopping"
+	PhaseStarting  = "Starting"
+	PhaseVerifying = "Verifying"
+)
+
+// Condition types.
+const (
+	CondReady     = "Ready"
+	CondUpgrading = "Upgrading"
+)
+
+// DefaultRollbackTimeout is how long a new job may take to reach RUNNING.
+const DefaultRollbackTimeout = 2 * time.Minute
+
+// maxSavepoints bounds the savepoint history in the status.
+const maxSavepoints = 10
+
+// Job is the job as the JobManager reports it.
+type Job struct {
+	// State is the JobManager's job state: RUNNING, FAILED, ...
+	State string
+	// FailureCause is why it failed or restarts.
+	FailureCause string
+	// LatestCheckpoint is its latest completed checkpoint, if any.
+	LatestCheckpoint *v1alpha1.CheckpointInfo
+}
+
+// Observation is what the driver saw in one round.
+type Observation struct {
+	Now        time.Time
+	Generation int64
+	Spec       v1alpha1.WeirJobSpec
+	Status     v1alpha1.WeirJobStatus
+	// Reachable: the JobManager answered.
+	Reachable bool
+	// Job is Status.JobID as the JobManager reports it; nil when there
+	// is no job ID or the JobManager does not know it.
+	Job *Job
+}
+
+// ActionKind is one I/O step of the driver.
+type ActionKind string
+
+const (
+	None ActionKind = ""
+	// Submit submits Action.Spec's job, restored from Action.RestorePath.
+	Submit ActionKind = "Submit"
+	// StopWithSavepoint stops the job, taking a savepoint.
+	StopWithSavepoint ActionKind = "StopWithSavepoint"
+	// CancelKeepingState cancels the job and reports its latest
+	// completed checkpoint (retained on cancellation).
+	CancelKeepingState ActionKind = "CancelKeepingState"
+	// Cancel cancels the job.
+	Cancel ActionKind = "Cancel"
+	// TriggerSavepoint takes a savepoint of the running job.
+	TriggerSavepoint ActionKind = "TriggerSavepoint"
+)
+
+// Action is what Decide asks the driver to do.
+type Action struct {
+	Kind ActionKind
+	// Spec is the spec to submit (the desired one, or the stable one of
+	// a rollback).
+	Spec v1alpha1.WeirJobSpec
+	// RestorePath is where a submitted job starts from.
+	RestorePath string
+	// Reason says why, for the savepoint history.
+	Reason string
+}
+
+// Result is the outcome of an action.
+type Result struct {
+	// JobID of a submitted job.
+	JobID string
+	// Path of a savepoint taken, or of the latest checkpoint of a job
+	// cancelled keeping state ("" when it had none).
+	Path string
+	Err  error
+}
+
+// Event is something users should see on the resource.
+type Event struct {
+	Warning bool
+	Reason  string
+	Message string
+}
+
+// Decision is what Decide returns.
+type Decision struct {
+	Status v1alpha1.WeirJobStatus
+	Action Action
+	Events []Event
+	// Deploy is the spec the cluster's objects (Deployments) should run
+	// now: the desired spec, or the stable one while rolling back.
+	Deploy v1alpha1.WeirJobSpec
+	// Suspended scales the job's own TaskManagers to zero.
+	Suspended bool
+	// Requeue asks for the next round after this long (0: on changes
+	// only).
+	Requeue time.Duration
+}
+
+// SpecHash is a hash of what a running job depends on in spec.
+func SpecHash(spec v1alpha1.WeirJobSpec) string {
+	spec.SavepointTriggerNonce, spec.Suspend, spec.Rollback, spec.InitialSavepointPath = 0, false, nil, ""
+	b, _ := json.Marshal(spec)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// Decide is one round of the WeirJob's state machine.
+func Decide(o Observation) Decision {
+	d := Decision{Status: *o.Status.DeepCopy(), Deploy: o.Spec}
+	st := &d.Status
+	st.ObservedGeneration = o.Generation
+	if o.Job != nil {
+		st.JobState = o.Job.State
+		// Only the current job's own checkpoints are newer than what it
+		// started from; a stopped one's are not.
+		if cp := o.Job.LatestCheckpoint; cp != nil && jobRunning(o.Job) && (st.Upgrade == nil || st.Upgrade.Phase == PhaseVerifying) {
+			st.LastCheckpoint = cp.DeepCopy()
+		}
+	}
+	if up := st.Upgrade; up != nil && up.Phase == PhaseVerifying && !up.Rollback && st.DeployedSpecHash != SpecHash(o.Spec) {
+		// A newer spec replaces one still being verified.
+		st.Upgrade = nil
+	}
+	if up := st.Upgrade; up != nil && up.Rollback {
+		if stable, ok := stableSpec(st); ok {
+			d.Deploy = stable
+		}
+	}
+	if !o.Reachable {
+		setCondition(st, CondReady, false, "JobManagerUnreachable", "the JobManager does not answer", o.Now)
+		d.Requeue = 2 * time.Second
+		return d
+	}
+	switch {
+	case st.Upgrade != nil:
+		decideUpgrade(o, &d)
+	case o.Spec.Suspend:
+		decideSuspend(o, &d)
+	case st.LifecycleState == v1alpha1.StateSuspended:
+		// Resume.
+		startUpgrade(o, &d, PhaseStarting, st.ResumeFrom, "resume", false)
+		d.Events = append(d.Events, Event{Reason: "Resuming", Message: "resuming the job from " + orNone(st.ResumeFrom)})
+	case st.JobID == "":
+		startUpgrade(o, &d, PhaseStarting, o.Spec.InitialSavepointPath, "initial", false)
+		st.LifecycleState = v1alpha1.StateDeploying
+	case o.Job == nil:
+		// The JobManager lost the job (a cluster without its HA data):
+		// start it again from the newest state the operator knows.
+		path := latestPath(st)
+		startUpgrade(o, &d, PhaseStarting, path, "recover", false)
+		d.Events = append(d.Events, Event{Warning: true, Reason: "JobLost", Message: fmt.Sprintf("the JobManager does not know job %s; submitting it again from %s", st.JobID, orNone(path))})
+	case st.DeployedSpecHash != SpecHash(o.Spec) && o.Generation != st.FailedGeneration:
+		decideSpecChange(o, &d)
+	default:
+		decideSteady(o, &d)
+	}
+	if d.Action.Kind != None && d.Requeue == 0 {
+		d.Requeue = 200 * time.Millisecond
+	}
+	return d
+}
+
+func orNone(path string) string {
+	if path == "" {
+		return "no state"
+	}
+	return path
+}
+
+// latestPath is the newest state of the job the operator recorded: the
+// current job's latest checkpoint, else what it started from.
+func latestPath(st *v1alpha1.WeirJobStatus) string {
+	if st.LastCheckpoint != nil && st.LastCheckpoint.Path != "" {
+		return st.LastCheckpoint.Path
+	}
+	return st.ResumeFrom
+}
+
+func startUpgrade(o Observation, d *Decision, phase, restore, reason string, rollback bool) {
+	st := &d.Status
+	st.Upgrade = &v1alpha1.UpgradeStatus{Phase: phase, Target: o.Generation, RestorePath: restore, Reason: reason, Rollback: rollback}
+	if rollback {
+		st.Upgrade.Target = st.StableGeneration
+	}
+	st.LifecycleState = v1alpha1.StateUpgrading
+	if rollback {
+		st.LifecycleState = v1alpha1.StateRollingBack
+	}
+	setCondition(st, CondUpgrading, true, reason, "moving the job to generation "+fmt.Sprint(st.Upgrade.Target), o.Now)
+	decideUpgrade(o, d)
+}
+
+// stopAction stops the running job as mode says.
+func stopAction(mode v1alpha1.UpgradeMode) ActionKind {
+	switch mode {
+	case v1alpha1.UpgradeStateless:
+		return Cancel
+	case v1alpha1.UpgradeLastState:
+		return CancelKeepingState
+	}
+	return StopWithSavepoint
+}
+
+func decideSpecChange(o Observation, d *Decision) {
+	st := &d.Status
+	if !jobRunning(o.Job) && o.Spec.UpgradeMode != v1alpha1.UpgradeStateless {
+		// Nothing to stop with a savepoint: start from the newest state
+		// recorded (last-state), as Flink's operator falls back to.
+		path := latestPath(st)
+		d.Events = append(d.Events, Event{Warning: true, Reason: "UpgradeFromLastState", Message: fmt.Sprintf("the job is %s, not running: upgrading from %s instead of a new savepoint", o.Job.State, orNone(path))})
+		startUpgrade(o, d, PhaseStarting, path, "upgrade", false)
+		return
+	}
+	d.Events = append(d.Events, Event{Reason: "Upgrading", Message: fmt.Sprintf("upgrading the job to generation %d (%s)", o.Generation, modeOf(o.Spec))})
+	startUpgrade(o, d, PhaseStopping, "", "upgrade", false)
+}
+
+func modeOf(spec v1alpha1.WeirJobSpec) v1alpha1.UpgradeMode {
+	if spec.UpgradeMode == "" {
+		return v1alpha1.UpgradeSavepoint
+	}
+	return spec.UpgradeMode
+}
+
+func jobRunning(j *Job) bool {
+	return j != nil && (j.State == "RUNNING" || j.State == "RESTARTING" || j.State == "CREATED")
+}
+
+func decideUpgrade(o Observation, d *Decision) {
+	st := &d.Status
+	up := st.Upgrade
+	switch up.Phase {
+	case PhaseStopping:
+		if !jobRunning(o.Job) {
+			// Already stopped (by an earlier round whose outcome was
+			// lost, or it failed): go on from the newest state.
+			if up.RestorePath == "" && modeOf(o.Spec) != v1alpha1.UpgradeStateless && !up.Rollback {
+				up.RestorePath = latestPath(st)
+			}
+			up.Phase = PhaseStarting
+			decideUpgrade(o, d)
+			return
+		}
+		kind := stopAction(modeOf(o.Spec))
+		if up.Rollback {
+			kind = Cancel // the rollback restores the state the upgrade started from
+		}
+		d.Action = Action{Kind: kind, Reason: up.Reason}
+	case PhaseStarting:
+		spec := o.Spec
+		if up.Rollback {
+			spec = d.Deploy
+		}
+		d.Action = Action{Kind: Submit, Spec: spec, RestorePath: up.RestorePath, Reason: up.Reason}
+	case PhaseVerifying:
+		timeout := DefaultRollbackTimeout
+		rollback := true
+		if r := o.Spec.Rollback; r != nil {
+			rollback = r.Enabled
+			if r.Timeout.Duration > 0 {
+				timeout = r.Timeout.Duration
+			}
+		}
+		switch {
+		case o.Job != nil && o.Job.State == "RUNNING":
+			finishUpgrade(o, d)
+		case o.Job != nil && o.Job.State == "FINISHED":
+			st.Upgrade = nil
+			st.LifecycleState = v1alpha1.StateFinished
+			setCondition(st, CondUpgrading, false, "Finished", "the job finished", o.Now)
+		case up.Rollback || !rollback || st.StableSpec == "":
+			// Nothing to roll back to (or not asked): wait, and say so.
+			if failed(o.Job) || timedOut(o, up, timeout) {
+				st.LifecycleState = v1alpha1.StateFailed
+				setCondition(st, CondReady, false, "JobNotRunning", fmt.Sprintf("the job is %s after %s: %s", stateOf(o.Job), reasonOf(up), causeOf(o.Job)), o.Now)
+			}
+			d.Requeue = time.Second
+		case failed(o.Job) || timedOut(o, up, timeout):
+			msg := fmt.Sprintf("generation %d's job is %s after the upgrade (%s); rolling back to generation %d", up.Target, stateOf(o.Job), causeOf(o.Job), st.StableGeneration)
+			d.Events = append(d.Events, Event{Warning: true, Reason: "RollingBack", Message: msg})
+			st.FailedGeneration = up.Target
+			restore := up.RestorePath
+			stable, _ := stableSpec(st)
+			d.Deploy = stable
+			startUpgrade(o, d, PhaseStopping, restore, "rollback", true)
+			st.Upgrade.RestorePath = restore
+		default:
+			d.Requeue = time.Second
+		}
+	}
+}
+
+func failed(j *Job) bool { return j != nil && (j.State == "FAILED" || j.State == "CANCELED") }
+
+func timedOut(o Observation, up *v1alpha1.UpgradeStatus, timeout time.Duration) bool {
+	return up.StartedAt != nil && o.Now.Sub(up.StartedAt.Time) > timeout
+}
+
+func stateOf(j *Job) string {
+	if j == nil {
+		return "unknown to the JobManager"
+	}
+	return j.State
+}
+
+func causeOf(j *Job) string {
+	if j == nil || j.FailureCause == "" {
+		return "no failure cause"
+	}
+	return j.FailureCause
+}
+
+func reasonOf(up *v1alpha1.UpgradeStatus) string {
+	if up.Rollback {
+		return "the rollback"
+	}
+	return "the " + up.Reason
+}
+
+func finishUpgrade(o Observation, d *Decision) {
+	st := &d.Status
+	up := st.Upgrade
+	st.Upgrade = nil
+	setCondition(st, CondUpgrading, false, "Done", "the job runs generation "+fmt.Sprint(up.Target), o.Now)
+	if up.Rollback {
+		st.LifecycleState = v1alpha1.StateRolledBack
+		setCondition(st, CondReady, false, "RolledBack", fmt.Sprintf("generation %d did not reach RUNNING; the job runs generation %d again", st.FailedGeneration, up.Target), o.Now)
+		d.Events = append(d.Events, Event{Warning: true, Reason: "RolledBack", Message: fmt.Sprintf("the job runs generation %d again, from %s", up.Target, orNone(up.RestorePath))})
+		return
+	}
+	st.LifecycleState = v1alpha1.StateRunning
+	st.StableGeneration = up.Target
+	b, _ := json.Marshal(o.Spec)
+	st.StableSpec = string(b)
+	st.FailedGeneration = 0
+	setCondition(st, CondReady, true, "Running", "the job runs generation "+fmt.Sprint(up.Target), o.Now)
+	d.Events = append(d.Events, Event{Reason: "JobRunning", Message: fmt.Sprintf("the job runs generation %d (%s, from %s)", up.Target, up.Reason, orNone(up.RestorePath))})
+}
+
+func stableSpec(st *v1alpha1.WeirJobStatus) (v1alpha1.WeirJobSpec, bool) {
+	var spec v1alpha1.WeirJobSpec
+	if st.StableSpec == "" || json.Unmarshal([]byte(st.StableSpec), &spec) != nil {
+		return spec, false
+	}
+	return spec, true
+}
+
+func decideSuspend(o Observation, d *Decision) {
+	st := &d.Status
+	d.Suspended = true
+	if st.LifecycleState == v1alpha1.StateSuspended {
+		return
+	}
+	if !jobRunning(o.Job) {
+		st.ResumeFrom = latestPath(st)
+		suspended(o, d)
+		return
+	}
+	d.Action = Action{Kind: stopAction(modeOf(o.Spec)), Reason: "suspend"}
+}
+
+func suspended(o Observation, d *Decision) {
+	st := &d.Status
+	st.LifecycleState = v1alpha1.StateSuspended
+	st.JobID, st.JobState = "", ""
+	setCondition(st, CondReady, false, "Suspended", "suspended; resumes from "+orNone(st.ResumeFrom), o.Now)
+	d.Events = append(d.Events, Event{Reason: "Suspended", Message: "the job is suspended; it resumes from " + orNone(st.ResumeFrom)})
+}
+
+func decideSteady(o Observation, d *Decision) {
+	st := &d.Status
+	switch o.Job.State {
+	case "RUNNING", "CREATED", "RESTARTING":
+		if st.LifecycleState != v1alpha1.StateRolledBack {
+			st.LifecycleState = v1alpha1.StateRunning
+			setCondition(st, CondReady, o.Job.State == "RUNNING", "Job"+o.Job.State, "the job is "+o.Job.State, o.Now)
+		}
+		if o.Spec.SavepointTriggerNonce != st.SavepointTriggerNonce && o.Job.State == "RUNNING" {
+			d.Action = Action{Kind: TriggerSavepoint, Reason: "manual"}
+		}
+		d.Requeue = 5 * time.Second
+	case "FINISHED":
+		st.LifecycleState = v1alpha1.StateFinished
+		setCondition(st, CondReady, false, "Finished", "the job finished", o.Now)
+	default:
+		st.LifecycleState = v1alpha1.StateFailed
+		setCondition(st, CondReady, false, "Job"+o.Job.State, fmt.Sprintf("the job is %s: %s", o.Job.State, causeOf(o.Job)), o.Now)
+		d.Requeue = 5 * time.Second
+	}
+}
+
+// Complete folds the outcome of d's action into d's status and returns
+// the status to store, with events to record.
+func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Event) {
+	st := *d.Status.DeepCopy()
+	var events []Event
+	if r.Err != nil {
+		st.Error = fmt.Sprintf("%s: %v", d.Action.Kind, r.Err)
+		events = append(events, Event{Warning: true, Reason: string(d.Action.Kind) + "Failed", Message: r.Err.Error()})
+		return st, events
+	}
+	st.Error = ""
+	now := metav1.NewTime(o.Now)
+	switch d.Action.Kind {
+	case Submit:
+		st.JobID, st.JobState = r.JobID, ""
+		st.ResumeFrom, st.LastCheckpoint = d.Action.RestorePath, nil
+		if up := st.Upgrade; up != nil {
+			up.Phase = PhaseVerifying
+			up.StartedAt = &now
+			st.DeployedGeneration, st.DeployedSpecHash = up.Target, SpecHash(d.Action.Spec)
+		}
+		if d.Action.RestorePath != "" {
+			events = append(events, Event{Reason: "Submitted", Message: fmt.Sprintf("submitted job %s from %s", r.JobID, d.Action.RestorePath)})
+		} else {
+			events = append(events, Event{Reason: "Submitted", Message: "submitted job " + r.JobID + " without state"})
+		}
+	case StopWithSavepoint, CancelKeepingState, Cancel:
+		if r.Path != "" {
+			recordSavepoint(&st, v1alpha1.SavepointInfo{Path: r.Path, Reason: d.Action.Reason, Time: now, Checkpoint: d.Action.Kind == CancelKeepingState})
+		}
+		if d.Action.Kind != Cancel || st.Upgrade == nil || !st.Upgrade.Rollback {
+			// What the job stopped at is now its newest state.
+			st.ResumeFrom, st.LastCheckpoint = r.Path, nil
+		}
+		if st.Upgrade != nil {
+			if !st.Upgrade.Rollback {
+				st.Upgrade.RestorePath = r.Path
+			}
+			st.Upgrade.Phase = PhaseStarting
+		} else if d.Suspended {
+			dd := Decision{Status: st}
+			suspended(o, &dd)
+			st, events = dd.Status, append(events, dd.Events...)
+		}
+	case TriggerSavepoint:
+		recordSavepoint(&st, v1alpha1.SavepointInfo{Path: r.Path, Reason: "manual", Time: now})
+		st.SavepointTriggerNonce = o.Spec.SavepointTriggerNonce
+		events = append(events, Event{Reason: "SavepointTaken", Message: "savepoint " + r.Path})
+	}
+	return st, events
+}
+
+func recordSavepoint(st *v1alpha1.WeirJobStatus, sp v1alpha1.SavepointInfo) {
+	st.LastSavepoint = sp.DeepCopy()
+	st.Savepoints = append(st.Savepoints, sp)
+	if n := len(st.Savepoints) - maxSavepoints; n > 0 {
+		st.Savepoints = st.Savepoints[n:]
+	}
+}
+
+func setCondition(st *v1alpha1.WeirJobStatus, typ string, ok bool, reason, msg string, now time.Time) {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration, LastTransitionTime: metav1.NewTime(now)})
+}

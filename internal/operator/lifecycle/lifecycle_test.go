@@ -1,0 +1,385 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/weirproject/weir/operator/api/v1alpha1"
+)
+
+// jobManager is a model of a JobManager for the scenarios: jobs start
+// RUNNING unless their spec's job text contains "fail" (then FAILED) or
+// "stuck" (then stay CREATED); each running job completes a checkpoint
+// per round.
+type jobManager struct {
+	jobs    map[string]*modelJob
+	next    int
+	down    bool
+	failNow ActionKind // the next action of this kind fails
+	log     []string
+}
+
+type modelJob struct {
+	spec     string
+	state    string
+	from     string
+	ckpt     int64
+	savepts  int
+	ckptPath string
+}
+
+func newJobManager() *jobManager { return &jobManager{jobs: map[string]*modelJob{}} }
+
+func (m *jobManager) tick() {
+	for id, j := range m.jobs {
+		if j.state == "RUNNING" {
+			j.ckpt++
+			j.ckptPath = fmt.Sprintf("/ckpt/%s/chk-%d", id, j.ckpt)
+		}
+	}
+}
+
+func (m *jobManager) view(id string) *Job {
+	j := m.jobs[id]
+	if j == nil {
+		return nil
+	}
+	v := &Job{State: j.state}
+	if j.ckpt > 0 {
+		v.LatestCheckpoint = &v1alpha1.CheckpointInfo{ID: j.ckpt, Path: j.ckptPath}
+	}
+	return v
+}
+
+func (m *jobManager) do(a Action, jobID string) Result {
+	if m.failNow == a.Kind && a.Kind != None {
+		m.failNow = None
+		return Result{Err: errors.New("injected failure")}
+	}
+	j := m.jobs[jobID]
+	switch a.Kind {
+	case Submit:
+		m.next++
+		id := fmt.Sprintf("job-%d", m.next)
+		state := "RUNNING"
+		switch {
+		case strings.Contains(a.Spec.Job.Spec, "fail"):
+			state = "FAILED"
+		case strings.Contains(a.Spec.Job.Spec, "stuck"):
+			state = "CREATED"
+		}
+		m.jobs[id] = &modelJob{spec: a.Spec.Job.Spec, state: state, from: a.RestorePath}
+		m.log = append(m.log, fmt.Sprintf("submit %q from %q", a.Spec.Job.Spec, a.RestorePath))
+		return Result{JobID: id}
+	case StopWithSavepoint:
+		j.savepts++
+		j.state = "FINISHED"
+		p := fmt.Sprintf("/sp/%s-%d", jobID, j.savepts)
+		m.log = append(m.log, "stop with savepoint "+p)
+		return Result{Path: p}
+	case CancelKeepingState:
+		j.state = "CANCELED"
+		m.log = append(m.log, "cancel keeping "+j.ckptPath)
+		return Result{Path: j.ckptPath}
+	case Cancel:
+		j.state = "CANCELED"
+		m.log = append(m.log, "cancel")
+		return Result{}
+	case TriggerSavepoint:
+		j.savepts++
+		p := fmt.Sprintf("/sp/%s-%d", jobID, j.savepts)
+		m.log = append(m.log, "savepoint "+p)
+		return Result{Path: p}
+	}
+	return Result{}
+}
+
+// world is a WeirJob, its JobManager and a clock, driven round by round
+// as the reconciler drives them.
+type world struct {
+	t      *testing.T
+	jm     *jobManager
+	gen    int64
+	spec   v1alpha1.WeirJobSpec
+	status v1alpha1.WeirJobStatus
+	now    time.Time
+	events []Event
+	last   Decision
+}
+
+func newWorld(t *testing.T, mode v1alpha1.UpgradeMode, job string) *world {
+	return &world{t: t, jm: newJobManager(), gen: 1, now: time.Unix(1e9, 0),
+		spec: v1alpha1.WeirJobSpec{Job: v1alpha1.JobSource{Spec: job}, UpgradeMode: mode}}
+}
+
+func (w *world) change(f func(*v1alpha1.WeirJobSpec)) {
+	f(&w.spec)
+	w.gen++
+}
+
+// round is one reconcile: observe, decide, act, complete; then the
+// invariants.
+func (w *world) round() {
+	w.t.Helper()
+	w.jm.tick()
+	o := Observation{Now: w.now, Generation: w.gen, Spec: w.spec, Status: w.status, Reachable: !w.jm.down}
+	if w.status.JobID != "" && !w.jm.down {
+		o.Job = w.jm.view(w.status.JobID)
+	}
+	d := Decide(o)
+	w.events = append(w.events, d.Events...)
+	st := d.Status
+	if d.Action.Kind != None {
+		r := w.jm.do(d.Action, d.Status.JobID)
+		var ev []Event
+		st, ev = Complete(o, d, r)
+		w.events = append(w.events, ev...)
+	}
+	w.status, w.last = st, d
+	w.now = w.now.Add(time.Second)
+	w.invariants()
+}
+
+func (w *world) invariants() {
+	w.t.Helper()
+	running := 0
+	for _, j := range w.jm.jobs {
+		if j.state == "RUNNING" || j.state == "CREATED" {
+			running++
+		}
+	}
+	if running > 1 {
+		w.t.Fatalf("%d jobs of one WeirJob run at once: %v", running, w.jm.log)
+	}
+	if len(w.status.Savepoints) > maxSavepoints {
+		w.t.Fatalf("savepoint history of %d", len(w.status.Savepoints))
+	}
+	if up := w.status.Upgrade; up != nil && up.Phase != PhaseStopping && up.Phase != PhaseStarting && up.Phase != PhaseVerifying {
+		w.t.Fatalf("unknown phase %q", up.Phase)
+	}
+}
+
+// until runs rounds until the lifecycle state is want, at most n.
+func (w *world) until(want string, n int) {
+	w.t.Helper()
+	for range n {
+		w.round()
+		if w.status.LifecycleState == want && w.status.Upgrade == nil {
+			return
+		}
+	}
+	w.t.Fatalf("not %s after %d rounds: %s, upgrade %+v, error %q\nlog: %v", want, n, w.status.LifecycleState, w.status.Upgrade, w.status.Error, w.jm.log)
+}
+
+func (w *world) ready() bool {
+	return meta.IsStatusConditionTrue(w.status.Conditions, CondReady)
+}
+
+func (w *world) current() *modelJob { return w.jm.jobs[w.status.JobID] }
+
+func TestFirstDeploymentRunsAndIsStable(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.spec.InitialSavepointPath = "/sp/initial"
+	w.until(v1alpha1.StateRunning, 5)
+	if !w.ready() || w.current().from != "/sp/initial" || w.status.StableGeneration != 1 || w.status.StableSpec == "" {
+		t.Fatalf("status %+v, job %+v", w.status, w.current())
+	}
+	w.round()
+	if w.status.LastCheckpoint == nil || w.status.LastCheckpoint.ID == 0 {
+		t.Fatalf("latest checkpoint not recorded: %+v", w.status.LastCheckpoint)
+	}
+}
+
+func TestUpgradeModes(t *testing.T) {
+	for _, tc := range []struct {
+		mode     v1alpha1.UpgradeMode
+		stop     string
+		fromPref string // what the new job starts from
+	}{
+		{v1alpha1.UpgradeSavepoint, "stop with savepoint", "/sp/"},
+		{v1alpha1.UpgradeLastState, "cancel keeping", "/ckpt/"},
+		{v1alpha1.UpgradeStateless, "cancel", ""},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			w := newWorld(t, tc.mode, "v1")
+			w.until(v1alpha1.StateRunning, 5)
+			w.round()
+			w.round()
+			old := w.status.JobID
+			w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+			w.round()
+			if w.status.LifecycleState != v1alpha1.StateUpgrading || !meta.IsStatusConditionTrue(w.status.Conditions, CondUpgrading) {
+				t.Fatalf("after the change: %s", w.status.LifecycleState)
+			}
+			w.until(v1alpha1.StateRunning, 6)
+			j := w.current()
+			if w.status.JobID == old || j.spec != "v2" || !strings.HasPrefix(j.from, tc.fromPref) || (tc.fromPref == "" && j.from != "") {
+				t.Fatalf("new job %+v (id %s, old %s), log %v", j, w.status.JobID, old, w.jm.log)
+			}
+			if !strings.Contains(strings.Join(w.jm.log, ";"), tc.stop) {
+				t.Fatalf("stopped without %q: %v", tc.stop, w.jm.log)
+			}
+			if w.status.DeployedGeneration != 2 || w.status.StableGeneration != 2 || !w.ready() {
+				t.Fatalf("status %+v", w.status)
+			}
+			if tc.mode != v1alpha1.UpgradeStateless && (w.status.LastSavepoint == nil || w.status.LastSavepoint.Reason != "upgrade") {
+				t.Fatalf("upgrade's state not recorded: %+v", w.status.LastSavepoint)
+			}
+		})
+	}
+}
+
+func TestNonceAndSuspendNeedNoUpgrade(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.until(v1alpha1.StateRunning, 5)
+	id := w.status.JobID
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.SavepointTriggerNonce = 7 })
+	w.round()
+	if w.status.JobID != id || w.status.SavepointTriggerNonce != 7 || w.status.LastSavepoint == nil || w.status.LastSavepoint.Reason != "manual" {
+		t.Fatalf("manual savepoint: %+v", w.status)
+	}
+	w.round()
+	if n := len(w.status.Savepoints); n != 1 {
+		t.Fatalf("%d savepoints for one nonce", n)
+	}
+
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend = true })
+	w.until(v1alpha1.StateSuspended, 3)
+	if !w.last.Suspended || w.status.JobID != "" || !strings.HasPrefix(w.status.ResumeFrom, "/sp/") || w.ready() {
+		t.Fatalf("suspended: %+v", w.status)
+	}
+	from := w.status.ResumeFrom
+	w.round()
+	if len(w.jm.log) != 3 {
+		t.Fatalf("a suspended job acted: %v", w.jm.log)
+	}
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend = false })
+	w.until(v1alpha1.StateRunning, 5)
+	if w.current().from != from {
+		t.Fatalf("resumed from %q, want %q", w.current().from, from)
+	}
+}
+
+func TestFailedUpgradeRollsBack(t *testing.T) {
+	for _, bad := range []string{"v2-fail", "v2-stuck"} {
+		t.Run(bad, func(t *testing.T) {
+			w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+			w.spec.Rollback = &v1alpha1.RollbackSpec{Enabled: true, Timeout: metav1.Duration{Duration: 5 * time.Second}}
+			w.until(v1alpha1.StateRunning, 5)
+			w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = bad })
+			w.until(v1alpha1.StateRolledBack, 20)
+			j := w.current()
+			if j.spec != "v1" || !strings.HasPrefix(j.from, "/sp/") {
+				t.Fatalf("rolled back to %+v; log %v", j, w.jm.log)
+			}
+			if w.status.FailedGeneration != 2 || w.status.DeployedGeneration != 1 || w.ready() {
+				t.Fatalf("status %+v", w.status)
+			}
+			if c := meta.FindStatusCondition(w.status.Conditions, CondReady); c == nil || c.Reason != "RolledBack" {
+				t.Fatalf("Ready condition %+v", c)
+			}
+			if !hasEvent(w.events, "RollingBack") || !hasEvent(w.events, "RolledBack") {
+				t.Fatalf("events %+v", w.events)
+			}
+			// The failed generation is not tried again; a new one is.
+			n := len(w.jm.log)
+			w.round()
+			w.round()
+			if len(w.jm.log) != n {
+				t.Fatalf("the rolled back generation was retried: %v", w.jm.log[n:])
+			}
+			w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v3" })
+			w.until(v1alpha1.StateRunning, 6)
+			if w.current().spec != "v3" || w.status.StableGeneration != 3 {
+				t.Fatalf("after a fixed spec: %+v", w.status)
+			}
+		})
+	}
+}
+
+func TestRollbackOff(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.spec.Rollback = &v1alpha1.RollbackSpec{Enabled: false}
+	w.until(v1alpha1.StateRunning, 5)
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2-fail" })
+	for range 6 {
+		w.round()
+	}
+	if w.status.LifecycleState != v1alpha1.StateFailed || w.current().spec != "v2-fail" {
+		t.Fatalf("state %s job %+v", w.status.LifecycleState, w.current())
+	}
+	// A fixed spec replaces the failed one, from the upgrade's savepoint.
+	sp := w.status.ResumeFrom
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v3" })
+	w.until(v1alpha1.StateRunning, 6)
+	if w.current().spec != "v3" || w.current().from != sp || sp == "" {
+		t.Fatalf("fixed job %+v, want from %q", w.current(), sp)
+	}
+}
+
+func TestLostJobAndUnreachableJobManager(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.until(v1alpha1.StateRunning, 5)
+	w.round()
+	w.round()
+	ck := w.status.LastCheckpoint.Path
+
+	w.jm.down = true
+	w.round()
+	if w.ready() || w.last.Action.Kind != None {
+		t.Fatalf("unreachable: ready %v, action %v", w.ready(), w.last.Action)
+	}
+	w.jm.down = false
+	delete(w.jm.jobs, w.status.JobID) // a JobManager without its HA data
+	w.until(v1alpha1.StateRunning, 5)
+	if w.current().from == "" || !hasEvent(w.events, "JobLost") {
+		t.Fatalf("lost job resubmitted from %q (last checkpoint %s)", w.current().from, ck)
+	}
+}
+
+func TestFailedActionIsRetried(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.until(v1alpha1.StateRunning, 5)
+	w.jm.failNow = StopWithSavepoint
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+	w.round()
+	if w.status.Error == "" || w.status.Upgrade == nil || w.status.Upgrade.Phase != PhaseStopping {
+		t.Fatalf("after a failed savepoint: %+v", w.status)
+	}
+	w.until(v1alpha1.StateRunning, 6)
+	if w.status.Error != "" || w.current().spec != "v2" {
+		t.Fatalf("status %+v", w.status)
+	}
+}
+
+func TestUpgradeOfAFailedJobStartsFromItsLastCheckpoint(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.until(v1alpha1.StateRunning, 5)
+	w.round()
+	w.current().state = "FAILED"
+	w.round()
+	if w.status.LifecycleState != v1alpha1.StateFailed || w.ready() {
+		t.Fatalf("a failed job: %s", w.status.LifecycleState)
+	}
+	ck := w.status.LastCheckpoint.Path
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+	w.until(v1alpha1.StateRunning, 6)
+	if w.current().from != ck || !hasEvent(w.events, "UpgradeFromLastState") {
+		t.Fatalf("upgraded from %q, want %q", w.current().from, ck)
+	}
+}
+
+func hasEvent(evs []Event, reason string) bool {
+	for _, e := range evs {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
