@@ -8,7 +8,7 @@ DAEMONS  := jobmanager taskmanager
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean autoscaler-step \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
-	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl kube-apiserver
+	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl kube-apiserver kube-gen
 
 all: build
 
@@ -156,9 +156,17 @@ docs:
 # retyped). The baseline is the protos as released; until the first release
 # it is the contract as first pinned. `make proto-baseline` renews it, at a
 # release and only then.
-check-proto: proto
+# The operator's generated code: deepcopy functions of its resources and
+# their CustomResourceDefinitions (controller-gen, pinned in tools/).
+CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
+kube-gen:
+	$(CONTROLLER_GEN) object paths=./operator/api/...
+	$(CONTROLLER_GEN) crd paths=./operator/api/... output:crd:dir=deploy/kubernetes/crds
+
+check-proto: proto kube-gen
 	$(BUF) breaking --against proto/baseline.binpb
 	git diff --exit-code -- proto/ || { echo "generated protobuf code is stale: run make proto and commit"; exit 1; }
+	git diff --exit-code -- operator/api/ deploy/kubernetes/crds/ || { echo "the operator's generated code is stale: run make kube-gen and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto/)" || { git status --porcelain -- proto/; echo "untracked generated files: run make proto and commit"; exit 1; }
 
 proto-baseline:

@@ -55,6 +55,8 @@ func run(m *testing.M) int {
 	}
 	builds := [][]string{
 		append(append([]string{}, args...), "../cmd/jobmanager", "../cmd/taskmanager", "../cmd/weir"),
+		// The Kubernetes operator, run against a real API server.
+		{"build", "-o", filepath.Join(dir, "weir-operator"), "../cmd/weir-operator"},
 		// The Kafka-protocol development broker the Kafka tests run.
 		{"build", "-o", filepath.Join(dir, "kafka-dev"), "../cmd/kafka-dev"},
 		// A user's taskmanager with its own operator, built on the public SDK.

@@ -156,6 +156,7 @@ func (t *TLS) Register(fs *flag.FlagSet) {
 	fs.StringVar(&t.GRPC.Cert, "tls-cert", "", "PEM certificate for mutual TLS on every gRPC connection and HTTPS on the HTTP address (with --tls-key and --tls-ca; reloaded when the file changes)")
 	fs.StringVar(&t.GRPC.Key, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&t.GRPC.CA, "tls-ca", "", "PEM CA certificates: gRPC peers must present a certificate they signed")
+	fs.StringVar(&t.GRPC.ServerName, "tls-server-name", "", "name every peer's certificate is verified against instead of the address dialled (with --tls-cert; on Kubernetes, where pods are reached by IP, the name the cluster's certificate carries)")
 	fs.StringVar(&t.Etcd.Cert, "etcd-cert", "", "PEM client certificate for etcd (with --etcd-key)")
 	fs.StringVar(&t.Etcd.Key, "etcd-key", "", "PEM private key of --etcd-cert")
 	fs.StringVar(&t.Etcd.CA, "etcd-ca", "", "PEM CA certificates that verify etcd's server certificate (default the system's); any of --etcd-cert, --etcd-key, --etcd-ca turns on TLS to etcd")
@@ -164,7 +165,7 @@ func (t *TLS) Register(fs *flag.FlagSet) {
 // MutualTLS loads the --tls-* files: nil when none is given, an error
 // when only some are, since mutual TLS needs all three.
 func MutualTLS(f tlsconfig.Files, log *slog.Logger) (*tlsconfig.Reloader, error) {
-	if f.IsZero() {
+	if (f == tlsconfig.Files{ServerName: f.ServerName}) {
 		return nil, nil
 	}
 	if err := together("mutual TLS", flagFile{"--tls-cert", f.Cert}, flagFile{"--tls-key", f.Key}, flagFile{"--tls-ca", f.CA}); err != nil {

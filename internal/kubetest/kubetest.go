@@ -32,9 +32,13 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/weirproject/weir/internal/freeport"
 )
@@ -58,6 +62,9 @@ type APIServer struct {
 	cmd  *exec.Cmd
 	etcd *embed.Etcd
 	log  string
+
+	crdMu sync.Mutex
+	crds  map[string]bool
 }
 
 var shared struct {
@@ -307,4 +314,62 @@ func (s *APIServer) stop() {
 		s.etcd.Close()
 	}
 	_ = os.RemoveAll(s.dir)
+}
+
+// InstallCRDs creates the custom resource definitions of the YAML files in
+// dir (once per server) and waits until they are served.
+func (s *APIServer) InstallCRDs(t testing.TB, dir string) {
+	t.Helper()
+	s.crdMu.Lock()
+	defer s.crdMu.Unlock()
+	if s.crds[dir] {
+		return
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("kubetest: no CRDs in %s: %v", dir, err)
+	}
+	cs, err := apiextensionsclient.NewForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(b, &crd); err != nil {
+			t.Fatalf("kubetest: %s: %v", f, err)
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("kubetest: create CRD %s: %v", crd.Name, err)
+		}
+		for {
+			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err == nil && established(got) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("kubetest: CRD %s not established", crd.Name)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if s.crds == nil {
+		s.crds = map[string]bool{}
+	}
+	s.crds[dir] = true
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }

@@ -19,6 +19,11 @@ import (
 // to verify peers with. Any of them may be empty where the use allows it.
 type Files struct {
 	Cert, Key, CA string
+	// ServerName, when set, is the name every server's certificate is
+	// verified against instead of the host dialled: on Kubernetes, where
+	// daemons reach each other by pod IPs that no certificate can name
+	// in advance, the cluster's certificate names the cluster.
+	ServerName string
 }
 
 // IsZero reports whether no file is given.
@@ -155,6 +160,9 @@ func (r *Reloader) ClientConfig(base *tls.Config) *tls.Config {
 		for _, ca := range cas {
 			c.RootCAs.AddCert(ca)
 		}
+	}
+	if r.files.ServerName != "" {
+		c.ServerName = r.files.ServerName
 	}
 	if r.files.Cert != "" {
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {

@@ -286,6 +286,11 @@ func decideUpgrade(o Observation, d *Decision) {
 		if up.Rollback {
 			kind = Cancel // the rollback restores the state the upgrade started from
 		}
+		if kind == StopWithSavepoint && o.Job.State != "RUNNING" {
+			// A savepoint needs every subtask running: wait for it.
+			d.Requeue = time.Second
+			return
+		}
 		d.Action = Action{Kind: kind, Reason: up.Reason}
 	case PhaseStarting:
 		spec := o.Spec
@@ -397,7 +402,12 @@ func decideSuspend(o Observation, d *Decision) {
 		suspended(o, d)
 		return
 	}
-	d.Action = Action{Kind: stopAction(modeOf(o.Spec)), Reason: "suspend"}
+	kind := stopAction(modeOf(o.Spec))
+	if kind == StopWithSavepoint && o.Job.State != "RUNNING" {
+		d.Requeue = time.Second
+		return
+	}
+	d.Action = Action{Kind: kind, Reason: "suspend"}
 }
 
 func suspended(o Observation, d *Decision) {
