@@ -42,7 +42,7 @@ type cluster struct {
 	program   *v1alpha1.ProgramSpec
 	// taskManagers is the TaskManager Deployment's replicas.
 	taskManagers int32
-	owner       metav1.OwnerReference
+	owner        metav1.OwnerReference
 }
 
 func (c cluster) tls() bool { return c.spec.TLS == nil || c.spec.TLS.Enabled }
