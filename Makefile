@@ -3,12 +3,12 @@
 GO       ?= go
 BIN      ?= bin
 BUF      := $(GO) tool -modfile=tools/go.mod buf
-BINARIES := jobmanager taskmanager weir
-DAEMONS  := jobmanager taskmanager
+BINARIES := jobmanager taskmanager weir weir-operator
+DAEMONS  := jobmanager taskmanager weir-operator
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean autoscaler-step \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
-	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl kube-apiserver kube-gen
+	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl kube-apiserver kube-gen helm kube-manifests
 
 all: build
 
@@ -30,15 +30,15 @@ build:
 # reports and failures are printed again at the end, where a CI log's tail
 # shows them.
 TEST_TAGS ?= failpoints
-test: vet versitygw kube-apiserver
-	@bash -o pipefail -c 'WEIR_VERSITYGW=$(abspath $(BIN))/versitygw WEIR_KUBE_APISERVER=$(abspath $(BIN))/kube-apiserver $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 45m ./... 2>&1 | tee $(BIN)/test.log' || { \
+test: vet versitygw kube-apiserver helm
+	@bash -o pipefail -c 'WEIR_VERSITYGW=$(abspath $(BIN))/versitygw WEIR_KUBE_APISERVER=$(abspath $(BIN))/kube-apiserver WEIR_HELM=$(abspath $(BIN))/helm $(GO) test -race -tags $(TEST_TAGS) -count=1 -timeout 45m ./... 2>&1 | tee $(BIN)/test.log' || { \
 		echo "== make test failed; its race reports and failures again:"; \
 		grep -a -A50 -e '^WARNING: DATA RACE' $(BIN)/test.log | head -300; \
 		grep -a -e '^--- FAIL' -e '^FAIL' -e '^panic:' $(BIN)/test.log | head -50; \
 		exit 1; }
 
-test-short: versitygw kube-apiserver
-	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw WEIR_KUBE_APISERVER=$(abspath $(BIN))/kube-apiserver $(GO) test -race -tags $(TEST_TAGS) -short ./...
+test-short: versitygw kube-apiserver helm
+	WEIR_VERSITYGW=$(abspath $(BIN))/versitygw WEIR_KUBE_APISERVER=$(abspath $(BIN))/kube-apiserver WEIR_HELM=$(abspath $(BIN))/helm $(GO) test -race -tags $(TEST_TAGS) -short ./...
 
 # Every fuzz target (func FuzzXxx in this module's tests) in turn, for
 # FUZZTIME each: about 7 minutes with the default, `make fuzz FUZZTIME=10m`
@@ -74,6 +74,21 @@ kube-apiserver:
 	echo "== building kube-apiserver $(KUBE_APISERVER_VERSION) (once; 10-20 minutes)"; \
 	cd deploy/kubernetes/apiserver && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver && \
 	echo $(KUBE_APISERVER_VERSION) > $(abspath $(BIN))/kube-apiserver.version
+
+# Helm, to lint and render the charts in deploy/helm (pinned by the
+# tools-only module deploy/kubernetes/helmtool).
+HELM_VERSION := v4.3.2
+helm:
+	@if [ -x $(BIN)/helm ] && [ "$$(cat $(BIN)/helm.version 2>/dev/null)" = "$(HELM_VERSION)" ]; then exit 0; fi; \
+	cd deploy/kubernetes/helmtool && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/helm helm.sh/helm/v4/cmd/helm && \
+	echo $(HELM_VERSION) > $(abspath $(BIN))/helm.version
+
+# The plain manifests, for those who do not use Helm: the charts rendered
+# with release name weir in namespace weir (a test checks they are
+# current).
+kube-manifests: helm
+	$(BIN)/helm template weir deploy/helm/weir-operator --namespace weir --include-crds > deploy/kubernetes/manifests/weir-operator.yaml
+	$(BIN)/helm template weir deploy/helm/weir-cluster --namespace weir --set tls.createSecret=false > deploy/kubernetes/manifests/weir-cluster.yaml
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -162,11 +177,12 @@ CONTROLLER_GEN := $(GO) tool -modfile=tools/go.mod controller-gen
 kube-gen:
 	$(CONTROLLER_GEN) object paths=./operator/api/...
 	$(CONTROLLER_GEN) crd paths=./operator/api/... output:crd:dir=deploy/kubernetes/crds
+	rm -rf deploy/helm/weir-operator/crds && cp -r deploy/kubernetes/crds deploy/helm/weir-operator/crds
 
 check-proto: proto kube-gen
 	$(BUF) breaking --against proto/baseline.binpb
 	git diff --exit-code -- proto/ || { echo "generated protobuf code is stale: run make proto and commit"; exit 1; }
-	git diff --exit-code -- operator/api/ deploy/kubernetes/crds/ || { echo "the operator's generated code is stale: run make kube-gen and commit"; exit 1; }
+	git diff --exit-code -- operator/api/ deploy/kubernetes/crds/ deploy/helm/weir-operator/crds/ || { echo "the operator's generated code is stale: run make kube-gen and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto/)" || { git status --porcelain -- proto/; echo "untracked generated files: run make proto and commit"; exit 1; }
 
 proto-baseline:
