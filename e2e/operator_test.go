@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,9 +109,13 @@ func (e *operatorEnv) startLocalCluster(name string, taskManagers int) {
 			e.t.Fatal(err)
 		}
 	}
-	common := []string{"--ha", "kubernetes", "--kubeconfig", e.api.Kubeconfig, "--kube-namespace", e.ns, "--cluster-id", name,
-		"--tls-cert", filepath.Join(pki, "tls.pem"), "--tls-key", filepath.Join(pki, "tls-key.pem"), "--tls-ca", filepath.Join(pki, "ca.pem"),
+	tlsArgs := []string{"--tls-cert", filepath.Join(pki, "tls.pem"), "--tls-key", filepath.Join(pki, "tls-key.pem"), "--tls-ca", filepath.Join(pki, "ca.pem"),
 		"--tls-server-name", "weir-" + name}
+	where := []string{"--kubeconfig", e.api.Kubeconfig, "--kube-namespace", e.ns, "--cluster-id", name}
+	common := append(append([]string{"--ha", "kubernetes"}, where...), tlsArgs...)
+	// The CLI finds the leader through the Lease too, with the cluster's
+	// certificate.
+	e.cliWhere = append(append([]string{}, where...), tlsArgs...)
 	e.start("jobmanager", append([]string{"--rpc-addr", freePort(e.t), "--http-addr", freePort(e.t),
 		"--checkpoint-dir", e.checkpointDir(), "--heartbeat-timeout", "3s", "--leader-lease", "2s"}, common...)...)
 	e.tmWhere = common
@@ -205,8 +210,16 @@ func TestOperatorUpgradesAndRollsBack(t *testing.T) {
 		t.Fatalf("manual savepoint: %+v", st.LastSavepoint)
 	}
 
-	// 3. Upgrade by last-state.
-	e.waitStatus(name, "a checkpoint of the new job", time.Minute, func(st v1alpha1.WeirJobStatus) bool { return st.LastCheckpoint != nil })
+	// 3. Upgrade by last-state, once a checkpoint followed the savepoint.
+	// A savepoint's directory is savepoint-<job>-<checkpoint ID>.
+	dir := filepath.Base(filepath.Dir(st.LastSavepoint.Path))
+	manualID, err := strconv.ParseInt(dir[strings.LastIndex(dir, "-")+1:], 10, 64)
+	if err != nil {
+		t.Fatalf("savepoint path %s: %v", st.LastSavepoint.Path, err)
+	}
+	e.waitStatus(name, "a checkpoint after the savepoint", time.Minute, func(st v1alpha1.WeirJobStatus) bool {
+		return st.LastCheckpoint != nil && st.LastCheckpoint.ID > manualID && strings.Contains(st.LastCheckpoint.Path, "chk-")
+	})
 	start = time.Now()
 	gen = e.update(name, func(s *v1alpha1.WeirJobSpec) {
 		s.UpgradeMode = v1alpha1.UpgradeLastState
@@ -259,4 +272,68 @@ func TestOperatorUpgradesAndRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("savepoints: %+v", st.Savepoints)
+}
+
+// TestOperatorSessionCluster: a WeirCluster gets its objects and reports
+// ready once its JobManager (a local process here) answers; a WeirJob
+// naming it is submitted to it, and deleting the WeirJob cancels its job
+// on the cluster, which stays.
+func TestOperatorSessionCluster(t *testing.T) {
+	t.Parallel()
+	e := startOperator(t)
+	ctx := context.Background()
+	const name = "session"
+	wc := &v1alpha1.WeirCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec:       v1alpha1.ClusterSpec{Image: "weir:dev", TaskManager: v1alpha1.TaskManagerSpec{Slots: 2}},
+	}
+	if err := e.k.Create(ctx, wc); err != nil {
+		t.Fatal(err)
+	}
+	e.startLocalCluster(name, 1)
+	e.waitForFast(time.Minute, "the session cluster ready", func() (bool, error) {
+		var got v1alpha1.WeirCluster
+		if err := e.k.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: name}, &got); err != nil {
+			return false, err
+		}
+		return got.Status.Ready, nil
+	})
+
+	spec, err := os.ReadFile(writeSpec(t, e.dir, filepath.Join(e.dir, "out"), 0, 16, 500, "500ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wj := &v1alpha1.WeirJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-session", Namespace: e.ns},
+		Spec:       v1alpha1.WeirJobSpec{ClusterRef: name, Job: v1alpha1.JobSource{Spec: string(spec)}},
+	}
+	if err := e.k.Create(ctx, wj); err != nil {
+		t.Fatal(err)
+	}
+	st := e.waitStatus(wj.Name, "the job running on the session cluster", time.Minute, func(st v1alpha1.WeirJobStatus) bool {
+		return st.LifecycleState == v1alpha1.StateRunning && st.JobState == "RUNNING"
+	})
+	var deps appsv1.DeploymentList
+	if err := e.k.List(ctx, &deps, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(deps.Items) != 2 {
+		t.Errorf("%d Deployments, want the session cluster's 2 only", len(deps.Items))
+	}
+	// Deleting the WeirJob cancels its job (the finalizer), and the
+	// resource goes.
+	if err := e.k.Delete(ctx, e.get(wj.Name)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitForFast(time.Minute, "the WeirJob gone", func() (bool, error) {
+		err := e.k.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: wj.Name}, &v1alpha1.WeirJob{})
+		return err != nil && strings.Contains(err.Error(), "not found"), nil
+	})
+	var job jobDetail
+	if err := e.weirJSON(&job, "job", "get", st.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if job.State != "CANCELED" && job.State != "CANCELLING" {
+		t.Fatalf("the deleted WeirJob's job is %s", job.State)
+	}
 }

@@ -144,6 +144,9 @@ The JobManager's address comes from --jobmanager, else from the
 			if a.timeout <= 0 {
 				return usageErrorf("--timeout must be positive, got %s", a.timeout)
 			}
+			if v, ok := a.lookupEnv("WEIR_TLS_SERVER_NAME"); ok && !cmd.Flags().Changed("tls-server-name") {
+				a.tls.ServerName = v
+			}
 			if !cmd.Flags().Changed("etcd-endpoints") {
 				if v, ok := a.lookupEnv(envEtcdEndpoints); ok {
 					a.etcdEndpoints = v
@@ -165,6 +168,7 @@ The JobManager's address comes from --jobmanager, else from the
 	root.PersistentFlags().StringVar(&a.etcdEndpoints, "etcd-endpoints", "",
 		"find the JobManager leader through etcd (comma-separated endpoints) instead of --jobmanager; $"+envEtcdEndpoints)
 	root.PersistentFlags().StringVar(&a.clusterID, "cluster-id", "default", "cluster name in etcd or on Kubernetes (with --etcd-endpoints or --kubeconfig)")
+	root.PersistentFlags().StringVar(&a.tls.ServerName, "tls-server-name", "", "name the JobManager's certificate is verified against instead of its address (a cluster on Kubernetes: weir-<cluster-id>); $WEIR_TLS_SERVER_NAME")
 	root.PersistentFlags().StringVar(&a.kube.Kubeconfig, "kubeconfig", "", "find the JobManager leader through the cluster's Lease on the Kubernetes API server this kubeconfig file reaches, instead of --jobmanager (--ha kubernetes)")
 	root.PersistentFlags().StringVar(&a.kube.Namespace, "kube-namespace", "", "namespace of the cluster's Lease (with --kubeconfig; default the kubeconfig context's)")
 	files := []*string{&a.tls.Cert, &a.tls.Key, &a.tls.CA, &a.etcdTLS.Cert, &a.etcdTLS.Key, &a.etcdTLS.CA, &a.tokenFile}

@@ -31,8 +31,16 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	if err := supported(g); err != nil {
 		return nil, status.Error(codes.Unimplemented, err.Error())
 	}
+	id := req.GetJobId()
+	if id != "" && !validJobID(id) {
+		return nil, status.Errorf(codes.InvalidArgument, "jobmanager: job ID %q: want 32 lower-case hex characters", id)
+	}
 	s.submits.Lock()
 	defer s.submits.Unlock()
+	if _, ok := s.job(id); ok && id != "" {
+		// A retried submission: the job is there already.
+		return &weirv1.SubmitJobResponse{JobId: id}, nil
+	}
 	if err := s.checkClaims(g); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
@@ -46,7 +54,9 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
-	id := newID()
+	if id == "" {
+		id = newID()
+	}
 	services, err := s.services()
 	if err != nil {
 		return nil, err
@@ -294,4 +304,17 @@ func supported(g *weirv1.JobGraph) error {
 		return errors.New("jobmanager: state: incremental checkpoints need the pebble backend")
 	}
 	return nil
+}
+
+// validJobID reports whether id has the form of the JobManager's own IDs.
+func validJobID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -186,7 +186,7 @@ func (m *jobManager) do(ctx context.Context, a lifecycle.Action, id string) life
 		}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		resp, err := m.api.SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g})
+		resp, err := m.api.SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g, JobId: a.JobID})
 		if err != nil {
 			return lifecycle.Result{Err: fmt.Errorf("submit: %w", err)}
 		}
@@ -220,7 +220,8 @@ func (m *jobManager) do(ctx context.Context, a lifecycle.Action, id string) life
 		if err != nil {
 			return lifecycle.Result{Err: fmt.Errorf("checkpoints of cancelled job %s: %w", id, err)}
 		}
-		return lifecycle.Result{Path: newest(cps).GetExternalPath()}
+		n := newest(cps)
+		return lifecycle.Result{Path: n.GetExternalPath(), Savepoint: n == cps.GetLatestSavepoint() && n != nil}
 	}
 	return lifecycle.Result{}
 }

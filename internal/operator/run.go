@@ -67,6 +67,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	if err := (&WeirJobReconciler{
 		Client:   mgr.GetClient(),
+		Reader:   mgr.GetAPIReader(),
 		Kube:     kube,
 		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorderFor("weir-operator"), //nolint:staticcheck // core/v1 events are what kubectl describe shows

@@ -43,6 +43,9 @@ const finalizer = "weir.dev/job"
 // WeirJobReconciler runs WeirJobs.
 type WeirJobReconciler struct {
 	Client client.Client
+	// Reader reads WeirJobs from the API server itself (the manager's
+	// API reader), not from the cache.
+	Reader client.Reader
 	// Kube reaches the API server directly, for the clusters' Leases.
 	Kube     kubernetes.Interface
 	Scheme   *runtime.Scheme
@@ -70,8 +73,10 @@ func (r *WeirJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile is one round of a WeirJob.
 func (r *WeirJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read from the API server, not the cache: a status this operator
+	// wrote a moment ago must not be read back as it was before.
 	var wj v1alpha1.WeirJob
-	if err := r.Client.Get(ctx, req.NamespacedName, &wj); err != nil {
+	if err := r.Reader.Get(ctx, req.NamespacedName, &wj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	log := r.Log.With("weirjob", req.NamespacedName.String())
@@ -91,7 +96,7 @@ func (r *WeirJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	// Observe.
-	o := lifecycle.Observation{Now: r.now(), Generation: wj.Generation, Spec: wj.Spec, Status: wj.Status}
+	o := lifecycle.Observation{Now: r.now(), UID: string(wj.UID), Generation: wj.Generation, Spec: wj.Spec, Status: wj.Status}
 	var jm *jobManager
 	if secret != nil || !c.tls() {
 		jm, err = dialJobManager(ctx, r.Kube, c, wj.Annotations, secret)
@@ -132,6 +137,7 @@ func (r *WeirJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		log.Info("acting", "action", d.Action.Kind, "restore", d.Action.RestorePath, "job_id", d.Status.JobID)
 		res := jm.do(ctx, d.Action, d.Status.JobID)
 		var more []lifecycle.Event
+		o.Now = r.now() // the action took its time: its outcome is from now
 		st, more = lifecycle.Complete(o, d, res)
 		events = append(events, more...)
 	}

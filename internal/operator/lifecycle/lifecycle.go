@@ -64,7 +64,10 @@ type Job struct {
 
 // Observation is what the driver saw in one round.
 type Observation struct {
-	Now        time.Time
+	Now time.Time
+	// UID is the resource's: with the upgrade it names the jobs it
+	// submits (Action.JobID).
+	UID        string
 	Generation int64
 	Spec       v1alpha1.WeirJobSpec
 	Status     v1alpha1.WeirJobStatus
@@ -101,6 +104,11 @@ type Action struct {
 	Spec v1alpha1.WeirJobSpec
 	// RestorePath is where a submitted job starts from.
 	RestorePath string
+	// JobID is the ID a submitted job gets: the same for every attempt
+	// at one step of one upgrade, so that a submission retried after a
+	// lost answer (or by a reconcile that read a stale status) is
+	// answered with the job the first one started.
+	JobID string
 	// Reason says why, for the savepoint history.
 	Reason string
 }
@@ -112,6 +120,9 @@ type Result struct {
 	// Path of a savepoint taken, or of the latest checkpoint of a job
 	// cancelled keeping state ("" when it had none).
 	Path string
+	// Savepoint: Path is a savepoint (a job cancelled keeping state may
+	// have taken one after its last checkpoint).
+	Savepoint bool
 	Err  error
 }
 
@@ -297,7 +308,7 @@ func decideUpgrade(o Observation, d *Decision) {
 		if up.Rollback {
 			spec = d.Deploy
 		}
-		d.Action = Action{Kind: Submit, Spec: spec, RestorePath: up.RestorePath, Reason: up.Reason}
+		d.Action = Action{Kind: Submit, Spec: spec, RestorePath: up.RestorePath, Reason: up.Reason, JobID: jobID(o.UID, st, up)}
 	case PhaseVerifying:
 		timeout := DefaultRollbackTimeout
 		rollback := true
@@ -334,6 +345,14 @@ func decideUpgrade(o Observation, d *Decision) {
 			d.Requeue = time.Second
 		}
 	}
+}
+
+// jobID names the job one step of an upgrade submits: a hash of the
+// resource, the upgrade's target and reason, what it restores from, and
+// the resource's submissions so far (status.submissions).
+func jobID(uid string, st *v1alpha1.WeirJobStatus, up *v1alpha1.UpgradeStatus) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d/%s/%t/%s/%d", uid, up.Target, up.Reason, up.Rollback, up.RestorePath, st.Submissions)))
+	return hex.EncodeToString(h[:16])
 }
 
 func failed(j *Job) bool { return j != nil && (j.State == "FAILED" || j.State == "CANCELED") }
@@ -455,6 +474,7 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 	switch d.Action.Kind {
 	case Submit:
 		st.JobID, st.JobState = r.JobID, ""
+		st.Submissions++
 		st.ResumeFrom, st.LastCheckpoint = d.Action.RestorePath, nil
 		if up := st.Upgrade; up != nil {
 			up.Phase = PhaseVerifying
@@ -468,7 +488,7 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 		}
 	case StopWithSavepoint, CancelKeepingState, Cancel:
 		if r.Path != "" {
-			recordSavepoint(&st, v1alpha1.SavepointInfo{Path: r.Path, Reason: d.Action.Reason, Time: now, Checkpoint: d.Action.Kind == CancelKeepingState})
+			recordSavepoint(&st, v1alpha1.SavepointInfo{Path: r.Path, Reason: d.Action.Reason, Time: now, Checkpoint: d.Action.Kind == CancelKeepingState && !r.Savepoint})
 		}
 		if d.Action.Kind != Cancel || st.Upgrade == nil || !st.Upgrade.Rollback {
 			// What the job stopped at is now its newest state.

@@ -65,8 +65,14 @@ func (m *jobManager) do(a Action, jobID string) Result {
 	j := m.jobs[jobID]
 	switch a.Kind {
 	case Submit:
+		if a.JobID != "" && m.jobs[a.JobID] != nil {
+			return Result{JobID: a.JobID} // a retried submission
+		}
 		m.next++
-		id := fmt.Sprintf("job-%d", m.next)
+		id := a.JobID
+		if id == "" {
+			id = fmt.Sprintf("job-%d", m.next)
+		}
 		state := "RUNNING"
 		switch {
 		case strings.Contains(a.Spec.Job.Spec, "fail"):
@@ -111,6 +117,9 @@ type world struct {
 	now    time.Time
 	events []Event
 	last   Decision
+	// loseWrite drops the next round's status write, as a conflict or a
+	// crash after the action does.
+	loseWrite bool
 }
 
 func newWorld(t *testing.T, mode v1alpha1.UpgradeMode, job string) *world {
@@ -128,7 +137,7 @@ func (w *world) change(f func(*v1alpha1.WeirJobSpec)) {
 func (w *world) round() {
 	w.t.Helper()
 	w.jm.tick()
-	o := Observation{Now: w.now, Generation: w.gen, Spec: w.spec, Status: w.status, Reachable: !w.jm.down}
+	o := Observation{Now: w.now, UID: "uid-1", Generation: w.gen, Spec: w.spec, Status: w.status, Reachable: !w.jm.down}
 	if w.status.JobID != "" && !w.jm.down {
 		o.Job = w.jm.view(w.status.JobID)
 	}
@@ -141,7 +150,11 @@ func (w *world) round() {
 		st, ev = Complete(o, d, r)
 		w.events = append(w.events, ev...)
 	}
-	w.status, w.last = st, d
+	if !w.loseWrite {
+		w.status = st
+	}
+	w.loseWrite = false
+	w.last = d
 	w.now = w.now.Add(time.Second)
 	w.invariants()
 }
@@ -382,4 +395,24 @@ func hasEvent(evs []Event, reason string) bool {
 		}
 	}
 	return false
+}
+
+// A status write lost after a submission (a conflict with a stale read, a
+// crash) must not start a second job: the retried submission names the
+// same job ID.
+func TestLostStatusWriteDoesNotSubmitTwice(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.until(v1alpha1.StateRunning, 5)
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+	w.round() // stop with savepoint
+	w.loseWrite = true
+	w.round() // submit; its status is lost
+	if w.status.Upgrade == nil || w.status.Upgrade.Phase != PhaseStarting {
+		t.Fatalf("the lost write was kept: %+v", w.status.Upgrade)
+	}
+	jobs := len(w.jm.jobs)
+	w.until(v1alpha1.StateRunning, 5)
+	if len(w.jm.jobs) != jobs {
+		t.Fatalf("a second job was started: %v", w.jm.log)
+	}
 }

@@ -263,6 +263,10 @@ type WeirJobStatus struct {
 	Savepoints []SavepointInfo `json:"savepoints,omitempty"`
 	// +optional
 	LastCheckpoint *CheckpointInfo `json:"lastCheckpoint,omitempty"`
+	// Submissions counts the jobs submitted for this resource; with the
+	// upgrade it makes each job's ID.
+	// +optional
+	Submissions int64 `json:"submissions,omitempty"`
 	// SavepointTriggerNonce is the nonce last acted on.
 	// +optional
 	SavepointTriggerNonce int64 `json:"savepointTriggerNonce,omitempty"`

@@ -414,8 +414,14 @@ func (x *ConfigureCheckpointingResponse) GetCheckpointing() *CheckpointConfig {
 }
 
 type SubmitJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *JobGraph              `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *JobGraph              `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// job_id, when set, is the ID the job gets (32 lower-case hex
+	// characters, like the JobManager's own). A submission naming a job the
+	// JobManager already has is answered with that job and changes nothing,
+	// so a client that retries after a lost answer (the Kubernetes operator)
+	// never starts a job twice. Empty: the JobManager picks an ID.
+	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +461,13 @@ func (x *SubmitJobRequest) GetJob() *JobGraph {
 		return x.Job
 	}
 	return nil
+}
+
+func (x *SubmitJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
 }
 
 type SubmitJobResponse struct {
@@ -3359,9 +3372,10 @@ const file_weir_v1_client_proto_rawDesc = "" +
 	"\tmin_pause\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bminPause\x12Q\n" +
 	"\x17interval_during_backlog\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x15intervalDuringBacklog\"a\n" +
 	"\x1eConfigureCheckpointingResponse\x12?\n" +
-	"\rcheckpointing\x18\x01 \x01(\v2\x19.weir.v1.CheckpointConfigR\rcheckpointing\"7\n" +
+	"\rcheckpointing\x18\x01 \x01(\v2\x19.weir.v1.CheckpointConfigR\rcheckpointing\"N\n" +
 	"\x10SubmitJobRequest\x12#\n" +
-	"\x03job\x18\x01 \x01(\v2\x11.weir.v1.JobGraphR\x03job\"*\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.weir.v1.JobGraphR\x03job\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"*\n" +
 	"\x11SubmitJobResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\")\n" +
 	"\x10CancelJobRequest\x12\x15\n" +
