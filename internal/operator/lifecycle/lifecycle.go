@@ -123,7 +123,7 @@ type Result struct {
 	// Savepoint: Path is a savepoint (a job cancelled keeping state may
 	// have taken one after its last checkpoint).
 	Savepoint bool
-	Err  error
+	Err       error
 }
 
 // Event is something users should see on the resource.
