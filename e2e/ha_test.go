@@ -45,17 +45,24 @@ func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
 			"--leader-lease", "2s", "--rpc-addr", addr, "--http-addr", h.http[addr],
 			"--checkpoint-dir", c.checkpointDir(), "--heartbeat-timeout", "3s")
 	}
-	for i := 0; i < taskManagers; i++ {
-		h.tms = append(h.tms, c.startTaskManager("taskmanager", fmt.Sprintf("tm-%d", i)))
+	h.startTaskManagers(taskManagers)
+	return h
+}
+
+// startTaskManagers starts n TaskManagers and waits until the leader has
+// them all.
+func (h *haCluster) startTaskManagers(n int) {
+	h.t.Helper()
+	for i := range n {
+		h.tms = append(h.tms, h.startTaskManager("taskmanager", fmt.Sprintf("tm-%d", i)))
 	}
-	c.waitFor(30*time.Second, "taskmanagers registered with the leader", func() (bool, error) {
+	h.waitFor(30*time.Second, "taskmanagers registered with the leader", func() (bool, error) {
 		var tms []map[string]any
-		if err := c.weirJSON(&tms, "taskmanager", "list"); err != nil {
+		if err := h.weirJSON(&tms, "taskmanager", "list"); err != nil {
 			return false, nil // no leader yet
 		}
-		return len(tms) == taskManagers, nil
+		return len(tms) == n, nil
 	})
-	return h
 }
 
 // leader returns the JobManager process etcd (or the Kubernetes Lease)

@@ -57,16 +57,7 @@ func startKubeHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster 
 			"--cluster-id", "e2e", "--leader-lease", "2s", "--rpc-addr", addr, "--http-addr", h.http[addr],
 			"--checkpoint-dir", c.checkpointDir(), "--heartbeat-timeout", "3s")
 	}
-	for i := range taskManagers {
-		h.tms = append(h.tms, c.startTaskManager("taskmanager", fmt.Sprintf("tm-%d", i)))
-	}
-	c.waitFor(30*time.Second, "taskmanagers registered with the leader", func() (bool, error) {
-		var tms []map[string]any
-		if err := c.weirJSON(&tms, "taskmanager", "list"); err != nil {
-			return false, nil // no leader yet
-		}
-		return len(tms) == taskManagers, nil
-	})
+	h.startTaskManagers(taskManagers)
 	return h
 }
 

@@ -123,12 +123,55 @@ type standaloneCounter struct{ *ha.StandaloneCounter }
 
 func (standaloneCounter) Shutdown(context.Context, bool) error { return nil }
 
+// graphStore is where a leader keeps the submitted jobs: etcd or
+// ConfigMaps.
+type graphStore interface {
+	Put(ctx context.Context, id string, graph []byte) error
+	PutStatus(ctx context.Context, id string, status []byte) error
+	Delete(ctx context.Context, id string) error
+	List(ctx context.Context) ([]ha.StoredJob, error)
+}
+
+// storedJobs is the job half of haServices over a graphStore.
+type storedJobs struct{ store graphStore }
+
+func (h storedJobs) putJob(ctx context.Context, id string, g *weirv1.JobGraph) error {
+	if err := fault.Point(fault.JMStoreJob); err != nil {
+		return err
+	}
+	b, err := proto.Marshal(g)
+	if err != nil {
+		return err
+	}
+	return h.store.Put(ctx, id, b)
+}
+
+func (h storedJobs) putStatus(ctx context.Context, id string, st jobStatus) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return h.store.PutStatus(ctx, id, b)
+}
+
+func (h storedJobs) removeJob(ctx context.Context, id string) error {
+	return h.store.Delete(ctx, id)
+}
+
+func (h storedJobs) jobs(ctx context.Context) (map[string]storedJob, error) {
+	stored, err := h.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return decodeStoredJobs(stored), nil
+}
+
 // etcdServices keeps jobs, counters and completed checkpoints in etcd,
 // fenced by the leadership that created them.
 type etcdServices struct {
+	storedJobs
 	cfg   ha.Config
 	fence ha.Fence
-	jobs_ *ha.EtcdJobStore
 }
 
 func newEtcdServices(cfg ha.Config, fence ha.Fence) (*etcdServices, error) {
@@ -136,7 +179,7 @@ func newEtcdServices(cfg ha.Config, fence ha.Fence) (*etcdServices, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &etcdServices{cfg: cfg, fence: fence, jobs_: js}, nil
+	return &etcdServices{storedJobs: storedJobs{js}, cfg: cfg, fence: fence}, nil
 }
 
 func (h *etcdServices) jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error) {
@@ -149,37 +192,6 @@ func (h *etcdServices) jobServices(jobID string, retained int) (checkpointCounte
 		return nil, nil, err
 	}
 	return c, s, nil
-}
-
-func (h *etcdServices) putJob(ctx context.Context, id string, g *weirv1.JobGraph) error {
-	if err := fault.Point(fault.JMStoreJob); err != nil {
-		return err
-	}
-	b, err := proto.Marshal(g)
-	if err != nil {
-		return err
-	}
-	return h.jobs_.Put(ctx, id, b)
-}
-
-func (h *etcdServices) putStatus(ctx context.Context, id string, st jobStatus) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	return h.jobs_.PutStatus(ctx, id, b)
-}
-
-func (h *etcdServices) removeJob(ctx context.Context, id string) error {
-	return h.jobs_.Delete(ctx, id)
-}
-
-func (h *etcdServices) jobs(ctx context.Context) (map[string]storedJob, error) {
-	stored, err := h.jobs_.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return decodeStoredJobs(stored), nil
 }
 
 // decodeStoredJobs decodes what a job store listed.
@@ -208,9 +220,9 @@ func decodeStoredJobs(stored []ha.StoredJob) map[string]storedJob {
 // ConfigMaps on the Kubernetes API server, fenced by the term of the
 // leadership that created them.
 type kubeServices struct {
+	storedJobs
 	cfg   kubeha.Config
 	fence kubeha.Fence
-	jobs_ *kubeha.JobStore
 }
 
 func newKubeServices(cfg kubeha.Config, fence kubeha.Fence) (*kubeServices, error) {
@@ -218,7 +230,7 @@ func newKubeServices(cfg kubeha.Config, fence kubeha.Fence) (*kubeServices, erro
 	if err != nil {
 		return nil, err
 	}
-	return &kubeServices{cfg: cfg, fence: fence, jobs_: js}, nil
+	return &kubeServices{storedJobs: storedJobs{js}, cfg: cfg, fence: fence}, nil
 }
 
 func (h *kubeServices) jobServices(jobID string, retained int) (checkpointCounter, checkpointStore, error) {
@@ -234,35 +246,4 @@ type kubeCounter struct{ *kubeha.Checkpoints }
 
 func (c kubeCounter) Shutdown(ctx context.Context, discard bool) error {
 	return c.ShutdownCounter(ctx, discard)
-}
-
-func (h *kubeServices) putJob(ctx context.Context, id string, g *weirv1.JobGraph) error {
-	if err := fault.Point(fault.JMStoreJob); err != nil {
-		return err
-	}
-	b, err := proto.Marshal(g)
-	if err != nil {
-		return err
-	}
-	return h.jobs_.Put(ctx, id, b)
-}
-
-func (h *kubeServices) putStatus(ctx context.Context, id string, st jobStatus) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	return h.jobs_.PutStatus(ctx, id, b)
-}
-
-func (h *kubeServices) removeJob(ctx context.Context, id string) error {
-	return h.jobs_.Delete(ctx, id)
-}
-
-func (h *kubeServices) jobs(ctx context.Context) (map[string]storedJob, error) {
-	stored, err := h.jobs_.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return decodeStoredJobs(stored), nil
 }
