@@ -49,6 +49,26 @@ func startHACluster(t *testing.T, jobManagers, taskManagers int) *haCluster {
 	return h
 }
 
+// standbysAnswer checks that every JobManager but the leader answers the
+// REST API for it (GET /jobs/id, forwarded).
+func (h *haCluster) standbysAnswer(leader, id string) {
+	h.t.Helper()
+	for addr, httpAddr := range h.http {
+		if addr == leader {
+			continue
+		}
+		resp, err := http.Get("http://" + httpAddr + "/jobs/" + id)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), id) || resp.Header.Get("X-Weir-Leader") == "" {
+			h.t.Errorf("standby GET /jobs/%s: %d %s (X-Weir-Leader %q), want the leader's answer", id, resp.StatusCode, body, resp.Header.Get("X-Weir-Leader"))
+		}
+	}
+}
+
 // startTaskManagers starts n TaskManagers and waits until the leader has
 // them all.
 func (h *haCluster) startTaskManagers(n int) {
@@ -133,21 +153,7 @@ func TestHALeaderFailover(t *testing.T) {
 	if old == nil {
 		t.Fatal("no leader in etcd")
 	}
-	// The standby's REST API answers for the leader.
-	for addr, httpAddr := range h.http {
-		if addr == oldAddr {
-			continue
-		}
-		resp, err := http.Get("http://" + httpAddr + "/jobs/" + id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), id) || resp.Header.Get("X-Weir-Leader") == "" {
-			t.Errorf("standby GET /jobs/%s: %d %s (X-Weir-Leader %q), want the leader's answer", id, resp.StatusCode, body, resp.Header.Get("X-Weir-Leader"))
-		}
-	}
+	h.standbysAnswer(oldAddr, id)
 	killed := time.Now()
 	h.kill(old)
 	var after int64

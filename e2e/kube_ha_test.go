@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,20 +87,7 @@ func TestKubeHALeaderFailover(t *testing.T) {
 
 	// The standbys' REST API answers for the leader.
 	leaderAddr, _ := h.leader()
-	for addr, httpAddr := range h.http {
-		if addr == leaderAddr {
-			continue
-		}
-		resp, err := http.Get("http://" + httpAddr + "/jobs/" + id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), id) {
-			t.Errorf("standby GET /jobs/%s: %d %s, want the leader's answer", id, resp.StatusCode, body)
-		}
-	}
+	h.standbysAnswer(leaderAddr, id)
 
 	// newLeader waits for a leader other than old to complete a checkpoint
 	// after checkpoint before.
