@@ -72,7 +72,7 @@ KUBE_APISERVER_VERSION := v1.37.2
 kube-apiserver:
 	@if [ -x $(BIN)/kube-apiserver ] && [ "$$(cat $(BIN)/kube-apiserver.version 2>/dev/null)" = "$(KUBE_APISERVER_VERSION)" ]; then exit 0; fi; \
 	echo "== building kube-apiserver $(KUBE_APISERVER_VERSION) (once; 10-20 minutes)"; \
-	cd deploy/kubernetes/apiserver && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver && \
+	cd deploy/kubernetes/apiserver && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(abspath $(BIN))/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver && \
 	echo $(KUBE_APISERVER_VERSION) > $(abspath $(BIN))/kube-apiserver.version
 
 # Helm, to lint and render the charts in deploy/helm (pinned by the
@@ -80,7 +80,7 @@ kube-apiserver:
 HELM_VERSION := v4.3.2
 helm:
 	@if [ -x $(BIN)/helm ] && [ "$$(cat $(BIN)/helm.version 2>/dev/null)" = "$(HELM_VERSION)" ]; then exit 0; fi; \
-	cd deploy/kubernetes/helmtool && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/helm helm.sh/helm/v4/cmd/helm && \
+	cd deploy/kubernetes/helmtool && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(abspath $(BIN))/helm helm.sh/helm/v4/cmd/helm && \
 	echo $(HELM_VERSION) > $(abspath $(BIN))/helm.version
 
 # The plain manifests, for those who do not use Helm: the charts rendered
