@@ -52,5 +52,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Above client-go's default of 5 requests/s: each WeirJob's round
+	// reads its resource and a Lease and writes a status.
+	cfg.QPS, cfg.Burst = 100, 200
 	return operator.Run(ctx, cfg, o)
 }

@@ -66,6 +66,11 @@ func (k Kube) Client() (kubernetes.Interface, string, error) {
 		ns = "default"
 	}
 	cfg.UserAgent = "weir"
+	// client-go's default of 5 requests/s would throttle the leader: each
+	// checkpoint claims an ID and records its completion, and frequent
+	// checkpoints make hundreds of writes a second. The API server's own
+	// priority and fairness protects it.
+	cfg.QPS, cfg.Burst = 500, 1000
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("kubernetes client: %w", err)
