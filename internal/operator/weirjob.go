@@ -24,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/weirproject/weir/internal/operator/lifecycle"
 	"github.com/weirproject/weir/operator/api/v1alpha1"
@@ -64,8 +66,11 @@ func (r *WeirJobReconciler) now() time.Time {
 
 // SetupWithManager registers the reconciler.
 func (r *WeirJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// Changes of the spec (and deletion, which bumps the generation) and
+	// of annotations start a round; the status this reconciler writes
+	// does not: it polls by RequeueAfter instead.
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.WeirJob{}).
+		For(&v1alpha1.WeirJob{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.Deployment{}).
 		Named("weirjob").
 		Complete(r)
@@ -153,7 +158,11 @@ func (r *WeirJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Status().Update(ctx, &wj); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: max(d.Requeue, 200*time.Millisecond)}, nil
+	requeue := d.Requeue
+	if requeue == 0 {
+		requeue = 30 * time.Second // nothing to wait for: look now and then
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func stableSpecOf(st *v1alpha1.WeirJobStatus) (v1alpha1.WeirJobSpec, bool) {

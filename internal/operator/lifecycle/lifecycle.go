@@ -342,7 +342,9 @@ func decideUpgrade(o Observation, d *Decision) {
 			startUpgrade(o, d, PhaseStopping, restore, "rollback", true)
 			st.Upgrade.RestorePath = restore
 		default:
-			d.Requeue = time.Second
+			// The new job is coming up: the upgrade's gap ends when it
+			// is seen RUNNING.
+			d.Requeue = 200 * time.Millisecond
 		}
 	}
 }
