@@ -61,7 +61,11 @@ type checkpointsDetail struct {
 func chaosRun(t *testing.T, mode string, rounds int, seed uint64) error {
 	const keys = 16
 	const rate = 3000 // records/s per source subtask
-	count := 2 * rate * (rounds*3 + 8)
+	// Input for 5 s per round (two checkpoints, a random moment up to
+	// 1.5 s, the kill and the recovery, the CLI calls between them on a
+	// loaded machine) and 8 s more: a job that ends before the last round
+	// fails the test.
+	count := 2 * rate * (rounds*5 + 8)
 	c := startCluster(t, 3)
 	out := filepath.Join(c.dir, "out")
 	spec := writeSpec(t, c.dir, out, count, keys, rate, "100ms")
