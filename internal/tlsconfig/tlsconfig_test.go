@@ -196,3 +196,28 @@ func TestClientConfigAddsCAToBaseRoots(t *testing.T) {
 		t.Fatal("a client without certificate files presents one")
 	}
 }
+
+// TestServerNameVerifiesTheNameNotTheAddress: a daemon dialling a pod's
+// IP, which the cluster's certificate does not name, is refused unless
+// Files.ServerName names the certificate instead.
+func TestServerNameVerifiesTheNameNotTheAddress(t *testing.T) {
+	p := newPKI(t)
+	f := p.leaf("weir-sums")
+	server, _ := mutual(t, f)
+	dialled := &tls.Config{ServerName: "10.1.2.3"} // what gRPC sets from the address
+	plain, err := New(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, cerr := handshake(t, server, plain.ClientConfig(dialled)); cerr == nil {
+		t.Fatal("a certificate that does not name the IP dialled was accepted")
+	}
+	f.ServerName = "weir-sums"
+	named, err := New(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serr, cerr := handshake(t, server, named.ClientConfig(dialled)); serr != nil || cerr != nil {
+		t.Fatalf("with ServerName: server %v, client %v", serr, cerr)
+	}
+}
