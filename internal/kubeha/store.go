@@ -276,7 +276,9 @@ func (c *Checkpoints) Shutdown(ctx context.Context, discard bool) ([]checkpoint.
 		if e.id == 0 {
 			continue
 		}
-		removed = append(removed, checkpoint.Completed{ID: e.id, MetadataPath: e.cp.MetadataPath, Dir: e.cp.Dir, Savepoint: e.cp.Savepoint})
+		cp := e.cp // zero but for the ID when the entry is unreadable
+		cp.ID = e.id
+		removed = append(removed, cp)
 	}
 	return removed, nil
 }

@@ -8,7 +8,6 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -120,15 +119,7 @@ func (r *WeirJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	d := lifecycle.Decide(o)
 	if wj.Spec.ClusterRef == "" {
-		// The cluster runs the spec being deployed, not yet the target
-		// of an upgrade whose old job still has to stop.
-		deploy := d.Deploy
-		if up := d.Status.Upgrade; up != nil && up.Phase == lifecycle.PhaseStopping {
-			if stable, ok := stableSpecOf(&d.Status); ok {
-				deploy = stable
-			}
-		}
-		own, err := r.ownCluster(&wj, deploy)
+		own, err := r.ownCluster(&wj, d.Deploy)
 		if err != nil {
 			return r.fail(ctx, &wj, "ClusterInvalid", err)
 		}
@@ -163,14 +154,6 @@ func (r *WeirJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		requeue = 30 * time.Second // nothing to wait for: look now and then
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-func stableSpecOf(st *v1alpha1.WeirJobStatus) (v1alpha1.WeirJobSpec, bool) {
-	var spec v1alpha1.WeirJobSpec
-	if st.StableSpec == "" || json.Unmarshal([]byte(st.StableSpec), &spec) != nil {
-		return spec, false
-	}
-	return spec, true
 }
 
 // fail records an error the user must fix in the spec.

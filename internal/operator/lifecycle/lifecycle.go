@@ -139,7 +139,8 @@ type Decision struct {
 	Action Action
 	Events []Event
 	// Deploy is the spec the cluster's objects (Deployments) should run
-	// now: the desired spec, or the stable one while rolling back.
+	// now: the desired spec, or the stable one while the old job still
+	// has to stop and while rolling back.
 	Deploy v1alpha1.WeirJobSpec
 	// Suspended scales the job's own TaskManagers to zero.
 	Suspended bool
@@ -205,6 +206,12 @@ func Decide(o Observation) Decision {
 		decideSpecChange(o, &d)
 	default:
 		decideSteady(o, &d)
+	}
+	if up := st.Upgrade; up != nil && up.Phase == PhaseStopping && !up.Rollback {
+		// The old job still runs: its cluster keeps the spec it runs.
+		if stable, ok := stableSpec(st); ok {
+			d.Deploy = stable
+		}
 	}
 	if d.Action.Kind != None && d.Requeue == 0 {
 		d.Requeue = 200 * time.Millisecond
@@ -340,7 +347,6 @@ func decideUpgrade(o Observation, d *Decision) {
 			stable, _ := stableSpec(st)
 			d.Deploy = stable
 			startUpgrade(o, d, PhaseStopping, restore, "rollback", true)
-			st.Upgrade.RestorePath = restore
 		default:
 			// The new job is coming up: the upgrade's gap ends when it
 			// is seen RUNNING.

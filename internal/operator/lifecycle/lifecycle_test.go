@@ -230,6 +230,9 @@ func TestUpgradeModes(t *testing.T) {
 			if w.status.LifecycleState != v1alpha1.StateUpgrading || !meta.IsStatusConditionTrue(w.status.Conditions, CondUpgrading) {
 				t.Fatalf("after the change: %s", w.status.LifecycleState)
 			}
+			if w.last.Deploy.Job.Spec != "v1" {
+				t.Fatalf("while the old job stops, its cluster was given spec %q", w.last.Deploy.Job.Spec)
+			}
 			w.until(v1alpha1.StateRunning, 6)
 			j := w.current()
 			if w.status.JobID == old || j.spec != "v2" || !strings.HasPrefix(j.from, tc.fromPref) || (tc.fromPref == "" && j.from != "") {
