@@ -174,8 +174,10 @@ func (o *object) create(ctx context.Context, mutate func(cm *corev1.ConfigMap) (
 		return nil, fmt.Errorf("create configmap %s/%s: %w: %w", o.cfg.Namespace, o.name, errOutcomeUnknown, err)
 	}
 	if ferr := checkFence(ctx, o.cfg, o.names, o.fence); ferr != nil {
-		uid := created.UID
-		if err := o.configMaps().Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+		// Only the object as created: one a later leader has written
+		// since (its resourceVersion moved) is that leader's now.
+		rv := created.ResourceVersion
+		if err := o.configMaps().Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			o.cfg.Logger.Warn("kubeha: could not delete a configmap created after leadership was lost", "configmap", o.name, "err", err)
 		}
 		return nil, fmt.Errorf("create configmap %s: %w", o.name, ferr)

@@ -495,6 +495,11 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 			events = append(events, Event{Reason: "Submitted", Message: "submitted job " + r.JobID + " without state"})
 		}
 	case StopWithSavepoint, CancelKeepingState, Cancel:
+		if r.Path == "" && d.Action.Kind == CancelKeepingState {
+			// No checkpoint since it started: its state is still what
+			// it started from.
+			r.Path = latestPath(&st)
+		}
 		if r.Path != "" {
 			recordSavepoint(&st, v1alpha1.SavepointInfo{Path: r.Path, Reason: d.Action.Reason, Time: now, Checkpoint: d.Action.Kind == CancelKeepingState && !r.Savepoint})
 		}

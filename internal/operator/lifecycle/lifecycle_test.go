@@ -22,6 +22,7 @@ type jobManager struct {
 	next    int
 	down    bool
 	failNow ActionKind // the next action of this kind fails
+	noCkpt  bool       // jobs complete no checkpoint
 	log     []string
 }
 
@@ -38,7 +39,7 @@ func newJobManager() *jobManager { return &jobManager{jobs: map[string]*modelJob
 
 func (m *jobManager) tick() {
 	for id, j := range m.jobs {
-		if j.state == "RUNNING" {
+		if j.state == "RUNNING" && !m.noCkpt {
 			j.ckpt++
 			j.ckptPath = fmt.Sprintf("/ckpt/%s/chk-%d", id, j.ckpt)
 		}
@@ -417,5 +418,20 @@ func TestLostStatusWriteDoesNotSubmitTwice(t *testing.T) {
 	w.until(v1alpha1.StateRunning, 5)
 	if len(w.jm.jobs) != jobs {
 		t.Fatalf("a second job was started: %v", w.jm.log)
+	}
+}
+
+// A last-state upgrade of a job that completed no checkpoint since it
+// started from a savepoint starts the new job from that savepoint, not
+// empty.
+func TestLastStateBeforeAnyCheckpointKeepsTheStartingState(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeLastState, "v1")
+	w.spec.InitialSavepointPath = "/sp/initial"
+	w.jm.noCkpt = true
+	w.until(v1alpha1.StateRunning, 5)
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+	w.until(v1alpha1.StateRunning, 6)
+	if w.current().spec != "v2" || w.current().from != "/sp/initial" {
+		t.Fatalf("new job %+v, want it from /sp/initial; log %v", w.current(), w.jm.log)
 	}
 }
