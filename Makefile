@@ -8,7 +8,7 @@ DAEMONS  := jobmanager taskmanager weir-operator
 
 .PHONY: all build test test-short fuzz versitygw vet proto check-proto proto-baseline demo image chaos bench clean autoscaler-step \
 	etcd-image kafka-image s3-image prometheus-image images up down compose-test pki faults soak \
-	kafka-nemesis sim docs soak-sql-ttl soak-state-ttl kube-apiserver kube-gen helm kube-manifests
+	kafka-nemesis sim sim-operator docs soak-sql-ttl soak-state-ttl kube-apiserver kube-gen helm kube-manifests
 
 all: build
 
@@ -135,6 +135,12 @@ SIM_SEED  ?= 0
 sim:
 	$(GO) test -tags $(TEST_TAGS) -count=1 -timeout 3h -run 'TestSimulation' ./internal/sim -args \
 		-sim.seeds=$(SIM_SEEDS) -sim.seed=$(SIM_SEED) -test.v
+
+# The operator's lifecycle through many more seeded interleavings of
+# spec changes, suspensions and faults than make test runs (3000).
+LIFECYCLE_SEEDS ?= 200000
+sim-operator:
+	$(GO) test -count=1 -timeout 1h -run 'TestLifecycleExplored' ./internal/operator/lifecycle -args -lifecycle.seeds=$(LIFECYCLE_SEEDS)
 
 # The benchmark suite (bench/README.md): floors of this machine,
 # then every benchmark on real daemons; prints one table and writes it as

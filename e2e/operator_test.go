@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/weirproject/weir/internal/check"
 	"github.com/weirproject/weir/internal/kubetest"
@@ -40,6 +42,9 @@ func startOperator(t *testing.T) *operatorEnv {
 	c := &cluster{t: t, dir: t.TempDir()}
 	t.Cleanup(c.stop)
 	ns := api.Namespace(t)
+	// The test's own client is controller-runtime's; without a logger it
+	// prints a stack trace saying so.
+	ctrllog.SetLogger(logr.Discard())
 	k, err := client.New(api.Config, client.Options{Scheme: operator.Scheme()})
 	if err != nil {
 		t.Fatal(err)

@@ -176,9 +176,11 @@ func TestRegionFailover(t *testing.T) {
 // interval.
 func TestLiveRescaleAndReconfigure(t *testing.T) {
 	t.Parallel()
-	// The source's rate is per subtask: 2 s at parallelism 2, about 5 s at
-	// 4 and the rest, some 14 s, at 1.
-	const count, keys = 40000, 16
+	// The input is bounded and its rate is per subtask (1000/s), so it must
+	// outlast every step before the last rescale on a loaded machine: the
+	// steps at parallelism 2 take some 6 s of its 30 s, the one at 4 some
+	// 3 s of the 11 s left then, and the rest runs at 1.
+	const count, keys = 60000, 16
 	c := startCluster(t, 2) // 4 slots
 	out := filepath.Join(c.dir, "out")
 	id := c.submit(writeSpec(t, c.dir, out, count, keys, 1000, "300ms"))
@@ -211,15 +213,6 @@ func TestLiveRescaleAndReconfigure(t *testing.T) {
 			return true, nil
 		})
 	}
-	rescale(4)
-	before, err := c.checkpointsCompleted(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.waitFor(time.Minute, "a checkpoint at parallelism 4", func() (bool, error) {
-		n, err := c.checkpointsCompleted(id)
-		return n > before, err
-	})
 
 	changed := time.Now()
 	if _, err := c.weir("checkpoint", "configure", id, "--interval", "1s"); err != nil {
@@ -255,6 +248,16 @@ func TestLiveRescaleAndReconfigure(t *testing.T) {
 		}
 	}
 	t.Logf("after the change from 300ms to 1s, checkpoints triggered at +%v", relative(triggers, changed))
+
+	rescale(4)
+	before, err := c.checkpointsCompleted(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(time.Minute, "a checkpoint at parallelism 4", func() (bool, error) {
+		n, err := c.checkpointsCompleted(id)
+		return n > before, err
+	})
 
 	rescale(1)
 	job := c.waitJob(id, 2*time.Minute)

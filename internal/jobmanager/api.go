@@ -37,7 +37,10 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	}
 	s.submits.Lock()
 	defer s.submits.Unlock()
-	if _, ok := s.job(id); ok && id != "" {
+	if j, ok := s.job(id); ok && id != "" {
+		if !proto.Equal(j.graph, g) {
+			return nil, status.Errorf(codes.AlreadyExists, "jobmanager: job %s exists and runs another graph than the one submitted", id)
+		}
 		// A retried submission: the job is there already.
 		return &weirv1.SubmitJobResponse{JobId: id}, nil
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/weirproject/weir/internal/checkpointing"
 	"github.com/weirproject/weir/internal/coordinator"
 	"github.com/weirproject/weir/internal/jobgraph"
@@ -29,11 +31,14 @@ type jobMaster struct {
 	s         *Server
 	id, name  string
 	submitted time.Time
-	log       *slog.Logger
-	coord     *checkpointing.Driver
-	store     checkpointStore
-	counter   checkpointCounter
-	services  haServices
+	// graph is what the job was submitted (or recovered) with: a retried
+	// submission of its ID must name the same.
+	graph    *weirv1.JobGraph
+	log      *slog.Logger
+	coord    *checkpointing.Driver
+	store    checkpointStore
+	counter  checkpointCounter
+	services haServices
 	// restore is where the job first started (--from); a restart finds
 	// the latest completed checkpoint instead, and this when there is none.
 	restore *restorePoint
@@ -114,7 +119,7 @@ func (s *Server) newJob(services haServices, id string, g *weirv1.JobGraph, orig
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	j := &jobMaster{
-		s: s, id: id, name: g.GetName(), submitted: time.Now(), restore: origin,
+		s: s, id: id, name: g.GetName(), submitted: time.Now(), restore: origin, graph: proto.Clone(g).(*weirv1.JobGraph),
 		log:     s.log.With("job_id", id, "job_name", g.GetName()),
 		store:   store,
 		counter: counter, services: services,

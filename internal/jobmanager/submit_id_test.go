@@ -12,7 +12,8 @@ import (
 
 // TestSubmitWithJobIDIsIdempotent: a submission naming its job ID gets
 // that ID, and the same submission again (a client retrying after a lost
-// answer) is answered with the job already there instead of a second one.
+// answer) is answered with the job already there instead of a second one;
+// another graph under that ID is refused.
 func TestSubmitWithJobIDIsIdempotent(t *testing.T) {
 	c := startInProcess(t) // no TaskManager: the job waits for slots
 	ctx := context.Background()
@@ -27,6 +28,11 @@ func TestSubmitWithJobIDIsIdempotent(t *testing.T) {
 	jobs, err := c.Client.ListJobs(ctx, &weirv1.ListJobsRequest{})
 	if err != nil || len(jobs.GetJobs()) != 1 {
 		t.Fatalf("jobs after a retried submission: %d %v", len(jobs.GetJobs()), err)
+	}
+	// The same ID with another graph is not the job the client meant.
+	other := kafkaSinkJob(c, "renamed", "named-prefix")
+	if _, err := c.Client.SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: other, JobId: id}); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("the ID with another graph: %v, want AlreadyExists", err)
 	}
 	for _, bad := range []string{"short", "0123456789ABCDEF0123456789ABCDEF", "../../0123456789abcdef0123456789"} {
 		if _, err := c.Client.SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g, JobId: bad}); status.Code(err) != codes.InvalidArgument {

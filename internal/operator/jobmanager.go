@@ -105,7 +105,7 @@ func (m *jobManager) job(ctx context.Context, id string) (*lifecycle.Job, error)
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
-	j := &lifecycle.Job{State: stateName(resp.GetJob().GetState()), FailureCause: resp.GetJob().GetFailureCause()}
+	j := &lifecycle.Job{State: stateName(resp.GetJob().GetState()), FailureCause: resp.GetJob().GetFailureCause(), StartedFrom: resp.GetJob().GetGraph().GetRestoreFrom()}
 	cps, err := m.api.ListCheckpoints(ctx, &weirv1.ListCheckpointsRequest{JobId: id})
 	if n := newest(cps); err == nil && n.GetId() > 0 {
 		j.LatestCheckpoint = &v1alpha1.CheckpointInfo{ID: n.GetId(), Path: n.GetExternalPath()}
@@ -188,7 +188,7 @@ func (m *jobManager) do(ctx context.Context, a lifecycle.Action, id string) life
 		defer cancel()
 		resp, err := m.api.SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g, JobId: a.JobID})
 		if err != nil {
-			return lifecycle.Result{Err: fmt.Errorf("submit: %w", err)}
+			return lifecycle.Result{Err: fmt.Errorf("submit: %w", err), Exists: status.Code(err) == codes.AlreadyExists}
 		}
 		return lifecycle.Result{JobID: resp.GetJobId()}
 	case lifecycle.StopWithSavepoint:

@@ -58,8 +58,12 @@ type Job struct {
 	State string
 	// FailureCause is why it failed or restarts.
 	FailureCause string
-	// LatestCheckpoint is its latest completed checkpoint, if any.
+	// LatestCheckpoint is its newest completed checkpoint or savepoint,
+	// if any.
 	LatestCheckpoint *v1alpha1.CheckpointInfo
+	// StartedFrom is the savepoint or checkpoint it was submitted to
+	// restore ("" for none).
+	StartedFrom string
 }
 
 // Observation is what the driver saw in one round.
@@ -123,7 +127,11 @@ type Result struct {
 	// Savepoint: Path is a savepoint (a job cancelled keeping state may
 	// have taken one after its last checkpoint).
 	Savepoint bool
-	Err       error
+	// Exists: the submission's job ID names a job that runs another
+	// graph, one an earlier round submitted and whose status write was
+	// lost.
+	Exists bool
+	Err    error
 }
 
 // Event is something users should see on the resource.
@@ -139,8 +147,7 @@ type Decision struct {
 	Action Action
 	Events []Event
 	// Deploy is the spec the cluster's objects (Deployments) should run
-	// now: the desired spec, or the stable one while the old job still
-	// has to stop and while rolling back.
+	// now: see deploySpec.
 	Deploy v1alpha1.WeirJobSpec
 	// Suspended scales the job's own TaskManagers to zero.
 	Suspended bool
@@ -159,7 +166,13 @@ func SpecHash(spec v1alpha1.WeirJobSpec) string {
 
 // Decide is one round of the WeirJob's state machine.
 func Decide(o Observation) Decision {
-	d := Decision{Status: *o.Status.DeepCopy(), Deploy: o.Spec}
+	d := decide(o)
+	d.Deploy = deploySpec(o, &d.Status)
+	return d
+}
+
+func decide(o Observation) Decision {
+	d := Decision{Status: *o.Status.DeepCopy()}
 	st := &d.Status
 	st.ObservedGeneration = o.Generation
 	if o.Job != nil {
@@ -170,15 +183,7 @@ func Decide(o Observation) Decision {
 			st.LastCheckpoint = cp.DeepCopy()
 		}
 	}
-	if up := st.Upgrade; up != nil && up.Phase == PhaseVerifying && !up.Rollback && st.DeployedSpecHash != SpecHash(o.Spec) {
-		// A newer spec replaces one still being verified.
-		st.Upgrade = nil
-	}
-	if up := st.Upgrade; up != nil && up.Rollback {
-		if stable, ok := stableSpec(st); ok {
-			d.Deploy = stable
-		}
-	}
+	replaceUpgrade(o, st)
 	if !o.Reachable {
 		setCondition(st, CondReady, false, "JobManagerUnreachable", "the JobManager does not answer", o.Now)
 		d.Requeue = 2 * time.Second
@@ -200,23 +205,102 @@ func Decide(o Observation) Decision {
 		// The JobManager lost the job (a cluster without its HA data):
 		// start it again from the newest state the operator knows.
 		path := latestPath(st)
+		d.Events = append(d.Events, jobLost(st.JobID, path))
 		startUpgrade(o, &d, PhaseStarting, path, "recover", false)
-		d.Events = append(d.Events, Event{Warning: true, Reason: "JobLost", Message: fmt.Sprintf("the JobManager does not know job %s; submitting it again from %s", st.JobID, orNone(path))})
-	case st.DeployedSpecHash != SpecHash(o.Spec) && o.Generation != st.FailedGeneration:
+	case st.DeployedSpecHash != SpecHash(o.Spec) && !failedBefore(o, st):
 		decideSpecChange(o, &d)
 	default:
 		decideSteady(o, &d)
-	}
-	if up := st.Upgrade; up != nil && up.Phase == PhaseStopping && !up.Rollback {
-		// The old job still runs: its cluster keeps the spec it runs.
-		if stable, ok := stableSpec(st); ok {
-			d.Deploy = stable
-		}
 	}
 	if d.Action.Kind != None && d.Requeue == 0 {
 		d.Requeue = 200 * time.Millisecond
 	}
 	return d
+}
+
+// replaceUpgrade ends or retargets an upgrade the resource's spec has
+// moved past. An upgrade whose new job may have been submitted (Starting)
+// always finishes that step, so that a submission whose status write was
+// lost is not left running beside the next one.
+func replaceUpgrade(o Observation, st *v1alpha1.WeirJobStatus) {
+	up := st.Upgrade
+	if up == nil {
+		return
+	}
+	changed := st.DeployedSpecHash != SpecHash(o.Spec)
+	switch {
+	case up.Phase == PhaseVerifying && !up.Rollback && changed:
+		// A newer spec replaces one still being verified.
+		st.Upgrade = nil
+	case up.Phase == PhaseVerifying && up.Rollback && changed && !failedBefore(o, st):
+		// A new spec replaces a rollback, also one whose stable spec
+		// fails too.
+		st.Upgrade = nil
+	case o.Spec.Suspend && (up.Phase == PhaseVerifying || up.Phase == PhaseStopping && !up.Rollback):
+		// Suspension stops whichever job runs, verified or not.
+		st.Upgrade = nil
+	case up.Phase == PhaseStopping && !up.Rollback && up.Spec != "" && up.Target != o.Generation:
+		// Nothing was submitted yet: aim at the newest spec.
+		if target, ok := decodeSpec(up.Spec); !ok || SpecHash(target) != SpecHash(o.Spec) {
+			up.Target, up.Spec = o.Generation, encodeSpec(o.Spec)
+		}
+	}
+}
+
+// failedBefore says whether the resource's spec is one whose upgrade was
+// rolled back: it is not tried again until the spec changes.
+func failedBefore(o Observation, st *v1alpha1.WeirJobStatus) bool {
+	if st.FailedSpecHash != "" {
+		return SpecHash(o.Spec) == st.FailedSpecHash
+	}
+	return o.Generation == st.FailedGeneration
+}
+
+// deploySpec is the spec the cluster's objects run: the stable one while
+// the old job still has to stop, the upgrade's target (for a rollback,
+// the stable spec) while its job starts and runs.
+func deploySpec(o Observation, st *v1alpha1.WeirJobStatus) v1alpha1.WeirJobSpec {
+	up := st.Upgrade
+	if up == nil {
+		return o.Spec
+	}
+	if up.Phase == PhaseStopping && !up.Rollback {
+		if stable, ok := stableSpec(st); ok {
+			return stable
+		}
+		return o.Spec
+	}
+	return targetSpec(o, st, up)
+}
+
+// targetSpec is the spec an upgrade submits.
+func targetSpec(o Observation, st *v1alpha1.WeirJobStatus, up *v1alpha1.UpgradeStatus) v1alpha1.WeirJobSpec {
+	if spec, ok := decodeSpec(up.Spec); ok {
+		return spec
+	}
+	if up.Rollback {
+		if stable, ok := stableSpec(st); ok {
+			return stable
+		}
+	}
+	return o.Spec // an upgrade recorded before targets were kept
+}
+
+func encodeSpec(spec v1alpha1.WeirJobSpec) string {
+	b, _ := json.Marshal(spec)
+	return string(b)
+}
+
+func decodeSpec(s string) (v1alpha1.WeirJobSpec, bool) {
+	var spec v1alpha1.WeirJobSpec
+	if s == "" || json.Unmarshal([]byte(s), &spec) != nil {
+		return spec, false
+	}
+	return spec, true
+}
+
+func jobLost(id, path string) Event {
+	return Event{Warning: true, Reason: "JobLost", Message: fmt.Sprintf("the JobManager does not know job %s; submitting it again from %s", id, orNone(path))}
 }
 
 func orNone(path string) string {
@@ -235,11 +319,27 @@ func latestPath(st *v1alpha1.WeirJobStatus) string {
 	return st.ResumeFrom
 }
 
+// newestState is the newest state of the job that stopped: its own newest
+// savepoint or checkpoint as its JobManager reports it, which a lost
+// status write or a stop whose answer timed out cannot lose; else the
+// newest the operator recorded.
+func newestState(o Observation, st *v1alpha1.WeirJobStatus) string {
+	if o.Job == nil {
+		return latestPath(st)
+	}
+	if cp := o.Job.LatestCheckpoint; cp != nil && cp.Path != "" {
+		return cp.Path
+	}
+	// None taken: its state is still what it started from.
+	return o.Job.StartedFrom
+}
+
 func startUpgrade(o Observation, d *Decision, phase, restore, reason string, rollback bool) {
 	st := &d.Status
-	st.Upgrade = &v1alpha1.UpgradeStatus{Phase: phase, Target: o.Generation, RestorePath: restore, Reason: reason, Rollback: rollback}
+	now := metav1.NewTime(o.Now)
+	st.Upgrade = &v1alpha1.UpgradeStatus{Phase: phase, Target: o.Generation, Spec: encodeSpec(o.Spec), RestorePath: restore, Reason: reason, Rollback: rollback, StartedAt: &now}
 	if rollback {
-		st.Upgrade.Target = st.StableGeneration
+		st.Upgrade.Target, st.Upgrade.Spec = st.StableGeneration, st.StableSpec
 	}
 	st.LifecycleState = v1alpha1.StateUpgrading
 	if rollback {
@@ -264,8 +364,8 @@ func decideSpecChange(o Observation, d *Decision) {
 	st := &d.Status
 	if !jobRunning(o.Job) && o.Spec.UpgradeMode != v1alpha1.UpgradeStateless {
 		// Nothing to stop with a savepoint: start from the newest state
-		// recorded (last-state), as Flink's operator falls back to.
-		path := latestPath(st)
+		// (last-state), as Flink's operator falls back to.
+		path := newestState(o, st)
 		d.Events = append(d.Events, Event{Warning: true, Reason: "UpgradeFromLastState", Message: fmt.Sprintf("the job is %s, not running: upgrading from %s instead of a new savepoint", o.Job.State, orNone(path))})
 		startUpgrade(o, d, PhaseStarting, path, "upgrade", false)
 		return
@@ -293,8 +393,8 @@ func decideUpgrade(o Observation, d *Decision) {
 		if !jobRunning(o.Job) {
 			// Already stopped (by an earlier round whose outcome was
 			// lost, or it failed): go on from the newest state.
-			if up.RestorePath == "" && modeOf(o.Spec) != v1alpha1.UpgradeStateless && !up.Rollback {
-				up.RestorePath = latestPath(st)
+			if modeOf(o.Spec) != v1alpha1.UpgradeStateless && !up.Rollback {
+				up.RestorePath = newestState(o, st)
 			}
 			up.Phase = PhaseStarting
 			decideUpgrade(o, d)
@@ -305,30 +405,34 @@ func decideUpgrade(o Observation, d *Decision) {
 			kind = Cancel // the rollback restores the state the upgrade started from
 		}
 		if kind == StopWithSavepoint && o.Job.State != "RUNNING" {
-			// A savepoint needs every subtask running: wait for it.
-			d.Requeue = time.Second
-			return
+			timeout, _ := rollbackPolicy(o.Spec)
+			if !timedOut(o, up, timeout) {
+				// A savepoint needs every subtask running: wait for it.
+				d.Requeue = time.Second
+				return
+			}
+			// It has not run for the whole timeout (a job that cannot
+			// start): no savepoint will come, so stop it keeping its
+			// latest checkpoint.
+			kind = CancelKeepingState
+			d.Events = append(d.Events, Event{Warning: true, Reason: "UpgradeFromLastState", Message: fmt.Sprintf("the job has been %s for %s: no savepoint can be taken, cancelling it keeping its latest checkpoint", o.Job.State, timeout)})
 		}
 		d.Action = Action{Kind: kind, Reason: up.Reason}
 	case PhaseStarting:
-		spec := o.Spec
-		if up.Rollback {
-			spec = d.Deploy
-		}
-		d.Action = Action{Kind: Submit, Spec: spec, RestorePath: up.RestorePath, Reason: up.Reason, JobID: jobID(o.UID, st, up)}
+		d.Action = Action{Kind: Submit, Spec: targetSpec(o, st, up), RestorePath: up.RestorePath, Reason: up.Reason, JobID: jobID(o.UID, st)}
 	case PhaseVerifying:
-		timeout := DefaultRollbackTimeout
-		rollback := true
-		if r := o.Spec.Rollback; r != nil {
-			rollback = r.Enabled
-			if r.Timeout.Duration > 0 {
-				timeout = r.Timeout.Duration
-			}
-		}
+		timeout, rollback := rollbackPolicy(o.Spec)
 		switch {
-		case o.Job != nil && o.Job.State == "RUNNING":
+		case o.Job == nil:
+			// The JobManager lost the new job: submit it again, from
+			// its own latest checkpoint if it took one.
+			path := latestPath(st)
+			d.Events = append(d.Events, jobLost(st.JobID, path))
+			up.Phase, up.RestorePath = PhaseStarting, path
+			decideUpgrade(o, d)
+		case o.Job.State == "RUNNING":
 			finishUpgrade(o, d)
-		case o.Job != nil && o.Job.State == "FINISHED":
+		case o.Job.State == "FINISHED":
 			st.Upgrade = nil
 			st.LifecycleState = v1alpha1.StateFinished
 			setCondition(st, CondUpgrading, false, "Finished", "the job finished", o.Now)
@@ -342,11 +446,8 @@ func decideUpgrade(o Observation, d *Decision) {
 		case failed(o.Job) || timedOut(o, up, timeout):
 			msg := fmt.Sprintf("generation %d's job is %s after the upgrade (%s); rolling back to generation %d", up.Target, stateOf(o.Job), causeOf(o.Job), st.StableGeneration)
 			d.Events = append(d.Events, Event{Warning: true, Reason: "RollingBack", Message: msg})
-			st.FailedGeneration = up.Target
-			restore := up.RestorePath
-			stable, _ := stableSpec(st)
-			d.Deploy = stable
-			startUpgrade(o, d, PhaseStopping, restore, "rollback", true)
+			st.FailedGeneration, st.FailedSpecHash = up.Target, SpecHash(targetSpec(o, st, up))
+			startUpgrade(o, d, PhaseStopping, up.RestorePath, "rollback", true)
 		default:
 			// The new job is coming up: the upgrade's gap ends when it
 			// is seen RUNNING.
@@ -355,11 +456,27 @@ func decideUpgrade(o Observation, d *Decision) {
 	}
 }
 
-// jobID names the job one step of an upgrade submits: a hash of the
-// resource, the upgrade's target and reason, what it restores from, and
-// the resource's submissions so far (status.submissions).
-func jobID(uid string, st *v1alpha1.WeirJobStatus, up *v1alpha1.UpgradeStatus) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d/%s/%t/%s/%d", uid, up.Target, up.Reason, up.Rollback, up.RestorePath, st.Submissions)))
+// rollbackPolicy is how long a new job may take to run, and whether one
+// that does not is rolled back.
+func rollbackPolicy(spec v1alpha1.WeirJobSpec) (time.Duration, bool) {
+	timeout, rollback := DefaultRollbackTimeout, true
+	if r := spec.Rollback; r != nil {
+		rollback = r.Enabled
+		if r.Timeout.Duration > 0 {
+			timeout = r.Timeout.Duration
+		}
+	}
+	return timeout, rollback
+}
+
+// jobID names the next job the resource submits: a hash of the resource
+// and its submissions so far (status.submissions), and nothing else. A
+// submission whose status write was lost is retried under the same ID
+// whatever changed in between (the spec, the state to restore), so the
+// JobManager answers with the job already there, or, when that job runs
+// another graph, says so (Result.Exists).
+func jobID(uid string, st *v1alpha1.WeirJobStatus) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", uid, st.Submissions)))
 	return hex.EncodeToString(h[:16])
 }
 
@@ -403,19 +520,14 @@ func finishUpgrade(o Observation, d *Decision) {
 	}
 	st.LifecycleState = v1alpha1.StateRunning
 	st.StableGeneration = up.Target
-	b, _ := json.Marshal(o.Spec)
-	st.StableSpec = string(b)
-	st.FailedGeneration = 0
+	st.StableSpec = encodeSpec(targetSpec(o, st, up))
+	st.FailedGeneration, st.FailedSpecHash = 0, ""
 	setCondition(st, CondReady, true, "Running", "the job runs generation "+fmt.Sprint(up.Target), o.Now)
 	d.Events = append(d.Events, Event{Reason: "JobRunning", Message: fmt.Sprintf("the job runs generation %d (%s, from %s)", up.Target, up.Reason, orNone(up.RestorePath))})
 }
 
 func stableSpec(st *v1alpha1.WeirJobStatus) (v1alpha1.WeirJobSpec, bool) {
-	var spec v1alpha1.WeirJobSpec
-	if st.StableSpec == "" || json.Unmarshal([]byte(st.StableSpec), &spec) != nil {
-		return spec, false
-	}
-	return spec, true
+	return decodeSpec(st.StableSpec)
 }
 
 func decideSuspend(o Observation, d *Decision) {
@@ -425,14 +537,22 @@ func decideSuspend(o Observation, d *Decision) {
 		return
 	}
 	if !jobRunning(o.Job) {
-		st.ResumeFrom = latestPath(st)
+		st.ResumeFrom = newestState(o, st)
 		suspended(o, d)
 		return
 	}
 	kind := stopAction(modeOf(o.Spec))
 	if kind == StopWithSavepoint && o.Job.State != "RUNNING" {
-		d.Requeue = time.Second
-		return
+		// Wait for it to run, as an upgrade does, at most the timeout
+		// since it was last seen running (the Ready condition's last
+		// transition).
+		setCondition(st, CondReady, false, "Job"+o.Job.State, "suspending: the job is "+o.Job.State, o.Now)
+		timeout, _ := rollbackPolicy(o.Spec)
+		if c := meta.FindStatusCondition(st.Conditions, CondReady); o.Now.Sub(c.LastTransitionTime.Time) <= timeout {
+			d.Requeue = time.Second
+			return
+		}
+		kind = CancelKeepingState
 	}
 	d.Action = Action{Kind: kind, Reason: "suspend"}
 }
@@ -472,6 +592,18 @@ func decideSteady(o Observation, d *Decision) {
 func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Event) {
 	st := *d.Status.DeepCopy()
 	var events []Event
+	if d.Action.Kind == Submit && r.Exists && st.Upgrade != nil {
+		// That job runs beside nothing else of this resource: stop it as
+		// an old job is stopped, then submit under the next ID.
+		st.JobID, st.JobState, st.DeployedSpecHash, st.Error = d.Action.JobID, "", "", ""
+		st.Submissions++
+		st.Upgrade.Phase = PhaseStopping
+		if !st.Upgrade.Rollback {
+			st.Upgrade.RestorePath = ""
+		}
+		events = append(events, Event{Warning: true, Reason: "EarlierSubmission", Message: fmt.Sprintf("job %s was submitted by an earlier round whose status was lost, with another spec or state: stopping it first", d.Action.JobID)})
+		return st, events
+	}
 	if r.Err != nil {
 		st.Error = fmt.Sprintf("%s: %v", d.Action.Kind, r.Err)
 		events = append(events, Event{Warning: true, Reason: string(d.Action.Kind) + "Failed", Message: r.Err.Error()})
@@ -498,7 +630,7 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 		if r.Path == "" && d.Action.Kind == CancelKeepingState {
 			// No checkpoint since it started: its state is still what
 			// it started from.
-			r.Path = latestPath(&st)
+			r.Path = newestState(o, &st)
 		}
 		if r.Path != "" {
 			recordSavepoint(&st, v1alpha1.SavepointInfo{Path: r.Path, Reason: d.Action.Reason, Time: now, Checkpoint: d.Action.Kind == CancelKeepingState && !r.Savepoint})

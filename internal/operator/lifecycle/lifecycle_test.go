@@ -14,16 +14,25 @@ import (
 )
 
 // jobManager is a model of a JobManager for the scenarios: jobs start
-// RUNNING unless their spec's job text contains "fail" (then FAILED) or
-// "stuck" (then stay CREATED); each running job completes a checkpoint
-// per round.
+// RUNNING unless their spec's job text contains "fail" or is in failing
+// (then FAILED) or contains "stuck" (then stay CREATED); each running job
+// completes a checkpoint per round. Checkpoints and savepoints of a job
+// share its IDs, as the JobManager's do.
 type jobManager struct {
 	jobs    map[string]*modelJob
 	next    int
 	down    bool
 	failNow ActionKind // the next action of this kind fails
-	noCkpt  bool       // jobs complete no checkpoint
-	log     []string
+	// failAfter: the next action of this kind takes effect, but its
+	// answer is an error (a timeout after the job stopped).
+	failAfter ActionKind
+	failing   map[string]bool // job texts whose jobs fail
+	noCkpt    bool            // jobs complete no checkpoint
+	log       []string
+	// onSubmit sees every new job's submission, with the job submitted
+	// before it.
+	onSubmit func(a Action, prev *modelJob)
+	last     *modelJob
 }
 
 type modelJob struct {
@@ -33,15 +42,29 @@ type modelJob struct {
 	ckpt     int64
 	savepts  int
 	ckptPath string
+	// newest is the path of its newest checkpoint or savepoint.
+	newest string
 }
 
-func newJobManager() *jobManager { return &jobManager{jobs: map[string]*modelJob{}} }
+// stoppedAt is where the job's state is: its newest checkpoint or savepoint,
+// else what it started from.
+func (j *modelJob) stoppedAt() string {
+	if j.newest != "" {
+		return j.newest
+	}
+	return j.from
+}
+
+func newJobManager() *jobManager {
+	return &jobManager{jobs: map[string]*modelJob{}, failing: map[string]bool{}}
+}
 
 func (m *jobManager) tick() {
 	for id, j := range m.jobs {
 		if j.state == "RUNNING" && !m.noCkpt {
 			j.ckpt++
 			j.ckptPath = fmt.Sprintf("/ckpt/%s/chk-%d", id, j.ckpt)
+			j.newest = j.ckptPath
 		}
 	}
 }
@@ -51,11 +74,18 @@ func (m *jobManager) view(id string) *Job {
 	if j == nil {
 		return nil
 	}
-	v := &Job{State: j.state}
+	v := &Job{State: j.state, StartedFrom: j.from}
 	if j.ckpt > 0 {
-		v.LatestCheckpoint = &v1alpha1.CheckpointInfo{ID: j.ckpt, Path: j.ckptPath}
+		v.LatestCheckpoint = &v1alpha1.CheckpointInfo{ID: j.ckpt, Path: j.newest}
 	}
 	return v
+}
+
+func (j *modelJob) savepoint(id string) string {
+	j.ckpt++
+	j.savepts++
+	j.newest = fmt.Sprintf("/sp/%s-%d", id, j.savepts)
+	return j.newest
 }
 
 func (m *jobManager) do(a Action, jobID string) Result {
@@ -63,10 +93,22 @@ func (m *jobManager) do(a Action, jobID string) Result {
 		m.failNow = None
 		return Result{Err: errors.New("injected failure")}
 	}
+	r := m.apply(a, jobID)
+	if m.failAfter == a.Kind && a.Kind != None {
+		m.failAfter = None
+		return Result{Err: errors.New("injected timeout after the action took effect")}
+	}
+	return r
+}
+
+func (m *jobManager) apply(a Action, jobID string) Result {
 	j := m.jobs[jobID]
 	switch a.Kind {
 	case Submit:
-		if a.JobID != "" && m.jobs[a.JobID] != nil {
+		if j := m.jobs[a.JobID]; a.JobID != "" && j != nil {
+			if j.spec != a.Spec.Job.Spec || j.from != a.RestorePath {
+				return Result{Exists: true, Err: errors.New("the job exists and runs another graph")}
+			}
 			return Result{JobID: a.JobID} // a retried submission
 		}
 		m.next++
@@ -76,31 +118,33 @@ func (m *jobManager) do(a Action, jobID string) Result {
 		}
 		state := "RUNNING"
 		switch {
-		case strings.Contains(a.Spec.Job.Spec, "fail"):
+		case strings.Contains(a.Spec.Job.Spec, "fail") || m.failing[a.Spec.Job.Spec]:
 			state = "FAILED"
 		case strings.Contains(a.Spec.Job.Spec, "stuck"):
 			state = "CREATED"
 		}
+		if m.onSubmit != nil {
+			m.onSubmit(a, m.last)
+		}
 		m.jobs[id] = &modelJob{spec: a.Spec.Job.Spec, state: state, from: a.RestorePath}
+		m.last = m.jobs[id]
 		m.log = append(m.log, fmt.Sprintf("submit %q from %q", a.Spec.Job.Spec, a.RestorePath))
 		return Result{JobID: id}
 	case StopWithSavepoint:
-		j.savepts++
 		j.state = "FINISHED"
-		p := fmt.Sprintf("/sp/%s-%d", jobID, j.savepts)
+		p := j.savepoint(jobID)
 		m.log = append(m.log, "stop with savepoint "+p)
 		return Result{Path: p}
 	case CancelKeepingState:
 		j.state = "CANCELED"
-		m.log = append(m.log, "cancel keeping "+j.ckptPath)
-		return Result{Path: j.ckptPath}
+		m.log = append(m.log, "cancel keeping "+j.newest)
+		return Result{Path: j.newest, Savepoint: strings.HasPrefix(j.newest, "/sp/")}
 	case Cancel:
 		j.state = "CANCELED"
 		m.log = append(m.log, "cancel")
 		return Result{}
 	case TriggerSavepoint:
-		j.savepts++
-		p := fmt.Sprintf("/sp/%s-%d", jobID, j.savepts)
+		p := j.savepoint(jobID)
 		m.log = append(m.log, "savepoint "+p)
 		return Result{Path: p}
 	}
@@ -121,6 +165,34 @@ type world struct {
 	// loseWrite drops the next round's status write, as a conflict or a
 	// crash after the action does.
 	loseWrite bool
+	// history describes each round, for failures.
+	history []string
+}
+
+func (w *world) describe(d Decision, st v1alpha1.WeirJobStatus) string {
+	short := func(s string) string {
+		if len(s) > 6 {
+			return s[:6]
+		}
+		return s
+	}
+	up := "-"
+	if u := st.Upgrade; u != nil {
+		up = fmt.Sprintf("%s/%d/rb=%t/from=%s", u.Phase, u.Target, u.Rollback, u.RestorePath)
+	}
+	last := ""
+	if st.LastCheckpoint != nil {
+		last = st.LastCheckpoint.Path
+	}
+	lost := ""
+	if w.loseWrite {
+		lost = " (write lost)"
+	}
+	act := string(d.Action.Kind)
+	if d.Action.Kind == Submit {
+		act += fmt.Sprintf("(%s from %q as %s)", d.Action.Spec.Job.Spec, d.Action.RestorePath, short(d.Action.JobID))
+	}
+	return fmt.Sprintf("[round %d gen %d spec %s: %s job=%s action=%s%s err=%q up=%s last=%s resume=%s subs=%d]", len(w.history), w.gen, w.spec.Job.Spec, st.LifecycleState, short(st.JobID), act, lost, st.Error, up, last, st.ResumeFrom, st.Submissions)
 }
 
 func newWorld(t *testing.T, mode v1alpha1.UpgradeMode, job string) *world {
@@ -151,6 +223,7 @@ func (w *world) round() {
 		st, ev = Complete(o, d, r)
 		w.events = append(w.events, ev...)
 	}
+	w.history = append(w.history, w.describe(d, st))
 	if !w.loseWrite {
 		w.status = st
 	}
@@ -434,4 +507,201 @@ func TestLastStateBeforeAnyCheckpointKeepsTheStartingState(t *testing.T) {
 	if w.current().spec != "v2" || w.current().from != "/sp/initial" {
 		t.Fatalf("new job %+v, want it from /sp/initial; log %v", w.current(), w.jm.log)
 	}
+}
+
+// lastStop is the path the model JobManager's last stop with a savepoint
+// produced.
+func (w *world) lastStop() string {
+	for i := len(w.jm.log) - 1; i >= 0; i-- {
+		if p, ok := strings.CutPrefix(w.jm.log[i], "stop with savepoint "); ok {
+			return p
+		}
+	}
+	w.t.Fatalf("no stop with a savepoint: %v", w.jm.log)
+	return ""
+}
+
+// A stop that took effect but whose outcome the operator did not record
+// (the status write was lost, or the answer timed out after the job had
+// stopped) must not restart the job from an older state: the output
+// committed up to the savepoint would be repeated.
+func TestLostStopOutcomeRestoresTheStopsSavepoint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(w *world)
+	}{
+		{"upgrade write lost", func(w *world) { w.loseWrite = true }},
+		{"upgrade answer timed out", func(w *world) { w.jm.failAfter = StopWithSavepoint }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+			w.until(v1alpha1.StateRunning, 5)
+			w.round()
+			w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+			tc.lose(w)
+			w.round() // the stop takes effect; the operator does not learn it
+			sp := w.lastStop()
+			w.until(v1alpha1.StateRunning, 6)
+			if w.current().spec != "v2" || w.current().from != sp {
+				t.Fatalf("new job %+v, want it from the stop's savepoint %s; log %v", w.current(), sp, w.jm.log)
+			}
+		})
+	}
+	t.Run("suspend write lost", func(t *testing.T) {
+		w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+		w.until(v1alpha1.StateRunning, 5)
+		w.round()
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend = true })
+		w.loseWrite = true
+		w.round()
+		sp := w.lastStop()
+		w.until(v1alpha1.StateSuspended, 3)
+		if w.status.ResumeFrom != sp {
+			t.Fatalf("suspended to resume from %q, want the stop's savepoint %s", w.status.ResumeFrom, sp)
+		}
+	})
+}
+
+// A spec changed after a submission whose status write was lost: the job
+// that submission started runs the old target's spec, so it must not be
+// taken for the new spec's.
+func TestSpecChangeAfterALostSubmission(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.until(v1alpha1.StateRunning, 5)
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+	w.round() // stop v1 with a savepoint
+	w.loseWrite = true
+	w.round() // submit v2; the write is lost
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v3" })
+	w.until(v1alpha1.StateRunning, 10)
+	if w.current().spec != "v3" || w.status.StableGeneration != 3 || w.status.DeployedGeneration != 3 {
+		t.Fatalf("job %+v, status %+v; log %v", w.current(), w.status, w.jm.log)
+	}
+	stable, _ := stableSpec(&w.status)
+	if stable.Job.Spec != "v3" {
+		t.Fatalf("stable spec %q", stable.Job.Spec)
+	}
+	// v3 starts from what v2's job stopped at, not from v1's savepoint.
+	if sp := w.lastStop(); w.current().from != sp || !strings.Contains(sp, w.jm.jobIDOf("v2")) {
+		t.Fatalf("v3 from %q; last stop %q; log %v", w.current().from, sp, w.jm.log)
+	}
+}
+
+// A spec changed while the old job is still being stopped: the upgrade
+// aims at the newest spec and records the generation it deployed.
+func TestSpecChangeWhileStopping(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+	w.until(v1alpha1.StateRunning, 5)
+	w.jm.failNow = StopWithSavepoint
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+	w.round()
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v3" })
+	w.until(v1alpha1.StateRunning, 6)
+	stable, _ := stableSpec(&w.status)
+	if w.current().spec != "v3" || w.status.StableGeneration != 3 || w.status.DeployedGeneration != 3 || stable.Job.Spec != "v3" {
+		t.Fatalf("job %+v, status %+v", w.current(), w.status)
+	}
+	if n := strings.Count(strings.Join(w.jm.log, ";"), "submit"); n != 2 {
+		t.Fatalf("%d submissions: %v", n, w.jm.log)
+	}
+}
+
+func (m *jobManager) jobIDOf(spec string) string {
+	for id, j := range m.jobs {
+		if j.spec == spec {
+			return id
+		}
+	}
+	return "<none>"
+}
+
+// An upgrade whose verification cannot end must give way: to a new spec
+// when the rollback fails too, to a suspension when a first deployment
+// fails, and to a new submission when the JobManager lost the new job.
+func TestVerificationGivesWay(t *testing.T) {
+	rollback := &v1alpha1.RollbackSpec{Enabled: true, Timeout: metav1.Duration{Duration: 5 * time.Second}}
+	t.Run("rollback fails too, then a new spec", func(t *testing.T) {
+		w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+		w.spec.Rollback = rollback
+		w.until(v1alpha1.StateRunning, 5)
+		w.jm.failing["v1"] = true // what it needed is gone
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2-fail" })
+		for range 12 {
+			w.round()
+		}
+		if w.status.LifecycleState != v1alpha1.StateFailed {
+			t.Fatalf("after a failing rollback: %s; log %v", w.status.LifecycleState, w.jm.log)
+		}
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v3" })
+		w.until(v1alpha1.StateRunning, 6)
+		if w.current().spec != "v3" || w.status.StableGeneration != 3 {
+			t.Fatalf("job %+v; log %v", w.current(), w.jm.log)
+		}
+	})
+	t.Run("a failing first deployment, then suspend", func(t *testing.T) {
+		w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1-fail")
+		w.spec.InitialSavepointPath = "/sp/initial"
+		for range 4 {
+			w.round()
+		}
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend = true })
+		w.until(v1alpha1.StateSuspended, 3)
+		if w.status.ResumeFrom != "/sp/initial" {
+			t.Fatalf("resumes from %q", w.status.ResumeFrom)
+		}
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend, s.Job.Spec = false, "v2" })
+		w.until(v1alpha1.StateRunning, 5)
+		if w.current().spec != "v2" || w.current().from != "/sp/initial" {
+			t.Fatalf("job %+v", w.current())
+		}
+	})
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("job lost, rollback %t", on), func(t *testing.T) {
+			w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+			w.spec.Rollback = &v1alpha1.RollbackSpec{Enabled: on, Timeout: metav1.Duration{Duration: 5 * time.Second}}
+			w.until(v1alpha1.StateRunning, 5)
+			w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+			w.round() // stop
+			w.round() // submit
+			if w.status.Upgrade == nil || w.status.Upgrade.Phase != PhaseVerifying {
+				t.Fatalf("not verifying: %+v", w.status.Upgrade)
+			}
+			sp := w.lastStop()
+			delete(w.jm.jobs, w.status.JobID)
+			w.until(v1alpha1.StateRunning, 4)
+			if w.current().spec != "v2" || w.current().from != sp || !hasEvent(w.events, "JobLost") {
+				t.Fatalf("job %+v, want v2 from %s; log %v", w.current(), sp, w.jm.log)
+			}
+		})
+	}
+	t.Run("a stuck job replaced in savepoint mode", func(t *testing.T) {
+		w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+		w.spec.Rollback = &v1alpha1.RollbackSpec{Enabled: false, Timeout: metav1.Duration{Duration: 5 * time.Second}}
+		w.until(v1alpha1.StateRunning, 5)
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2-stuck" })
+		for range 10 {
+			w.round()
+		}
+		sp := w.lastStop()
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v3" })
+		w.until(v1alpha1.StateRunning, 12)
+		if w.current().spec != "v3" || w.current().from != sp {
+			t.Fatalf("job %+v, want v3 from %s; log %v", w.current(), sp, w.jm.log)
+		}
+	})
+	t.Run("a stuck job suspended in savepoint mode", func(t *testing.T) {
+		w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+		w.spec.Rollback = &v1alpha1.RollbackSpec{Enabled: false, Timeout: metav1.Duration{Duration: 5 * time.Second}}
+		w.until(v1alpha1.StateRunning, 5)
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2-stuck" })
+		for range 3 {
+			w.round()
+		}
+		sp := w.lastStop()
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend = true })
+		w.until(v1alpha1.StateSuspended, 12)
+		if w.status.ResumeFrom != sp {
+			t.Fatalf("resumes from %q, want %s; log %v", w.status.ResumeFrom, sp, w.jm.log)
+		}
+	})
 }

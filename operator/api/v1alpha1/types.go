@@ -204,6 +204,12 @@ type UpgradeStatus struct {
 	Phase string `json:"phase"`
 	// Target is the generation being deployed.
 	Target int64 `json:"target"`
+	// Spec is the target's spec (JSON), fixed when the upgrade starts or
+	// is retargeted before its old job stopped: a submission retried
+	// after a lost status write submits what the first one did, whatever
+	// the resource's spec became since.
+	// +optional
+	Spec string `json:"spec,omitempty"`
 	// RestorePath is the savepoint or checkpoint the new job starts from
 	// ("" for a stateless one).
 	// +optional
@@ -214,7 +220,9 @@ type UpgradeStatus struct {
 	// Reason: initial, upgrade, resume, rollback, recover.
 	// +optional
 	Reason string `json:"reason,omitempty"`
-	// StartedAt is when the new job was submitted.
+	// StartedAt is when the phase began: for Verifying, when the new
+	// job was submitted; for Stopping, when the stop was first asked
+	// (a savepoint waits that long at most for the job to run).
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 }
@@ -244,6 +252,11 @@ type WeirJobStatus struct {
 	// is not tried again until the spec changes.
 	// +optional
 	FailedGeneration int64 `json:"failedGeneration,omitempty"`
+	// FailedSpecHash is the hash of that generation's spec: a later
+	// generation with the same spec (a nonce, a suspension's toggle) does
+	// not retry it either.
+	// +optional
+	FailedSpecHash string `json:"failedSpecHash,omitempty"`
 	// StableGeneration is the last generation whose job reached
 	// RUNNING, and StableSpec that spec (JSON): what a rollback returns
 	// to.

@@ -418,9 +418,11 @@ type SubmitJobRequest struct {
 	Job   *JobGraph              `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// job_id, when set, is the ID the job gets (32 lower-case hex
 	// characters, like the JobManager's own). A submission naming a job the
-	// JobManager already has is answered with that job and changes nothing,
-	// so a client that retries after a lost answer (the Kubernetes operator)
-	// never starts a job twice. Empty: the JobManager picks an ID.
+	// JobManager already has with the same graph is answered with that job
+	// and changes nothing, so a client that retries after a lost answer (the
+	// Kubernetes operator) never starts a job twice; with another graph it
+	// fails with ALREADY_EXISTS, so the client learns that the job it runs
+	// is not the one it meant. Empty: the JobManager picks an ID.
 	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
