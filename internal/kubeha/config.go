@@ -24,6 +24,7 @@ const (
 
 	typeJob         = "job"
 	typeCheckpoints = "checkpoints"
+	typeTerm        = "term"
 )
 
 // Defaults of Config.
@@ -101,6 +102,9 @@ func NewNames(clusterID string) Names { return Names{cluster: clusterID} }
 
 // Lease is the election's Lease.
 func (n Names) Lease() string { return "weir-" + n.cluster + "-leader" }
+
+// Term is the ConfigMap where each leadership records its term.
+func (n Names) Term() string { return "weir-" + n.cluster + "-term" }
 
 // Job is the ConfigMap of job id's graph and status.
 func (n Names) Job(id string) string { return "weir-" + n.cluster + "-job-" + jobPart(id) }

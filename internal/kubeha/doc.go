@@ -14,6 +14,8 @@
 //	Lease     weir-<cluster>-leader              the election: spec.holderIdentity is the leader's
 //	                                             campaign, annotation weir.dev/leader its JSON
 //	                                             ha.LeaderInfo, spec.leaseTransitions its term
+//	ConfigMap weir-<cluster>-term                annotation weir.dev/term: the latest term elected,
+//	                                             data.holder: its leadership
 //	ConfigMap weir-<cluster>-job-<job>           binaryData.graph: the submitted JobGraph (proto);
 //	                                             data.status: the job's status record (JSON)
 //	ConfigMap weir-<cluster>-checkpoints-<job>   data.counter: last checkpoint ID issued (decimal);
@@ -35,7 +37,12 @@
 // it raises spec.leaseTransitions by one: that number is the leader's term.
 // The leader renews the Lease every third of its duration; when it has not
 // renewed for two thirds of it (the API server unreachable, the process
-// paused) it steps down, before any candidate may take over.
+// paused) it steps down, before any candidate may take over. A candidate
+// that took the Lease leads only once it has recorded its term in the
+// term ConfigMap, which refuses a term not above the one it holds: a
+// Lease deleted by hand is created anew above the highest term the
+// cluster's objects carry, and this makes that the deleted Lease's term
+// too, even when its leader had written nothing else yet.
 //
 // # Fencing
 //

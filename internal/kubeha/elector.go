@@ -11,6 +11,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,6 +26,7 @@ var (
 	errElectorClosed = errors.New("elector closed")
 	errRenewFailed   = errors.New("lease not renewed within two thirds of its duration (API server unreachable or process paused)")
 	errTaken         = errors.New("lease taken by another candidate or deleted")
+	errTermTaken     = errors.New("term recorded by another leadership")
 )
 
 // Elector runs leader elections among the JobManagers of one cluster on
@@ -131,7 +133,7 @@ func (e *Elector) tryAcquire(ctx context.Context, holder, info string, seenVersi
 		if err != nil {
 			return nil, fmt.Errorf("create lease: %w", err)
 		}
-		return e.lead(created, holder, info, now), nil
+		return e.leadIfRecorded(ctx, created, holder, info, now)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get lease: %w", err)
@@ -152,7 +154,66 @@ func (e *Elector) tryAcquire(ctx context.Context, holder, info string, seenVersi
 	if err != nil {
 		return nil, fmt.Errorf("take lease from %q: %w", holderOf(cur), err)
 	}
-	return e.lead(updated, holder, info, now), nil
+	return e.leadIfRecorded(ctx, updated, holder, info, now)
+}
+
+// leadIfRecorded leads on Lease l once its term is recorded. A Lease
+// deleted while its leader leads is created anew in the term after the
+// highest the cluster's objects carry, which is the deleted Lease's own
+// term if its leader had written nothing yet: two leaders with one term,
+// whose fenced writes would not exclude each other. Recording the term
+// in the term ConfigMap, which only a higher term may overwrite, lets
+// only one of them lead; the other keeps campaigning, and its Lease
+// expires into a higher term.
+func (e *Elector) leadIfRecorded(ctx context.Context, l *coordinationv1.Lease, holder, info string, now time.Time) (*Leadership, error) {
+	f := Fence{Holder: holder, Term: transitionsOf(l)}
+	if err := e.recordTerm(ctx, f); err != nil {
+		if errors.Is(err, errTermTaken) {
+			e.cfg.Logger.Warn("kubeha: took the lease in a term another leadership recorded first; campaigning on", "lease", e.names.Lease(), "term", f.Term, "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	return e.lead(l, holder, info, now), nil
+}
+
+// recordTerm writes f's term into the term ConfigMap unless it holds that
+// term or a higher one already.
+func (e *Elector) recordTerm(ctx context.Context, f Fence) error {
+	cms := e.cfg.Client.CoreV1().ConfigMaps(e.cfg.Namespace)
+	name := e.names.Term()
+	for {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.cfg.Namespace, Labels: e.names.labels(typeTerm)}}
+			setTerm(cm, f.Term)
+			cm.Data = map[string]string{"holder": f.Holder}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("record term %d: create configmap %s: %w", f.Term, name, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record term %d: get configmap %s: %w", f.Term, name, err)
+		}
+		if t := termOf(cm); t >= f.Term {
+			return fmt.Errorf("%w: configmap %s holds term %d of %q", errTermTaken, name, t, cm.Data["holder"])
+		}
+		setTerm(cm, f.Term)
+		cm.Data = map[string]string{"holder": f.Holder}
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("record term %d: update configmap %s: %w", f.Term, name, err)
+		}
+		return nil
+	}
 }
 
 // firstTerm is the term of a Lease created anew: above every term that

@@ -421,3 +421,37 @@ func TestStandbyTakesOverOnlyAfterTheLeaderSteppedDown(t *testing.T) {
 		}
 	}
 }
+
+// A Lease deleted while its leader leads, before that leader wrote any
+// object: the new Lease's term is still above the deposed leader's (its
+// election recorded it), so the fenced writes of the two exclude each
+// other; and the deposed leader steps down at its next renewal.
+func TestLeaseDeletedMidTermGivesANewTerm(t *testing.T) {
+	s := kubetest.Shared(t)
+	ns := s.Namespace(t)
+	cfgA, _ := config(t, s, ns)
+	cfgB, _ := config(t, s, ns)
+	a, b := newElector(t, cfgA), newElector(t, cfgB)
+	la := campaign(t, a, "jm-a", 10*time.Second)
+	ctx := context.Background()
+	if err := cfgB.Client.CoordinationV1().Leases(ns).Delete(ctx, NewNames("test").Lease(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lb := campaign(t, b, "jm-b", 10*time.Second)
+	if lb.Fence().Term <= la.Fence().Term {
+		t.Fatalf("the new Lease's leader has term %d, the deposed one %d", lb.Fence().Term, la.Fence().Term)
+	}
+	select {
+	case <-la.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the deposed leader did not step down")
+	}
+	// Of two leaderships that took one term, only the first to record it
+	// leads.
+	if err := b.recordTerm(ctx, Fence{Holder: "other", Term: lb.Fence().Term}); !errors.Is(err, errTermTaken) {
+		t.Fatalf("a second record of term %d: %v, want errTermTaken", lb.Fence().Term, err)
+	}
+	if err := b.recordTerm(ctx, Fence{Holder: "later", Term: lb.Fence().Term + 1}); err != nil {
+		t.Fatalf("a later term: %v", err)
+	}
+}
