@@ -93,7 +93,19 @@ func (c *cluster) sampleStateSizes(ids map[string]string, prefix string, soak ti
 	samples := map[string][]int64{}
 	start := time.Now()
 	last := map[string]int64{}
-	for time.Since(start) < soak {
+	fewest := func() int {
+		n := -1
+		for name := range ids {
+			if n < 0 || len(samples[name]) < n {
+				n = len(samples[name])
+			}
+		}
+		return n
+	}
+	// The soak, and on a loaded machine (whose checkpoints come slower
+	// than their interval) as long as it takes to have the samples the
+	// checks need, up to four soaks.
+	for time.Since(start) < soak || fewest() < minStateSamples && time.Since(start) < 4*soak {
 		// A sample per job at its next completed checkpoint: each job's
 		// taken as soon as it comes, until all have theirs.
 		advanced := map[string]bool{}
@@ -112,6 +124,9 @@ func (c *cluster) sampleStateSizes(ids map[string]string, prefix string, soak ti
 	}
 	return samples
 }
+
+// minStateSamples is how many samples checkGrows and checkFlat need.
+const minStateSamples = 10
 
 // checkGrows: state kept without a TTL grows with the keys seen, the last
 // sample well above the one a quarter in (which shows a test of flatness

@@ -37,6 +37,9 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	}
 	s.submits.Lock()
 	defer s.submits.Unlock()
+	if err := s.unrecoveredError(id); err != nil && id != "" {
+		return nil, err
+	}
 	if j, ok := s.job(id); ok && id != "" {
 		if !proto.Equal(j.graph, g) {
 			return nil, status.Errorf(codes.AlreadyExists, "jobmanager: job %s exists and runs another graph than the one submitted", id)
@@ -90,9 +93,26 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 func (s *Server) lookup(id string) (*jobMaster, error) {
 	j, ok := s.job(id)
 	if !ok {
+		if err := s.unrecoveredError(id); err != nil {
+			return nil, err
+		}
 		return nil, status.Errorf(codes.NotFound, "jobmanager: job %s not found", id)
 	}
 	return j, nil
+}
+
+// unrecoveredError is Unavailable for a job stored in the HA services
+// that this leadership could not recover, nil for any other ID. Such a
+// job is not "not found": a client that took it for gone and submitted
+// it again would run it twice once a later leader recovers it.
+func (s *Server) unrecoveredError(id string) error {
+	s.mu.Lock()
+	_, stored := s.mu.unrecovered[id]
+	s.mu.Unlock()
+	if !stored {
+		return nil
+	}
+	return status.Errorf(codes.Unavailable, "jobmanager: job %s is stored, but this leader could not recover it (its log says why); a later leader may", id)
 }
 
 // CancelJob cancels a job.

@@ -173,12 +173,13 @@ func (s *Server) becomeLeader(ctx context.Context, l leadership) {
 // before it).
 func (s *Server) recoverJob(ctx context.Context, services haServices, id string, sj storedJob) error {
 	g := sj.graph
+	// Where the job first started matters only while it has no
+	// checkpoint of its own: a savepoint deleted since must not keep a
+	// job with newer checkpoints from being recovered.
 	var origin *restorePoint
+	var originErr error
 	if g.GetRestoreFrom() != "" {
-		var err error
-		if origin, err = loadRestorePoint(g); err != nil {
-			return err
-		}
+		origin, originErr = loadRestorePoint(g)
 	}
 	_, store, err := services.jobServices(id, int(g.GetCheckpointing().GetRetained()))
 	if err != nil {
@@ -193,6 +194,12 @@ func (s *Server) recoverJob(ctx context.Context, services haServices, id string,
 	}
 	for _, sk := range skipped {
 		s.log.Error("skipping unreadable checkpoint on recovery", "job_id", id, "checkpoint_id", sk.ID, "err", sk.Err)
+	}
+	if originErr != nil {
+		if len(kept) == 0 {
+			return originErr
+		}
+		s.log.Warn("the savepoint the job first started from is unreadable; it has checkpoints of its own", "job_id", id, "err", originErr)
 	}
 	start := origin
 	if len(kept) > 0 {

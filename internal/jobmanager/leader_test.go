@@ -70,3 +70,23 @@ func TestClaimsOfUnrecoveredJobs(t *testing.T) {
 		t.Fatalf("another prefix: %v", err)
 	}
 }
+
+// TestUnrecoveredJobIsNotNotFound: a stored job the leader could not
+// recover is answered Unavailable, not NotFound, and its ID is not
+// submitted again: a client that took it for gone would run it twice
+// once a later leader recovers it.
+func TestUnrecoveredJobIsNotNotFound(t *testing.T) {
+	s := &Server{}
+	const id = "0123456789abcdef0123456789abcdef"
+	s.mu.unrecovered = map[string]*weirv1.JobGraph{id: nil}
+	if _, err := s.lookup(id); status.Code(err) != codes.Unavailable {
+		t.Fatalf("lookup of an unrecovered job: %v, want Unavailable", err)
+	}
+	if _, err := s.lookup("fedcba9876543210fedcba9876543210"); status.Code(err) != codes.NotFound {
+		t.Fatalf("lookup of an unknown job: %v, want NotFound", err)
+	}
+	g := &weirv1.JobGraph{Name: "j", Vertices: []*weirv1.JobVertex{{Name: "src", Operator: "sequence-source", Parallelism: 1}}}
+	if _, err := s.SubmitJob(context.Background(), &weirv1.SubmitJobRequest{Job: g, JobId: id}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a submission under an unrecovered job's ID: %v, want Unavailable", err)
+	}
+}

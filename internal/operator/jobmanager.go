@@ -107,21 +107,41 @@ func (m *jobManager) job(ctx context.Context, id string) (*lifecycle.Job, error)
 	}
 	j := &lifecycle.Job{State: stateName(resp.GetJob().GetState()), FailureCause: resp.GetJob().GetFailureCause(), StartedFrom: resp.GetJob().GetGraph().GetRestoreFrom()}
 	cps, err := m.api.ListCheckpoints(ctx, &weirv1.ListCheckpointsRequest{JobId: id})
-	if n := newest(cps); err == nil && n.GetId() > 0 {
-		j.LatestCheckpoint = &v1alpha1.CheckpointInfo{ID: n.GetId(), Path: n.GetExternalPath()}
+	if err != nil {
+		// Without it the round would not know the job's newest state.
+		return nil, fmt.Errorf("checkpoints of job %s: %w", id, err)
+	}
+	if n := newest(cps); n.id > 0 {
+		j.LatestCheckpoint = &v1alpha1.CheckpointInfo{ID: n.id, Path: n.path}
 	}
 	return j, nil
 }
 
-// newest is the newer of a job's latest checkpoint and latest savepoint:
-// a savepoint taken after the last checkpoint is the newest state, and
-// restoring from the checkpoint before it would repeat what it committed.
-func newest(cps *weirv1.ListCheckpointsResponse) *weirv1.CheckpointStats {
-	c, s := cps.GetLatestCompleted(), cps.GetLatestSavepoint()
-	if s.GetId() > c.GetId() && s.GetExternalPath() != "" {
-		return s
+// state is one restorable state of a job.
+type state struct {
+	id        int64
+	path      string
+	savepoint bool
+}
+
+// newest is the newest of a job's latest checkpoint, latest savepoint and
+// the checkpoint it last restored: a savepoint taken after the last
+// checkpoint is the newest state, and restoring from the checkpoint before
+// it would repeat what it committed; a job a new JobManager leader
+// recovered reports no checkpoint of its own until it takes one, and its
+// state is then the one it restored.
+func newest(cps *weirv1.ListCheckpointsResponse) state {
+	var n state
+	for _, s := range []state{
+		{cps.GetLatestCompleted().GetId(), cps.GetLatestCompleted().GetExternalPath(), false},
+		{cps.GetLatestSavepoint().GetId(), cps.GetLatestSavepoint().GetExternalPath(), true},
+		{cps.GetLatestRestored().GetId(), cps.GetLatestRestored().GetExternalPath(), cps.GetLatestRestored().GetIsSavepoint()},
+	} {
+		if s.path != "" && s.id > n.id {
+			n = s
+		}
 	}
-	return c
+	return n
 }
 
 // graph is the job graph of spec, with the resource's overrides applied.
@@ -182,13 +202,15 @@ func (m *jobManager) do(ctx context.Context, a lifecycle.Action, id string) life
 	case lifecycle.Submit:
 		g, err := graph(a.Spec, a.RestorePath)
 		if err != nil {
-			return lifecycle.Result{Err: err}
+			return lifecycle.Result{Err: err, Refused: true}
 		}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		resp, err := m.api.SubmitJob(ctx, &weirv1.SubmitJobRequest{Job: g, JobId: a.JobID})
 		if err != nil {
-			return lifecycle.Result{Err: fmt.Errorf("submit: %w", err), Exists: status.Code(err) == codes.AlreadyExists}
+			c := status.Code(err)
+			return lifecycle.Result{Err: fmt.Errorf("submit: %w", err), Exists: c == codes.AlreadyExists,
+				Refused: c == codes.InvalidArgument || c == codes.FailedPrecondition || c == codes.Unimplemented}
 		}
 		return lifecycle.Result{JobID: resp.GetJobId()}
 	case lifecycle.StopWithSavepoint:
@@ -221,7 +243,7 @@ func (m *jobManager) do(ctx context.Context, a lifecycle.Action, id string) life
 			return lifecycle.Result{Err: fmt.Errorf("checkpoints of cancelled job %s: %w", id, err)}
 		}
 		n := newest(cps)
-		return lifecycle.Result{Path: n.GetExternalPath(), Savepoint: n == cps.GetLatestSavepoint() && n != nil}
+		return lifecycle.Result{Path: n.path, Savepoint: n.savepoint}
 	}
 	return lifecycle.Result{}
 }

@@ -59,11 +59,13 @@ func explore(t *testing.T, seed uint64) {
 		case r < 3:
 			version++
 			spec := fmt.Sprintf("v%d", version)
-			switch rng.IntN(5) {
+			switch rng.IntN(6) {
 			case 0:
 				spec += "-fail"
 			case 1:
 				spec += "-stuck"
+			case 2:
+				spec += "-bad"
 			}
 			w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = spec })
 			what = "spec=" + spec

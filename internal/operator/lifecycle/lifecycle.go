@@ -131,6 +131,11 @@ type Result struct {
 	// graph, one an earlier round submitted and whose status write was
 	// lost.
 	Exists bool
+	// Refused: the submission was refused for good (the spec does not
+	// make a valid job, the state to restore is unreadable, a claim is
+	// held): no job was started, and retrying the same will not start
+	// one.
+	Refused bool
 	Err    error
 }
 
@@ -149,7 +154,9 @@ type Decision struct {
 	// Deploy is the spec the cluster's objects (Deployments) should run
 	// now: see deploySpec.
 	Deploy v1alpha1.WeirJobSpec
-	// Suspended scales the job's own TaskManagers to zero.
+	// Suspended scales the job's own TaskManagers to zero: only once the
+	// job stopped, so that a savepoint is not taken from TaskManagers on
+	// their way out.
 	Suspended bool
 	// Requeue asks for the next round after this long (0: on changes
 	// only).
@@ -183,12 +190,13 @@ func decide(o Observation) Decision {
 			st.LastCheckpoint = cp.DeepCopy()
 		}
 	}
-	replaceUpgrade(o, st)
 	if !o.Reachable {
+		// Nothing is known of the job: nothing changes.
 		setCondition(st, CondReady, false, "JobManagerUnreachable", "the JobManager does not answer", o.Now)
 		d.Requeue = 2 * time.Second
 		return d
 	}
+	replaceUpgrade(o, st)
 	switch {
 	case st.Upgrade != nil:
 		decideUpgrade(o, &d)
@@ -198,9 +206,13 @@ func decide(o Observation) Decision {
 		// Resume.
 		startUpgrade(o, &d, PhaseStarting, st.ResumeFrom, "resume", false)
 		d.Events = append(d.Events, Event{Reason: "Resuming", Message: "resuming the job from " + orNone(st.ResumeFrom)})
-	case st.JobID == "":
+	case st.JobID == "" && st.Submissions == 0:
 		startUpgrade(o, &d, PhaseStarting, o.Spec.InitialSavepointPath, "initial", false)
 		st.LifecycleState = v1alpha1.StateDeploying
+	case st.JobID == "":
+		// A suspension that had no job to stop: start from where the
+		// last job stopped.
+		startUpgrade(o, &d, PhaseStarting, st.ResumeFrom, "resume", false)
 	case o.Job == nil:
 		// The JobManager lost the job (a cluster without its HA data):
 		// start it again from the newest state the operator knows.
@@ -239,10 +251,19 @@ func replaceUpgrade(o Observation, st *v1alpha1.WeirJobStatus) {
 	case o.Spec.Suspend && (up.Phase == PhaseVerifying || up.Phase == PhaseStopping && !up.Rollback):
 		// Suspension stops whichever job runs, verified or not.
 		st.Upgrade = nil
-	case up.Phase == PhaseStopping && !up.Rollback && up.Spec != "" && up.Target != o.Generation:
-		// Nothing was submitted yet: aim at the newest spec.
+	case up.Phase == PhaseStarting && up.Refused && o.Spec.Suspend:
+		// The refused submission started nothing: suspend with the state
+		// it was to start from.
+		st.Upgrade = nil
+		if o.Job == nil {
+			st.ResumeFrom, st.LastCheckpoint = up.RestorePath, nil
+		}
+	case (up.Phase == PhaseStopping || up.Phase == PhaseStarting && up.Refused) && up.Spec != "" && up.Target != o.Generation:
+		// Nothing was submitted yet (or it was refused): aim at the
+		// newest spec; a rollback becomes the upgrade to it.
 		if target, ok := decodeSpec(up.Spec); !ok || SpecHash(target) != SpecHash(o.Spec) {
-			up.Target, up.Spec = o.Generation, encodeSpec(o.Spec)
+			up.Target, up.Spec, up.Refused, up.Rollback, up.Reason = o.Generation, encodeSpec(o.Spec), false, false, "upgrade"
+			st.LifecycleState = v1alpha1.StateUpgrading
 		}
 	}
 }
@@ -330,7 +351,12 @@ func newestState(o Observation, st *v1alpha1.WeirJobStatus) string {
 	if cp := o.Job.LatestCheckpoint; cp != nil && cp.Path != "" {
 		return cp.Path
 	}
-	// None taken: its state is still what it started from.
+	// Its JobManager reports none (a new leader that recovered it has no
+	// statistics until its next checkpoint): the one recorded of this
+	// job, else what it started from.
+	if cp := st.LastCheckpoint; cp != nil && cp.Path != "" {
+		return cp.Path
+	}
 	return o.Job.StartedFrom
 }
 
@@ -532,8 +558,8 @@ func stableSpec(st *v1alpha1.WeirJobStatus) (v1alpha1.WeirJobSpec, bool) {
 
 func decideSuspend(o Observation, d *Decision) {
 	st := &d.Status
-	d.Suspended = true
 	if st.LifecycleState == v1alpha1.StateSuspended {
+		d.Suspended = true
 		return
 	}
 	if !jobRunning(o.Job) {
@@ -561,6 +587,7 @@ func suspended(o Observation, d *Decision) {
 	st := &d.Status
 	st.LifecycleState = v1alpha1.StateSuspended
 	st.JobID, st.JobState = "", ""
+	d.Suspended = true
 	setCondition(st, CondReady, false, "Suspended", "suspended; resumes from "+orNone(st.ResumeFrom), o.Now)
 	d.Events = append(d.Events, Event{Reason: "Suspended", Message: "the job is suspended; it resumes from " + orNone(st.ResumeFrom)})
 }
@@ -592,12 +619,14 @@ func decideSteady(o Observation, d *Decision) {
 func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Event) {
 	st := *d.Status.DeepCopy()
 	var events []Event
+	now := metav1.NewTime(o.Now)
 	if d.Action.Kind == Submit && r.Exists && st.Upgrade != nil {
 		// That job runs beside nothing else of this resource: stop it as
 		// an old job is stopped, then submit under the next ID.
 		st.JobID, st.JobState, st.DeployedSpecHash, st.Error = d.Action.JobID, "", "", ""
+		st.LastCheckpoint = nil // the previous job's
 		st.Submissions++
-		st.Upgrade.Phase = PhaseStopping
+		st.Upgrade.Phase, st.Upgrade.StartedAt = PhaseStopping, &now
 		if !st.Upgrade.Rollback {
 			st.Upgrade.RestorePath = ""
 		}
@@ -605,12 +634,14 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 		return st, events
 	}
 	if r.Err != nil {
+		if d.Action.Kind == Submit && r.Refused && st.Upgrade != nil {
+			st.Upgrade.Refused = true
+		}
 		st.Error = fmt.Sprintf("%s: %v", d.Action.Kind, r.Err)
 		events = append(events, Event{Warning: true, Reason: string(d.Action.Kind) + "Failed", Message: r.Err.Error()})
 		return st, events
 	}
 	st.Error = ""
-	now := metav1.NewTime(o.Now)
 	switch d.Action.Kind {
 	case Submit:
 		st.JobID, st.JobState = r.JobID, ""
@@ -644,7 +675,7 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 				st.Upgrade.RestorePath = r.Path
 			}
 			st.Upgrade.Phase = PhaseStarting
-		} else if d.Suspended {
+		} else if d.Action.Reason == "suspend" {
 			dd := Decision{Status: st}
 			suspended(o, &dd)
 			st, events = dd.Status, append(events, dd.Events...)

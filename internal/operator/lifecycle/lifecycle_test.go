@@ -15,8 +15,9 @@ import (
 
 // jobManager is a model of a JobManager for the scenarios: jobs start
 // RUNNING unless their spec's job text contains "fail" or is in failing
-// (then FAILED) or contains "stuck" (then stay CREATED); each running job
-// completes a checkpoint per round. Checkpoints and savepoints of a job
+// (then FAILED) or contains "stuck" (then stay CREATED); a spec whose text
+// contains "bad" is refused (it does not make a valid job); each running
+// job completes a checkpoint per round. Checkpoints and savepoints of a job
 // share its IDs, as the JobManager's do.
 type jobManager struct {
 	jobs    map[string]*modelJob
@@ -28,6 +29,9 @@ type jobManager struct {
 	failAfter ActionKind
 	failing   map[string]bool // job texts whose jobs fail
 	noCkpt    bool            // jobs complete no checkpoint
+	// statsLost: the JobManager reports no checkpoint of these jobs (a
+	// new leader that recovered them, before their next checkpoint).
+	statsLost map[string]bool
 	log       []string
 	// onSubmit sees every new job's submission, with the job submitted
 	// before it.
@@ -56,7 +60,7 @@ func (j *modelJob) stoppedAt() string {
 }
 
 func newJobManager() *jobManager {
-	return &jobManager{jobs: map[string]*modelJob{}, failing: map[string]bool{}}
+	return &jobManager{jobs: map[string]*modelJob{}, failing: map[string]bool{}, statsLost: map[string]bool{}}
 }
 
 func (m *jobManager) tick() {
@@ -75,7 +79,7 @@ func (m *jobManager) view(id string) *Job {
 		return nil
 	}
 	v := &Job{State: j.state, StartedFrom: j.from}
-	if j.ckpt > 0 {
+	if j.ckpt > 0 && !m.statsLost[id] {
 		v.LatestCheckpoint = &v1alpha1.CheckpointInfo{ID: j.ckpt, Path: j.newest}
 	}
 	return v
@@ -105,6 +109,9 @@ func (m *jobManager) apply(a Action, jobID string) Result {
 	j := m.jobs[jobID]
 	switch a.Kind {
 	case Submit:
+		if strings.Contains(a.Spec.Job.Spec, "bad") {
+			return Result{Refused: true, Err: errors.New("the job spec: invalid")}
+		}
 		if j := m.jobs[a.JobID]; a.JobID != "" && j != nil {
 			if j.spec != a.Spec.Job.Spec || j.from != a.RestorePath {
 				return Result{Exists: true, Err: errors.New("the job exists and runs another graph")}
@@ -138,6 +145,9 @@ func (m *jobManager) apply(a Action, jobID string) Result {
 	case CancelKeepingState:
 		j.state = "CANCELED"
 		m.log = append(m.log, "cancel keeping "+j.newest)
+		if m.statsLost[jobID] {
+			return Result{}
+		}
 		return Result{Path: j.newest, Savepoint: strings.HasPrefix(j.newest, "/sp/")}
 	case Cancel:
 		j.state = "CANCELED"
@@ -341,11 +351,19 @@ func TestNonceAndSuspendNeedNoUpgrade(t *testing.T) {
 
 	w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend = true })
 	w.until(v1alpha1.StateSuspended, 3)
-	if !w.last.Suspended || w.status.JobID != "" || !strings.HasPrefix(w.status.ResumeFrom, "/sp/") || w.ready() {
+	if w.last.Suspended {
+		// The savepoint is taken from running TaskManagers: they go
+		// once the job stopped.
+		t.Fatal("the TaskManagers were scaled to zero in the round that stops the job")
+	}
+	if w.status.JobID != "" || !strings.HasPrefix(w.status.ResumeFrom, "/sp/") || w.ready() {
 		t.Fatalf("suspended: %+v", w.status)
 	}
 	from := w.status.ResumeFrom
 	w.round()
+	if !w.last.Suspended {
+		t.Fatal("a suspended job's TaskManagers were not scaled to zero")
+	}
 	if len(w.jm.log) != 3 {
 		t.Fatalf("a suspended job acted: %v", w.jm.log)
 	}
@@ -704,4 +722,56 @@ func TestVerificationGivesWay(t *testing.T) {
 			t.Fatalf("resumes from %q, want %s; log %v", w.status.ResumeFrom, sp, w.jm.log)
 		}
 	})
+}
+
+// A submission refused for good (a spec that does not make a valid job)
+// starts nothing: a fixed spec replaces it, and so does a suspension.
+func TestRefusedSubmissionGivesWay(t *testing.T) {
+	t.Run("a fixed spec", func(t *testing.T) {
+		w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1")
+		w.until(v1alpha1.StateRunning, 5)
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2-bad" })
+		for range 4 {
+			w.round()
+		}
+		sp := w.lastStop()
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v3" })
+		w.until(v1alpha1.StateRunning, 4)
+		if w.current().spec != "v3" || w.current().from != sp || w.status.StableGeneration != 3 {
+			t.Fatalf("job %+v, want v3 from %s; status %+v", w.current(), sp, w.status)
+		}
+	})
+	t.Run("a bad first deployment, suspended", func(t *testing.T) {
+		w := newWorld(t, v1alpha1.UpgradeSavepoint, "v1-bad")
+		w.spec.InitialSavepointPath = "/sp/initial"
+		for range 3 {
+			w.round()
+		}
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend = true })
+		w.until(v1alpha1.StateSuspended, 3)
+		w.change(func(s *v1alpha1.WeirJobSpec) { s.Suspend, s.Job.Spec = false, "v2" })
+		w.until(v1alpha1.StateRunning, 4)
+		if w.current().spec != "v2" || w.current().from != "/sp/initial" {
+			t.Fatalf("job %+v", w.current())
+		}
+	})
+}
+
+// A JobManager that reports no checkpoint of a job it recovered (a new
+// leader, before the job's next checkpoint): stopping it keeping its
+// state restores the checkpoint the operator recorded, not what the job
+// first started from.
+func TestNoCheckpointStatsAfterFailover(t *testing.T) {
+	w := newWorld(t, v1alpha1.UpgradeLastState, "v1")
+	w.spec.InitialSavepointPath = "/sp/initial"
+	w.until(v1alpha1.StateRunning, 5)
+	w.round()
+	w.round()
+	want := w.current().newest
+	w.jm.statsLost[w.status.JobID], w.jm.noCkpt = true, true
+	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec = "v2" })
+	w.until(v1alpha1.StateRunning, 5)
+	if w.current().spec != "v2" || w.current().from != want {
+		t.Fatalf("v2 from %q, want %q; log %v", w.current().from, want, w.jm.log)
+	}
 }

@@ -217,6 +217,11 @@ type UpgradeStatus struct {
 	// Rollback marks a rollback to the last stable spec.
 	// +optional
 	Rollback bool `json:"rollback,omitempty"`
+	// Refused: the JobManager refused the step's submission for good (the
+	// spec does not make a valid job, its state is unreadable, a claim is
+	// held). Nothing runs: a newer spec or a suspension replaces it.
+	// +optional
+	Refused bool `json:"refused,omitempty"`
 	// Reason: initial, upgrade, resume, rollback, recover.
 	// +optional
 	Reason string `json:"reason,omitempty"`
