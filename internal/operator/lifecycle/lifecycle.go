@@ -136,7 +136,7 @@ type Result struct {
 	// held): no job was started, and retrying the same will not start
 	// one.
 	Refused bool
-	Err    error
+	Err     error
 }
 
 // Event is something users should see on the resource.
