@@ -245,6 +245,8 @@ func (p *tcpProxy) heal() {
 	p.mu.Unlock()
 }
 
+// listByCluster selects a cluster's per-job ConfigMaps: a finished job
+// leaves none, while the term ConfigMap stays with the cluster.
 func listByCluster(id string) metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: kubeha.LabelCluster + "=" + id + "," + kubeha.LabelType + "!=leader"}
+	return metav1.ListOptions{LabelSelector: kubeha.LabelCluster + "=" + id + "," + kubeha.LabelType + " in (job,checkpoints)"}
 }

@@ -261,9 +261,11 @@ func TestOperatorUpgradesAndRollsBack(t *testing.T) {
 	// 5. Suspend and resume (a fixed spec first: back to parallelism 3).
 	gen = e.update(name, func(s *v1alpha1.WeirJobSpec) { p := int32(3); s.Parallelism = &p; s.Suspend = true })
 	e.waitStatus(name, "suspended", time.Minute, func(st v1alpha1.WeirJobStatus) bool { return st.LifecycleState == v1alpha1.StateSuspended })
-	if err := e.k.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: name + "-taskmanager"}, &tm); err != nil || *tm.Spec.Replicas != 0 {
-		t.Errorf("a suspended job's TaskManagers: %v replicas, %v", tm.Spec.Replicas, err)
-	}
+	// The TaskManagers go once the job has stopped, in the round after.
+	e.waitFor(30*time.Second, "a suspended job's TaskManagers scaled to zero", func() (bool, error) {
+		err := e.k.Get(ctx, types.NamespacedName{Namespace: e.ns, Name: name + "-taskmanager"}, &tm)
+		return err == nil && *tm.Spec.Replicas == 0, err
+	})
 	gen = e.update(name, func(s *v1alpha1.WeirJobSpec) { s.Suspend = false })
 	e.waitStatus(name, "resumed", 2*time.Minute, func(st v1alpha1.WeirJobStatus) bool {
 		return st.JobState == "RUNNING" && st.Upgrade == nil && st.LifecycleState == v1alpha1.StateRunning
