@@ -25,18 +25,15 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 	}
 	// Clients other than the CLI may leave fields unset.
 	jobgraph.ApplyDefaults(g)
-	if err := jobgraph.Validate(g); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	if err := supported(g); err != nil {
-		return nil, status.Error(codes.Unimplemented, err.Error())
-	}
 	id := req.GetJobId()
 	if id != "" && !validJobID(id) {
 		return nil, status.Errorf(codes.InvalidArgument, "jobmanager: job ID %q: want 32 lower-case hex characters", id)
 	}
 	s.submits.Lock()
 	defer s.submits.Unlock()
+	// The ID first: a job under it answers whatever this graph is (the
+	// client learns that the job it runs is not the one it meant even
+	// when this graph is invalid).
 	if err := s.unrecoveredError(id); err != nil && id != "" {
 		return nil, err
 	}
@@ -46,6 +43,12 @@ func (s *Server) SubmitJob(ctx context.Context, req *weirv1.SubmitJobRequest) (*
 		}
 		// A retried submission: the job is there already.
 		return &weirv1.SubmitJobResponse{JobId: id}, nil
+	}
+	if err := jobgraph.Validate(g); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := supported(g); err != nil {
+		return nil, status.Error(codes.Unimplemented, err.Error())
 	}
 	if err := s.checkClaims(g); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())

@@ -202,6 +202,11 @@ func (m *jobManager) do(ctx context.Context, a lifecycle.Action, id string) life
 	case lifecycle.Submit:
 		g, err := graph(a.Spec, a.RestorePath)
 		if err != nil {
+			// As the JobManager does, the ID before the graph: a job
+			// under it is one an earlier submission started.
+			if j, jerr := m.job(ctx, a.JobID); jerr != nil || j != nil {
+				return lifecycle.Result{Err: errors.Join(err, jerr), Exists: j != nil}
+			}
 			return lifecycle.Result{Err: err, Refused: true}
 		}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

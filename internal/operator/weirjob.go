@@ -41,6 +41,10 @@ type recorder interface {
 // before the resource goes (a job's own cluster goes with it).
 const finalizer = "weir.dev/job"
 
+// maxLostSubmissions bounds how far a round looks for jobs submitted by
+// rounds whose status writes were lost (each lost write can add one).
+const maxLostSubmissions = 16
+
 // WeirJobReconciler runs WeirJobs.
 type WeirJobReconciler struct {
 	Client client.Client
@@ -112,6 +116,18 @@ func (r *WeirJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			if o.Job, err = jm.job(ctx, wj.Status.JobID); err != nil {
 				o.Reachable = false
 			}
+		}
+		// Jobs submitted by rounds whose status writes were lost: the
+		// IDs the next submissions take, as far as they exist.
+		for n := wj.Status.Submissions; o.Reachable && n < wj.Status.Submissions+maxLostSubmissions; n++ {
+			j, err := jm.job(ctx, lifecycle.JobIDAt(o.UID, n))
+			if err != nil {
+				o.Reachable = false
+			}
+			if j == nil {
+				break
+			}
+			o.Next, o.NextSeq = j, n
 		}
 	} else if err != nil {
 		log.Debug("JobManager not reachable", "err", err)

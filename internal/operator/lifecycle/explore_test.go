@@ -20,8 +20,10 @@ var exploreSeeds = flag.Int("lifecycle.seeds", 3000, "seeds TestLifecycleExplore
 // interleavings of what users do (spec changes to good, failing and
 // stuck jobs, suspend and resume, savepoint nonces) and of faults (lost
 // status writes, actions that fail, actions whose answer is lost after
-// they took effect, an unreachable JobManager), in each upgrade mode.
-// After every round: at most one job runs. At every submission that is
+// they took effect, submissions refused for a while, an unreachable
+// JobManager), in each upgrade mode. After every round: at most one job
+// runs, none while the resource is suspended, and a rolled-back spec is
+// not submitted again as an upgrade. At every submission that is
 // not a rollback (or stateless): the new job starts from the newest state
 // of the job before it, so no committed output is repeated or lost. After the script, with faults off and a
 // good spec, the resource converges to it. A failing seed replays bit
@@ -87,6 +89,9 @@ func explore(t *testing.T, seed uint64) {
 		case r < 13:
 			w.jm.down = !w.jm.down
 			what = fmt.Sprintf("down=%t", w.jm.down)
+		case r < 14:
+			w.jm.refuseNow = true
+			what = "refuse-submit"
 		default:
 			what = "-"
 		}
@@ -94,7 +99,7 @@ func explore(t *testing.T, seed uint64) {
 		w.round()
 	}
 	// Quiet: no faults, a good spec, not suspended.
-	w.jm.down, w.jm.failNow, w.jm.failAfter, w.loseWrite = false, None, None, false
+	w.jm.down, w.jm.failNow, w.jm.failAfter, w.jm.refuseNow, w.loseWrite = false, None, None, false, false
 	version++
 	final := fmt.Sprintf("v%d", version)
 	w.change(func(s *v1alpha1.WeirJobSpec) { s.Job.Spec, s.Suspend = final, false })

@@ -80,6 +80,11 @@ type Observation struct {
 	// Job is Status.JobID as the JobManager reports it; nil when there
 	// is no job ID or the JobManager does not know it.
 	Job *Job
+	// Next is the newest job of those JobIDAt names from
+	// Status.Submissions on, and NextSeq its number: jobs submitted by
+	// rounds whose status writes were lost. Nil while there is none.
+	Next    *Job
+	NextSeq int64
 }
 
 // ActionKind is one I/O step of the driver.
@@ -131,10 +136,10 @@ type Result struct {
 	// graph, one an earlier round submitted and whose status write was
 	// lost.
 	Exists bool
-	// Refused: the submission was refused for good (the spec does not
-	// make a valid job, the state to restore is unreadable, a claim is
-	// held): no job was started, and retrying the same will not start
-	// one.
+	// Refused: the JobManager refused the submission and started nothing
+	// (the spec does not make a valid job, the state to restore is
+	// unreadable, a claim is held): a newer spec or a suspension may
+	// replace the step.
 	Refused bool
 	Err     error
 }
@@ -196,6 +201,18 @@ func decide(o Observation) Decision {
 		d.Requeue = 2 * time.Second
 		return d
 	}
+	switch {
+	case o.Next == nil:
+	case st.Upgrade != nil && st.Upgrade.Phase == PhaseStarting && o.NextSeq == st.Submissions:
+		// The status is older than a submission of this step: its retry
+		// finds the job (or learns that it runs another graph). A refusal
+		// recorded before it no longer holds.
+		st.Upgrade.Refused = false
+	default:
+		// The status is older than a submission: take its job on, to be
+		// stopped and replaced as an old job is.
+		o = adoptEarlierSubmission(o, &d)
+	}
 	replaceUpgrade(o, st)
 	switch {
 	case st.Upgrade != nil:
@@ -230,6 +247,28 @@ func decide(o Observation) Decision {
 	return d
 }
 
+// adoptEarlierSubmission makes o.Next the resource's job, in an upgrade
+// that stops it first.
+func adoptEarlierSubmission(o Observation, d *Decision) Observation {
+	st := &d.Status
+	id := JobIDAt(o.UID, o.NextSeq)
+	d.Events = append(d.Events, Event{Warning: true, Reason: "EarlierSubmission", Message: fmt.Sprintf("job %s was submitted by an earlier round whose status was lost: stopping it first", id)})
+	st.JobID, st.JobState, st.DeployedSpecHash, st.LastCheckpoint = id, o.Next.State, "", nil
+	st.Submissions = o.NextSeq + 1
+	now := metav1.NewTime(o.Now)
+	if up := st.Upgrade; up != nil {
+		up.Phase, up.StartedAt = PhaseStopping, &now
+		if !up.Rollback {
+			up.RestorePath = ""
+		}
+	} else {
+		st.Upgrade = &v1alpha1.UpgradeStatus{Phase: PhaseStopping, Target: o.Generation, Spec: encodeSpec(o.Spec), Reason: "upgrade", StartedAt: &now}
+		st.LifecycleState = v1alpha1.StateUpgrading
+	}
+	o.Job, o.Next = o.Next, nil
+	return o
+}
+
 // replaceUpgrade ends or retargets an upgrade the resource's spec has
 // moved past. An upgrade whose new job may have been submitted (Starting)
 // always finishes that step, so that a submission whose status write was
@@ -258,9 +297,11 @@ func replaceUpgrade(o Observation, st *v1alpha1.WeirJobStatus) {
 		if o.Job == nil {
 			st.ResumeFrom, st.LastCheckpoint = up.RestorePath, nil
 		}
-	case (up.Phase == PhaseStopping || up.Phase == PhaseStarting && up.Refused) && up.Spec != "" && up.Target != o.Generation:
-		// Nothing was submitted yet (or it was refused): aim at the
-		// newest spec; a rollback becomes the upgrade to it.
+	case up.Spec != "" && up.Target != o.Generation &&
+		(up.Phase == PhaseStopping && !up.Rollback || up.Phase == PhaseStarting && up.Refused && (!up.Rollback || !failedBefore(o, st))):
+		// Nothing was submitted yet (or the last submission was refused):
+		// aim at the newest spec; a refused rollback becomes the upgrade
+		// to a spec that did not fail.
 		if target, ok := decodeSpec(up.Spec); !ok || SpecHash(target) != SpecHash(o.Spec) {
 			up.Target, up.Spec, up.Refused, up.Rollback, up.Reason = o.Generation, encodeSpec(o.Spec), false, false, "upgrade"
 			st.LifecycleState = v1alpha1.StateUpgrading
@@ -495,16 +536,19 @@ func rollbackPolicy(spec v1alpha1.WeirJobSpec) (time.Duration, bool) {
 	return timeout, rollback
 }
 
+// JobIDAt is the ID of the resource's n-th submission (from 0).
+func JobIDAt(uid string, n int64) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", uid, n)))
+	return hex.EncodeToString(h[:16])
+}
+
 // jobID names the next job the resource submits: a hash of the resource
 // and its submissions so far (status.submissions), and nothing else. A
 // submission whose status write was lost is retried under the same ID
 // whatever changed in between (the spec, the state to restore), so the
 // JobManager answers with the job already there, or, when that job runs
 // another graph, says so (Result.Exists).
-func jobID(uid string, st *v1alpha1.WeirJobStatus) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", uid, st.Submissions)))
-	return hex.EncodeToString(h[:16])
-}
+func jobID(uid string, st *v1alpha1.WeirJobStatus) string { return JobIDAt(uid, st.Submissions) }
 
 func failed(j *Job) bool { return j != nil && (j.State == "FAILED" || j.State == "CANCELED") }
 
@@ -620,6 +664,11 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 	st := *d.Status.DeepCopy()
 	var events []Event
 	now := metav1.NewTime(o.Now)
+	if d.Action.Kind == Submit && st.Upgrade != nil {
+		// Only the last submission counts: one whose outcome is unknown
+		// may have started the job.
+		st.Upgrade.Refused = r.Refused && r.Err != nil
+	}
 	if d.Action.Kind == Submit && r.Exists && st.Upgrade != nil {
 		// That job runs beside nothing else of this resource: stop it as
 		// an old job is stopped, then submit under the next ID.
@@ -634,9 +683,6 @@ func Complete(o Observation, d Decision, r Result) (v1alpha1.WeirJobStatus, []Ev
 		return st, events
 	}
 	if r.Err != nil {
-		if d.Action.Kind == Submit && r.Refused && st.Upgrade != nil {
-			st.Upgrade.Refused = true
-		}
 		st.Error = fmt.Sprintf("%s: %v", d.Action.Kind, r.Err)
 		events = append(events, Event{Warning: true, Reason: string(d.Action.Kind) + "Failed", Message: r.Err.Error()})
 		return st, events

@@ -32,6 +32,9 @@ type jobManager struct {
 	// statsLost: the JobManager reports no checkpoint of these jobs (a
 	// new leader that recovered them, before their next checkpoint).
 	statsLost map[string]bool
+	// refuseNow: the next submission is refused (a claim the stopping job
+	// still holds), starting nothing.
+	refuseNow bool
 	log       []string
 	// onSubmit sees every new job's submission, with the job submitted
 	// before it.
@@ -109,14 +112,20 @@ func (m *jobManager) apply(a Action, jobID string) Result {
 	j := m.jobs[jobID]
 	switch a.Kind {
 	case Submit:
-		if strings.Contains(a.Spec.Job.Spec, "bad") {
-			return Result{Refused: true, Err: errors.New("the job spec: invalid")}
-		}
+		// As the JobManager: the ID is looked up first, then the spec
+		// validated, then claims and the state to restore checked.
 		if j := m.jobs[a.JobID]; a.JobID != "" && j != nil {
 			if j.spec != a.Spec.Job.Spec || j.from != a.RestorePath {
 				return Result{Exists: true, Err: errors.New("the job exists and runs another graph")}
 			}
 			return Result{JobID: a.JobID} // a retried submission
+		}
+		if strings.Contains(a.Spec.Job.Spec, "bad") {
+			return Result{Refused: true, Err: errors.New("the job spec: invalid")}
+		}
+		if m.refuseNow {
+			m.refuseNow = false
+			return Result{Refused: true, Err: errors.New("a claim is held by a job that has not ended")}
 		}
 		m.next++
 		id := a.JobID
@@ -177,6 +186,8 @@ type world struct {
 	loseWrite bool
 	// history describes each round, for failures.
 	history []string
+	// decided is the status the last round decided on.
+	decided v1alpha1.WeirJobStatus
 }
 
 func (w *world) describe(d Decision, st v1alpha1.WeirJobStatus) string {
@@ -224,7 +235,17 @@ func (w *world) round() {
 	if w.status.JobID != "" && !w.jm.down {
 		o.Job = w.jm.view(w.status.JobID)
 	}
+	for n := w.status.Submissions; !w.jm.down; n++ {
+		j := w.jm.view(JobIDAt(o.UID, n))
+		if j == nil {
+			break
+		}
+		o.Next, o.NextSeq = j, n
+	}
 	d := Decide(o)
+	if a := d.Action; a.Kind == Submit && a.Reason == "upgrade" && d.Status.FailedSpecHash != "" && SpecHash(a.Spec) == d.Status.FailedSpecHash {
+		w.t.Fatalf("the rolled-back spec %q was submitted again as an upgrade\nrounds:\n%s", a.Spec.Job.Spec, strings.Join(w.history, "\n"))
+	}
 	w.events = append(w.events, d.Events...)
 	st := d.Status
 	if d.Action.Kind != None {
@@ -234,6 +255,7 @@ func (w *world) round() {
 		w.events = append(w.events, ev...)
 	}
 	w.history = append(w.history, w.describe(d, st))
+	w.decided = st
 	if !w.loseWrite {
 		w.status = st
 	}
@@ -253,6 +275,10 @@ func (w *world) invariants() {
 	}
 	if running > 1 {
 		w.t.Fatalf("%d jobs of one WeirJob run at once: %v", running, w.jm.log)
+	}
+	// What this round decided, whether or not its write was lost.
+	if running > 0 && w.decided.LifecycleState == v1alpha1.StateSuspended {
+		w.t.Fatalf("suspended, but a job runs: %v\nrounds:\n%s", w.jm.log, strings.Join(w.history, "\n"))
 	}
 	if len(w.status.Savepoints) > maxSavepoints {
 		w.t.Fatalf("savepoint history of %d", len(w.status.Savepoints))
