@@ -303,6 +303,11 @@ func replaceUpgrade(o Observation, st *v1alpha1.WeirJobStatus) {
 		// aim at the newest spec; a refused rollback becomes the upgrade
 		// to a spec that did not fail.
 		if target, ok := decodeSpec(up.Spec); !ok || SpecHash(target) != SpecHash(o.Spec) {
+			if up.Rollback && modeOf(o.Spec) != v1alpha1.UpgradeStateless {
+				// The failed job's newest state, not the older one the
+				// rollback was to restore: it may have committed output.
+				up.RestorePath = newestState(o, st)
+			}
 			up.Target, up.Spec, up.Refused, up.Rollback, up.Reason = o.Generation, encodeSpec(o.Spec), false, false, "upgrade"
 			st.LifecycleState = v1alpha1.StateUpgrading
 		}
@@ -503,6 +508,15 @@ func decideUpgrade(o Observation, d *Decision) {
 			st.Upgrade = nil
 			st.LifecycleState = v1alpha1.StateFinished
 			setCondition(st, CondUpgrading, false, "Finished", "the job finished", o.Now)
+		case o.Job.State == "CANCELED":
+			// Cancelled, not failed: by a stop of the operator's whose
+			// outcome was lost, or by a user. The job may have run well
+			// and committed output: the step runs again from its newest
+			// state, not rolled back to an older one.
+			path := newestState(o, st)
+			d.Events = append(d.Events, Event{Warning: true, Reason: "JobCancelled", Message: fmt.Sprintf("job %s was cancelled while it was verified; submitting it again from %s", st.JobID, orNone(path))})
+			up.Phase, up.RestorePath = PhaseStarting, path
+			decideUpgrade(o, d)
 		case up.Rollback || !rollback || st.StableSpec == "":
 			// Nothing to roll back to (or not asked): wait, and say so.
 			if failed(o.Job) || timedOut(o, up, timeout) {
