@@ -184,33 +184,27 @@ func (e *Elector) recordTerm(ctx context.Context, f Fence) error {
 	name := e.names.Term()
 	for {
 		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		absent := apierrors.IsNotFound(err)
+		switch {
+		case absent:
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.cfg.Namespace, Labels: e.names.labels(typeTerm)}}
-			setTerm(cm, f.Term)
-			cm.Data = map[string]string{"holder": f.Holder}
-			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("record term %d: create configmap %s: %w", f.Term, name, err)
-			}
-			return nil
-		}
-		if err != nil {
+		case err != nil:
 			return fmt.Errorf("record term %d: get configmap %s: %w", f.Term, name, err)
-		}
-		if t := termOf(cm); t >= f.Term {
-			return fmt.Errorf("%w: configmap %s holds term %d of %q", errTermTaken, name, t, cm.Data["holder"])
+		case termOf(cm) >= f.Term:
+			return fmt.Errorf("%w: configmap %s holds term %d of %q", errTermTaken, name, termOf(cm), cm.Data["holder"])
 		}
 		setTerm(cm, f.Term)
 		cm.Data = map[string]string{"holder": f.Holder}
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			continue
+		if absent {
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		} else {
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		}
-		if err != nil {
-			return fmt.Errorf("record term %d: update configmap %s: %w", f.Term, name, err)
+		switch {
+		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
+			continue // another candidate wrote it first: judge again
+		case err != nil:
+			return fmt.Errorf("record term %d: write configmap %s: %w", f.Term, name, err)
 		}
 		return nil
 	}
